@@ -1,0 +1,41 @@
+# Helpers that keep every module's CMakeLists.txt to a few lines.
+#
+# dcp_module(NAME [DEPS libs...] [SOURCES files...])
+#   Library dcp_NAME from the given sources (default: every *.cpp in the current folder).
+# dcp_test(NAME LABEL [DEPS libs...] [SOURCES files...])
+#   GoogleTest executable NAME (default sources: tests/test_*.cpp of the current folder), registered
+#   in CTest with the label (cpu | gpu | mpi).
+# dcp_bench(NAME [DEPS libs...] SOURCES files...)
+#   Google Benchmark executable (only when DCP_BENCH is ON).
+function(dcp_module name)
+  cmake_parse_arguments(A "" "" "DEPS;SOURCES" ${ARGN})
+  if(NOT A_SOURCES)
+    file(GLOB A_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  endif()
+  add_library(dcp_${name} STATIC ${A_SOURCES})
+  target_link_libraries(dcp_${name} PUBLIC ${A_DEPS})
+  target_include_directories(dcp_${name} PUBLIC ${PROJECT_SOURCE_DIR}/impl ${PROJECT_SOURCE_DIR})
+endfunction()
+
+function(dcp_test name label)
+  cmake_parse_arguments(A "" "" "DEPS;SOURCES" ${ARGN})
+  if(NOT A_SOURCES)
+    file(GLOB A_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_*.cpp)
+  endif()
+  if(NOT A_SOURCES)
+    return()
+  endif()
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main Threads::Threads)
+  add_test(NAME ${name} COMMAND ${name} --gtest_brief=1)
+  set_tests_properties(${name} PROPERTIES LABELS ${label} TIMEOUT 900)
+endfunction()
+
+function(dcp_bench name)
+  cmake_parse_arguments(A "" "" "DEPS;SOURCES" ${ARGN})
+  if(NOT DCP_BENCH)
+    return()
+  endif()
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_DEPS} benchmark::benchmark Threads::Threads)
+endfunction()

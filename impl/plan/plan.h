@@ -1,0 +1,66 @@
+// The plan data model shared by every planner, the simulator and the harness.
+//
+//   Batch      : the global batch, sample i has length lengths[i] (tokens, > 0).
+//   PlanConfig : pool N = dp*cp ranks (index j = dp_rank*cp + cp_rank), per-rank token budget M,
+//                min_cp, optional VPP micro-batch group V, optional max sequence length.
+//   Plan       : micro-batches; each micro-batch is a list of groups in ascending rank order;
+//                a group is an aligned block of ranks [first_rank, first_rank + cp_size) that
+//                all process the same samples, in pack order.
+//
+// Every rank of a group holds the same samples in the same order by construction of this type;
+// planners that think per rank (Megatron's lists of lists) convert with plan_from_rank_lists(),
+// which rejects inconsistent lists. validate() checks everything else (DESIGN.md "Plan validity").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dcp::plan {
+
+struct Batch {
+  std::vector<int64_t> lengths;  // [G] tokens per sample; sample id = index
+  int64_t size() const { return static_cast<int64_t>(lengths.size()); }
+};
+
+struct PlanConfig {
+  int dp = 1;
+  int cp = 1;                         // static CP size (for dynamic planners only fixes N = dp*cp)
+  int64_t max_seqlen_per_rank = 0;    // M, tokens per rank
+  int min_cp = 1;                     // smallest dynamic CP group size
+  std::optional<int> vpp_group;       // micro-batch count must be a multiple of this
+  std::optional<int64_t> max_seqlen;  // padded length for bshd; upper bound on lengths otherwise
+  int pool() const { return dp * cp; }
+};
+
+struct Group {
+  int first_rank = 0;
+  int cp_size = 1;
+  std::vector<int> samples;  // sample ids in pack order
+  int last_rank() const { return first_rank + cp_size - 1; }
+};
+
+struct MicroBatch {
+  std::vector<Group> groups;  // ascending first_rank, disjoint, covering [0, N)
+};
+
+struct Plan {
+  std::string planner;
+  PlanConfig config;
+  bool dynamic = true;  // false: static CP, every group has size config.cp
+  std::vector<MicroBatch> microbatches;
+};
+
+// Per-rank view used by Megatron's scheduler: rank_lists[mb][rank] = sample ids in pack order.
+using RankLists = std::vector<std::vector<std::vector<int>>>;
+
+// Builds a Plan from per-rank lists: consecutive ranks holding identical lists form one group.
+// Throws dcp::Error if a sample id appears on ranks with different lists, on non-contiguous
+// ranks, or if a rank is empty (Megatron's runtime would crash on an empty rank, §7k).
+Plan plan_from_rank_lists(const RankLists& lists, const std::string& planner, const PlanConfig& config);
+
+// Inverse of plan_from_rank_lists.
+RankLists rank_lists_of(const Plan& plan);
+
+}  // namespace dcp::plan

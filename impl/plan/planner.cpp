@@ -1,0 +1,56 @@
+// Planner registry and the shared input checks.
+#include "plan/planner.h"
+
+#include "core/error.h"
+#include "plan/cp_rule.h"
+
+namespace dcp::plan {
+
+void PlannerRegistry::add(const std::string& name, Factory factory) {
+  DCP_CHECK(!factories_.count(name), "planner ", name, " registered twice");
+  factories_[name] = std::move(factory);
+}
+
+bool PlannerRegistry::contains(const std::string& name) const { return factories_.count(name) > 0; }
+
+std::vector<std::string> PlannerRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : factories_) out.push_back(k);
+  return out;
+}
+
+std::unique_ptr<Planner> PlannerRegistry::make(const std::string& name) const {
+  auto it = factories_.find(name);
+  if (it == factories_.end()) {
+    std::string known;
+    for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
+    throw InputError(detail::concat("unknown planner '", name, "' (known: ", known, ")"));
+  }
+  return it->second();
+}
+
+void check_config(const Batch& batch, const PlanConfig& c) {
+  DCP_REQUIRE(c.dp >= 1, "--dp ", c.dp, " must be >= 1");
+  DCP_REQUIRE(c.cp >= 1, "--cp ", c.cp, " must be >= 1");
+  DCP_REQUIRE(c.max_seqlen_per_rank >= 1, "--max-seqlen-per-rank ", c.max_seqlen_per_rank, " must be >= 1");
+  DCP_REQUIRE(is_pow2(c.min_cp), "--min-cp ", c.min_cp, " is not a power of two");
+  DCP_REQUIRE(c.min_cp <= c.pool(), "--min-cp ", c.min_cp, " is larger than the pool dp*cp = ", c.pool());
+  DCP_REQUIRE(!c.vpp_group || *c.vpp_group >= 1, "--vpp-group ", c.vpp_group.value_or(0), " must be >= 1");
+  DCP_REQUIRE(!c.max_seqlen || *c.max_seqlen >= 1, "--max-seqlen ", c.max_seqlen.value_or(0), " must be >= 1");
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    DCP_REQUIRE(batch.lengths[i] >= 1, "sample ", i, " has length ", batch.lengths[i], " (must be >= 1)");
+    DCP_REQUIRE(!c.max_seqlen || batch.lengths[i] <= *c.max_seqlen, "sample ", i, " has length ",
+                batch.lengths[i], " > --max-seqlen ", *c.max_seqlen);
+  }
+}
+
+void check_fits(const Batch& batch, const PlanConfig& c) {
+  const int64_t largest = static_cast<int64_t>(c.pool()) * c.max_seqlen_per_rank;
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    DCP_REQUIRE(batch.lengths[i] <= largest, "sample ", i, " has length ", batch.lengths[i],
+                " which needs CP size ", next_pow2(ceil_div(batch.lengths[i], c.max_seqlen_per_rank)),
+                " but the pool has ", c.pool(), " ranks (largest length that fits: ", largest, ")");
+  }
+}
+
+}  // namespace dcp::plan

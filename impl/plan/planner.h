@@ -1,0 +1,49 @@
+// Planner interface and the registry by name (nccl-tests' shape: the harness knows no planner).
+//
+// A planner maps (batch, config) to a Plan. It throws dcp::InputError for inputs that cannot be
+// planned (e.g. a sample needing more than N ranks), naming the sample, its length and the
+// largest length that fits. Planners are registered explicitly (register_*_planners functions
+// of sched/ and baselines/), not through static initialisers that a static link may drop.
+#pragma once
+
+#include "plan/plan.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dcp::plan {
+
+class Planner {
+ public:
+  virtual ~Planner() = default;
+  virtual std::string name() const = 0;
+  // True for planners whose groups change size per micro-batch (pool N = dp*cp).
+  virtual bool dynamic() const = 0;
+  virtual Plan plan(const Batch& batch, const PlanConfig& config) const = 0;
+};
+
+class PlannerRegistry {
+ public:
+  using Factory = std::function<std::unique_ptr<Planner>()>;
+  void add(const std::string& name, Factory factory);
+  bool contains(const std::string& name) const;
+  // Throws InputError naming the unknown planner and listing the known ones.
+  std::unique_ptr<Planner> make(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, Factory> factories_;
+};
+
+// Checks the config against the batch the way every planner needs it (dp, cp >= 1, M >= 1,
+// min_cp power of two <= N, lengths >= 1, V >= 1). Throws InputError naming the bad value.
+void check_config(const Batch& batch, const PlanConfig& config);
+
+// Throws InputError if some sample needs more than the pool's ranks: names the first such
+// sample, its length and the largest length that fits (N * M).
+void check_fits(const Batch& batch, const PlanConfig& config);
+
+}  // namespace dcp::plan

@@ -1,0 +1,83 @@
+// See validate.h for the list of invariants, in the order they are checked.
+#include "plan/validate.h"
+
+#include "core/error.h"
+#include "plan/cp_rule.h"
+#include "plan/geometry.h"
+
+#include <vector>
+
+namespace dcp::plan {
+
+namespace {
+using detail::concat;
+
+std::optional<std::string> check_config_only(const PlanConfig& c) {
+  if (c.dp < 1) return concat("dp=", c.dp, " must be >= 1");
+  if (c.cp < 1) return concat("cp=", c.cp, " must be >= 1");
+  if (c.max_seqlen_per_rank < 1) return concat("max_seqlen_per_rank=", c.max_seqlen_per_rank, " must be >= 1");
+  if (!is_pow2(c.min_cp) || c.min_cp > c.pool())
+    return concat("min_cp=", c.min_cp, " must be a power of two <= pool ", c.pool());
+  if (c.vpp_group && *c.vpp_group < 1) return concat("vpp_group=", *c.vpp_group, " must be >= 1");
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::string> find_violation(const Plan& plan, const Batch& batch) {
+  const PlanConfig& c = plan.config;
+  if (auto v = check_config_only(c)) return v;
+  const int n = c.pool();
+  const int64_t g_count = batch.size();
+  std::vector<int> seen_mb(g_count, -1);
+  for (size_t m = 0; m < plan.microbatches.size(); ++m) {
+    const auto& mb = plan.microbatches[m];
+    int next_rank = 0;
+    for (size_t gi = 0; gi < mb.groups.size(); ++gi) {
+      const Group& g = mb.groups[gi];
+      const std::string where = concat("micro-batch ", m, " group ", gi, " (ranks ", g.first_rank, "..",
+                                       g.last_rank(), ")");
+      if (g.cp_size < 1) return concat(where, ": cp_size ", g.cp_size, " < 1");
+      if (g.first_rank != next_rank)
+        return concat(where, ": starts at rank ", g.first_rank, " but rank ", next_rank,
+                      next_rank < g.first_rank ? " is not covered" : " is already covered");
+      if (g.first_rank % g.cp_size != 0)
+        return concat(where, ": block of size ", g.cp_size, " is not aligned (first rank ", g.first_rank,
+                      " is not a multiple of ", g.cp_size, ")");
+      if (g.first_rank + g.cp_size > n) return concat(where, ": extends past the pool of ", n, " ranks");
+      if (plan.dynamic) {
+        if (g.cp_size < c.min_cp) return concat(where, ": cp_size ", g.cp_size, " < min_cp ", c.min_cp);
+        if (!group_size_exists(n, g.cp_size, c.min_cp))
+          return concat(where, ": no CP group of size ", g.cp_size, " exists in a pool of ", n, " ranks");
+      } else if (g.cp_size != c.cp) {
+        return concat(where, ": static-CP plan has group size ", g.cp_size, " != cp ", c.cp);
+      }
+      if (g.samples.empty()) return concat(where, ": group has no samples (empty ranks)");
+      int64_t tokens = 0;
+      for (int s : g.samples) {
+        if (s < 0 || s >= g_count) return concat(where, ": sample id ", s, " outside [0, ", g_count, ")");
+        if (seen_mb[s] >= 0)
+          return concat(where, ": sample ", s, " appears more than once (also in micro-batch ", seen_mb[s], ")");
+        seen_mb[s] = static_cast<int>(m);
+        tokens += batch.lengths[s];
+      }
+      if (tokens > c.max_seqlen_per_rank * g.cp_size)
+        return concat(where, ": ", tokens, " tokens over ", g.cp_size, " ranks = ",
+                      static_cast<double>(tokens) / g.cp_size, " tokens per rank > max_seqlen_per_rank ",
+                      c.max_seqlen_per_rank);
+      next_rank = g.first_rank + g.cp_size;
+    }
+    if (next_rank != n) return concat("micro-batch ", m, ": ranks ", next_rank, "..", n - 1, " are empty");
+  }
+  for (int64_t s = 0; s < g_count; ++s) {
+    if (seen_mb[s] < 0) return concat("sample ", s, " (length ", batch.lengths[s], ") is not scheduled");
+  }
+  if (c.vpp_group && plan.microbatches.size() % *c.vpp_group != 0)
+    return concat(plan.microbatches.size(), " micro-batches is not a multiple of vpp_group ", *c.vpp_group);
+  return std::nullopt;
+}
+
+void validate(const Plan& plan, const Batch& batch) {
+  if (auto v = find_violation(plan, batch)) throw Error(concat("invalid plan from ", plan.planner, ": ", *v));
+}
+
+}  // namespace dcp::plan

@@ -1,0 +1,27 @@
+// One validity check for every plan (DESIGN.md "Plan validity"), used by every test and by
+// `dcpbench schedule`:
+//   1. config sane: dp, cp >= 1, M >= 1, min_cp a power of two <= N, V >= 1;
+//   2. every sample id in [0, G) appears in exactly one group of exactly one micro-batch;
+//   3. groups of one micro-batch are disjoint aligned blocks [a*k, (a+1)*k) that cover every
+//      rank, listed in ascending rank order, no group empty of samples (no empty rank);
+//   4. each group size k is allowed: min_cp <= k, and k is a power of two, the whole pool N,
+//      or the static cp (static-CP baselines);
+//   5. tokens per rank of each group: sum(L)/k <= M (exact: sum(L) <= M*k);
+//   6. with a VPP group V the micro-batch count is a multiple of V.
+// Reports the first violation, precisely (micro-batch, group, rank or sample).
+#pragma once
+
+#include "plan/plan.h"
+
+#include <optional>
+#include <string>
+
+namespace dcp::plan {
+
+// Empty if valid, else a one-line description of the first violation.
+std::optional<std::string> find_violation(const Plan& plan, const Batch& batch);
+
+// Throws dcp::Error("invalid plan from <planner>: <violation>") if invalid.
+void validate(const Plan& plan, const Batch& batch);
+
+}  // namespace dcp::plan
