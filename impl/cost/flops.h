@@ -1,0 +1,81 @@
+// Model configurations and useful training FLOPs (Megatron's formula).
+//
+// Formula: Megatron-LM megatron/training/training.py num_floating_point_operations, as written
+// down in shared/reference/megatron-dynamic-cp.md §6, for a dense GPT/Llama (no MoE, no MTP):
+//   h = hidden, n_l = layers, a = heads, d = head_dim, g = kv_heads, q = a*d, kv = g*d, V = vocab
+//   F = S * [ 6*n_l*h*(m*F_ffn)               m = 3 with SwiGLU, 2 without
+//           + 6*n_l*(h*(q + 2*kv) + q*h)       QKV projection + output projection
+//           + 6*h*V ]                          logits
+//     + Q * 6*n_l*q                            causal core attention (2 GEMMs x 1/2 causal)
+//   with S = sum of sample lengths and Q = sum of squared sample lengths (tokens, tokens^2).
+// "6" = 3 passes (fwd, dgrad, wgrad) x 2 (multiply-add). These are *useful* FLOPs: recompute is
+// never counted, and every strategy is charged the same F for the same batch, so TFLOPS/GPU
+// ratios between strategies are speed ratios (DESIGN.md "Useful FLOPs").
+//
+// The forward-only pieces (fwd_* below) are what the time model charges per pass; they satisfy
+// train_flops = 3 * (fwd GEMM flops + fwd attention flops) exactly.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dcp::cost {
+
+struct ModelConfig {
+  std::string name;       // preset name or "custom"
+  int layers = 0;         // n_l
+  int64_t hidden = 0;     // h
+  int64_t ffn = 0;        // F_ffn (intermediate size of the MLP)
+  int heads = 0;          // a (query heads)
+  int kv_heads = 0;       // g (query groups; == heads for MHA)
+  int head_dim = 0;       // d; 0 means hidden / heads
+  int64_t vocab = 0;      // V (padded vocabulary)
+  bool swiglu = true;     // gated MLP (3 weight matrices) vs plain (2)
+
+  int64_t head_dim_or_default() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  int64_t q_dim() const { return heads * head_dim_or_default(); }    // q = a*d
+  int64_t kv_dim() const { return kv_heads * head_dim_or_default(); }  // kv = g*d
+};
+
+// Throws InputError if a field is out of range (layers, hidden, heads >= 1; heads % kv_heads == 0...).
+void validate_model(const ModelConfig& model);
+
+// Presets:
+//   "llama-13b"          40 layers, h 5120, FFN 13824, 40 heads, 40 KV heads, V 32000, SwiGLU
+//   "llama3-8b"          32 layers, h 4096, FFN 14336, 32 heads, 8 KV heads,  V 128256, SwiGLU
+//   "megatron-dcp-bench" 12 layers, h 2048, FFN 8192, 16 heads, 16 KV heads, V 128256, SwiGLU
+//                        (Megatron examples/dynamic_context_parallel; vocab not stated there —
+//                        128256 assumes the Llama-3 tokenizer of current Megatron/NeMo examples)
+//   "tiny"               2 layers, h 64, FFN 128, 4 heads, 2 KV heads, V 256 (tests)
+// Throws InputError naming the unknown name and listing the known ones.
+ModelConfig model_preset(const std::string& name);
+std::vector<std::string> model_preset_names();
+
+// F = per_token * S + per_token_sq * Q (training, fwd + bwd, useful).
+struct FlopsCoefficients {
+  double per_token = 0;     // flops per token (linear part, incl. logits)
+  double per_token_sq = 0;  // flops per token^2 (causal core attention)
+};
+FlopsCoefficients train_flops_coefficients(const ModelConfig& model);
+
+// Useful training FLOPs of a batch from S = sum L and Q = sum L^2.
+double train_flops(const ModelConfig& model, double sum_tokens, double sum_sq_tokens);
+// Same, from the lengths themselves (real, unpadded lengths per DESIGN.md).
+double train_flops_of_lengths(const ModelConfig& model, std::span<const int64_t> lengths_tokens);
+
+// Forward-pass pieces (per transformer layer unless stated), used by the time model:
+//   fwd_layer_gemm_flops_per_token  = 2*(h*(q+2kv) + q*h + m*h*F_ffn)
+//   fwd_layer_attn_flops_per_token_sq = 2*q   (causal: 4*q*L^2 / 2 for one sequence of length L)
+//   fwd_logits_flops_per_token       = 2*h*V  (once per model, on the last pipeline stage)
+double fwd_layer_gemm_flops_per_token(const ModelConfig& model);
+double fwd_layer_attn_flops_per_token_sq(const ModelConfig& model);
+double fwd_logits_flops_per_token(const ModelConfig& model);
+
+// Parameter counts (untied embedding and output layer, RMSNorm weights included):
+//   per layer: h*(q+2kv) + q*h + m*h*F_ffn + 2*h;  embedding V*h; output V*h; final norm h.
+double layer_params(const ModelConfig& model);
+double total_params(const ModelConfig& model);
+
+}  // namespace dcp::cost

@@ -1,0 +1,107 @@
+// Length sources (where document lengths come from) and the seeded global-batch sampler.
+//
+// Sources (plain struct LengthSource, built by the *_source functions):
+//   * list/file: documents drawn uniformly with replacement from a list of real lengths
+//     (read_lengths_file: text, JSON or Megatron .idx);
+//   * lognormal: round(exp(mu + sigma*Z)) then clamped to [min_tokens, max_tokens]
+//     (ClampMode::clamp, values outside pile up at the bounds) or redrawn until inside
+//     (ClampMode::resample, a truncated log-normal). Two parameterisations: mu/sigma of the
+//     underlying normal, or the mean of the (unclamped) log-normal: mu = ln(mean) - sigma^2/2
+//     (shared/data/lengths/README.md);
+//   * quantiles: an empirical inverse CDF given as (p, tokens) points, p ascending from 0 to 1,
+//     interpolated linearly in log(tokens) between points;
+//   * mixture by token share: component i supplies share s_i of the *tokens*, so it is drawn per
+//     document with probability proportional to s_i / mean_i (mean_tokens below).
+// Sampler: step `step` of seed `seed` uses its own stream Rng(hash_u64(seed, step)), so batches
+// are deterministic and independent of which steps were drawn before. Documents longer than
+// max_seqlen become floor(L / max_seqlen) chunks of max_seqlen plus the rest (if > 0); chunks
+// that do not fit in the batch are discarded. Samples shorter than min_seqlen are dropped or
+// padded to min_seqlen (ShortPolicy). Every sample is then optionally padded up to a multiple of
+// pad_multiple (Megatron pads to 2*dp*cp for dynamic CP). `lengths` hold the padded lengths
+// (what planners and the time model see); `real_lengths` the unpadded ones (useful FLOPs).
+#pragma once
+
+#include "core/rng.h"
+#include "plan/plan.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dcp::data {
+
+enum class SourceKind { list, lognormal, quantiles, mixture };
+enum class ClampMode { clamp, resample };
+
+struct QuantilePoint {
+  double p = 0;       // cumulative probability in [0, 1]
+  double tokens = 0;  // length at that probability (> 0)
+};
+
+struct LengthSource {
+  SourceKind kind = SourceKind::list;
+  std::string name;                 // for labels ("go.txt", "lognormal(mu=6.2,sigma=1.5)")
+  std::vector<int64_t> lengths;     // list: the documents
+  double mu = 0;                    // lognormal: parameters of ln(L)
+  double sigma = 1;
+  int64_t min_tokens = 1;           // lognormal: clamp range
+  int64_t max_tokens = 0;           // 0 = unbounded
+  ClampMode clamp = ClampMode::clamp;
+  std::vector<QuantilePoint> quantiles;    // quantiles
+  std::vector<LengthSource> components;    // mixture
+  std::vector<double> token_shares;        // mixture, same size, normalised to sum 1
+};
+
+LengthSource list_source(std::vector<int64_t> lengths_tokens, std::string name);
+LengthSource lengths_file_source(const std::string& path);  // name = the file's base name
+LengthSource lognormal_source(double mu, double sigma, int64_t min_tokens, int64_t max_tokens,
+                              ClampMode clamp = ClampMode::clamp);
+// mean_tokens is the mean of the unclamped log-normal (mu = ln(mean) - sigma^2/2).
+LengthSource lognormal_source_from_mean(double mean_tokens, double sigma, int64_t min_tokens,
+                                        int64_t max_tokens, ClampMode clamp = ClampMode::clamp);
+LengthSource quantile_source(std::vector<QuantilePoint> points, std::string name);
+LengthSource mixture_source(std::vector<LengthSource> components, std::vector<double> token_shares);
+
+// Throws InputError naming the bad parameter.
+void validate_source(const LengthSource& source);
+
+// Expected document length (tokens) before splitting/dropping: exact for list and lognormal
+// (closed form with the clamp or truncation), numeric (4096-point midpoint rule) for quantiles.
+double mean_tokens(const LengthSource& source);
+
+// One document length from the source (>= 1).
+int64_t draw_length(const LengthSource& source, Rng& rng);
+
+enum class ShortPolicy { drop, pad };
+
+struct SamplerConfig {
+  int64_t global_batch = 1;     // samples per step (after splitting)
+  int64_t max_seqlen = 0;       // split documents longer than this (0 = never split)
+  int64_t min_seqlen = 1;       // samples shorter than this are dropped or padded
+  ShortPolicy short_policy = ShortPolicy::drop;
+  int64_t pad_multiple = 1;     // round every sample up to a multiple of this
+  uint64_t seed = 1234;
+};
+
+void validate_sampler(const SamplerConfig& config);
+
+struct SampledBatch {
+  plan::Batch batch;                  // padded lengths, [global_batch]
+  std::vector<int64_t> real_lengths;  // unpadded lengths, [global_batch]
+  int64_t documents_drawn = 0;
+  int64_t documents_split = 0;        // documents longer than max_seqlen
+  int64_t samples_dropped = 0;        // shorter than min_seqlen with ShortPolicy::drop
+  int64_t chunks_discarded = 0;       // chunks of the last document that did not fit
+  int64_t padding_tokens = 0;         // sum(lengths) - sum(real_lengths)
+};
+
+// Global batch number `step` (0, 1, ...). Throws InputError if the source cannot produce a
+// sample (e.g. every document is below min_seqlen with ShortPolicy::drop after 10^6 draws).
+SampledBatch sample_global_batch(const LengthSource& source, const SamplerConfig& config,
+                                 int64_t step);
+
+// Splitting and padding of one document, exposed for tests: the sample lengths (real) it yields.
+std::vector<int64_t> split_document(int64_t length_tokens, int64_t max_seqlen);
+int64_t pad_length(int64_t length_tokens, int64_t min_seqlen, int64_t pad_multiple);
+
+}  // namespace dcp::data

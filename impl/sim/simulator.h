@@ -1,0 +1,130 @@
+// Discrete-event simulator of one training step of a plan::Plan on a DP x CP x PP x TP cluster.
+//
+// Model of execution (DESIGN.md "Core semantics"; landscape §3.1 "Simulator"):
+//   * Pool ranks j in [0, N) (N = dp*cp) each own a pipeline of pp stages (one GPU per stage per
+//     TP rank; TP ranks are identical and simulated once). Every pool rank runs the plan's M
+//     micro-batches with the same static schedule: 1F1B (Megatron
+//     forward_backward_pipelining_without_interleaving) when vpp == 1, interleaved 1F1B
+//     (forward_backward_pipelining_with_interleaving, micro-batch groups of vpp_group, default pp)
+//     when vpp > 1. Events are ops (pool rank, micro-batch, virtual stage, fwd|bwd).
+//   * Dependencies: previous op on the same GPU; F(mb, v) after F(mb, v-1) + p2p; B(mb, v) after
+//     B(mb, v+1) + p2p (and after F(mb, v) on the same GPU by schedule order).
+//   * CP coupling: all members of a CP group start an op together (at the latest of their ready
+//     times) and finish together (identical work).
+//   * DP x CP sync after each stage's last backward: reduce-scatter + all-gather, overlapped with
+//     the last backward / first forward when overlap_grad_reduce (exposed = excess only).
+// Step time = max over GPUs of their finish time. Per GPU the step splits exactly into
+//   compute (useful + recompute) + exposed comm + overhead + pipeline bubble + imbalance wait,
+// where bubble = min(idle, busy * (pp-1) / (M * vpp)) (the 1F1B bubble a perfectly balanced
+// pipeline with this GPU's work would have) and imbalance wait = the rest of the idle time.
+//
+// Lower bound: every sample processed at cp = 1 with GEMM efficiency at M_tokens (the per-rank
+// budget), all work spread evenly over all GPUs, no communication, no bubble:
+//   bound_s = sum_i sequence_compute_s(L_i, M) / (pp * N).
+// plan_efficiency = bound_s / step_s (<= 1 up to efficiency-curve effects). It depends on the
+// batch only, so its ratio between strategies is their speed ratio.
+#pragma once
+
+#include "cost/time_model.h"
+#include "plan/plan.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dcp::sim {
+
+// ---- schedule level (hand-checkable; used by the tests) ---------------------------------
+struct OpCost {
+  double fwd_s = 0;           // forward op duration (all included)
+  double bwd_s = 0;           // backward op duration (incl. recompute)
+  double fwd_compute_s = 0;   // parts of the durations, for the breakdown
+  double bwd_compute_s = 0;
+  double recompute_s = 0;     // part of bwd_compute_s
+  double fwd_comm_s = 0;      // exposed CP comm (+ overhead) inside the op
+  double bwd_comm_s = 0;
+  double p2p_s = 0;           // delay on the edge to the next (fwd) / previous (bwd) stage
+};
+
+struct ScheduleInput {
+  int pool = 1;        // N
+  int pp = 1;
+  int vpp = 1;
+  int vpp_group = 0;   // micro-batch group size of the interleaved schedule (0: pp)
+  // groups[mb] = list of (first_rank, size) covering [0, N); ops of a group are coupled.
+  struct GroupSpan {
+    int first_rank = 0;
+    int size = 1;
+  };
+  std::vector<std::vector<GroupSpan>> groups;
+  // cost[mb][g][v]: the op cost of group g of micro-batch mb at virtual stage v (pp*vpp entries).
+  std::vector<std::vector<std::vector<OpCost>>> cost;
+  // Per pipeline stage: DP sync after the last backward.
+  std::vector<double> grad_reduce_scatter_s;  // [pp] (empty = 0)
+  std::vector<double> grad_all_gather_s;      // [pp] (empty = 0)
+  bool overlap_grad_reduce = true;
+};
+
+struct GpuTime {
+  double finish_s = 0;     // when this GPU's last op (and its exposed sync) ends
+  double compute_s = 0;    // incl. recompute
+  double recompute_s = 0;
+  double comm_s = 0;       // exposed CP comm + exposed DP sync + overhead
+  double bubble_s = 0;
+  double imbalance_s = 0;  // step_s - compute - comm - bubble
+  double busy_s() const { return compute_s + comm_s; }
+};
+
+struct ScheduleResult {
+  double step_s = 0;
+  // gpu[s * N + j]: pipeline stage s of pool rank j (one TP rank).
+  std::vector<GpuTime> gpu;
+  // Means over GPUs; they sum to step_s.
+  double compute_s = 0;
+  double recompute_s = 0;  // part of compute_s
+  double comm_s = 0;
+  double bubble_s = 0;
+  double imbalance_s = 0;
+  int64_t events = 0;  // ops simulated
+};
+
+// Throws dcp::Error on an inconsistent input (sizes, groups not covering the pool, M not a
+// multiple of the VPP group when vpp > 1).
+ScheduleResult simulate_schedule(const ScheduleInput& input);
+
+// ---- plan level ---------------------------------------------------------------------------
+struct StepResult {
+  ScheduleResult schedule;
+  double step_s = 0;
+  double useful_flops = 0;          // Megatron formula over real lengths
+  double tflops_per_gpu = 0;        // useful_flops / (step_s * gpus) / 1e12
+  double tokens_per_s_per_gpu = 0;  // real tokens / (step_s * gpus)
+  double bound_s = 0;               // lower bound (see top)
+  double plan_efficiency = 0;       // bound_s / step_s
+  std::vector<double> rank_busy_s;  // [N] busy time of pool rank j, mean over its pp stages
+  double balance = 0;               // max / mean of rank_busy_s
+  double bubble_frac = 0;           // schedule.bubble_s / step_s
+  double comm_frac = 0;             // schedule.comm_s / step_s
+  double imbalance_frac = 0;
+  double compute_frac = 0;
+  int microbatches = 0;
+  std::string source;               // cost::source_label(cm)
+};
+
+// Builds the ScheduleInput from the plan through the time model and simulates it.
+// `batch` holds the lengths the plan was made for (possibly padded); `real_lengths` (same size,
+// or empty = batch.lengths) are used for useful FLOPs and tokens/s. The plan's pool must equal
+// cm.cluster.pool(). Throws InputError on mismatches.
+StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch,
+                         const cost::CostModel& cm, std::span<const int64_t> real_lengths = {});
+
+// Builds the schedule input only (for inspection and benchmarks).
+ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& batch,
+                                   const cost::CostModel& cm);
+
+// Lower bound of a batch (see top): seconds.
+double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm,
+                     int64_t max_seqlen_per_rank_tokens);
+
+}  // namespace dcp::sim
