@@ -1,0 +1,12 @@
+// Sub-commands of the dcpbench CLI. Each add_*_command registers its CLI11 sub-command and its
+// callback; callbacks throw dcp::InputError for bad input (main prints one line, exits 2) and
+// return the process exit code through the reference they are given.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dcp::harness {
+
+void add_schedule_command(CLI::App& app, int& exit_code);
+
+}  // namespace dcp::harness

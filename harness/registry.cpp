@@ -1,0 +1,19 @@
+// See registry.h. Built once, on first use; registration is explicit (no static initialisers).
+#include "harness/registry.h"
+
+#include "baselines/planners.h"
+#include "sched/planners.h"
+
+namespace dcp::harness {
+
+const plan::PlannerRegistry& builtin_planners() {
+  static const plan::PlannerRegistry registry = [] {
+    plan::PlannerRegistry r;
+    baselines::register_baseline_planners(r);
+    sched::register_sched_planners(r);
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace dcp::harness

@@ -1,0 +1,201 @@
+// Tests of the plan model: CP-size rule, group geometry (power-of-two and not), validate() on
+// hand-made valid and invalid plans (each rule of DESIGN.md "Plan validity" violated once),
+// rank-list conversion, summary statistics and the plan JSON.
+#include "core/error.h"
+#include "plan/cp_rule.h"
+#include "plan/geometry.h"
+#include "plan/plan_json.h"
+#include "plan/planner.h"
+#include "plan/summary.h"
+#include "plan/validate.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace dcp::plan {
+namespace {
+
+PlanConfig cfg(int dp, int cp, int64_t m, int min_cp = 1) {
+  PlanConfig c;
+  c.dp = dp;
+  c.cp = cp;
+  c.max_seqlen_per_rank = m;
+  c.min_cp = min_cp;
+  return c;
+}
+
+TEST(CpRule, PowersOfTwoAndBoundaries) {
+  EXPECT_EQ(cp_min(1, 100), 1);
+  EXPECT_EQ(cp_min(100, 100), 1);   // L = M fits one rank
+  EXPECT_EQ(cp_min(101, 100), 2);   // L = M+1 needs two
+  EXPECT_EQ(cp_min(300, 100), 4);   // ceil(3) -> next pow2 4
+  EXPECT_EQ(cp_min(800, 100), 8);
+  EXPECT_EQ(cp_min(801, 100), 16);
+  EXPECT_EQ(cp_min(10, 100, 4), 4);  // min_cp floor
+  EXPECT_TRUE(is_pow2(1));
+  EXPECT_FALSE(is_pow2(0));
+  EXPECT_FALSE(is_pow2(6));
+  EXPECT_EQ(prev_pow2(12), 8);
+  EXPECT_EQ(next_pow2(9), 16);
+}
+
+TEST(Geometry, PowerOfTwoPoolHasEverySize) {
+  for (int n = 1; n <= 64; n *= 2) {
+    const auto sizes = group_sizes(n);
+    std::vector<int> expect;
+    for (int k = 1; k <= n; k *= 2) expect.push_back(k);
+    EXPECT_EQ(sizes, expect) << "n=" << n;
+    for (int k : sizes) {
+      for (int r = 0; r < n; ++r) {
+        const int first = group_first_rank(n, k, r);
+        EXPECT_EQ(first % k, 0);
+        EXPECT_LE(first, r);
+        EXPECT_LT(r, first + k);
+      }
+    }
+  }
+  EXPECT_EQ(group_sizes(16, 4), (std::vector<int>{4, 8, 16}));
+}
+
+TEST(Geometry, NonPowerOfTwoPoolOnlyHasCompleteBlocks) {
+  EXPECT_EQ(group_sizes(6), (std::vector<int>{1, 2, 6}));        // no size 4 (Megatron §7j)
+  EXPECT_EQ(group_sizes(12), (std::vector<int>{1, 2, 4, 12}));   // no size 8
+  EXPECT_EQ(group_sizes(10), (std::vector<int>{1, 2, 10}));      // no short [8,9] block of 4
+  EXPECT_EQ(group_sizes(7), (std::vector<int>{1, 7}));
+  EXPECT_FALSE(group_size_exists(6, 4));
+  EXPECT_THROW(group_first_rank(6, 4, 5), Error);
+  EXPECT_EQ(group_first_rank(6, 6, 5), 0);
+  EXPECT_EQ(group_first_ranks(12, 4), (std::vector<int>{0, 4, 8}));
+}
+
+Plan two_mb_plan() {
+  // N = 4, M = 100. mb0: [0..1]{0}, [2]{1,2}, [3]{3}; mb1: [0..3]{4}
+  Plan p;
+  p.planner = "hand";
+  p.config = cfg(2, 2, 100);
+  p.microbatches.push_back(MicroBatch{{Group{0, 2, {0}}, Group{2, 1, {1, 2}}, Group{3, 1, {3}}}});
+  p.microbatches.push_back(MicroBatch{{Group{0, 4, {4}}}});
+  return p;
+}
+const Batch kBatch{{150, 40, 60, 100, 390}};
+
+TEST(Validate, AcceptsAValidPlan) { EXPECT_FALSE(find_violation(two_mb_plan(), kBatch).has_value()); }
+
+struct BadCase {
+  const char* name;
+  void (*mutate)(Plan&);
+  const char* expect;  // substring of the violation
+};
+
+const BadCase kBadCases[] = {
+    {"missing_sample", [](Plan& p) { p.microbatches.pop_back(); }, "sample 4 (length 390) is not scheduled"},
+    {"duplicate_sample", [](Plan& p) { p.microbatches[1].groups[0].samples.push_back(0); }, "sample 0 appears more than once"},
+    {"uncovered_rank", [](Plan& p) { p.microbatches[0].groups.pop_back(); p.microbatches[1].groups[0].samples = {4, 3}; }, "ranks 3..3 are empty"},
+    {"misaligned", [](Plan& p) { p.microbatches[0].groups = {Group{0, 1, {1}}, Group{1, 2, {0}}, Group{3, 1, {2, 3}}}; }, "not aligned"},
+    {"overlap", [](Plan& p) { p.microbatches[0].groups[1].first_rank = 1; }, "is already covered"},
+    {"over_budget", [](Plan& p) { p.microbatches[0].groups[2].samples = {3, 1}; p.microbatches[0].groups[1].samples = {2}; }, "tokens per rank > max_seqlen_per_rank 100"},
+    {"empty_group", [](Plan& p) { p.microbatches[0].groups[2].samples.clear(); p.microbatches[0].groups[1].samples = {1, 2}; p.microbatches[1].groups[0].samples = {4, 3}; }, "group has no samples"},
+    {"past_pool", [](Plan& p) { p.microbatches[1].groups[0].cp_size = 8; }, "extends past the pool of 4 ranks"},
+    {"below_min_cp", [](Plan& p) { p.config.min_cp = 2; }, "cp_size 1 < min_cp 2"},
+    {"bad_id", [](Plan& p) { p.microbatches[0].groups[2].samples = {7}; }, "sample id 7 outside [0, 5)"},
+    {"vpp_multiple", [](Plan& p) { p.config.vpp_group = 4; }, "not a multiple of vpp_group 4"},
+    {"static_size", [](Plan& p) { p.dynamic = false; }, "static-CP plan has group size"},
+};
+
+class ValidateRejects : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ValidateRejects, NamesTheFirstViolation) {
+  Plan p = two_mb_plan();
+  GetParam().mutate(p);
+  const auto v = find_violation(p, kBatch);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find(GetParam().expect), std::string::npos) << *v;
+  EXPECT_THROW(validate(p, kBatch), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Plan, ValidateRejects, ::testing::ValuesIn(kBadCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Validate, NonPowerOfTwoPoolAcceptsFullGroupRejectsMissingSize) {
+  Plan p;
+  p.config = cfg(3, 2, 100);  // N = 6
+  p.microbatches.push_back(MicroBatch{{Group{0, 6, {0, 1}}}});
+  const Batch b{{50, 50}};
+  EXPECT_FALSE(find_violation(p, b).has_value());
+  p.microbatches[0].groups = {Group{0, 4, {0}}, Group{4, 2, {1}}};
+  const auto v = find_violation(p, b);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("no CP group of size 4"), std::string::npos) << *v;
+}
+
+TEST(RankLists, RoundTripAndRejectsEmptyRank) {
+  const Plan p = two_mb_plan();
+  const RankLists lists = rank_lists_of(p);
+  ASSERT_EQ(lists[0].size(), 4u);
+  EXPECT_EQ(lists[0][1], (std::vector<int>{0}));
+  EXPECT_EQ(lists[0][2], (std::vector<int>{1, 2}));
+  const Plan q = plan_from_rank_lists(lists, "x", p.config);
+  ASSERT_EQ(q.microbatches.size(), 2u);
+  EXPECT_EQ(q.microbatches[0].groups.size(), 3u);
+  EXPECT_EQ(q.microbatches[0].groups[0].cp_size, 2);
+  EXPECT_EQ(q.microbatches[1].groups[0].cp_size, 4);
+  RankLists bad = lists;
+  bad[1][3].clear();
+  EXPECT_THROW(plan_from_rank_lists(bad, "x", p.config), Error);
+}
+
+TEST(Summary, WorkloadAndTokensPerRank) {
+  const PlanStats st = plan_stats(two_mb_plan(), kBatch);
+  ASSERT_EQ(st.microbatches.size(), 2u);
+  // mb0 ranks: 150^2/2 = 11250 (x2), 40^2+60^2 = 5200, 100^2 = 10000
+  EXPECT_DOUBLE_EQ(st.microbatches[0].max_rank_workload, 11250.0);
+  EXPECT_DOUBLE_EQ(st.microbatches[0].mean_rank_workload, (11250.0 * 2 + 5200 + 10000) / 4);
+  EXPECT_DOUBLE_EQ(st.microbatches[0].max_rank_tokens, 100.0);
+  EXPECT_DOUBLE_EQ(st.microbatches[1].max_rank_tokens, 97.5);
+  EXPECT_EQ(st.cp_size_histogram.at(1), 3);
+  EXPECT_EQ(st.cp_size_histogram.at(2), 1);
+  EXPECT_EQ(st.cp_size_histogram.at(4), 1);
+}
+
+TEST(PlanJson, SchemaKeysAndRoundTrip) {
+  const Plan p = two_mb_plan();
+  const auto j = plan_to_json(p, kBatch, nlohmann::json{{"solve_ms", 1.5}});
+  EXPECT_EQ(j["schema"], "dcpbench.plan.v1");
+  EXPECT_EQ(j["pool"], 4);
+  EXPECT_TRUE(j["vpp_group"].is_null());
+  EXPECT_EQ(j["microbatches"][0]["groups"][0]["ranks"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(j["microbatches"][1]["groups"][0]["ranks"], nlohmann::json::array({0, 1, 2, 3}));
+  EXPECT_EQ(j["summary"]["solve_ms"], 1.5);
+  EXPECT_EQ(j["summary"]["microbatch_count"], 2);
+  EXPECT_EQ(j["summary"]["cp_size_histogram"]["4"], 1);
+  const Plan q = plan_from_json(j);
+  EXPECT_EQ(rank_lists_of(q), rank_lists_of(p));
+}
+
+TEST(CheckConfig, NamesTheBadValue) {
+  const Batch b{{10, 0}};
+  auto expect_msg = [](const Batch& batch, const PlanConfig& c, const std::string& sub) {
+    try {
+      check_config(batch, c);
+      ADD_FAILURE() << "no error for " << sub;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(sub), std::string::npos) << e.what();
+    }
+  };
+  expect_msg(Batch{{10}}, cfg(0, 1, 10), "--dp 0");
+  expect_msg(Batch{{10}}, cfg(1, 1, 10, 3), "--min-cp 3 is not a power of two");
+  expect_msg(Batch{{10}}, cfg(1, 2, 10, 4), "--min-cp 4 is larger than the pool");
+  expect_msg(b, cfg(1, 1, 10), "sample 1 has length 0");
+  try {
+    check_fits(Batch{{5, 1000}}, cfg(2, 4, 100));
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sample 1 has length 1000 which needs CP size 16 but the pool has 8 ranks "
+                                         "(largest length that fits: 800)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dcp::plan
