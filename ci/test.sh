@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds, and runs every test through CTest.
+#   1. build/       : RelWithDebInfo, CUDA when nvcc is present; ctest labels cpu, mpi (and gpu,
+#                     whose tests skip with a message without a device).
+#   2. build-asan/  : clang + AddressSanitizer + UndefinedBehaviorSanitizer, CPU only; ctest
+#                     labels cpu and fuzz (the libFuzzer target of the length parsers, bounded time).
+#   3. ci/gate.sh   : the simulated scenario suite against results/baseline/ (when present).
+# Environment: DCP_JOBS (parallel build jobs, default nproc), DCP_SKIP_ASAN=1 to skip step 2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="${DCP_JOBS:-$(nproc)}"
+
+ci/install.sh
+
+echo "== build (RelWithDebInfo) =="
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON
+cmake --build build -j "$jobs"
+echo "== tests: cpu, mpi, gpu =="
+(cd build && ctest --output-on-failure -j 2 -L "cpu|mpi|gpu")
+
+if [ "${DCP_SKIP_ASAN:-0}" != "1" ]; then
+  echo "== build (clang, ASan + UBSan, CPU only) =="
+  CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_SANITIZE=ON \
+    -DDCP_CUDA=OFF -DDCP_MPI=OFF -DDCP_BENCH=OFF -DDCP_FUZZ=ON
+  cmake --build build-asan -j "$jobs"
+  echo "== tests under ASan + UBSan: cpu, fuzz =="
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     ctest --output-on-failure -j 2 -L "cpu|fuzz")
+fi
+
+if [ -x ci/gate.sh ]; then
+  echo "== regression gate =="
+  ci/gate.sh
+fi
+echo "ci/test.sh: all tests passed"
