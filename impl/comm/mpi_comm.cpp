@@ -1,0 +1,239 @@
+// MPI backend: see mpi_comm.h (non-blocking MPI calls completed by deadline-bounded polling).
+#include "comm/mpi_comm.h"
+
+#include <climits>
+#include <cstdio>
+#include <thread>
+
+#include "core/nvtx.h"
+
+#define DCP_MPI_CHECK(expr)                                                         \
+  do {                                                                              \
+    const int dcp_mpi_rc_ = (expr);                                                 \
+    if (dcp_mpi_rc_ != MPI_SUCCESS) [[unlikely]] {                                  \
+      char dcp_mpi_msg_[MPI_MAX_ERROR_STRING];                                      \
+      int dcp_mpi_len_ = 0;                                                         \
+      MPI_Error_string(dcp_mpi_rc_, dcp_mpi_msg_, &dcp_mpi_len_);                   \
+      DCP_FAIL("MPI error in ", #expr, ": ", std::string(dcp_mpi_msg_, dcp_mpi_len_)); \
+    }                                                                               \
+  } while (0)
+
+namespace dcp::comm {
+
+namespace {
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+  }
+  DCP_FAIL("unknown dtype ", static_cast<int>(t));
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return MPI_SUM;
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+  }
+  DCP_FAIL("unknown reduce op ", static_cast<int>(op));
+}
+
+int to_int(size_t n, const char* what) {
+  DCP_CHECK(n <= static_cast<size_t>(INT_MAX), "MPI ", what, ": ", n,
+            " elements exceed the int count MPI takes");
+  return static_cast<int>(n);
+}
+
+// Polls `req` until done or the deadline passes. `what` names op, rank and peer.
+void wait_deadline(MPI_Request* req, const CommOptions& opt, const std::string& what) {
+  const auto deadline = std::chrono::steady_clock::now() + opt.deadline;
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    DCP_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw Error("mpi comm: " + what + " timed out after " +
+                  std::to_string(opt.deadline.count()) + " ms (deadline from CommOptions)");
+    // Spin briefly, then back off: under mpirun --oversubscribe ranks share cores.
+    if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+class MpiRequest final : public Request {
+ public:
+  MpiRequest(MPI_Request req, bool is_recv, const CommOptions& opt, std::string what)
+      : req_(req), is_recv_(is_recv), opt_(opt), what_(std::move(what)) {}
+  ~MpiRequest() override {
+    if (req_ != MPI_REQUEST_NULL) {  // abandoned (error path): never let MPI write later
+      if (is_recv_) MPI_Cancel(&req_);
+      MPI_Request_free(&req_);
+    }
+  }
+  void wait() override {
+    if (req_ == MPI_REQUEST_NULL) return;
+    wait_deadline(&req_, opt_, what_);
+  }
+  bool test() override {
+    if (req_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    DCP_MPI_CHECK(MPI_Test(&req_, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  }
+
+ private:
+  MPI_Request req_;
+  bool is_recv_;
+  CommOptions opt_;
+  std::string what_;
+};
+
+class MpiComm final : public Communicator {
+ public:
+  MpiComm(MPI_Comm owned, CommOptions options) : comm_(owned), options_(options) {
+    DCP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    DCP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    DCP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  }
+  ~MpiComm() override { MPI_Comm_free(&comm_); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+  const CommOptions& options() const override { return options_; }
+
+  RequestPtr isend_raw(const void* buf, size_t count, DType type, int peer, int tag) override {
+    DCP_NVTX_RANGE();
+    check_p2p(peer, tag, "isend");
+    MPI_Request req;
+    DCP_MPI_CHECK(MPI_Isend(buf, to_int(count, "isend"), mpi_type(type), peer, tag, comm_, &req));
+    return std::make_unique<MpiRequest>(req, false, options_, p2p_what("isend", "to", peer, tag));
+  }
+  RequestPtr irecv_raw(void* buf, size_t count, DType type, int peer, int tag) override {
+    DCP_NVTX_RANGE();
+    check_p2p(peer, tag, "irecv");
+    MPI_Request req;
+    DCP_MPI_CHECK(MPI_Irecv(buf, to_int(count, "irecv"), mpi_type(type), peer, tag, comm_, &req));
+    return std::make_unique<MpiRequest>(req, true, options_, p2p_what("irecv", "from", peer, tag));
+  }
+  void all_reduce_raw(const void* send, void* recv, size_t count, DType type,
+                      ReduceOp op) override {
+    DCP_NVTX_RANGE();
+    MPI_Request req;
+    DCP_MPI_CHECK(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv,
+                                 to_int(count, "all_reduce"), mpi_type(type), mpi_op(op), comm_,
+                                 &req));
+    wait_deadline(&req, options_, coll_what("all_reduce"));
+  }
+  void all_gather_raw(const void* send, void* recv, size_t count, DType type) override {
+    DCP_NVTX_RANGE();
+    MPI_Request req;
+    const int n = to_int(count, "all_gather");
+    DCP_MPI_CHECK(MPI_Iallgather(send, n, mpi_type(type), recv, n, mpi_type(type), comm_, &req));
+    wait_deadline(&req, options_, coll_what("all_gather"));
+  }
+  void reduce_scatter_raw(const void* send, void* recv, size_t count, DType type,
+                          ReduceOp op) override {
+    DCP_NVTX_RANGE();
+    MPI_Request req;
+    DCP_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, to_int(count, "reduce_scatter"),
+                                            mpi_type(type), mpi_op(op), comm_, &req));
+    wait_deadline(&req, options_, coll_what("reduce_scatter"));
+  }
+  void all_to_all_v_raw(const void* send, const size_t* send_counts, const size_t* send_displs,
+                        void* recv, const size_t* recv_counts, const size_t* recv_displs,
+                        DType type) override {
+    DCP_NVTX_RANGE();
+    std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+    for (int p = 0; p < size_; ++p) {
+      sc[p] = to_int(send_counts[p], "all_to_all_v");
+      sd[p] = to_int(send_displs[p], "all_to_all_v");
+      rc[p] = to_int(recv_counts[p], "all_to_all_v");
+      rd[p] = to_int(recv_displs[p], "all_to_all_v");
+    }
+    MPI_Request req;
+    DCP_MPI_CHECK(MPI_Ialltoallv(send, sc.data(), sd.data(), mpi_type(type), recv, rc.data(),
+                                 rd.data(), mpi_type(type), comm_, &req));
+    wait_deadline(&req, options_, coll_what("all_to_all_v"));
+  }
+  void barrier() override {
+    DCP_NVTX_RANGE();
+    MPI_Request req;
+    DCP_MPI_CHECK(MPI_Ibarrier(comm_, &req));
+    wait_deadline(&req, options_, coll_what("barrier"));
+  }
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    DCP_NVTX_RANGE();
+    // Deadline-bounded rendezvous first: MPI_Comm_split itself cannot be polled.
+    const int64_t mine[2] = {color, key};
+    std::vector<int64_t> all(2 * static_cast<size_t>(size_));
+    all_gather_raw(mine, all.data(), 2, DType::i64);
+    MPI_Comm out = MPI_COMM_NULL;
+    DCP_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out));
+    if (out == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<MpiComm>(out, options_);
+  }
+
+ private:
+  void check_p2p(int peer, int tag, const char* op) const {
+    DCP_CHECK(peer >= 0 && peer < size_, "mpi comm: ", op, " on rank ", rank_, ": peer ", peer,
+              " outside communicator of size ", size_);
+    DCP_CHECK(tag >= 0, "mpi comm: user tags must be >= 0, got ", tag);
+  }
+  std::string p2p_what(const char* op, const char* dir, int peer, int tag) const {
+    return std::string(op) + " on rank " + std::to_string(rank_) + " " + dir + " peer " +
+           std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
+  }
+  std::string coll_what(const char* op) const {
+    return std::string(op) + " on rank " + std::to_string(rank_) + " (peers: all " +
+           std::to_string(size_) + " ranks)";
+  }
+
+  MPI_Comm comm_;
+  CommOptions options_;
+  int rank_ = 0;
+  int size_ = 0;
+};
+
+}  // namespace
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    DCP_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    owns_ = true;
+  }
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_ && !finalized) MPI_Finalize();
+}
+
+std::unique_ptr<Communicator> mpi_communicator(MPI_Comm comm, CommOptions options) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  DCP_MPI_CHECK(MPI_Comm_dup(comm, &dup));
+  return std::make_unique<MpiComm>(dup, options);
+}
+
+int run_mpi(const std::function<void(Communicator&)>& fn, CommOptions options) {
+  DCP_NVTX_RANGE();
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    auto world = mpi_communicator(MPI_COMM_WORLD, options);
+    fn(*world);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dcpbench rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 0;
+}
+
+}  // namespace dcp::comm

@@ -1,0 +1,170 @@
+// Thread backend of Communicator: every operation against values computed independently on
+// each rank, plus the failure behaviour (deadline, abort of a world when one rank throws).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+
+#include "comm/thread_comm.h"
+
+namespace dcp::comm {
+namespace {
+
+// Value rank r contributes at element i (distinct per (r, i); exact in float and double).
+double val(int r, size_t i) { return 1.0 + r * 1000.0 + static_cast<double>(i) * 0.5; }
+
+class ThreadComm : public ::testing::TestWithParam<int> {};
+
+TEST_P(ThreadComm, RingSendRecvBothDtypes) {
+  const int n = GetParam();
+  run_threads(n, [](Communicator& c) {
+    const int r = c.rank(), p = c.size();
+    const int next = (r + 1) % p, prev = (r + p - 1) % p;
+    std::vector<double> sd(7), rd(7, -1);
+    std::vector<float> sf(3), rf(3, -1);
+    for (size_t i = 0; i < sd.size(); ++i) sd[i] = val(r, i);
+    for (size_t i = 0; i < sf.size(); ++i) sf[i] = static_cast<float>(val(r, i));
+    std::vector<RequestPtr> reqs;
+    reqs.push_back(c.isend(std::span<const double>(sd), next, 3));
+    reqs.push_back(c.isend(std::span<const float>(sf), next, 4));
+    reqs.push_back(c.irecv(std::span<float>(rf), prev, 4));  // posted out of order on purpose
+    reqs.push_back(c.irecv(std::span<double>(rd), prev, 3));
+    wait_all(reqs);
+    for (size_t i = 0; i < rd.size(); ++i) ASSERT_EQ(rd[i], val(prev, i));
+    for (size_t i = 0; i < rf.size(); ++i) ASSERT_EQ(rf[i], static_cast<float>(val(prev, i)));
+  });
+}
+
+TEST_P(ThreadComm, CollectivesMatchDirectComputation) {
+  const int n = GetParam();
+  run_threads(n, [n](Communicator& c) {
+    const int r = c.rank();
+    // all_reduce sum / max / min in float64 and float32
+    std::vector<double> a(5);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = val(r, i);
+    auto s = a, mx = a, mn = a;
+    c.all_reduce(std::span<double>(s));
+    c.all_reduce(std::span<double>(mx), ReduceOp::max);
+    c.all_reduce(std::span<double>(mn), ReduceOp::min);
+    std::vector<float> f(5);
+    for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(r + 1);
+    c.all_reduce(std::span<float>(f));
+    for (size_t i = 0; i < a.size(); ++i) {
+      double want = 0;
+      for (int q = 0; q < n; ++q) want += val(q, i);
+      ASSERT_EQ(s[i], want);
+      ASSERT_EQ(mx[i], val(n - 1, i));
+      ASSERT_EQ(mn[i], val(0, i));
+      ASSERT_EQ(f[i], static_cast<float>(n * (n + 1) / 2));
+    }
+    // all_gather
+    std::vector<int64_t> mine = {r, 10 * r};
+    std::vector<int64_t> all(2 * n);
+    c.all_gather(std::span<const int64_t>(mine), std::span<int64_t>(all));
+    for (int q = 0; q < n; ++q) {
+      ASSERT_EQ(all[2 * q], q);
+      ASSERT_EQ(all[2 * q + 1], 10 * q);
+    }
+    // reduce_scatter: block q of rank r holds val(r, q); rank r gets sum over ranks of block r.
+    std::vector<double> blocks(2 * n), out(2);
+    for (int q = 0; q < n; ++q) blocks[2 * q] = blocks[2 * q + 1] = val(r, q);
+    c.reduce_scatter(std::span<const double>(blocks), std::span<double>(out));
+    double want = 0;
+    for (int q = 0; q < n; ++q) want += val(q, r);
+    ASSERT_EQ(out[0], want);
+    ASSERT_EQ(out[1], want);
+    // all_to_all_v: rank r sends (q + 1) copies of 100r + q to rank q.
+    std::vector<size_t> sc(n), rc(n);
+    std::vector<int32_t> send, recv;
+    for (int q = 0; q < n; ++q) {
+      sc[q] = q + 1;
+      rc[q] = r + 1;
+      for (int k = 0; k <= q; ++k) send.push_back(100 * r + q);
+    }
+    recv.assign(static_cast<size_t>(n) * (r + 1), -1);
+    c.all_to_all_v(std::span<const int32_t>(send), std::span<const size_t>(sc),
+                   std::span<int32_t>(recv), std::span<const size_t>(rc));
+    for (int q = 0; q < n; ++q)
+      for (int k = 0; k <= r; ++k) ASSERT_EQ(recv[q * (r + 1) + k], 100 * q + r);
+    c.barrier();
+  });
+}
+
+TEST_P(ThreadComm, SplitOrdersByKeyAndIsolatesTraffic) {
+  const int n = GetParam();
+  run_threads(n, [n](Communicator& c) {
+    const int r = c.rank();
+    // Two colors (even/odd), reversed order inside each through the key.
+    auto sub = c.split(r % 2, -r);
+    ASSERT_NE(sub, nullptr);
+    const int members = (n + 1 - r % 2) / 2;
+    ASSERT_EQ(sub->size(), members);
+    ASSERT_EQ(sub->rank(), members - 1 - r / 2);
+    int64_t x = r;
+    sub->all_reduce(std::span<int64_t>(&x, 1));
+    int64_t want = 0;
+    for (int q = r % 2; q < n; q += 2) want += q;
+    ASSERT_EQ(x, want);
+    // Traffic on the parent with the same tag does not leak into the child.
+    int32_t a = r, b = -1;
+    auto s1 = c.isend(std::span<const int32_t>(&a, 1), (r + 1) % n, 0);
+    auto r1 = c.irecv(std::span<int32_t>(&b, 1), (r + n - 1) % n, 0);
+    r1->wait();
+    ASSERT_EQ(b, (r + n - 1) % n);
+    auto none = c.split(r == 0 ? -1 : 0, 0);
+    ASSERT_EQ(none == nullptr, r == 0);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ThreadComm, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const auto& info) { return "n" + std::to_string(info.param); });
+
+TEST(ThreadCommFailure, RecvWithoutSenderHitsDeadlineNamingRankAndPeer) {
+  CommOptions opt;
+  opt.deadline = std::chrono::milliseconds(100);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run_threads(2, [](Communicator& c) {
+      if (c.rank() == 1) {
+        double x;
+        c.recv(std::span<double>(&x, 1), 0, 7);
+      }
+    }, opt);
+    FAIL() << "expected a deadline error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("irecv on rank 1 from peer 0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("timed out"), std::string::npos) << msg;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+TEST(ThreadCommFailure, OneRankThrowingWakesTheOthersAndItsErrorIsRethrown) {
+  CommOptions opt;
+  opt.deadline = std::chrono::seconds(60);  // must not be what ends the waits
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(run_threads(4, [](Communicator& c) {
+                 if (c.rank() == 2) throw InputError("bad input on rank 2");
+                 c.barrier();  // ranks 0, 1, 3 wait here for rank 2 forever
+               }, opt),
+               InputError);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+TEST(ThreadCommFailure, SizeMismatchAndBadPeerAreErrors) {
+  EXPECT_THROW(run_threads(2, [](Communicator& c) {
+                 std::vector<double> x(c.rank() == 0 ? 3 : 4);
+                 if (c.rank() == 0) c.send(std::span<const double>(x), 1, 0);
+                 else c.recv(std::span<double>(x), 0, 0);
+               }),
+               Error);
+  EXPECT_THROW(run_threads(1, [](Communicator& c) {
+                 double x = 0;
+                 c.send(std::span<const double>(&x, 1), 1, 0);
+               }),
+               Error);
+  EXPECT_THROW(ThreadWorld(0), InputError);
+}
+
+}  // namespace
+}  // namespace dcp::comm
