@@ -60,6 +60,8 @@ struct HardwareProfile {
   double inter_node_latency_s = 0;
   int gpus_per_node = 8;
   double microbatch_overhead_s = 0;        // fixed cost per micro-batch per virtual stage
+  double hbm_bytes_per_s = 0;              // memory bandwidth for element-wise ops (0: ignore)
+  double elementwise_bytes_per_token_hidden = 0;  // bytes moved per token per layer fwd / hidden
 
   double gemm_efficiency_at(double tokens) const;
   // Attention efficiency at a sequence/block length; head dims between tables interpolate

@@ -88,7 +88,11 @@ std::string source_label(const CostModel& cm);
 int gpu_id(const ClusterConfig& cluster, int pp_stage, int pool_rank, int tp_rank);
 // True if the pool ranks [first_pool_rank, first_pool_rank + cp_size) (x tp GPUs each) span
 // more than one node.
+// (Pipeline stage 0; the overload takes the stage, which matters only when N*tp is neither a
+// multiple nor a divisor of gpus_per_node.)
 bool group_crosses_nodes(const ClusterConfig& cluster, int first_pool_rank, int cp_size);
+bool group_crosses_nodes(const ClusterConfig& cluster, int pp_stage, int first_pool_rank,
+                         int cp_size);
 // Layers held by virtual stage v in [0, pp*vpp); v = chunk*pp + pp_stage (Megatron's order).
 int layers_of_virtual_stage(const ModelConfig& model, const ClusterConfig& cluster, int v);
 

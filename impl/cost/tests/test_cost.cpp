@@ -1,0 +1,296 @@
+// Tests of the FLOPs formula (hand-computed values), hardware curves + calibration files, and the
+// time model on the "unit" profile (peak 1e12 FLOP/s, efficiency 1, 1e9 B/s, no latency), where
+// every time is a FLOP or byte count divided by a power of ten.
+#include "core/error.h"
+#include "cost/flops.h"
+#include "cost/hardware.h"
+#include "cost/time_model.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace dcp::cost {
+namespace {
+
+// ---- FLOPs -------------------------------------------------------------------------------
+// Expected values computed by hand from reference §6:
+//   llama-13b: 6*40*5120*3*13824 + 6*40*(5120*15360 + 5120^2) + 6*5120*32000 = 77,109,657,600
+//              per token; 6*40*5120 = 1,228,800 per token^2.
+//   llama3-8b: 6*32*4096*3*14336 + 6*32*(4096*6144 + 4096^2) + 6*4096*128256 = 45,027,950,592;
+//              6*32*4096 = 786,432.
+TEST(Flops, Llama13bCoefficients) {
+  const auto c = train_flops_coefficients(model_preset("llama-13b"));
+  EXPECT_DOUBLE_EQ(c.per_token, 77109657600.0);
+  EXPECT_DOUBLE_EQ(c.per_token_sq, 1228800.0);
+}
+
+TEST(Flops, Llama3_8bGqaCoefficients) {
+  const auto m = model_preset("llama3-8b");
+  EXPECT_EQ(m.kv_dim(), 1024);
+  const auto c = train_flops_coefficients(m);
+  EXPECT_DOUBLE_EQ(c.per_token, 45027950592.0);
+  EXPECT_DOUBLE_EQ(c.per_token_sq, 786432.0);
+}
+
+TEST(Flops, FromLengthsUsesSumAndSumOfSquares) {
+  const auto m = model_preset("llama-13b");
+  const std::vector<int64_t> one{4096};
+  EXPECT_DOUBLE_EQ(train_flops_of_lengths(m, one), 336457000550400.0);
+  const std::vector<int64_t> two{1000, 3000};  // S = 4000, Q = 10^7
+  EXPECT_DOUBLE_EQ(train_flops_of_lengths(m, two), 320726630400000.0);
+  // Packing two sequences is cheaper than one of their total length (Q differs).
+  EXPECT_LT(train_flops_of_lengths(m, two), train_flops(m, 4000, 4000.0 * 4000));
+}
+
+TEST(Flops, NonSwigluTinyModel) {
+  ModelConfig m = model_preset("tiny");
+  m.swiglu = false;
+  m.head_dim = 16;
+  // 6*2*64*2*128 + 6*2*(64*(64+64) + 64*64) + 6*64*256 = 442,368; 6*2*64 = 768.
+  const auto c = train_flops_coefficients(m);
+  EXPECT_DOUBLE_EQ(c.per_token, 442368.0);
+  EXPECT_DOUBLE_EQ(c.per_token_sq, 768.0);
+}
+
+TEST(Flops, ForwardPiecesAreOneThirdOfTraining) {
+  for (const auto& name : model_preset_names()) {
+    const auto m = model_preset(name);
+    validate_model(m);
+    const auto c = train_flops_coefficients(m);
+    EXPECT_DOUBLE_EQ(c.per_token,
+                     3 * (m.layers * fwd_layer_gemm_flops_per_token(m) + fwd_logits_flops_per_token(m)))
+        << name;
+    EXPECT_DOUBLE_EQ(c.per_token_sq, 3 * m.layers * fwd_layer_attn_flops_per_token_sq(m)) << name;
+  }
+}
+
+TEST(Flops, PresetsAndParams) {
+  EXPECT_THROW(model_preset("llama-70b"), InputError);
+  // Llama-2-13B has 13.0e9 parameters (untied embeddings).
+  EXPECT_NEAR(total_params(model_preset("llama-13b")) / 1e9, 13.016, 0.01);
+  EXPECT_NEAR(total_params(model_preset("llama3-8b")) / 1e9, 8.03, 0.01);
+  ModelConfig bad = model_preset("llama3-8b");
+  bad.kv_heads = 5;
+  EXPECT_THROW(validate_model(bad), InputError);
+}
+
+// ---- hardware ----------------------------------------------------------------------------
+TEST(Hardware, CurveIsLogLinearAndClamped) {
+  Curve c;
+  c.points = {{128, 0.2}, {512, 0.6}};
+  EXPECT_DOUBLE_EQ(c.at(64), 0.2);
+  EXPECT_DOUBLE_EQ(c.at(256), 0.4);  // halfway in log2
+  EXPECT_DOUBLE_EQ(c.at(4096), 0.6);
+}
+
+TEST(Hardware, H100PublicAnchors) {
+  const auto p = hardware_preset("h100-sxm");
+  validate_profile(p);
+  EXPECT_DOUBLE_EQ(p.peak_flops_per_s, 989e12);
+  EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(8192) * 989e12, 798e12);
+  EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(1 << 20) * 989e12, 798e12);  // flat above the table
+  EXPECT_NEAR(p.attn_fwd_causal_efficiency(16384, 128) * 989, 616, 1e-9);  // FA3 causal fwd
+  EXPECT_NEAR(p.attn_fwd_full_efficiency(1024, 128) * 989, 565, 1e-9);
+  EXPECT_NEAR(p.attn_bwd_efficiency(4096, 128) * 989, 542, 1e-9);
+  EXPECT_DOUBLE_EQ(p.intra_node_bytes_per_s, 450e9);
+  EXPECT_DOUBLE_EQ(p.inter_node_bytes_per_s, 50e9);
+  EXPECT_THROW(hardware_preset("a100"), InputError);
+}
+
+TEST(Hardware, CalibrationOverridesPointsAndNamesTheSource) {
+  const auto base = hardware_preset("h100-sxm");
+  const auto j = nlohmann::json::parse(R"({"schema": "dcpbench.calibration.v1", "name": "test-cal",
+      "profile": "h100-sxm", "obtained": "measured",
+      "gemm_efficiency": [[8192, 0.9], [100000, 0.95]],
+      "attention": [{"head_dim": 128, "fwd_causal": [[1024, 0.5]]}],
+      "inter_node_bytes_per_s": 25e9})");
+  const auto p = apply_calibration(base, j, "test.json");
+  EXPECT_EQ(p.calibration, "test-cal");
+  EXPECT_EQ(p.obtained, "measured");
+  EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(8192), 0.9);
+  EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(1e6), 0.95);
+  EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(128), base.gemm_efficiency_at(128));  // untouched
+  EXPECT_DOUBLE_EQ(p.attn_fwd_causal_efficiency(1024, 128), 0.5);
+  EXPECT_DOUBLE_EQ(p.inter_node_bytes_per_s, 25e9);
+  CostModel cm{model_preset("llama-13b"), p, {}, {}};
+  EXPECT_EQ(source_label(cm), "simulated:dcp-cost-v1@test-cal");
+}
+
+TEST(Hardware, CalibrationRejectsBadInput) {
+  const auto base = hardware_preset("h100-sxm");
+  EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"gemm_eff": []})"), "x"), InputError);
+  EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"gemm_efficiency": [[10, 1.5]]})"), "x"),
+               InputError);
+  EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"profile": "unit"})"), "x"), InputError);
+  EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"peak_flops_per_s": "fast"})"), "x"),
+               InputError);
+}
+
+TEST(Hardware, ProfileJsonRoundTripsAndCommittedFileMatches) {
+  const auto base = hardware_preset("h100-sxm");
+  const auto again = apply_calibration(hardware_preset("h100-sxm"), profile_to_json(base), "rt");
+  EXPECT_EQ(profile_to_json(again), profile_to_json(base));
+  const std::string here = __FILE__;
+  const std::string file = here.substr(0, here.find("impl/cost/tests")) +
+                           "results/calibration/h100-sxm-public.json";
+  const auto loaded = load_calibration_file(hardware_preset("h100-sxm"), file);
+  EXPECT_EQ(loaded.calibration, "h100-sxm-public");
+  EXPECT_EQ(profile_to_json(loaded), profile_to_json(base));
+}
+
+// ---- time model on the unit profile ------------------------------------------------------
+// Model: 2 layers, h 128, FFN 128 (no SwiGLU), 1 head of dim 128, vocab 1:
+//   fwd GEMM flops/token/layer = 2*(128*384 + 128*128 + 2*128*128) = 196,608
+//   fwd attention flops/token^2/layer = 2*128 = 256;   logits flops/token = 256
+CostModel unit_model(int gpus = 2, int pp = 1) {
+  ModelConfig m{"unit", 2, 128, 128, 1, 1, 128, 1, false};
+  ClusterConfig c;
+  c.gpus = gpus;
+  c.pp = pp;
+  c.gpus_per_node = 64;
+  return CostModel{m, hardware_preset("unit"), c, {}};
+}
+
+TEST(TimeModel, SingleSequenceNoCp) {
+  const auto cm = unit_model();
+  const std::vector<int64_t> l{1000};
+  const auto st = group_stage_times(cm, l, 1, 0, 0);
+  // fwd: 2*(196,608*1000 + 256*1000^2) + 256*1000 (logits) = 905,472,000 flops at 1e12.
+  EXPECT_NEAR(st.fwd.compute_s, 905472000e-12, 1e-15);
+  // bwd: 2*(2*196,608,000 + 2.5*256,000,000) + 2*256,000 = 2,066,944,000 flops.
+  EXPECT_NEAR(st.bwd.compute_s, 2066944000e-12, 1e-15);
+  EXPECT_EQ(st.fwd.comm_exposed_s, 0.0);
+  EXPECT_EQ(st.bwd.comm_exposed_s, 0.0);
+  EXPECT_EQ(st.p2p_s, 0.0);  // pp = 1
+}
+
+TEST(TimeModel, RingCp2ExposesCommNotHiddenByAttention) {
+  const auto cm = unit_model();
+  const std::vector<int64_t> l{1000};
+  const auto st = group_stage_times(cm, l, 2, 0, 0);
+  // Per layer: T = 500; KV bytes = 2*500*1*128*2 = 256,000 -> 2.56e-4 s; step attention
+  // 256*500^2 = 6.4e7 flops -> 6.4e-5 s. Exposed fwd = 1.92e-4; bwd: 2x bytes vs 2.5x compute
+  // -> 5.12e-4 - 1.6e-4 = 3.52e-4. Two layers.
+  EXPECT_NEAR(st.fwd.comm_exposed_s, 2 * 1.92e-4, 1e-12);
+  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * 3.52e-4, 1e-12);
+  // Compute: half the tokens and half the attention of the k = 1 case (zigzag balance).
+  const auto one = group_stage_times(cm, l, 1, 0, 0);
+  EXPECT_NEAR(st.fwd.compute_s, one.fwd.compute_s / 2, 1e-15);
+  EXPECT_NEAR(st.bwd.compute_s, one.bwd.compute_s / 2, 1e-15);
+}
+
+TEST(TimeModel, AllGatherIsNotOverlapped) {
+  auto cm = unit_model();
+  cm.training.cp_comm = CpComm::all_gather;
+  const std::vector<int64_t> l{1000};
+  const auto st = group_stage_times(cm, l, 2, 0, 0);
+  EXPECT_NEAR(st.fwd.comm_exposed_s, 2 * 2.56e-4, 1e-12);
+  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * 2 * 2.56e-4, 1e-12);
+}
+
+TEST(TimeModel, LatencyChargedPerOverlappedStep) {
+  auto cm = unit_model();
+  cm.hardware.intra_node_bytes_per_s = 1e15;  // comm hidden, latency remains
+  cm.hardware.intra_node_latency_s = 1e-5;
+  const std::vector<int64_t> l{4000};
+  const auto st = group_stage_times(cm, l, 4, 0, 0);
+  EXPECT_NEAR(st.fwd.comm_exposed_s, 2 * 3 * 1e-5, 1e-12);  // 2 layers x (k-1) steps
+}
+
+TEST(TimeModel, RecomputeAddsTheLayerForward) {
+  auto cm = unit_model();
+  const std::vector<int64_t> l{1000};
+  const auto plain = group_stage_times(cm, l, 1, 0, 0);
+  cm.training.recompute_full = true;
+  const auto rc = group_stage_times(cm, l, 1, 0, 0);
+  EXPECT_NEAR(rc.bwd.recompute_s, 2 * (196608000 + 256000000) * 1e-12, 1e-15);  // no logits
+  EXPECT_NEAR(rc.bwd.compute_s, plain.bwd.compute_s + rc.bwd.recompute_s, 1e-15);
+  EXPECT_DOUBLE_EQ(rc.fwd.compute_s, plain.fwd.compute_s);
+}
+
+TEST(TimeModel, CrossNodeGroupsUseInterNodeLink) {
+  auto cm = unit_model(8);
+  cm.cluster.gpus_per_node = 4;
+  EXPECT_FALSE(group_crosses_nodes(cm.cluster, 0, 4));
+  EXPECT_TRUE(group_crosses_nodes(cm.cluster, 2, 4));
+  EXPECT_TRUE(group_crosses_nodes(cm.cluster, 0, 8));
+  cm.hardware.inter_node_bytes_per_s = 1e8;  // 10x slower
+  const std::vector<int64_t> l{1000};
+  const auto in_node = group_stage_times(cm, l, 2, 0, 0);
+  const auto across = group_stage_times(cm, l, 2, 3, 0);  // ranks 3,4: GPUs 3 and 4
+  EXPECT_NEAR(across.fwd.comm_exposed_s, 2 * (2.56e-3 - 6.4e-5), 1e-12);
+  EXPECT_GT(across.fwd.comm_exposed_s, 5 * in_node.fwd.comm_exposed_s);
+  // TP=2: pool rank j owns GPUs 2j, 2j+1; a 4-rank group spans 8 GPUs.
+  cm.cluster.gpus = 16;
+  cm.cluster.tp = 2;
+  cm.cluster.gpus_per_node = 8;
+  EXPECT_FALSE(group_crosses_nodes(cm.cluster, 2, 2));
+  EXPECT_TRUE(group_crosses_nodes(cm.cluster, 0, 8));
+  EXPECT_EQ(gpu_id(cm.cluster, 1, 3, 1), (1 * 8 + 3) * 2 + 1);
+}
+
+TEST(TimeModel, LayersAndLogitsPerVirtualStage) {
+  auto cm = unit_model(4, 2);
+  cm.model.layers = 5;
+  EXPECT_EQ(layers_of_virtual_stage(cm.model, cm.cluster, 0), 3);
+  EXPECT_EQ(layers_of_virtual_stage(cm.model, cm.cluster, 1), 2);
+  const std::vector<int64_t> l{1000};
+  const auto first = group_stage_times(cm, l, 1, 0, 0);
+  const auto last = group_stage_times(cm, l, 1, 0, 1);
+  const double layer_fwd = (196608000 + 256000000) * 1e-12;
+  EXPECT_NEAR(first.fwd.compute_s, 3 * layer_fwd, 1e-15);
+  EXPECT_NEAR(last.fwd.compute_s, 2 * layer_fwd + 256000e-12, 1e-15);
+  // p2p: T*h*2 bytes = 1000*128*2 = 256,000 B at 1e9 B/s.
+  EXPECT_NEAR(first.p2p_s, 2.56e-4, 1e-15);
+}
+
+TEST(TimeModel, GradSyncRingBytes) {
+  auto cm = unit_model(2);
+  // params = 2 layers * 98,560 + 2*1*128 (embedding + output) + 128 = 197,504.
+  EXPECT_DOUBLE_EQ(total_params(cm.model), 197504.0);
+  const auto g = grad_sync_time(cm, 0);
+  EXPECT_NEAR(g.reduce_scatter_s, 0.5 * 197504 * 4 / 1e9, 1e-15);
+  EXPECT_NEAR(g.all_gather_s, 0.5 * 197504 * 2 / 1e9, 1e-15);
+  cm.cluster.gpus = 1;
+  EXPECT_EQ(grad_sync_time(cm, 0).reduce_scatter_s, 0.0);
+}
+
+TEST(TimeModel, H100Llama13bSanity) {
+  ClusterConfig c;
+  c.gpus = 64;
+  c.pp = 8;
+  c.cp = 8;
+  CostModel cm{model_preset("llama-13b"), hardware_preset("h100-sxm"), c, {}};
+  cm.training.recompute_full = true;
+  // One 64k-token sequence on one GPU for one stage (5 layers): MFU must lie between the
+  // attention and GEMM efficiencies (it is a mix of both).
+  const std::vector<int64_t> l{65536};
+  const auto st = group_stage_times(cm, l, 1, 0, 0);
+  const double flops = 5 * 3 * (fwd_layer_gemm_flops_per_token(cm.model) * 65536 +
+                                fwd_layer_attn_flops_per_token_sq(cm.model) * 65536.0 * 65536.0);
+  const double mfu = flops / (st.fwd.total_s() + st.bwd.total_s()) / 989e12;
+  EXPECT_GT(mfu, 0.35);
+  EXPECT_LT(mfu, 0.62);
+  // CP8 inside one node: the 8k-token local KV send (168 MB/layer... per step 2*8192*5120*2 B)
+  // is hidden by the attention of the step.
+  const auto cp8 = group_stage_times(cm, l, 8, 0, 0);
+  EXPECT_LT(cp8.fwd.comm_exposed_s, 0.05 * cp8.fwd.compute_s);
+}
+
+TEST(TimeModel, ClusterValidation) {
+  ClusterConfig c;
+  c.gpus = 12;
+  c.pp = 8;
+  EXPECT_THROW(validate_cluster(c), InputError);
+  c.gpus = 64;
+  c.cp = 8;
+  EXPECT_NO_THROW(validate_cluster(c));
+  EXPECT_EQ(c.pool(), 8);
+  EXPECT_EQ(c.dp(), 1);
+}
+
+}  // namespace
+}  // namespace dcp::cost

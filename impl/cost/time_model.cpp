@@ -1,0 +1,229 @@
+// Time model (formulas and assumptions in time_model.h). Invariants: every time is >= 0; a group
+// of size k = 1 has no CP communication; the FLOPs charged for the forward of one sequence at any
+// k add up to fwd_layer_* x layers (zigzag splits work evenly over the k ring steps).
+#include "cost/time_model.h"
+
+#include "core/error.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dcp::cost {
+namespace {
+
+constexpr double kBf16Bytes = 2.0;
+
+// Per-layer times of one rank's share of a group (k ranks, sequences `lengths`).
+struct LayerTimes {
+  double fwd_compute_s = 0;
+  double fwd_comm_exposed_s = 0;
+  double bwd_compute_s = 0;
+  double bwd_comm_exposed_s = 0;
+};
+
+struct Link {
+  double bytes_per_s;
+  double latency_s;
+};
+
+Link cp_link(const CostModel& cm, int stage, int first_pool_rank, int k) {
+  if (group_crosses_nodes(cm.cluster, stage, first_pool_rank, k))
+    return {cm.hardware.inter_node_bytes_per_s, cm.hardware.inter_node_latency_s};
+  return {cm.hardware.intra_node_bytes_per_s, cm.hardware.intra_node_latency_s};
+}
+
+// gemm_eff_tokens: tokens at which the GEMM efficiency is read (T for the real model; M for the
+// lower bound). with_comm = false drops CP communication (lower bound).
+LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, int k,
+                       double gemm_eff_tokens, const Link& link, bool with_comm) {
+  const auto& m = cm.model;
+  const auto& hw = cm.hardware;
+  const auto& tr = cm.training;
+  const double tp = cm.cluster.tp;
+  const int d = static_cast<int>(m.head_dim_or_default());
+  double tokens = 0;
+  for (int64_t l : lengths) tokens += static_cast<double>(l);
+  tokens /= k;
+
+  LayerTimes t;
+  // GEMMs (QKV, output projection, MLP) on the rank's T tokens.
+  const double gemm_fwd_s = fwd_layer_gemm_flops_per_token(m) * tokens / tp /
+                            (hw.peak_flops_per_s * hw.gemm_efficiency_at(gemm_eff_tokens));
+  // Memory-bound element-wise ops (norms, residuals, RoPE, activation).
+  const double ew_fwd_s = hw.hbm_bytes_per_s > 0 ? hw.elementwise_bytes_per_token_hidden *
+                                                       static_cast<double>(m.hidden) * tokens / tp /
+                                                       hw.hbm_bytes_per_s
+                                                 : 0.0;
+  t.fwd_compute_s += gemm_fwd_s + ew_fwd_s;
+  t.bwd_compute_s += tr.gemm_bwd_factor * gemm_fwd_s + 2.0 * ew_fwd_s;
+
+  // Attention. Per sequence, one ring step does 2*q*L^2/k^2 FLOPs (1/k of the rank's share).
+  const double attn_c = fwd_layer_attn_flops_per_token_sq(m) / tp;
+  const double kv_bytes = 2.0 * tokens * (static_cast<double>(m.kv_heads) / tp) * d * kBf16Bytes;
+  if (k == 1 || cm.training.cp_comm == CpComm::ring) {
+    double diag_fwd = 0, diag_bwd = 0, off_fwd = 0, off_bwd = 0;
+    for (int64_t l : lengths) {
+      const double local = static_cast<double>(l) / k;
+      const double step_flops = attn_c * local * local;  // = 2q L^2 / k^2 / tp
+      diag_fwd += step_flops / (hw.peak_flops_per_s * hw.attn_fwd_causal_efficiency(local, d));
+      diag_bwd += tr.attn_bwd_factor * step_flops /
+                  (hw.peak_flops_per_s * hw.attn_bwd_efficiency(local, d));
+      if (k > 1) {
+        off_fwd += step_flops / (hw.peak_flops_per_s * hw.attn_fwd_full_efficiency(local, d));
+        off_bwd += tr.attn_bwd_factor * step_flops /
+                   (hw.peak_flops_per_s * hw.attn_bwd_efficiency(local, d));
+      }
+    }
+    // Step 0 (diagonal) .. step k-1; steps 0..k-2 overlap one KV send (bwd: KV + dKV).
+    const double comm_fwd = with_comm ? kv_bytes / link.bytes_per_s : 0.0;
+    const double comm_bwd = 2.0 * comm_fwd;
+    const double lat = with_comm ? link.latency_s : 0.0;
+    for (int s = 0; s < k; ++s) {
+      const double cf = s == 0 ? diag_fwd : off_fwd;
+      const double cb = s == 0 ? diag_bwd : off_bwd;
+      t.fwd_compute_s += cf;
+      t.bwd_compute_s += cb;
+      if (s < k - 1) {
+        t.fwd_comm_exposed_s += std::max(cf, comm_fwd) - cf + lat;
+        t.bwd_comm_exposed_s += std::max(cb, comm_bwd) - cb + lat;
+      }
+    }
+  } else {
+    // All-gather KV (k-1 ring hops), then the rank's causal share, not overlapped; backward
+    // re-gathers KV and reduce-scatters dKV.
+    double fwd = 0, bwd = 0;
+    for (int64_t l : lengths) {
+      const double local = static_cast<double>(l) / k;
+      const double flops = attn_c * static_cast<double>(l) * static_cast<double>(l) / k;
+      fwd += flops / (hw.peak_flops_per_s * hw.attn_fwd_causal_efficiency(local, d));
+      bwd += tr.attn_bwd_factor * flops / (hw.peak_flops_per_s * hw.attn_bwd_efficiency(local, d));
+    }
+    t.fwd_compute_s += fwd;
+    t.bwd_compute_s += bwd;
+    if (with_comm) {
+      const double hop = kv_bytes / link.bytes_per_s + link.latency_s;
+      t.fwd_comm_exposed_s += (k - 1) * hop;
+      t.bwd_comm_exposed_s += 2.0 * (k - 1) * hop;
+    }
+  }
+  return t;
+}
+
+double logits_fwd_s(const CostModel& cm, double tokens, double gemm_eff_tokens) {
+  return fwd_logits_flops_per_token(cm.model) * tokens / cm.cluster.tp /
+         (cm.hardware.peak_flops_per_s * cm.hardware.gemm_efficiency_at(gemm_eff_tokens));
+}
+
+}  // namespace
+
+void validate_cluster(const ClusterConfig& c) {
+  DCP_REQUIRE(c.tp >= 1, "cluster: \"tp\"=", c.tp, " must be >= 1");
+  DCP_REQUIRE(c.pp >= 1, "cluster: \"pp\"=", c.pp, " must be >= 1");
+  DCP_REQUIRE(c.cp >= 1, "cluster: \"cp\"=", c.cp, " must be >= 1");
+  DCP_REQUIRE(c.vpp >= 1, "cluster: \"vpp\"=", c.vpp, " must be >= 1");
+  DCP_REQUIRE(c.gpus_per_node >= 1, "cluster: \"gpus_per_node\"=", c.gpus_per_node, " must be >= 1");
+  DCP_REQUIRE(c.gpus >= 1 && c.gpus % (c.tp * c.pp * c.cp) == 0, "cluster: \"gpus\"=", c.gpus,
+              " is not a multiple of tp*pp*cp=", c.tp * c.pp * c.cp);
+}
+
+std::string source_label(const CostModel& cm) {
+  return std::string("simulated:") + kCostModelName + "@" + cm.hardware.calibration;
+}
+
+int gpu_id(const ClusterConfig& c, int pp_stage, int pool_rank, int tp_rank) {
+  return (pp_stage * c.pool() + pool_rank) * c.tp + tp_rank;
+}
+
+bool group_crosses_nodes(const ClusterConfig& c, int pp_stage, int first_pool_rank, int cp_size) {
+  const int first_gpu = gpu_id(c, pp_stage, first_pool_rank, 0);
+  const int last_gpu = gpu_id(c, pp_stage, first_pool_rank + cp_size - 1, c.tp - 1);
+  return first_gpu / c.gpus_per_node != last_gpu / c.gpus_per_node;
+}
+
+bool group_crosses_nodes(const ClusterConfig& c, int first_pool_rank, int cp_size) {
+  return group_crosses_nodes(c, 0, first_pool_rank, cp_size);
+}
+
+int layers_of_virtual_stage(const ModelConfig& m, const ClusterConfig& c, int v) {
+  const int stages = c.pp * c.vpp;
+  DCP_CHECK(v >= 0 && v < stages, "virtual stage ", v, " outside [0, ", stages, ")");
+  return m.layers / stages + (v < m.layers % stages ? 1 : 0);
+}
+
+StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengths, int k,
+                             int first_pool_rank, int v) {
+  DCP_CHECK(k >= 1, "cp_size ", k);
+  const int layers = layers_of_virtual_stage(cm.model, cm.cluster, v);
+  double tokens = 0;
+  for (int64_t l : lengths) tokens += static_cast<double>(l);
+  tokens /= k;
+  const Link link = cp_link(cm, v % cm.cluster.pp, first_pool_rank, k);
+  const LayerTimes lt = layer_times(cm, lengths, k, tokens, link, true);
+
+  StageTimes st;
+  st.fwd.compute_s = layers * lt.fwd_compute_s;
+  st.fwd.comm_exposed_s = layers * lt.fwd_comm_exposed_s;
+  st.bwd.compute_s = layers * lt.bwd_compute_s;
+  st.bwd.comm_exposed_s = layers * lt.bwd_comm_exposed_s;
+  if (v == cm.cluster.pp * cm.cluster.vpp - 1) {
+    const double lf = logits_fwd_s(cm, tokens, tokens);
+    st.fwd.compute_s += lf;
+    st.bwd.compute_s += cm.training.gemm_bwd_factor * lf;
+  }
+  if (cm.training.recompute_full) {
+    // The transformer layers' forward runs again before the backward (logits are not recomputed).
+    st.bwd.recompute_s = layers * lt.fwd_compute_s;
+    st.bwd.compute_s += st.bwd.recompute_s;
+    st.bwd.comm_exposed_s += layers * lt.fwd_comm_exposed_s;
+  }
+  st.fwd.overhead_s = cm.hardware.microbatch_overhead_s;
+  st.bwd.overhead_s = cm.hardware.microbatch_overhead_s;
+  if (cm.cluster.pp > 1) {
+    const int s = v % cm.cluster.pp;
+    const int next = (s + 1) % cm.cluster.pp;
+    const int g0 = gpu_id(cm.cluster, s, first_pool_rank, 0);
+    const int g1 = gpu_id(cm.cluster, next, first_pool_rank, 0);
+    const bool inter = g0 / cm.cluster.gpus_per_node != g1 / cm.cluster.gpus_per_node;
+    const double bw = inter ? cm.hardware.inter_node_bytes_per_s : cm.hardware.intra_node_bytes_per_s;
+    const double lat = inter ? cm.hardware.inter_node_latency_s : cm.hardware.intra_node_latency_s;
+    st.p2p_s = tokens * static_cast<double>(cm.model.hidden) * kBf16Bytes / cm.cluster.tp / bw + lat;
+  }
+  return st;
+}
+
+double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_tokens) {
+  const int64_t one[1] = {length};
+  const Link none{1.0, 0.0};
+  const LayerTimes lt = layer_times(cm, one, 1, gemm_tokens, none, false);
+  const double layers = cm.model.layers;
+  double t = layers * (lt.fwd_compute_s + lt.bwd_compute_s);
+  if (cm.training.recompute_full) t += layers * lt.fwd_compute_s;
+  t += (1.0 + cm.training.gemm_bwd_factor) *
+       logits_fwd_s(cm, static_cast<double>(length), gemm_tokens);
+  return t;
+}
+
+GradSyncTime grad_sync_time(const CostModel& cm, int s) {
+  const auto& c = cm.cluster;
+  const int n = c.pool();
+  GradSyncTime g;
+  if (n <= 1) return g;
+  double layers = 0;
+  for (int chunk = 0; chunk < c.vpp; ++chunk)
+    layers += layers_of_virtual_stage(cm.model, c, chunk * c.pp + s);
+  const double h = static_cast<double>(cm.model.hidden);
+  double params = layers * layer_params(cm.model);
+  if (s == 0) params += static_cast<double>(cm.model.vocab) * h;           // embedding
+  if (s == c.pp - 1) params += static_cast<double>(cm.model.vocab) * h + h;  // output + final norm
+  params /= c.tp;
+  const bool inter = group_crosses_nodes(c, s, 0, n);
+  const double bw = inter ? cm.hardware.inter_node_bytes_per_s : cm.hardware.intra_node_bytes_per_s;
+  const double lat = inter ? cm.hardware.inter_node_latency_s : cm.hardware.intra_node_latency_s;
+  const double frac = static_cast<double>(n - 1) / n;  // ring: each rank sends (n-1)/n of the data
+  const double grad_bytes = cm.training.grad_reduce_fp32 ? 4.0 : 2.0;
+  g.reduce_scatter_s = frac * params * grad_bytes / bw + (n - 1) * lat;
+  g.all_gather_s = frac * params * kBf16Bytes / bw + (n - 1) * lat;
+  return g;
+}
+
+}  // namespace dcp::cost
