@@ -1,0 +1,126 @@
+// See megatron_common.h. Float arithmetic follows CPython: every comparison below is between the
+// same IEEE doubles Python computes (ints are converted exactly: lengths < 2^31, M < 2^53).
+#include "sched/megatron_common.h"
+
+#include "core/error.h"
+#include "plan/geometry.h"
+#include "plan/validate.h"
+#include "sched/vpp_align.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dcp::sched::megatron {
+
+int64_t cp_min_float(int64_t len, int64_t max_seqlen_per_rank, int min_cp) {
+  DCP_CHECK(len >= 1 && max_seqlen_per_rank >= 1, "len ", len, " M ", max_seqlen_per_rank);
+  const double ratio = static_cast<double>(len) / static_cast<double>(max_seqlen_per_rank);
+  const double exponent = std::ceil(std::log2(ratio));
+  DCP_CHECK(exponent < 62, "length ", len, " needs 2^", exponent, " ranks");
+  // 2 ** e is an int for e >= 0 and a float below 1 for e < 0; max(1, .) makes both 1.
+  const int64_t raw = exponent <= 0 ? 1 : (int64_t{1} << static_cast<int>(exponent));
+  return std::max<int64_t>(min_cp, raw);
+}
+
+double python_sum(const std::vector<double>& values) {
+  double total = 0.0;  // int 0 + first float == that float exactly
+  for (double v : values) total += v;
+  return total;
+}
+
+std::vector<SeqItem> sorted_desc(const plan::Batch& batch) {
+  std::vector<SeqItem> items(batch.lengths.size());
+  for (size_t i = 0; i < items.size(); ++i) items[i] = SeqItem{static_cast<int>(i), batch.lengths[i]};
+  std::stable_sort(items.begin(), items.end(), [](const SeqItem& a, const SeqItem& b) { return a.len > b.len; });
+  return items;
+}
+
+CallResult fill_with_full_dpxcp_group(const std::vector<SeqItem>& input, int n, int64_t max_seqlen_per_rank) {
+  CallResult out;
+  out.fallback = true;
+  plan::Group g{0, n, {}};
+  double packed = 0.0;
+  const double m = static_cast<double>(max_seqlen_per_rank);
+  for (const SeqItem& s : input) {
+    const double per_rank = static_cast<double>(s.len) / static_cast<double>(n);
+    if (packed + per_rank <= m) {
+      g.samples.push_back(s.id);
+      packed += per_rank;
+    } else {
+      out.leftovers.push_back(s);
+    }
+  }
+  DCP_REQUIRE(!g.samples.empty(), "sample ", input.empty() ? -1 : input[0].id, " of length ",
+              input.empty() ? 0 : input[0].len, " does not fit the whole pool of ", n, " ranks x ",
+              max_seqlen_per_rank, " tokens");
+  out.groups.push_back(std::move(g));
+  return out;
+}
+
+bool microbatch_valid(const std::vector<plan::Group>& groups, int n, int min_cp, int64_t max_seqlen_per_rank,
+                      const std::vector<int64_t>& lengths) {
+  int next = 0;
+  for (const plan::Group& g : groups) {
+    if (g.cp_size < 1 || g.first_rank != next || g.first_rank % g.cp_size != 0) return false;
+    if (g.first_rank + g.cp_size > n || !plan::group_size_exists(n, g.cp_size, min_cp)) return false;
+    if (g.samples.empty()) return false;
+    int64_t tokens = 0;
+    for (int s : g.samples) {
+      if (s < 0 || static_cast<size_t>(s) >= lengths.size()) return false;
+      tokens += lengths[s];
+    }
+    if (tokens > max_seqlen_per_rank * g.cp_size) return false;
+    next += g.cp_size;
+  }
+  return next == n;
+}
+
+bool rank_lists_valid(const std::vector<std::vector<int>>& ranks, int n, int min_cp, int64_t max_seqlen_per_rank,
+                      const std::vector<int64_t>& lengths) {
+  if (static_cast<int>(ranks.size()) != n) return false;
+  std::vector<plan::Group> groups;
+  std::vector<int> ids;
+  for (int r = 0; r < n;) {
+    if (ranks[r].empty()) return false;
+    int e = r + 1;
+    while (e < n && ranks[e] == ranks[r]) ++e;
+    groups.push_back(plan::Group{r, e - r, ranks[r]});
+    ids.insert(ids.end(), ranks[r].begin(), ranks[r].end());
+    r = e;
+  }
+  std::sort(ids.begin(), ids.end());
+  if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) return false;  // a sample in two groups
+  return microbatch_valid(groups, n, min_cp, max_seqlen_per_rank, lengths);
+}
+
+std::vector<std::vector<int>> to_rank_lists(const std::vector<plan::Group>& groups, int n) {
+  std::vector<std::vector<int>> ranks(n);
+  for (const plan::Group& g : groups) {
+    for (int r = g.first_rank; r < g.first_rank + g.cp_size && r < n; ++r) ranks[r] = g.samples;
+  }
+  return ranks;
+}
+
+plan::Plan assemble_plan(std::vector<std::vector<plan::Group>> microbatches, const std::string& planner,
+                         const plan::Batch& batch, const plan::PlanConfig& config) {
+  plan::Plan out;
+  const int n = config.pool();
+  if (config.vpp_group && *config.vpp_group > 1 && microbatches.size() % *config.vpp_group != 0) {
+    plan::RankLists lists;
+    lists.reserve(microbatches.size());
+    for (const auto& mb : microbatches) lists.push_back(to_rank_lists(mb, n));
+    AlignContext ctx{n, config.min_cp, config.max_seqlen_per_rank, &batch.lengths};
+    out = plan::plan_from_rank_lists(align_sample_id_groups(std::move(lists), *config.vpp_group, ctx), planner,
+                                     config);
+  } else {
+    out.planner = planner;
+    out.config = config;
+    out.microbatches.reserve(microbatches.size());
+    for (auto& mb : microbatches) out.microbatches.push_back(plan::MicroBatch{std::move(mb)});
+  }
+  out.dynamic = true;
+  plan::validate(out, batch);
+  return out;
+}
+
+}  // namespace dcp::sched::megatron

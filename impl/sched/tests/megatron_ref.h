@@ -1,0 +1,365 @@
+// Slow, literal per-rank translations of Megatron's next_hdp_group (PR2000) and
+// next_hdp_group_packing_aware (DEV), statement by statement as in the Python (per-rank lists,
+// free-rank lists, projected max over every rank, dict order by group id). They exist only to
+// prove that the fast ports in impl/sched make identical decisions; they share the deviation
+// rules of the ports (a call that would raise, or whose micro-batch is invalid, becomes
+// fill_with_full_dpxcp_group on that call's input) so the two can be compared on every input.
+// O(samples * groups * N) per call, so tests keep N and G small.
+#pragma once
+
+#include "core/error.h"
+#include "plan/geometry.h"
+#include "sched/megatron_common.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace dcp::sched::ref {
+
+using megatron::SeqItem;
+using Lists = std::vector<std::vector<int>>;
+
+struct Call {
+  Lists ids;  // [N] sample ids per rank
+  std::vector<SeqItem> leftovers;
+};
+
+// Groups from per-rank lists (consecutive identical lists), or nullopt if a rank is empty.
+inline std::optional<std::vector<plan::Group>> groups_of(const Lists& ranks) {
+  std::vector<plan::Group> out;
+  const int n = static_cast<int>(ranks.size());
+  for (int r = 0; r < n;) {
+    if (ranks[r].empty()) return std::nullopt;
+    int e = r + 1;
+    while (e < n && ranks[e] == ranks[r]) ++e;
+    out.push_back(plan::Group{r, e - r, ranks[r]});
+    r = e;
+  }
+  return out;
+}
+
+inline std::vector<plan::Group> finish(const std::optional<Call>& call, const std::vector<SeqItem>& input, int n,
+                                       int64_t m, int min_cp, const std::vector<int64_t>& lengths,
+                                       std::vector<SeqItem>* leftovers) {
+  if (call) {
+    auto groups = groups_of(call->ids);
+    if (groups && megatron::rank_lists_valid(call->ids, n, min_cp, m, lengths)) {
+      *leftovers = call->leftovers;
+      return *groups;
+    }
+  }
+  auto fb = megatron::fill_with_full_dpxcp_group(input, n, m);
+  *leftovers = fb.leftovers;
+  return fb.groups;
+}
+
+// ---------------------------------------------------------------- PR2000 next_hdp_group
+inline std::optional<Call> pr2000_call(const std::vector<SeqItem>& in, int n, int64_t m, int min_cp) {
+  auto needed = [&](int64_t len) { return megatron::cp_min_float(len, m, min_cp); };
+  auto est = [&](int64_t len) { return megatron::workload(len, needed(len)); };
+  // dcp_make_buckets_equal
+  std::vector<int64_t> distinct;
+  std::vector<double> work;
+  for (const auto& s : in) {
+    if (std::find(distinct.begin(), distinct.end(), needed(s.len)) == distinct.end()) distinct.push_back(needed(s.len));
+    work.push_back(est(s.len));
+  }
+  const long k = static_cast<long>(distinct.size());
+  const double target = megatron::python_sum(work) / static_cast<double>(k);
+  std::vector<std::deque<SeqItem>> buckets;
+  std::deque<SeqItem> cur;
+  double cur_work = 0.0;
+  long remaining_k = k;
+  for (long i = 0; i < static_cast<long>(in.size()); ++i) {
+    const double w = est(in[i].len);
+    if (!cur.empty() && (cur_work + w > target * 1.1 ||
+                         static_cast<long>(in.size()) - i <= remaining_k - static_cast<long>(buckets.size()))) {
+      buckets.push_back(cur);
+      cur.clear();
+      cur_work = 0.0;
+      --remaining_k;
+    }
+    cur.push_back(in[i]);
+    cur_work += w;
+  }
+  if (!cur.empty()) buckets.push_back(cur);
+
+  std::vector<std::vector<int64_t>> mb(n);
+  std::vector<double> exec(n, 0.0);
+  Lists ids(n);
+  std::vector<int> gpu_gid(n, -1);
+  std::vector<std::vector<int>> members;  // by gid (dict insertion order == gid order)
+  std::vector<int64_t> gsize;
+  std::vector<double> pack;
+  int64_t prev_needed = -1;
+  bool check_balance = false;
+  auto free_ranks = [&] {
+    std::vector<int> f;
+    for (int r = 0; r < n; ++r)
+      if (gpu_gid[r] < 0) f.push_back(r);
+    return f;
+  };
+  while (!buckets.empty()) {
+    int bidx = -1;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (buckets[b].empty()) continue;
+      const int64_t need = needed(buckets[b].front().len);
+      const bool any = std::find(gsize.begin(), gsize.end(), need) != gsize.end();
+      if (any || static_cast<int64_t>(free_ranks().size()) >= need) {
+        bidx = static_cast<int>(b);
+        break;
+      }
+    }
+    if (bidx < 0) break;
+    const SeqItem s = buckets[bidx].front();
+    const int64_t need = needed(s.len);
+    if (prev_needed < 0) prev_needed = need;
+    int best = -1;
+    double best_load = std::numeric_limits<double>::infinity();
+    for (size_t g = 0; g < gsize.size(); ++g) {
+      if (gsize[g] != need || !(pack[g] + static_cast<double>(s.len) / need <= static_cast<double>(m))) continue;
+      double load = 0.0;
+      for (int r : members[g]) load = std::max(load, exec[r]);
+      if (load < best_load) {
+        best_load = load;
+        best = static_cast<int>(g);
+      }
+    }
+    const auto fr = free_ranks();
+    std::vector<int> chosen;
+    if (static_cast<int64_t>(fr.size()) >= need) {
+      std::vector<int> sorted = fr;
+      std::stable_sort(sorted.begin(), sorted.end(), [&](int a, int b) { return exec[a] < exec[b]; });
+      std::vector<int> nm(sorted.begin(), sorted.begin() + need);
+      if (exec[nm.back()] < best_load) {
+        best = -1;
+        chosen = nm;
+      } else {
+        chosen = members[best];
+      }
+    } else {
+      if (best < 0) break;
+      chosen = members[best];
+    }
+    if (best < 0) {
+      best = static_cast<int>(members.size());
+      members.push_back(chosen);
+      gsize.push_back(need);
+      pack.push_back(0.0);
+      for (int r : chosen) gpu_gid[r] = best;
+    }
+    pack[best] += static_cast<double>(s.len) / need;
+    for (int r : chosen) {
+      mb[r].push_back(s.len);
+      exec[r] += est(s.len);
+      ids[r].push_back(s.id);
+    }
+    buckets[bidx].pop_front();
+    while (!buckets.empty() && buckets.front().empty()) buckets.erase(buckets.begin());
+    if (need < prev_needed) check_balance = true;
+    const double mx = *std::max_element(exec.begin(), exec.end());
+    const double mn = *std::min_element(exec.begin(), exec.end());
+    if (check_balance && !buckets.empty() && mx - mn <= 0.05 * mx) break;
+  }
+  Call out;
+  for (const auto& b : buckets)
+    for (const auto& s : b) out.leftovers.push_back(s);
+  // fill_empty_gpus
+  for (int round = 0; round < 4 * n + 8; ++round) {
+    std::vector<int> empty;
+    for (int r = 0; r < n; ++r)
+      if (mb[r].empty()) empty.push_back(r);
+    if (empty.empty()) break;
+    if (gsize.empty()) return std::nullopt;  // AssertionError (§7d)
+    const int64_t s = *std::min_element(gsize.begin(), gsize.end());
+    const int64_t p = std::min<int64_t>(2 * s, n);
+    const int need_more = static_cast<int>(p - s);
+    const int g = static_cast<int>(std::find(gsize.begin(), gsize.end(), s) - gsize.begin());
+    const int start = members[g].front(), end = members[g].back(), e = empty.front();
+    std::vector<std::vector<int64_t>> nmb(n);
+    Lists nids(n);
+    auto put = [&](int at, int from) {
+      if (at < 0 || at >= n) return false;  // IndexError
+      nmb[at] = mb[from];
+      nids[at] = ids[from];
+      return true;
+    };
+    for (int r = 0; r < start; ++r) put(r, r);
+    for (int r = start; r <= end + need_more; ++r)
+      if (!put(r, end)) return std::nullopt;
+    for (int i = 0; end + 1 + i < e; ++i)
+      if (!put(end + need_more + 1 + i, end + 1 + i)) return std::nullopt;
+    gsize[g] = p;
+    std::vector<int> nm;
+    for (int r = start; r <= end + need_more; ++r) nm.push_back(r);
+    members[g] = nm;
+    for (size_t o = g + 1; o < members.size(); ++o)
+      for (int& r : members[o]) r += need_more;
+    mb = nmb;
+    ids = nids;
+    if (round == 4 * n + 7) return std::nullopt;
+  }
+  out.ids = ids;
+  return out;
+}
+
+// ---------------------------------------------------------------- DEV next_hdp_group_packing_aware
+inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, int min_cp) {
+  const std::vector<int> sizes = plan::group_sizes(n, min_cp);
+  auto cp_min = [&](int64_t len) {
+    const int64_t k = megatron::cp_min_float(len, m, min_cp);
+    for (int s : sizes)
+      if (s >= k) return static_cast<int64_t>(s);
+    return static_cast<int64_t>(n);
+  };
+  std::stable_sort(in.begin(), in.end(), [](const SeqItem& a, const SeqItem& b) { return a.len > b.len; });
+  const double cap = static_cast<double>(in[0].len) * static_cast<double>(m) * (1.0 + 0.05);
+  std::vector<double> exec(n, 0.0);
+  Lists ids(n);
+  std::vector<int> gpu_gid(n, -1);
+  std::vector<std::vector<int>> members;
+  std::vector<int64_t> gsize;
+  std::vector<double> pack;
+  auto place = [&](int g, const SeqItem& s, int64_t k) {
+    for (int r : members[g]) {
+      exec[r] += megatron::workload(s.len, k);
+      ids[r].push_back(s.id);
+    }
+  };
+  {
+    const int64_t k = cp_min(in[0].len);
+    members.push_back({});
+    for (int r = 0; r < k; ++r) {
+      members[0].push_back(r);
+      gpu_gid[r] = 0;
+    }
+    gsize.push_back(k);
+    pack.push_back(static_cast<double>(in[0].len) / k);
+    place(0, in[0], k);
+  }
+  Call out;
+  for (size_t i = 1; i < in.size(); ++i) {
+    const SeqItem s = in[i];
+    const int64_t need = cp_min(s.len);
+    bool found = false;
+    double best_pm = 0;
+    int64_t best_k = 0;
+    int best_g = -1;
+    std::vector<int> best_members;
+    auto projected = [&](const std::vector<int>& mem, double c) {
+      double pm = -1.0;
+      for (int r = 0; r < n; ++r) {
+        const bool in_g = std::find(mem.begin(), mem.end(), r) != mem.end();
+        pm = std::max(pm, in_g ? exec[r] + c : exec[r]);
+      }
+      return pm;
+    };
+    for (int k : sizes) {
+      if (k < need) continue;
+      const double c = megatron::workload(s.len, k);
+      for (size_t g = 0; g < gsize.size(); ++g) {
+        if (gsize[g] != k) continue;
+        if (pack[g] + static_cast<double>(s.len) / k > static_cast<double>(m)) continue;
+        const double pm = projected(members[g], c);
+        if (pm <= cap && (!found || pm < best_pm)) {
+          found = true;
+          best_pm = pm;
+          best_k = k;
+          best_g = static_cast<int>(g);
+        }
+      }
+      std::vector<int> fr;
+      for (int r = 0; r < n; ++r)
+        if (gpu_gid[r] < 0) fr.push_back(r);
+      if (static_cast<int>(fr.size()) >= k) {
+        std::stable_sort(fr.begin(), fr.end(), [&](int a, int b) { return exec[a] < exec[b]; });
+        std::vector<int> mem(fr.begin(), fr.begin() + k);
+        const double pm = projected(mem, c);
+        if (pm <= cap && (!found || pm < best_pm)) {
+          found = true;
+          best_pm = pm;
+          best_k = k;
+          best_g = -1;
+          best_members = mem;
+        }
+      }
+    }
+    if (!found) {
+      out.leftovers.push_back(s);
+      continue;
+    }
+    if (best_g < 0) {
+      best_g = static_cast<int>(members.size());
+      members.push_back(best_members);
+      gsize.push_back(best_k);
+      pack.push_back(0.0);
+      for (int r : best_members) gpu_gid[r] = best_g;
+    }
+    pack[best_g] += static_cast<double>(s.len) / best_k;
+    place(best_g, s, best_k);
+  }
+  // fill_empty_gpus_once until full
+  for (int round = 0;; ++round) {
+    if (round > 4 * n + 8) return std::nullopt;
+    std::vector<int> empty;
+    for (int r = 0; r < n; ++r)
+      if (ids[r].empty()) empty.push_back(r);
+    if (empty.empty()) break;
+    const int64_t s = *std::min_element(gsize.begin(), gsize.end());
+    const size_t si = std::find(sizes.begin(), sizes.end(), s) - sizes.begin();
+    if (si + 1 >= sizes.size()) return std::nullopt;
+    const int need_more = static_cast<int>(sizes[si + 1] - s);
+    bool grown = false;
+    for (size_t g = 0; g < gsize.size() && !grown; ++g) {
+      if (gsize[g] != s) continue;
+      const int start = members[g].front(), end = members[g].back(), e = empty.front();
+      if (end + 1 > e || end + need_more >= n) continue;
+      const int pushed = e - end - 1;
+      if (end + need_more + pushed >= n) continue;
+      Lists nids(n);
+      for (int r = 0; r < start; ++r) nids[r] = ids[r];
+      for (int r = start; r <= end + need_more; ++r) nids[r] = ids[end];
+      for (int i = 0; i < pushed; ++i) nids[end + need_more + 1 + i] = ids[end + 1 + i];
+      gsize[g] = sizes[si + 1];
+      members[g].clear();
+      for (int r = start; r <= end + need_more; ++r) members[g].push_back(r);
+      for (size_t o = 0; o < members.size(); ++o) {
+        if (o == g) continue;
+        if (*std::min_element(members[o].begin(), members[o].end()) > end)
+          for (int& r : members[o]) r += need_more;
+      }
+      ids = nids;
+      grown = true;
+    }
+    if (!grown) return std::nullopt;  // fill_with_full_dpxcp_group
+  }
+  out.ids = ids;
+  return out;
+}
+
+// The whole get_groups_and_subsamples loop (before VPP alignment) for either call.
+template <typename CallFn>
+std::vector<std::vector<plan::Group>> run(const plan::Batch& batch, int n, int64_t m, int min_cp, CallFn call) {
+  std::vector<SeqItem> remaining = megatron::sorted_desc(batch);
+  std::vector<std::vector<plan::Group>> out;
+  while (!remaining.empty()) {
+    DCP_CHECK(out.size() <= batch.lengths.size(), "reference made no progress");
+    std::vector<SeqItem> left;
+    out.push_back(finish(call(remaining), remaining, n, m, min_cp, batch.lengths, &left));
+    remaining = left;
+  }
+  return out;
+}
+
+inline std::vector<std::vector<plan::Group>> pr2000(const plan::Batch& b, int n, int64_t m, int min_cp) {
+  return run(b, n, m, min_cp, [&](const std::vector<SeqItem>& in) { return pr2000_call(in, n, m, min_cp); });
+}
+
+inline std::vector<std::vector<plan::Group>> dev(const plan::Batch& b, int n, int64_t m, int min_cp) {
+  return run(b, n, m, min_cp, [&](const std::vector<SeqItem>& in) { return dev_call(in, n, m, min_cp); });
+}
+
+}  // namespace dcp::sched::ref

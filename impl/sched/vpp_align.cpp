@@ -1,0 +1,201 @@
+// See vpp_align.h. Megatron's align_sample_id_groups operates on Python lists of per-rank lists;
+// fill_empty uses slice assignment, which may change the list's length, so the port implements
+// Python's slice get/set (step 1, None and negative bounds) literally instead of reasoning about
+// blocks. Every loop is bounded: fill_empty either changes the micro-batch or Megatron would spin
+// forever (§7f), and the outer loop stops after at most len(groups) failed attempts.
+#include "sched/vpp_align.h"
+
+#include "core/error.h"
+#include "sched/megatron_common.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace dcp::sched {
+
+namespace {
+
+using Lists = std::vector<std::vector<int>>;
+using Index = long;  // Python slice bound; kNone is Python's None
+constexpr Index kNone = std::numeric_limits<long>::min();
+
+enum class Outcome { kOk, kCrash, kHang };
+
+void normalize(long len, Index start, Index stop, long* a, long* b) {
+  auto norm = [len](Index x, long dflt) {
+    if (x == kNone) return dflt;
+    long v = x;
+    if (v < 0) v = std::max(0L, v + len);
+    return std::min(v, len);
+  };
+  *a = norm(start, 0);
+  *b = std::max(*a, norm(stop, len));
+}
+
+Lists py_get(const Lists& g, Index start, Index stop) {
+  long a = 0, b = 0;
+  normalize(static_cast<long>(g.size()), start, stop, &a, &b);
+  return Lists(g.begin() + a, g.begin() + b);
+}
+
+void py_set(Lists& g, Index start, Index stop, const Lists& src) {
+  long a = 0, b = 0;
+  normalize(static_cast<long>(g.size()), start, stop, &a, &b);
+  g.erase(g.begin() + a, g.begin() + b);
+  g.insert(g.begin() + a, src.begin(), src.end());
+}
+
+bool contains(const std::vector<int>& list, int id) { return std::find(list.begin(), list.end(), id) != list.end(); }
+
+// One fill_empty(sample_id_group) call. kHang: neither branch changed the list (Megatron's
+// `while G[-1] == []` would then repeat the same call forever).
+Outcome fill_empty(Lists& g) {
+  const Lists before = g;
+  const long e = static_cast<long>(std::count_if(g.begin(), g.end(), [](const auto& x) { return x.empty(); }));
+  long i = static_cast<long>(g.size()) - 1 - e;
+  long prev = 0;
+  while (i >= 0) {
+    if (g[i].empty()) return Outcome::kCrash;  // sample_id_group[i][0] -> IndexError
+    const int sid0 = g[i][0];
+    long c = 0;
+    while (i >= 0 && contains(g[i], sid0)) {  // §7a: bound test first (Megatron tests it second)
+      ++c;
+      --i;
+    }
+    if (c > prev && prev != 0) {
+      const long start = i + 1 + c;  // first rank of the smaller run to the right
+      const Index end = (-e + prev < 0) ? -e + prev : kNone;
+      py_set(g, start + 2 * prev, end, py_get(g, start + prev, -e));
+      py_set(g, start + prev, start + 2 * prev, py_get(g, start, start + prev));
+      return g == before ? Outcome::kHang : Outcome::kOk;
+    }
+    if (c <= e && i == -1) {
+      const Index end = (-e + c < 0) ? -e + c : kNone;
+      py_set(g, 2 * c, end, py_get(g, c, -e));
+      py_set(g, c, 2 * c, py_get(g, 0, c));
+      return g == before ? Outcome::kHang : Outcome::kOk;
+    }
+    prev = c;
+  }
+  return Outcome::kHang;
+}
+
+Outcome fill_empty_by_expanding_cp(Lists& g, int n) {
+  // Each successful fill_empty at least fills one empty rank in every case Megatron terminates on;
+  // 4n + 8 rounds is far above the log2(n) rounds a power-of-two pool needs.
+  for (int round = 0; round < 4 * n + 8; ++round) {
+    if (g.empty()) return Outcome::kCrash;  // sample_id_group[-1] on an empty list
+    if (!g.back().empty()) return Outcome::kOk;
+    const Outcome o = fill_empty(g);
+    if (o != Outcome::kOk) return o;
+  }
+  return Outcome::kHang;
+}
+
+// Sample ids of one micro-batch in rank order, each once.
+std::vector<int> microbatch_ids(const Lists& mb) {
+  std::vector<int> ids;
+  for (size_t r = 0; r < mb.size(); ++r) {
+    if (r > 0 && mb[r] == mb[r - 1]) continue;
+    for (int s : mb[r]) {
+      if (!contains(ids, s)) ids.push_back(s);
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
+bool megatron_split_group(const Lists& mb, const AlignContext& ctx, Lists* new_mb, Lists* old_mb, std::string* why) {
+  auto fail = [why](const char* reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const long n = static_cast<long>(mb.size());
+  std::vector<long> cu{0};
+  long prev = 0;
+  while (cu.back() != n) {
+    const long start = cu.back();
+    if (mb[start].empty()) return fail("empty rank (Megatron: IndexError)");
+    const int sid0 = mb[start][0];
+    long c = 0;
+    for (long r = start; r < n && contains(mb[r], sid0); ++r) ++c;
+    if (prev != 0 && c > prev) return fail("CP size is not decreasing (Megatron: AssertionError)");
+    cu.push_back(start + c);
+    prev = c;
+  }
+  if (cu.size() == 2) return fail("a single CP group cannot be split");
+  size_t k = 0;
+  while (cu[k] < n / 2) ++k;
+  Lists old_half(mb.begin(), mb.begin() + cu[k]);
+  old_half.resize(n);
+  Lists new_half(mb.begin() + cu[k], mb.end());
+  new_half.resize(n);
+  for (Lists* half : {&old_half, &new_half}) {
+    const Outcome o = fill_empty_by_expanding_cp(*half, ctx.n);
+    if (o == Outcome::kCrash) return fail("fill_empty raises (Megatron: IndexError)");
+    if (o == Outcome::kHang) return fail("fill_empty makes no progress (Megatron: infinite loop, §7f)");
+    if (!megatron::rank_lists_valid(*half, ctx.n, ctx.min_cp, ctx.max_seqlen_per_rank, *ctx.lengths))
+      return fail("expanded half has a CP block that does not exist in this pool (§7j)");
+  }
+  *new_mb = std::move(new_half);
+  *old_mb = std::move(old_half);
+  return true;
+}
+
+plan::RankLists align_sample_id_groups(plan::RankLists groups, int multiple, const AlignContext& ctx,
+                                       AlignStats* stats) {
+  DCP_CHECK(multiple >= 1, "multiple ", multiple);
+  DCP_CHECK(ctx.lengths != nullptr, "AlignContext without lengths");
+  AlignStats local;
+  AlignStats& st = stats ? *stats : local;
+  const long m = multiple;
+  long remainder = ((-static_cast<long>(groups.size())) % m + m) % m;
+  long i = static_cast<long>(groups.size()) - 1;
+  long attempts = 0;
+  bool megatron_gave_up = false;
+  while (remainder > 0) {
+    if (i < 0) {
+      if (attempts >= static_cast<long>(groups.size())) {
+        megatron_gave_up = true;  // Megatron: "no tail microbatch has enough ids to split"
+        break;
+      }
+      i = static_cast<long>(groups.size()) - 1;
+    }
+    Lists new_mb, old_mb;
+    if (megatron_split_group(groups[i], ctx, &new_mb, &old_mb)) {
+      groups[i] = std::move(new_mb);
+      groups.push_back(std::move(old_mb));
+      --remainder;
+      attempts = 0;
+      ++st.megatron_splits;
+    } else {
+      ++attempts;
+      ++st.failed_splits;
+    }
+    --i;
+  }
+  if (megatron_gave_up) {
+    while (remainder > 0) {
+      long j = static_cast<long>(groups.size()) - 1;
+      std::vector<int> ids;
+      for (; j >= 0; --j) {
+        ids = microbatch_ids(groups[j]);
+        if (ids.size() >= 2) break;
+      }
+      DCP_REQUIRE(j >= 0, "cannot make the micro-batch count a multiple of vpp_group ", multiple, ": ",
+                  groups.size(), " micro-batches each hold a single sample (need ", remainder,
+                  " more micro-batches than there are samples to split)");
+      const size_t half = (ids.size() + 1) / 2;
+      const std::vector<int> first(ids.begin(), ids.begin() + half);
+      const std::vector<int> second(ids.begin() + half, ids.end());
+      groups[j] = Lists(ctx.n, first);
+      groups.push_back(Lists(ctx.n, second));
+      --remainder;
+      ++st.fallback_splits;
+    }
+  }
+  return groups;
+}
+
+}  // namespace dcp::sched
