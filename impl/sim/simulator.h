@@ -71,6 +71,7 @@ struct GpuTime {
   double compute_s = 0;    // incl. recompute
   double recompute_s = 0;
   double comm_s = 0;       // exposed CP comm + exposed DP sync + overhead
+  double sync_s = 0;       // part of comm_s: exposed DP x CP gradient sync
   double bubble_s = 0;
   double imbalance_s = 0;  // step_s - compute - comm - bubble
   double busy_s() const { return compute_s + comm_s; }
@@ -102,7 +103,8 @@ struct StepResult {
   double tokens_per_s_per_gpu = 0;  // real tokens / (step_s * gpus)
   double bound_s = 0;               // lower bound (see top)
   double plan_efficiency = 0;       // bound_s / step_s
-  std::vector<double> rank_busy_s;  // [N] busy time of pool rank j, mean over its pp stages
+  std::vector<double> rank_busy_s;  // [N] busy time of pool rank j (compute + exposed CP comm
+                                    // + overhead, no DP sync), mean over its pp stages
   double balance = 0;               // max / mean of rank_busy_s
   double bubble_frac = 0;           // schedule.bubble_s / step_s
   double comm_frac = 0;             // schedule.comm_s / step_s

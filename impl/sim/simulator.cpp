@@ -1,0 +1,291 @@
+// Discrete-event simulation of one training step (model and formulas in simulator.h).
+//
+// Every pool rank runs the same static op order per pipeline stage, so the simulation walks the
+// per-stage op lists in dependency order: an op (micro-batch, virtual stage, fwd|bwd) is
+// processed for all pool ranks at once when its upstream op is done; within it each CP group
+// starts at the latest ready time of its members (coupling) and all members end together.
+// Cost: O(pp * ops_per_stage * N) plus the time model's O(V * samples).
+// Schedules follow Megatron-LM megatron/core/pipeline_parallel/schedules.py:
+//   1F1B: warmup = min(pp - s - 1, M) forwards, steady (F, B) pairs, cooldown backwards;
+//   interleaved: warmup = (pp - s - 1) * 2 + (vpp - 1) * G (all ops if M == pp), forward op k runs
+//   chunk (k mod (G*vpp)) / G of micro-batch (k / (G*vpp)) * G + k mod G; backward chunks reversed.
+#include "sim/simulator.h"
+
+#include "core/error.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace dcp::sim {
+namespace {
+
+struct Op {
+  int mb;
+  int chunk;
+  bool bwd;
+};
+
+std::vector<Op> stage_order(int s, int pp, int vpp, int group, int m) {
+  std::vector<Op> order;
+  if (vpp == 1) {
+    const int warm = std::min(pp - s - 1, m);
+    for (int i = 0; i < warm; ++i) order.push_back({i, 0, false});
+    for (int i = 0; i < m - warm; ++i) {
+      order.push_back({warm + i, 0, false});
+      order.push_back({i, 0, true});
+    }
+    for (int i = m - warm; i < m; ++i) order.push_back({i, 0, true});
+    return order;
+  }
+  const int total = m * vpp;
+  auto op_of = [&](int k, bool bwd) {
+    const int span = group * vpp;
+    const int r = k % span;
+    int chunk = r / group;
+    if (bwd) chunk = vpp - 1 - chunk;
+    return Op{(k / span) * group + r % group, chunk, bwd};
+  };
+  const int warm = m == pp ? total : std::min((pp - s - 1) * 2 + (vpp - 1) * group, total);
+  for (int k = 0; k < warm; ++k) order.push_back(op_of(k, false));
+  for (int k = 0; k < total - warm; ++k) {
+    order.push_back(op_of(warm + k, false));
+    order.push_back(op_of(k, true));
+  }
+  for (int k = total - warm; k < total; ++k) order.push_back(op_of(k, true));
+  return order;
+}
+
+void check_input(const ScheduleInput& in) {
+  DCP_CHECK(in.pool >= 1 && in.pp >= 1 && in.vpp >= 1, "pool ", in.pool, " pp ", in.pp, " vpp ",
+            in.vpp);
+  const int m = static_cast<int>(in.groups.size());
+  DCP_CHECK(m >= 1, "no micro-batches");
+  DCP_CHECK(static_cast<int>(in.cost.size()) == m, "cost has ", in.cost.size(),
+            " micro-batches, groups ", m);
+  const int stages = in.pp * in.vpp;
+  for (int mb = 0; mb < m; ++mb) {
+    int next = 0;
+    DCP_CHECK(in.cost[mb].size() == in.groups[mb].size(), "micro-batch ", mb, ": ",
+              in.groups[mb].size(), " groups but ", in.cost[mb].size(), " cost entries");
+    for (size_t g = 0; g < in.groups[mb].size(); ++g) {
+      const auto& gs = in.groups[mb][g];
+      DCP_CHECK(gs.first_rank == next && gs.size >= 1, "micro-batch ", mb, " group ", g,
+                " starts at ", gs.first_rank, " (expected ", next, ") size ", gs.size);
+      next += gs.size;
+      DCP_CHECK(static_cast<int>(in.cost[mb][g].size()) == stages, "micro-batch ", mb, " group ", g,
+                ": ", in.cost[mb][g].size(), " stage costs, expected ", stages);
+    }
+    DCP_CHECK(next == in.pool, "micro-batch ", mb, " covers ", next, " of ", in.pool, " ranks");
+  }
+  if (in.vpp > 1) {
+    const int g = in.vpp_group > 0 ? in.vpp_group : in.pp;
+    DCP_REQUIRE(m % g == 0, "interleaved schedule: ", m,
+                " micro-batches is not a multiple of the VPP micro-batch group ", g);
+  }
+}
+
+}  // namespace
+
+ScheduleResult simulate_schedule(const ScheduleInput& in) {
+  check_input(in);
+  const int n = in.pool, pp = in.pp, vpp = in.vpp, stages = pp * vpp;
+  const int m = static_cast<int>(in.groups.size());
+  const int group = in.vpp_group > 0 ? in.vpp_group : pp;
+
+  std::vector<std::vector<Op>> order(pp);
+  for (int s = 0; s < pp; ++s) order[s] = stage_order(s, pp, vpp, group, m);
+
+  // End times per (mb, v, dir) for every pool rank; done flags per (mb, v, dir).
+  auto key = [&](int mb, int v, bool bwd) { return (static_cast<size_t>(mb) * stages + v) * 2 + bwd; };
+  std::vector<double> end(static_cast<size_t>(m) * stages * 2 * n, 0.0);
+  std::vector<char> done(static_cast<size_t>(m) * stages * 2, 0);
+  std::vector<double> free_at(static_cast<size_t>(pp) * n, 0.0);
+  ScheduleResult r;
+  r.gpu.assign(static_cast<size_t>(pp) * n, GpuTime{});
+  std::vector<double> last_bwd_s(static_cast<size_t>(pp) * n, 0.0);
+  std::vector<double> first_fwd_s(static_cast<size_t>(pp) * n, -1.0);
+
+  std::vector<size_t> next(pp, 0);
+  size_t remaining = 0;
+  for (const auto& o : order) remaining += o.size();
+  while (remaining > 0) {
+    bool progress = false;
+    for (int s = 0; s < pp; ++s) {
+      while (next[s] < order[s].size()) {
+        const Op op = order[s][next[s]];
+        const int v = op.chunk * pp + s;
+        // Upstream op: F(mb, v-1) / B(mb, v+1) / none.
+        int up_v = -1;
+        if (!op.bwd && v > 0) up_v = v - 1;
+        if (op.bwd && v < stages - 1) up_v = v + 1;
+        if (up_v >= 0 && !done[key(op.mb, up_v, op.bwd)]) break;
+        const auto& groups = in.groups[op.mb];
+        for (size_t g = 0; g < groups.size(); ++g) {
+          const auto& gs = groups[g];
+          const OpCost& c = in.cost[op.mb][g][v];
+          const double p2p = up_v >= 0 ? in.cost[op.mb][g][up_v].p2p_s : 0.0;
+          double start = 0;
+          for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
+            double ready = free_at[static_cast<size_t>(s) * n + j];
+            if (up_v >= 0) ready = std::max(ready, end[key(op.mb, up_v, op.bwd) * n + j] + p2p);
+            start = std::max(start, ready);
+          }
+          const double dur = op.bwd ? c.bwd_s : c.fwd_s;
+          for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
+            const size_t gi = static_cast<size_t>(s) * n + j;
+            end[key(op.mb, v, op.bwd) * n + j] = start + dur;
+            free_at[gi] = start + dur;
+            GpuTime& t = r.gpu[gi];
+            t.compute_s += op.bwd ? c.bwd_compute_s : c.fwd_compute_s;
+            t.recompute_s += op.bwd ? c.recompute_s : 0.0;
+            t.comm_s += op.bwd ? c.bwd_comm_s : c.fwd_comm_s;
+            if (op.bwd) last_bwd_s[gi] = dur;
+            if (!op.bwd && first_fwd_s[gi] < 0) first_fwd_s[gi] = dur;
+          }
+          r.events += gs.size;
+        }
+        done[key(op.mb, v, op.bwd)] = 1;
+        ++next[s];
+        --remaining;
+        progress = true;
+      }
+    }
+    DCP_CHECK(progress, "pipeline schedule deadlocked (internal error)");
+  }
+
+  // DP x CP gradient sync per stage: a collective over the pool, after the slowest rank.
+  std::vector<double> busy_ops(r.gpu.size());
+  for (size_t i = 0; i < r.gpu.size(); ++i) busy_ops[i] = r.gpu[i].busy_s();
+  for (int s = 0; s < pp; ++s) {
+    const double rs = in.grad_reduce_scatter_s.empty() ? 0.0 : in.grad_reduce_scatter_s[s];
+    const double ag = in.grad_all_gather_s.empty() ? 0.0 : in.grad_all_gather_s[s];
+    int slow = 0;
+    for (int j = 1; j < n; ++j)
+      if (free_at[static_cast<size_t>(s) * n + j] > free_at[static_cast<size_t>(s) * n + slow]) slow = j;
+    const size_t si = static_cast<size_t>(s) * n + slow;
+    double exposed = rs + ag;
+    if (in.overlap_grad_reduce)
+      exposed = std::max(0.0, rs - last_bwd_s[si]) + std::max(0.0, ag - std::max(0.0, first_fwd_s[si]));
+    const double finish = free_at[si] + exposed;
+    for (int j = 0; j < n; ++j) {
+      GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
+      t.comm_s += exposed;
+      t.sync_s = exposed;
+      t.finish_s = finish;
+    }
+    r.step_s = std::max(r.step_s, finish);
+  }
+
+  const double bubble_share = static_cast<double>(pp - 1) / (static_cast<double>(m) * vpp);
+  for (size_t i = 0; i < r.gpu.size(); ++i) {
+    GpuTime& t = r.gpu[i];
+    const double idle = std::max(0.0, r.step_s - t.compute_s - t.comm_s);
+    t.bubble_s = std::min(idle, busy_ops[i] * bubble_share);
+    t.imbalance_s = idle - t.bubble_s;
+    r.compute_s += t.compute_s;
+    r.recompute_s += t.recompute_s;
+    r.comm_s += t.comm_s;
+    r.bubble_s += t.bubble_s;
+    r.imbalance_s += t.imbalance_s;
+  }
+  const double count = static_cast<double>(r.gpu.size());
+  r.compute_s /= count;
+  r.recompute_s /= count;
+  r.comm_s /= count;
+  r.bubble_s /= count;
+  r.imbalance_s /= count;
+  return r;
+}
+
+ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& batch,
+                                   const cost::CostModel& cm) {
+  const auto& c = cm.cluster;
+  cost::validate_cluster(c);
+  DCP_REQUIRE(plan.config.pool() == c.pool(), "plan pool dp*cp=", plan.config.pool(),
+              " does not match the cluster's gpus/(tp*pp)=", c.pool());
+  DCP_REQUIRE(!plan.microbatches.empty(), "plan '", plan.planner, "' has no micro-batches");
+  ScheduleInput in;
+  in.pool = c.pool();
+  in.pp = c.pp;
+  in.vpp = c.vpp;
+  in.vpp_group = plan.config.vpp_group.value_or(0);
+  in.overlap_grad_reduce = cm.training.overlap_grad_reduce;
+  const int stages = c.pp * c.vpp;
+  std::vector<int64_t> lens;
+  for (const auto& mbatch : plan.microbatches) {
+    auto& groups = in.groups.emplace_back();
+    auto& costs = in.cost.emplace_back();
+    for (const auto& g : mbatch.groups) {
+      groups.push_back({g.first_rank, g.cp_size});
+      lens.clear();
+      for (int id : g.samples) {
+        DCP_REQUIRE(id >= 0 && id < batch.size(), "plan '", plan.planner, "': sample id ", id,
+                    " outside the batch of ", batch.size());
+        lens.push_back(batch.lengths[static_cast<size_t>(id)]);
+      }
+      auto& per_stage = costs.emplace_back(stages);
+      for (int v = 0; v < stages; ++v) {
+        const auto st = cost::group_stage_times(cm, lens, g.cp_size, g.first_rank, v);
+        OpCost& o = per_stage[v];
+        o.fwd_s = st.fwd.total_s();
+        o.bwd_s = st.bwd.total_s();
+        o.fwd_compute_s = st.fwd.compute_s;
+        o.bwd_compute_s = st.bwd.compute_s;
+        o.recompute_s = st.bwd.recompute_s;
+        o.fwd_comm_s = st.fwd.comm_exposed_s + st.fwd.overhead_s;
+        o.bwd_comm_s = st.bwd.comm_exposed_s + st.bwd.overhead_s;
+        o.p2p_s = st.p2p_s;
+      }
+    }
+  }
+  for (int s = 0; s < c.pp; ++s) {
+    const auto g = cost::grad_sync_time(cm, s);
+    in.grad_reduce_scatter_s.push_back(g.reduce_scatter_s);
+    in.grad_all_gather_s.push_back(g.all_gather_s);
+  }
+  return in;
+}
+
+double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_t m_tokens) {
+  double total = 0;
+  const double gemm_tokens = static_cast<double>(m_tokens > 0 ? m_tokens : 1);
+  for (int64_t l : batch.lengths) total += cost::sequence_compute_s(cm, l, gemm_tokens);
+  return total / (static_cast<double>(cm.cluster.pp) * cm.cluster.pool());
+}
+
+StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const cost::CostModel& cm,
+                         std::span<const int64_t> real_lengths) {
+  if (real_lengths.empty()) real_lengths = batch.lengths;
+  DCP_REQUIRE(static_cast<int64_t>(real_lengths.size()) == batch.size(), "real_lengths has ",
+              real_lengths.size(), " entries, the batch ", batch.size());
+  StepResult out;
+  out.schedule = simulate_schedule(build_schedule_input(plan, batch, cm));
+  const auto& s = out.schedule;
+  out.step_s = s.step_s;
+  out.microbatches = static_cast<int>(plan.microbatches.size());
+  out.useful_flops = cost::useful_flops(cm.model, real_lengths);
+  const double tokens = std::accumulate(real_lengths.begin(), real_lengths.end(), 0.0);
+  const int gpus = cm.cluster.gpus;
+  out.tflops_per_gpu = cost::tflops_per_gpu(out.useful_flops, out.step_s, gpus);
+  out.tokens_per_s_per_gpu = tokens / (out.step_s * gpus);
+  out.bound_s = lower_bound_s(batch, cm, plan.config.max_seqlen_per_rank);
+  out.plan_efficiency = out.bound_s / out.step_s;
+  const int n = cm.cluster.pool(), pp = cm.cluster.pp;
+  out.rank_busy_s.assign(n, 0.0);
+  for (int st = 0; st < pp; ++st)
+    for (int j = 0; j < n; ++j) {
+      const auto& t = s.gpu[static_cast<size_t>(st) * n + j];
+      out.rank_busy_s[j] += (t.busy_s() - t.sync_s) / pp;
+    }
+  const double mean = std::accumulate(out.rank_busy_s.begin(), out.rank_busy_s.end(), 0.0) / n;
+  const double mx = *std::max_element(out.rank_busy_s.begin(), out.rank_busy_s.end());
+  out.balance = mean > 0 ? mx / mean : 1.0;
+  out.compute_frac = s.compute_s / s.step_s;
+  out.comm_frac = s.comm_s / s.step_s;
+  out.bubble_frac = s.bubble_s / s.step_s;
+  out.imbalance_frac = s.imbalance_s / s.step_s;
+  out.source = cost::source_label(cm);
+  return out;
+}
+
+}  // namespace dcp::sim

@@ -1,0 +1,114 @@
+// Benchmark: simulating one step of the Llama-13B scenario (global batch 2048, 64 GPUs = PP8 x
+// pool 8, and 256 GPUs = PP8 x pool 32) must take well under a second (issue 3 "Numbers to report").
+// The plans are built here by a simple least-loaded packer with static CP groups (this module may
+// not depend on the planners); the lengths come from a seeded clamped log-normal (GitHub-like,
+// mean 1500, sigma 1.7; shared/data/lengths/README.md).
+#include "cost/time_model.h"
+#include "core/rng.h"
+#include "sim/simulator.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace {
+
+using namespace dcp;
+
+plan::Batch make_batch(int64_t g, int64_t max_len, uint64_t seed) {
+  Rng rng(seed);
+  plan::Batch b;
+  const double sigma = 1.7, mu = std::log(1500.0) - sigma * sigma / 2;
+  for (int64_t i = 0; i < g; ++i)
+    b.lengths.push_back(std::clamp<int64_t>(std::llround(rng.lognormal(mu, sigma)), 256, max_len));
+  return b;
+}
+
+// Static-CP packing: micro-batches of pool/cp groups, each sample (longest first) to the least
+// loaded (micro-batch, group) slot whose token budget cp*M it fits.
+plan::Plan make_plan(const plan::Batch& b, int pool, int cp, int64_t m_tokens) {
+  plan::Plan p;
+  p.planner = "bench-packing";
+  p.config.dp = pool / cp;
+  p.config.cp = cp;
+  p.config.max_seqlen_per_rank = m_tokens;
+  p.dynamic = false;
+  const int groups = pool / cp;
+  const double total = std::accumulate(b.lengths.begin(), b.lengths.end(), 0.0);
+  int mbs = static_cast<int>(std::ceil(total / (0.85 * pool * m_tokens)));
+  mbs = (mbs + 7) / 8 * 8;  // multiple of PP
+  std::vector<int> order(b.lengths.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int x, int y) { return b.lengths[x] > b.lengths[y]; });
+  std::vector<int64_t> load(static_cast<size_t>(mbs) * groups, 0);
+  p.microbatches.resize(mbs);
+  for (auto& mb : p.microbatches)
+    for (int g = 0; g < groups; ++g) mb.groups.push_back({g * cp, cp, {}});
+  for (int id : order) {
+    size_t best = 0;
+    for (size_t s = 1; s < load.size(); ++s)
+      if (load[s] < load[best]) best = s;
+    load[best] += b.lengths[id];
+    p.microbatches[best / groups].groups[best % groups].samples.push_back(id);
+  }
+  return p;
+}
+
+cost::CostModel llama13b(int gpus) {
+  cost::ClusterConfig c;
+  c.gpus = gpus;
+  c.pp = 8;
+  c.cp = 8;
+  cost::CostModel cm{cost::model_preset("llama-13b"), cost::hardware_preset("h100-sxm"), c, {}};
+  cm.training.recompute_full = true;
+  return cm;
+}
+
+void BM_SimulateStepLlama13b(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  const int cp = static_cast<int>(state.range(1));
+  const auto cm = llama13b(gpus);
+  const auto batch = make_batch(2048, 131072, 42);
+  const auto plan = make_plan(batch, cm.cluster.pool(), cp, 65536);
+  double step_s = 0;
+  int64_t events = 0;
+  double tflops = 0;
+  for (auto _ : state) {
+    const auto r = sim::simulate_step(plan, batch, cm);
+    // DoNotOptimize on a const value: the non-const overload of benchmark 1.7 ("+m,r") corrupts
+    // doubles under GCC.
+    benchmark::DoNotOptimize(r.step_s);
+    step_s = r.step_s;
+    events = r.schedule.events;
+    tflops = r.tflops_per_gpu;
+  }
+  state.counters["simulated_step_s"] = step_s;
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["microbatches"] = static_cast<double>(plan.microbatches.size());
+  state.counters["tflops_per_gpu"] = tflops;
+  state.SetLabel(cost::source_label(cm));
+}
+BENCHMARK(BM_SimulateStepLlama13b)
+    ->ArgNames({"gpus", "cp"})
+    ->Args({64, 8})
+    ->Args({64, 1})
+    ->Args({256, 8})
+    ->Args({256, 1})
+    ->Unit(benchmark::kMillisecond);
+
+void BM_SimulateScheduleOnly(benchmark::State& state) {
+  const auto cm = llama13b(64);
+  const auto batch = make_batch(2048, 131072, 42);
+  const auto in = sim::build_schedule_input(make_plan(batch, 8, 1, 65536), batch, cm);
+  for (auto _ : state) {
+    const auto r = sim::simulate_schedule(in);
+    benchmark::DoNotOptimize(r.step_s);
+  }
+}
+BENCHMARK(BM_SimulateScheduleOnly)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,234 @@
+// Simulator tests on hand-checkable schedules (known op costs -> exact times) and on plans through
+// the unit-profile time model (where every cost is flops / 1e12).
+#include "core/error.h"
+#include "cost/time_model.h"
+#include "sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+namespace dcp::sim {
+namespace {
+
+OpCost op(double f, double b, double p2p = 0) {
+  OpCost c;
+  c.fwd_s = c.fwd_compute_s = f;
+  c.bwd_s = c.bwd_compute_s = b;
+  c.p2p_s = p2p;
+  return c;
+}
+
+// Every micro-batch: one group per rank (sizes 1), uniform costs over stages.
+ScheduleInput singles(int pool, int pp, int vpp, int m, OpCost c) {
+  ScheduleInput in;
+  in.pool = pool;
+  in.pp = pp;
+  in.vpp = vpp;
+  for (int mb = 0; mb < m; ++mb) {
+    auto& g = in.groups.emplace_back();
+    auto& k = in.cost.emplace_back();
+    for (int j = 0; j < pool; ++j) {
+      g.push_back({j, 1});
+      k.emplace_back(pp * vpp, c);
+    }
+  }
+  return in;
+}
+
+void expect_breakdown_sums(const ScheduleResult& r) {
+  EXPECT_NEAR(r.compute_s + r.comm_s + r.bubble_s + r.imbalance_s, r.step_s, 1e-9 * r.step_s);
+  for (const auto& g : r.gpu)
+    EXPECT_NEAR(g.compute_s + g.comm_s + g.bubble_s + g.imbalance_s, r.step_s, 1e-9 * r.step_s);
+}
+
+TEST(Schedule, OneF1BBubbleFormula) {
+  // pp = 4, m = 8, t_f = 1, t_b = 2: step = (m + p - 1)(t_f + t_b) = 33,
+  // bubble fraction = (p - 1)/(m + p - 1) = 3/11.
+  const auto r = simulate_schedule(singles(1, 4, 1, 8, op(1, 2)));
+  EXPECT_DOUBLE_EQ(r.step_s, 33.0);
+  EXPECT_NEAR(r.bubble_s / r.step_s, 3.0 / 11.0, 1e-12);
+  EXPECT_NEAR(r.imbalance_s, 0.0, 1e-12);
+  EXPECT_NEAR(r.compute_s, 24.0, 1e-12);
+  EXPECT_EQ(r.events, 4 * 8 * 2);
+  expect_breakdown_sums(r);
+}
+
+TEST(Schedule, InterleavedShrinksTheBubble) {
+  // pp = 2, vpp = 2, m = 4; each chunk does half the work (0.5 fwd, 1 bwd). Megatron's
+  // interleaved bubble: (p - 1)/v * (t_f + t_b) = 1.5 on top of m * 3 = 12.
+  const auto r = simulate_schedule(singles(1, 2, 2, 4, op(0.5, 1)));
+  EXPECT_DOUBLE_EQ(r.step_s, 13.5);
+  const auto plain = simulate_schedule(singles(1, 2, 1, 4, op(1, 2)));
+  EXPECT_DOUBLE_EQ(plain.step_s, 15.0);  // (4 + 1) * 3
+  expect_breakdown_sums(r);
+  auto bad = singles(1, 2, 2, 3, op(0.5, 1));
+  EXPECT_THROW(simulate_schedule(bad), InputError);  // 3 micro-batches, group of 2
+}
+
+TEST(Schedule, P2pDelaysTheDependentStage) {
+  // F(s0) [0,1] -> +0.5 -> F(s1) [1.5,2.5] -> B(s1) [2.5,3.5] -> +0.5 -> B(s0) [4,5].
+  const auto r = simulate_schedule(singles(1, 2, 1, 1, op(1, 1, 0.5)));
+  EXPECT_DOUBLE_EQ(r.step_s, 5.0);
+}
+
+TEST(Schedule, TwoRanksImbalance) {
+  ScheduleInput in = singles(2, 1, 1, 2, op(1, 2));
+  in.cost[0][1][0] = op(2, 4);
+  in.cost[1][1][0] = op(0.5, 1);
+  const auto r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.step_s, 7.5);
+  EXPECT_DOUBLE_EQ(r.gpu[0].imbalance_s, 1.5);
+  EXPECT_DOUBLE_EQ(r.gpu[1].imbalance_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.gpu[0].bubble_s, 0.0);  // pp = 1
+  expect_breakdown_sums(r);
+}
+
+TEST(Schedule, CpGroupWaitsForItsSlowestMember) {
+  // mb0: ranks 0 and 1 alone (2 s and 6 s of work); mb1: one group of both ranks (1 + 1 s):
+  // it starts at 6 on both ranks, so the step is 8 and rank 0 waits 4 s.
+  ScheduleInput in = singles(2, 1, 1, 1, op(1, 1));
+  in.cost[0][1][0] = op(3, 3);
+  in.groups.push_back({{0, 2}});
+  in.cost.push_back({std::vector<OpCost>(1, op(1, 1))});
+  const auto r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.step_s, 8.0);
+  EXPECT_DOUBLE_EQ(r.gpu[0].imbalance_s, 4.0);
+  EXPECT_DOUBLE_EQ(r.gpu[1].imbalance_s, 0.0);
+}
+
+TEST(Schedule, CouplingPropagatesThroughThePipeline) {
+  // pp = 2, 2 ranks, one micro-batch with a group of both; rank 1 is ready later on stage 0
+  // because of a previous solo micro-batch that is slower there.
+  ScheduleInput in = singles(2, 2, 1, 1, op(1, 1));
+  in.cost[0][1] = {op(2, 1), op(1, 1)};
+  in.groups.push_back({{0, 2}});
+  in.cost.push_back({std::vector<OpCost>{op(1, 1), op(1, 1)}});
+  const auto r = simulate_schedule(in);
+  // Stage 0: warmup 1 forward: F0 (rank0 [0,1], rank1 [0,2]); steady: F1 coupled [2,3];
+  // stage 1: F0 r0 [1,2] B0 r0 [2,3], r1 [2,3] [3,4]; F1 coupled [3.., after B0 of r1 at 4] = [4,5],
+  // B1 [5,6]; stage 0: B0 after its F1: r0 [3,4], r1 needs B0(s1,r1)=4 -> [4,5]; B1 coupled
+  // waits for B1(s1) = 6 -> [6,7].
+  EXPECT_DOUBLE_EQ(r.step_s, 7.0);
+}
+
+TEST(Schedule, DataParallelSync) {
+  ScheduleInput in = singles(2, 1, 1, 1, op(1, 2));
+  in.grad_reduce_scatter_s = {0.5};
+  in.grad_all_gather_s = {0.25};
+  in.overlap_grad_reduce = false;
+  EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 3.75);
+  in.overlap_grad_reduce = true;  // 0.5 hidden by the 2 s backward, 0.25 by the 1 s forward
+  EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 3.0);
+  in.grad_reduce_scatter_s = {3.0};  // 1 s exposed
+  const auto r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.step_s, 4.0);
+  EXPECT_DOUBLE_EQ(r.gpu[0].sync_s, 1.0);
+  EXPECT_DOUBLE_EQ(r.comm_s, 1.0);
+  expect_breakdown_sums(r);
+}
+
+TEST(Schedule, RejectsGroupsThatDoNotCoverThePool) {
+  ScheduleInput in = singles(2, 1, 1, 1, op(1, 1));
+  in.groups[0].pop_back();
+  in.cost[0].pop_back();
+  EXPECT_THROW(simulate_schedule(in), Error);
+}
+
+// ---- plan level -----------------------------------------------------------------------
+cost::CostModel unit_cm(int gpus, int pp, int cp) {
+  cost::ModelConfig m{"unit", 2, 128, 128, 1, 1, 128, 1, false};
+  cost::ClusterConfig c;
+  c.gpus = gpus;
+  c.pp = pp;
+  c.cp = cp;
+  c.gpus_per_node = 64;
+  return cost::CostModel{m, cost::hardware_preset("unit"), c, {}};
+}
+
+plan::Plan two_rank_plan() {
+  plan::Plan p;
+  p.planner = "test";
+  p.config.dp = 2;
+  p.config.cp = 1;
+  p.config.max_seqlen_per_rank = 2000;
+  p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}}});
+  return p;
+}
+
+TEST(Step, BalancedPlanReachesTheBound) {
+  const auto cm = unit_cm(2, 1, 1);
+  const plan::Batch batch{{1000, 1000}};
+  const auto r = simulate_step(two_rank_plan(), batch, cm);
+  const auto st = cost::group_stage_times(cm, std::vector<int64_t>{1000}, 1, 0, 0);
+  EXPECT_NEAR(r.step_s, st.fwd.total_s() + st.bwd.total_s(), 1e-15);  // sync hidden
+  EXPECT_NEAR(r.plan_efficiency, 1.0, 1e-12);
+  EXPECT_NEAR(r.balance, 1.0, 1e-12);
+  EXPECT_EQ(r.source, "simulated:dcp-cost-v1@unit");
+  EXPECT_NEAR(r.tflops_per_gpu, r.useful_flops / (r.step_s * 2) / 1e12, 1e-12);
+  EXPECT_NEAR(r.tokens_per_s_per_gpu, 2000 / (r.step_s * 2), 1e-6);
+}
+
+TEST(Step, ImbalancedPlanLosesEfficiency) {
+  const auto cm = unit_cm(2, 1, 1);
+  const plan::Batch batch{{1800, 200}};
+  const auto r = simulate_step(two_rank_plan(), batch, cm);
+  EXPECT_LT(r.plan_efficiency, 0.7);
+  EXPECT_GT(r.balance, 1.5);
+  EXPECT_GT(r.imbalance_frac, 0.3);
+  // Same batch as one CP-2 group: balanced, but pays ring communication.
+  plan::Plan cp2 = two_rank_plan();
+  cp2.microbatches[0].groups = {{0, 2, {0, 1}}};
+  const auto r2 = simulate_step(cp2, batch, cm);
+  EXPECT_NEAR(r2.balance, 1.0, 1e-12);
+  EXPECT_GT(r2.comm_frac, 0.0);
+  EXPECT_GT(r2.plan_efficiency, r.plan_efficiency);
+  // Useful FLOPs do not depend on the plan.
+  EXPECT_DOUBLE_EQ(r.useful_flops, r2.useful_flops);
+}
+
+TEST(Step, RealLengthsDriveUsefulFlops) {
+  const auto cm = unit_cm(2, 1, 1);
+  const plan::Batch padded{{1024, 1024}};
+  const std::vector<int64_t> real{1000, 1000};
+  const auto r = simulate_step(two_rank_plan(), padded, cm, real);
+  EXPECT_DOUBLE_EQ(r.useful_flops, cost::train_flops_of_lengths(cm.model, real));
+  EXPECT_THROW(simulate_step(two_rank_plan(), padded, cm, std::vector<int64_t>{1}), InputError);
+}
+
+TEST(Step, PoolMismatchIsAnInputError) {
+  const auto cm = unit_cm(4, 1, 1);  // pool 4, plan has 2
+  EXPECT_THROW(simulate_step(two_rank_plan(), plan::Batch{{10, 10}}, cm), InputError);
+}
+
+TEST(Step, PipelinePlanBreakdownSums) {
+  // 8 GPUs: pp 2 x pool 4; 8 micro-batches of mixed group sizes.
+  auto cm = unit_cm(8, 2, 2);
+  cm.training.recompute_full = true;
+  plan::Plan p;
+  p.planner = "test";
+  p.config.dp = 2;
+  p.config.cp = 2;
+  p.config.max_seqlen_per_rank = 4096;
+  plan::Batch batch;
+  for (int mb = 0; mb < 8; ++mb) {
+    plan::MicroBatch m;
+    const int id = static_cast<int>(batch.lengths.size());
+    batch.lengths.insert(batch.lengths.end(), {8000, 900 + 100 * mb, 1500, 700});
+    m.groups = {{0, 2, {id}}, {2, 1, {id + 1}}, {3, 1, {id + 2, id + 3}}};
+    p.microbatches.push_back(m);
+  }
+  const auto r = simulate_step(p, batch, cm);
+  expect_breakdown_sums(r.schedule);
+  EXPECT_GT(r.schedule.recompute_s, 0.0);
+  EXPECT_GT(r.bubble_frac, 0.0);
+  EXPECT_LE(r.plan_efficiency, 1.0);
+  EXPECT_EQ(r.rank_busy_s.size(), 4u);
+  EXPECT_EQ(r.microbatches, 8);
+  // Deterministic.
+  EXPECT_EQ(simulate_step(p, batch, cm).step_s, r.step_s);
+}
+
+}  // namespace
+}  // namespace dcp::sim
