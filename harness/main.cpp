@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Print help for every sub-command");
   int exit_code = 0;
   dcp::harness::add_schedule_command(app, exit_code);
+  dcp::harness::add_run_command(app, exit_code);
+  dcp::harness::add_plot_command(app, exit_code);
+  dcp::harness::add_gate_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

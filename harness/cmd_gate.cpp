@@ -1,0 +1,59 @@
+// `dcpbench gate --baseline B.json --current C.json [--tolerance 0.02]`: the CI regression gate.
+// Reads the two results files only (never stdout of a run). Prints one line per
+// (scenario, strategy) and exits 1 if any TFLOPS/GPU dropped by more than the relative
+// tolerance, any plan became invalid, or a baseline pair is missing; 0 otherwise. Unreadable or
+// schema-invalid files are input errors (exit 2).
+#include "harness/commands.h"
+#include "harness/gate.h"
+#include "harness/results.h"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+namespace dcp::harness {
+
+namespace {
+
+struct GateArgs {
+  std::string baseline;
+  std::string current;
+  double tolerance = 0.02;
+};
+
+int run_gate_command(const GateArgs& a) {
+  const ResultsFile base = read_results(a.baseline);
+  const ResultsFile cur = read_results(a.current);
+  const GateReport report = run_gate(base, cur, a.tolerance);
+  std::printf("dcpbench gate: baseline %s (git %s) vs current %s (git %s), allowed TFLOPS/GPU drop %.2f%%\n",
+              a.baseline.c_str(), base.context.value("git_sha", "unknown").c_str(), a.current.c_str(),
+              cur.context.value("git_sha", "unknown").c_str(), 100.0 * a.tolerance);
+  int failed = 0;
+  for (const auto& f : report.findings) {
+    failed += f.failed ? 1 : 0;
+    std::printf("  %-4s  %s / %s: %s\n", f.failed ? "FAIL" : "ok", f.scenario.c_str(), f.strategy.c_str(),
+                f.message.c_str());
+  }
+  if (failed > 0) {
+    std::printf("dcpbench gate: FAILED: %d of %zu (scenario, strategy) pairs regressed or became invalid\n", failed,
+                report.findings.size());
+    return 1;
+  }
+  std::printf("dcpbench gate: passed (%zu pairs)\n", report.findings.size());
+  return 0;
+}
+
+}  // namespace
+
+void add_gate_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<GateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "gate", "Compare two results files; exit 1 if TFLOPS/GPU dropped beyond the tolerance or a plan became invalid");
+  cmd->add_option("--baseline", args->baseline, "Baseline results JSON (dcpbench.results.v1)")->required();
+  cmd->add_option("--current", args->current, "Current results JSON (dcpbench.results.v1)")->required();
+  cmd->add_option("--tolerance", args->tolerance, "Allowed relative TFLOPS/GPU drop (default 0.02 = 2%)")
+      ->check(CLI::Range(0.0, 0.999));
+  cmd->callback([args, &exit_code] { exit_code = run_gate_command(*args); });
+}
+
+}  // namespace dcp::harness

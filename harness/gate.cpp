@@ -1,0 +1,62 @@
+// Regression gate (see gate.h).
+#include "harness/gate.h"
+
+#include "core/error.h"
+#include "harness/report.h"
+
+#include <cstdio>
+#include <map>
+
+namespace dcp::harness {
+namespace {
+
+std::string fmt2(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+}  // namespace
+
+GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, double tolerance) {
+  DCP_REQUIRE(tolerance >= 0 && tolerance < 1, "--tolerance=", tolerance, " is not in [0, 1)");
+  const auto base = aggregate(baseline);
+  const auto cur = aggregate(current);
+  std::map<std::pair<std::string, std::string>, const Aggregate*> cur_by_key;
+  for (const auto& a : cur) cur_by_key[{a.scenario, a.strategy}] = &a;
+  GateReport report;
+  std::map<std::pair<std::string, std::string>, bool> seen;
+  for (const auto& b : base) {
+    seen[{b.scenario, b.strategy}] = true;
+    GateFinding f{b.scenario, b.strategy, false, ""};
+    auto it = cur_by_key.find({b.scenario, b.strategy});
+    if (it == cur_by_key.end()) {
+      f.failed = true;
+      f.message = "missing from the current results";
+    } else {
+      const Aggregate& c = *it->second;
+      if (!c.valid()) {
+        f.failed = true;
+        f.message = "plan invalid in " + std::to_string(c.invalid_steps) + "/" + std::to_string(c.steps) +
+                    " steps: " + c.first_error;
+      } else if (!b.valid()) {
+        f.message = "valid now (baseline plan was invalid), " + fmt2(c.tflops_per_gpu) + " TFLOPS/GPU";
+      } else {
+        const double rel = b.tflops_per_gpu > 0 ? c.tflops_per_gpu / b.tflops_per_gpu - 1.0 : 0.0;
+        f.failed = c.tflops_per_gpu < b.tflops_per_gpu * (1.0 - tolerance);
+        f.message = std::string(f.failed ? "TFLOPS/GPU dropped " : "TFLOPS/GPU ") + fmt2(b.tflops_per_gpu) +
+                    " -> " + fmt2(c.tflops_per_gpu) + " (" + (rel >= 0 ? "+" : "") + fmt2(100.0 * rel) +
+                    "%, tolerance -" + fmt2(100.0 * tolerance) + "%)";
+        if (c.source != b.source) f.message += " [source changed: " + b.source + " -> " + c.source + "]";
+      }
+    }
+    report.findings.push_back(f);
+  }
+  for (const auto& c : cur) {
+    if (seen.count({c.scenario, c.strategy})) continue;
+    report.findings.push_back({c.scenario, c.strategy, false, "new (not in the baseline)"});
+  }
+  return report;
+}
+
+}  // namespace dcp::harness

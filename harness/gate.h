@@ -1,0 +1,36 @@
+// Regression gate over two results files (JSON only, never stdout), like nccl-tests'
+// NCCL_TESTS_MIN_BW but read from a file. For every (scenario, strategy) of the baseline:
+//   * fails if the current file has no rows for it ("missing");
+//   * fails if any current step's plan is invalid ("plan invalid: <error>");
+//   * fails if current TFLOPS/GPU < baseline TFLOPS/GPU * (1 - tolerance) (relative drop).
+// (scenario, strategy) pairs that are only in the current file are reported as new, not failures.
+// TFLOPS/GPU is the aggregate of report.h (total useful FLOPs / total time / GPUs).
+#pragma once
+
+#include "harness/results.h"
+
+#include <string>
+#include <vector>
+
+namespace dcp::harness {
+
+struct GateFinding {
+  std::string scenario;
+  std::string strategy;
+  bool failed = false;
+  std::string message;  // one line: what changed, with both numbers
+};
+
+struct GateReport {
+  std::vector<GateFinding> findings;  // one per (scenario, strategy) in baseline or current
+  bool passed() const {
+    for (const auto& f : findings)
+      if (f.failed) return false;
+    return true;
+  }
+};
+
+// tolerance: allowed relative drop, in [0, 1).
+GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, double tolerance);
+
+}  // namespace dcp::harness

@@ -1,0 +1,330 @@
+#!/usr/bin/python3
+"""Charts of a dcpbench results file (schema dcpbench.results.v1), drawn from the JSON only.
+
+Usage: /usr/bin/python3 harness/plot/plot_results.py RESULTS.json --out DIR
+(normally through `dcpbench plot RESULTS.json --out DIR`). Needs Debian's python3-matplotlib.
+
+Writes into DIR:
+  tflops.png               useful TFLOPS/GPU per strategy and scenario (time-weighted over steps),
+                           with published bars (hatched, their source in the legend) beside ours
+  speedup.png              speedup over packing per scenario, ours vs published speedups
+  breakdown.png            mean step time split into compute / exposed comm / pipeline bubble /
+                           imbalance wait, per strategy, one panel per scenario
+  rank_busy_<scenario>.png busy time per DP x CP rank in step 0, one panel per strategy
+  plan_<scenario>.png      step-0 plan: ranks x micro-batches, each group coloured by its CP size
+Every chart says in its title or footer that the numbers are simulated and with which cost model
+and calibration (the rows' "source").
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.collections import PatchCollection  # noqa: E402
+from matplotlib.patches import Patch, Rectangle  # noqa: E402
+
+SCHEMA = "dcpbench.results.v1"
+STRATEGY_ORDER = ["bshd", "packing", "megatron-pr2000", "megatron-dev", "dcp"]
+COLORS = {"bshd": "#9e9e9e", "packing": "#4c72b0", "megatron-pr2000": "#dd8452",
+          "megatron-dev": "#55a868", "dcp": "#c44e52"}
+
+
+def fail(msg):
+    print("plot_results.py: error: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+    if doc.get("schema") != SCHEMA:
+        fail(f"{path}: \"schema\" is not \"{SCHEMA}\"")
+    if not isinstance(doc.get("rows"), list):
+        fail(f"{path}: \"rows\" is missing")
+    return doc
+
+
+def strategy_key(s):
+    return (STRATEGY_ORDER.index(s) if s in STRATEGY_ORDER else len(STRATEGY_ORDER), s)
+
+
+def color(s):
+    return COLORS.get(s, "#8172b3")
+
+
+def safe(name):
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def aggregate(rows):
+    """(scenario, strategy) -> dict of time-weighted / mean metrics over valid steps."""
+    groups = {}
+    order = []
+    for r in rows:
+        key = (r["scenario"], r["strategy"])
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(r)
+    out = {}
+    for key in order:
+        rs = groups[key]
+        valid = [r for r in rs if r.get("plan_valid")]
+        a = {"valid": len(valid) == len(rs) and valid != [], "steps": len(rs)}
+        if valid:
+            t = sum(r["step_time_s"] for r in valid)
+            a["step_time_s"] = t / len(valid)
+            a["tflops_per_gpu"] = sum(r["tflops_per_gpu"] * r["step_time_s"] for r in valid) / t if t > 0 else 0
+            for k in ("compute_s", "comm_s", "bubble_s", "imbalance_s"):
+                a[k] = sum(r.get(k, 0) or 0 for r in valid) / len(valid)
+            sp = [r["speedup_vs_packing"] for r in valid if isinstance(r.get("speedup_vs_packing"), (int, float))]
+            a["speedup"] = sum(sp) / len(sp) if sp else None
+        out[key] = a
+    return out, order
+
+
+def footer(fig, doc):
+    ctx = doc.get("context", {})
+    sources = sorted({r.get("source", "?") for r in doc["rows"]})
+    fig.text(0.01, 0.005, "ours: " + ", ".join(sources) + f" (simulated, not measured) | git {ctx.get('git_sha', '?')[:12]}"
+             f" | {ctx.get('date', '')}", fontsize=7, color="#555555", ha="left", va="bottom")
+
+
+def published_of(doc):
+    pub = {}
+    for s in doc.get("scenarios", []):
+        if isinstance(s, dict) and isinstance(s.get("published"), dict):
+            pub[s["name"]] = s["published"]
+    return pub
+
+
+def short_source(src):
+    return src.split("(")[0].strip()[:60]
+
+
+def plot_tflops(doc, agg, order, out):
+    scenarios = list(dict.fromkeys(k[0] for k in order))
+    strategies = sorted({k[1] for k in order}, key=strategy_key)
+    pub = published_of(doc)
+    # Bars per scenario: ours per strategy, then published tflops (if any) per strategy.
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(scenarios) * (1 + len(strategies) / 4)), 5.2))
+    width = 0.8 / (len(strategies) + 2)
+    pub_label_done = False
+    for i, sc in enumerate(scenarios):
+        bars = [(s, agg.get((sc, s))) for s in strategies]
+        slot = 0
+        for s, a in bars:
+            if a is None:
+                continue
+            x = i + (slot - len(strategies) / 2) * width
+            if a["valid"]:
+                ax.bar(x, a["tflops_per_gpu"], width, color=color(s), label=s if i == 0 or s not in ax.get_legend_handles_labels()[1] else None)
+                ax.text(x, a["tflops_per_gpu"], f"{a['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=6)
+            else:
+                ax.text(x, 0, "invalid", rotation=90, ha="center", va="bottom", fontsize=7, color="red")
+            slot += 1
+        for v in (pub.get(sc, {}).get("values") or []):
+            if "tflops_per_gpu" not in v:
+                continue
+            x = i + (slot - len(strategies) / 2) * width
+            ax.bar(x, v["tflops_per_gpu"], width, color=color(v["strategy"]), hatch="//", edgecolor="black",
+                   alpha=0.55, label=None)
+            ax.text(x, v["tflops_per_gpu"], f"{v['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=6)
+            slot += 1
+            pub_label_done = True
+    handles, labels = ax.get_legend_handles_labels()
+    if pub_label_done:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//",
+                             label="published (hatched): NVIDIA blog, their unpublished GPU/DP/data"))
+        labels.append(handles[-1].get_label())
+    ax.legend(handles, labels, fontsize=7, loc="upper right")
+    ax.set_xticks(range(len(scenarios)))
+    ax.set_xticklabels(scenarios, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("useful TFLOPS per GPU (Megatron formula, no recompute)")
+    ax.set_title("Throughput per GPU by strategy (simulated) vs published")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    footer(fig, doc)
+    fig.savefig(os.path.join(out, "tflops.png"), dpi=120)
+    plt.close(fig)
+
+
+def plot_speedup(doc, agg, order, out):
+    scenarios = list(dict.fromkeys(k[0] for k in order))
+    strategies = [s for s in sorted({k[1] for k in order}, key=strategy_key) if s != "packing"]
+    pub = published_of(doc)
+    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(scenarios)), 5))
+    width = 0.8 / (len(strategies) + 1)
+    seen = set()
+    for i, sc in enumerate(scenarios):
+        for j, s in enumerate(strategies):
+            a = agg.get((sc, s))
+            if not a or not a["valid"] or a.get("speedup") is None:
+                continue
+            x = i + (j - len(strategies) / 2) * width
+            ax.bar(x, a["speedup"], width, color=color(s), label=s if s not in seen else None)
+            seen.add(s)
+            ax.text(x, a["speedup"], f"{a['speedup']:.2f}", ha="center", va="bottom", fontsize=6)
+        x = i + (len(strategies) / 2) * width
+        for v in (pub.get(sc, {}).get("values") or []):
+            if "speedup_vs_packing" in v:
+                lab = "published (their setup)" if "pub" not in seen else None
+                seen.add("pub")
+                ax.bar(x, v["speedup_vs_packing"], width, color=color(v["strategy"]), hatch="//",
+                       edgecolor="black", alpha=0.55, label=lab)
+                ax.text(x, v["speedup_vs_packing"], f"{v['speedup_vs_packing']:.2f}", ha="center", va="bottom", fontsize=6)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks(range(len(scenarios)))
+    ax.set_xticklabels(scenarios, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("speedup over packing (same batches)")
+    ax.set_title("Speedup over packing (simulated) vs published (NVIDIA blog, Megatron example README)")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    footer(fig, doc)
+    fig.savefig(os.path.join(out, "speedup.png"), dpi=120)
+    plt.close(fig)
+
+
+def plot_breakdown(doc, agg, order, out):
+    scenarios = list(dict.fromkeys(k[0] for k in order))
+    cols = min(3, len(scenarios))
+    rows = math.ceil(len(scenarios) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    parts = [("compute_s", "compute (incl. recompute)", "#4c72b0"), ("comm_s", "exposed comm", "#dd8452"),
+             ("bubble_s", "pipeline bubble", "#c7c7c7"), ("imbalance_s", "imbalance wait", "#c44e52")]
+    for n, sc in enumerate(scenarios):
+        ax = axes[n // cols][n % cols]
+        strategies = sorted({k[1] for k in order if k[0] == sc}, key=strategy_key)
+        for j, s in enumerate(strategies):
+            a = agg[(sc, s)]
+            if not a["valid"]:
+                ax.text(j, 0, "invalid", rotation=90, ha="center", va="bottom", color="red", fontsize=7)
+                continue
+            bottom = 0.0
+            for k, label, c in parts:
+                v = a.get(k, 0) or 0
+                ax.bar(j, v, 0.6, bottom=bottom, color=c, label=label if j == 0 else None)
+                bottom += v
+        ax.set_xticks(range(len(strategies)))
+        ax.set_xticklabels(strategies, rotation=15, fontsize=7)
+        ax.set_ylabel("seconds per step (mean over GPUs)", fontsize=7)
+        ax.set_title(sc, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        ymax = max((agg[(sc, s)].get("step_time_s", 0) for s in strategies if agg[(sc, s)]["valid"]), default=0)
+        others = [agg[(sc, s)].get("step_time_s", 0) for s in strategies if s != "bshd" and agg[(sc, s)]["valid"]]
+        if others and ymax > 4 * max(others):  # bshd pads to max_seqlen: clip so the others stay readable
+            ax.set_ylim(0, 1.6 * max(others))
+            ax.text(0.01, 0.97, "bars clipped (bshd)", transform=ax.transAxes, fontsize=6, va="top")
+        if n == 0:
+            ax.legend(fontsize=6)
+    for n in range(len(scenarios), rows * cols):
+        axes[n // cols][n % cols].axis("off")
+    fig.suptitle("Step time breakdown (simulated)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    footer(fig, doc)
+    fig.savefig(os.path.join(out, "breakdown.png"), dpi=110)
+    plt.close(fig)
+
+
+def step0_rows(doc, scenario):
+    rs = [r for r in doc["rows"] if r["scenario"] == scenario and r.get("step") == 0]
+    return sorted(rs, key=lambda r: strategy_key(r["strategy"]))
+
+
+def plot_rank_busy(doc, scenario, out):
+    rs = [r for r in step0_rows(doc, scenario) if r.get("plan_valid") and r.get("rank_busy_s")]
+    if not rs:
+        return None
+    fig, axes = plt.subplots(len(rs), 1, figsize=(9, 1.7 * len(rs) + 0.8), sharex=True, squeeze=False)
+    for ax, r in zip(axes[:, 0], rs):
+        busy = r["rank_busy_s"]
+        ax.bar(range(len(busy)), busy, color=color(r["strategy"]))
+        ax.axhline(r["step_time_s"], color="black", lw=0.8, ls="--", label="step time")
+        mean = sum(busy) / len(busy)
+        ax.axhline(mean, color="gray", lw=0.8, ls=":", label="mean busy")
+        ax.set_ylabel("busy (s)", fontsize=7)
+        ax.set_title(f"{r['strategy']}: max/mean {max(busy) / mean if mean else 0:.2f}, "
+                     f"step {r['step_time_s']:.3f} s", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0, 0].legend(fontsize=6, loc="lower right")
+    axes[-1, 0].set_xlabel("DP x CP rank (busy time = compute + exposed comm, mean over its PP stages)")
+    fig.suptitle(f"{scenario}: per-rank busy time, step 0 (simulated)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    footer(fig, doc)
+    path = os.path.join(out, f"rank_busy_{safe(scenario)}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_plan(doc, scenario, out):
+    rs = [r for r in step0_rows(doc, scenario) if r.get("plan_valid") and isinstance(r.get("plan"), list)]
+    if not rs:
+        return None
+    sizes = sorted({g[1] for r in rs for mb in r["plan"] for g in mb})
+    cmap = plt.get_cmap("viridis", max(2, len(sizes)))
+    size_color = {k: cmap(i / max(1, len(sizes) - 1)) for i, k in enumerate(sizes)}
+    fig, axes = plt.subplots(len(rs), 1, figsize=(11, 1.9 * len(rs) + 1.0), squeeze=False)
+    for ax, r in zip(axes[:, 0], rs):
+        patches, colors = [], []
+        pool = 0
+        for m, mb in enumerate(r["plan"]):
+            for first, k, _n, _tok in mb:
+                patches.append(Rectangle((m, first), 1, k))
+                colors.append(size_color[k])
+                pool = max(pool, first + k)
+        pc = PatchCollection(patches, facecolor=colors, edgecolor="white", linewidth=0.4 if len(r["plan"]) < 200 else 0)
+        ax.add_collection(pc)
+        ax.set_xlim(0, max(1, len(r["plan"])))
+        ax.set_ylim(pool, 0)
+        ax.set_ylabel("rank", fontsize=7)
+        ax.set_title(f"{r['strategy']}: {len(r['plan'])} micro-batches", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[-1, 0].set_xlabel("micro-batch (schedule order)")
+    handles = [Patch(facecolor=size_color[k], label=f"CP {k}") for k in sizes]
+    fig.legend(handles=handles, loc="upper right", fontsize=7, ncol=len(handles))
+    fig.suptitle(f"{scenario}: plan of step 0 (groups coloured by CP size)", fontsize=10, x=0.35)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.95))
+    footer(fig, doc)
+    path = os.path.join(out, f"plan_{safe(scenario)}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    doc = load(args.results)
+    os.makedirs(args.out, exist_ok=True)
+    agg, order = aggregate(doc["rows"])
+    if not order:
+        fail(f"{args.results}: no rows")
+    written = []
+    plot_tflops(doc, agg, order, args.out)
+    written.append("tflops.png")
+    plot_speedup(doc, agg, order, args.out)
+    written.append("speedup.png")
+    plot_breakdown(doc, agg, order, args.out)
+    written.append("breakdown.png")
+    for sc in dict.fromkeys(k[0] for k in order):
+        for p in (plot_rank_busy(doc, sc, args.out), plot_plan(doc, sc, args.out)):
+            if p:
+                written.append(os.path.basename(p))
+    print(f"plot_results.py: wrote {len(written)} charts to {args.out}: " + ", ".join(written))
+
+
+if __name__ == "__main__":
+    main()

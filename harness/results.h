@@ -1,0 +1,88 @@
+// Results file, schema "dcpbench.results.v1" (DESIGN.md "Results file"): the only thing the
+// table, the charts (harness/plot/plot_results.py) and the gate read.
+//
+//   {"schema": "dcpbench.results.v1",
+//    "context": {"git_sha", "date", "host", "device", "cost_model", "calibration", "command"},
+//    "scenarios": [{"name", "gpus", "dp", "cp", "pp", "tp", "pool", "useful_tflop_per_step", ...,
+//                   "published": {...} | absent}],
+//    "rows": [ one object per (scenario, strategy, step) ]}
+//
+// Row keys (required, with their JSON types; metrics are null when the plan is invalid):
+//   scenario (string), strategy (string), step (int), plan_valid (bool), source (string),
+//   step_time_s, tflops_per_gpu, tokens_per_s_per_gpu, balance, bubble_frac, comm_frac,
+//   plan_efficiency, speedup_vs_packing (number|null), microbatches (int|null).
+// Optional row keys: error (string), solve_ms, lower_bound_s, compute_s, comm_s, bubble_s,
+//   rank), plan ([[ [first_rank, cp_size, samples, tokens] per group ] per micro-batch]).
+// rank_busy_s and plan are kept for step 0 only (the charts draw one step).
+// Readers ignore unknown fields; validate_results() checks the required ones.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dcp::harness {
+
+inline constexpr const char* kResultsSchema = "dcpbench.results.v1";
+
+struct ResultRow {
+  std::string scenario;
+  std::string strategy;
+  int step = 0;
+  bool plan_valid = false;
+  std::string error;   // why the plan is invalid or could not be made (empty if valid)
+  std::string source;  // "simulated:<cost-model>@<calibration>" or "measured:<device>"
+  // Metrics (meaningful only if plan_valid).
+  double step_time_s = 0;
+  double tflops_per_gpu = 0;        // useful FLOPs (real lengths, no recompute) / time / GPUs
+  double tokens_per_s_per_gpu = 0;
+  int microbatches = 0;             // micro-batches per DP x CP rank (the plan's count)
+  double balance = 0;               // max / mean rank busy time
+  double bubble_frac = 0;           // pipeline bubble / step time
+  double comm_frac = 0;             // exposed communication / step time
+  double plan_efficiency = 0;       // lower bound / step time
+  std::optional<double> speedup_vs_packing;  // packing step time / this step time, same batch
+  double solve_ms = 0;
+  double lower_bound_s = 0;
+  double compute_s = 0;
+  double comm_s = 0;
+  double bubble_s = 0;
+  double imbalance_s = 0;
+  double useful_tflop = 0;  // useful TFLOP of the whole global batch (same for every strategy)
+  int64_t tokens = 0;
+  int64_t samples = 0;
+  std::vector<double> rank_busy_s;  // step 0 only
+  nlohmann::json plan;              // step 0 only; null otherwise
+};
+
+struct ResultsFile {
+  nlohmann::json context;                // git_sha, date, host, device, cost_model, calibration
+  nlohmann::json scenarios = nlohmann::json::array();  // per-scenario facts (see above)
+  std::vector<ResultRow> rows;
+};
+
+nlohmann::json row_to_json(const ResultRow& row);
+ResultRow row_from_json(const nlohmann::json& j);  // ignores unknown fields
+nlohmann::json results_to_json(const ResultsFile& results);
+
+// Checks schema, context and every row's required keys and types. Returns the problems found
+// (empty when valid), each naming the row index and key.
+std::vector<std::string> validate_results(const nlohmann::json& j);
+
+// Reads and validates a results file; InputError naming the file and the first problem.
+ResultsFile read_results(const std::string& path);
+
+// Writes atomically (temp file + rename).
+void write_results(const std::string& path, const ResultsFile& results);
+
+// Context for a run now: git sha (`git rev-parse HEAD` in the source tree, else "unknown"),
+// UTC date, host name, device, cost model and calibration labels, command line.
+nlohmann::json make_context(const std::string& device, const std::string& cost_model,
+                            const std::string& calibration, const std::string& command);
+
+// "simulated:<cost_model>@<calibration>"
+std::string simulated_source(const std::string& cost_model, const std::string& calibration);
+
+}  // namespace dcp::harness

@@ -1,0 +1,326 @@
+// The benchmark loop (see runner.h).
+#include "harness/runner.h"
+
+#include "core/error.h"
+#include "plan/validate.h"
+#include "sim/simulator.h"
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+
+namespace dcp::harness {
+namespace {
+
+using nlohmann::json;
+
+// Re-throws an InputError from impl/ with the scenario file and key in front.
+template <typename F>
+auto at_key(const Scenario& s, const std::string& key, const json& value, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const InputError& e) {
+    throw InputError(s.file + ": \"" + key + "\"=" + value.dump() + ": " + e.what());
+  }
+}
+
+std::string fmt_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string dataset_label(const DatasetSpec& d) {
+  std::string l;
+  if (d.kind == "file") {
+    l = "file " + d.path_as_written;
+  } else if (d.kind == "lognormal") {
+    l = "lognormal(mean " + fmt_g(d.mean) + ", sigma " + fmt_g(d.sigma);
+    if (d.min_len > 1 || d.max_len > 0) l += ", " + fmt_g(double(d.min_len)) + ".." + (d.max_len ? fmt_g(double(d.max_len)) : "inf");
+    l += ")";
+  } else if (d.kind == "quantiles") {
+    l = "quantiles(" + std::to_string(d.quantiles.size()) + " points)";
+  } else {
+    l = "mixture(";
+    for (size_t i = 0; i < d.components.size(); ++i)
+      l += (i ? ", " : "") + fmt_g(d.components[i].first) + " " + dataset_label(d.components[i].second);
+    l += ")";
+  }
+  return l;
+}
+
+data::LengthSource source_of(const Scenario& s, const DatasetSpec& d, const std::string& key) {
+  if (d.kind == "file") {
+    return at_key(s, key + ".path", json(d.path_as_written), [&] { return data::lengths_file_source(d.path); });
+  }
+  if (d.kind == "lognormal") {
+    const auto mode = d.clamp == "resample" ? data::ClampMode::resample : data::ClampMode::clamp;
+    return at_key(s, key + ".mean", json(d.mean), [&] {
+      return data::lognormal_source_from_mean(d.mean, d.sigma, d.min_len, d.max_len, mode);
+    });
+  }
+  if (d.kind == "quantiles") {
+    std::vector<data::QuantilePoint> pts;
+    for (const auto& [p, len] : d.quantiles) pts.push_back({p, static_cast<double>(len)});
+    return at_key(s, key + ".quantiles", json("..."), [&] { return data::quantile_source(pts, "quantiles"); });
+  }
+  std::vector<data::LengthSource> comps;
+  std::vector<double> shares;
+  for (size_t i = 0; i < d.components.size(); ++i) {
+    comps.push_back(source_of(s, d.components[i].second, key + ".components[" + std::to_string(i) + "]"));
+    shares.push_back(d.components[i].first);
+  }
+  return data::mixture_source(std::move(comps), std::move(shares));
+}
+
+json plan_picture(const plan::Plan& p, const plan::Batch& batch) {
+  json mbs = json::array();
+  for (const auto& mb : p.microbatches) {
+    json groups = json::array();
+    for (const auto& g : mb.groups) {
+      int64_t tokens = 0;
+      for (int id : g.samples) tokens += batch.lengths[static_cast<size_t>(id)];
+      groups.push_back(json::array({g.first_rank, g.cp_size, static_cast<int64_t>(g.samples.size()), tokens}));
+    }
+    mbs.push_back(std::move(groups));
+  }
+  return mbs;
+}
+
+json scenario_facts(const Scenario& s, const cost::CostModel& cm, int steps) {
+  json f;
+  f["name"] = s.name;
+  f["file"] = s.file;
+  if (!s.description.empty()) f["description"] = s.description;
+  f["model"] = cm.model.name;
+  f["dataset"] = dataset_label(s.dataset);
+  f["gpus"] = s.cluster.gpus;
+  f["tp"] = s.cluster.tp;
+  f["pp"] = s.cluster.pp;
+  f["cp"] = s.cluster.cp;
+  f["vpp"] = s.cluster.vpp;
+  f["dp"] = s.cluster.dp();
+  f["pool"] = s.cluster.pool();
+  f["gpus_per_node"] = s.cluster.gpus_per_node;
+  f["hardware"] = cm.hardware.name;
+  f["calibration"] = cm.hardware.calibration;
+  f["calibration_obtained"] = cm.hardware.obtained;
+  f["global_batch"] = s.training.global_batch;
+  f["max_seqlen"] = s.training.max_seqlen;
+  f["max_seqlen_per_rank"] = s.training.max_seqlen_per_rank;
+  f["min_cp"] = s.training.min_cp;
+  f["recompute"] = s.training.recompute;
+  f["precision"] = s.training.precision;
+  f["steps"] = steps;
+  f["seed"] = s.training.seed;
+  f["strategies"] = s.strategies;
+  f["notes"] = s.notes;
+  if (s.published) {
+    json p;
+    p["source"] = s.published->source;
+    if (!s.published->note.empty()) p["note"] = s.published->note;
+    json vals = json::array();
+    for (const auto& v : s.published->values) {
+      json e;
+      e["strategy"] = v.strategy;
+      if (v.tflops_per_gpu) e["tflops_per_gpu"] = *v.tflops_per_gpu;
+      if (v.step_time_ms) e["step_time_ms"] = *v.step_time_ms;
+      if (v.speedup_vs_packing) e["speedup_vs_packing"] = *v.speedup_vs_packing;
+      vals.push_back(e);
+    }
+    p["values"] = vals;
+    f["published"] = p;
+  }
+  return f;
+}
+
+}  // namespace
+
+cost::CostModel cost_model_of(const Scenario& s) {
+  cost::CostModel cm;
+  if (!s.model.preset.empty()) {
+    cm.model = at_key(s, "model", json(s.model.preset), [&] { return cost::model_preset(s.model.preset); });
+  } else {
+    cm.model.name = "custom";
+    cm.model.layers = s.model.layers;
+    cm.model.hidden = s.model.hidden;
+    cm.model.ffn = s.model.ffn;
+    cm.model.heads = s.model.heads;
+    cm.model.kv_heads = s.model.kv_heads;
+    cm.model.vocab = s.model.vocab;
+    cm.model.swiglu = s.model.swiglu;
+    at_key(s, "model", json("{...}"), [&] { cost::validate_model(cm.model); return 0; });
+  }
+  cm.hardware = at_key(s, "cluster.hardware", json(s.cluster.hardware),
+                       [&] { return cost::hardware_preset(s.cluster.hardware); });
+  if (!s.calibration.empty()) {
+    cm.hardware = at_key(s, "calibration", json(s.calibration),
+                         [&] { return cost::load_calibration_file(cm.hardware, s.calibration); });
+  }
+  cm.cluster.gpus = s.cluster.gpus;
+  cm.cluster.tp = s.cluster.tp;
+  cm.cluster.pp = s.cluster.pp;
+  cm.cluster.cp = s.cluster.cp;
+  cm.cluster.vpp = s.cluster.vpp;
+  cm.cluster.gpus_per_node = s.cluster.gpus_per_node;
+  at_key(s, "cluster", json("{...}"), [&] { cost::validate_cluster(cm.cluster); return 0; });
+  cm.training.recompute_full = s.training.recompute == "full";
+  return cm;
+}
+
+data::LengthSource length_source_of(const Scenario& s) {
+  data::LengthSource src = source_of(s, s.dataset, "dataset");
+  at_key(s, "dataset", json(dataset_label(s.dataset)), [&] { data::validate_source(src); return 0; });
+  return src;
+}
+
+data::SamplerConfig sampler_config_of(const Scenario& s) {
+  data::SamplerConfig c;
+  c.global_batch = s.training.global_batch;
+  c.max_seqlen = s.training.max_seqlen;
+  c.min_seqlen = s.dataset.min_seqlen;
+  c.short_policy = s.dataset.short_policy == "pad" ? data::ShortPolicy::pad : data::ShortPolicy::drop;
+  c.pad_multiple = s.dataset.pad_multiple;
+  c.seed = s.training.seed;
+  at_key(s, "training", json("{...}"), [&] { data::validate_sampler(c); return 0; });
+  return c;
+}
+
+plan::PlanConfig plan_config_of(const Scenario& s) {
+  plan::PlanConfig c;
+  c.dp = s.cluster.dp();
+  c.cp = s.cluster.cp;
+  c.max_seqlen_per_rank = s.training.max_seqlen_per_rank;
+  c.min_cp = s.training.min_cp;
+  // Interleaved 1F1B needs the micro-batch count to be a multiple of the VPP group, which
+  // Megatron sets to pp by default (microbatch_group_size_per_vp_stage).
+  if (s.cluster.vpp > 1) c.vpp_group = s.cluster.pp;
+  c.max_seqlen = s.training.max_seqlen;
+  return c;
+}
+
+std::vector<std::string> strategies_of(const Scenario& s, const RunOptions& options,
+                                       const plan::PlannerRegistry& registry) {
+  std::string known;
+  for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
+  for (size_t i = 0; i < s.strategies.size(); ++i) {
+    if (!registry.contains(s.strategies[i]))
+      throw InputError(s.file + ": \"strategies[" + std::to_string(i) + "]\"=\"" + s.strategies[i] +
+                       "\" is not a known planner (known: " + known + ")");
+  }
+  if (options.strategies.empty()) return s.strategies;
+  std::vector<std::string> out;
+  for (const auto& want : options.strategies) {
+    DCP_REQUIRE(registry.contains(want), "--strategies: \"", want, "\" is not a known planner (known: ", known, ")");
+    for (const auto& have : s.strategies)
+      if (have == want) out.push_back(want);
+  }
+  DCP_REQUIRE(!out.empty(), s.file, ": none of the --strategies is listed in its \"strategies\"");
+  return out;
+}
+
+ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptions& options,
+                          const plan::PlannerRegistry& registry) {
+  DCP_REQUIRE(!scenarios.empty(), "no scenario given");
+  struct Prepared {
+    const Scenario* s;
+    cost::CostModel cm;
+    data::LengthSource source;
+    data::SamplerConfig sampler;
+    plan::PlanConfig plan_config;
+    std::vector<std::string> strategies;
+    int steps;
+  };
+  // Validate everything before the first (possibly long) simulation.
+  std::vector<Prepared> prepared;
+  std::set<std::string> names, calibrations;
+  for (const auto& s : scenarios) {
+    DCP_REQUIRE(names.insert(s.name).second, s.file, ": \"name\"=\"", s.name, "\" is used by another scenario of this run");
+    Prepared p{&s, cost_model_of(s), length_source_of(s), sampler_config_of(s), plan_config_of(s),
+               strategies_of(s, options, registry), options.steps.value_or(s.training.steps)};
+    DCP_REQUIRE(p.steps >= 1, "--steps=", p.steps, " is not >= 1");
+    calibrations.insert(p.cm.hardware.calibration);
+    prepared.push_back(std::move(p));
+  }
+  std::string calibration;
+  for (const auto& c : calibrations) calibration += (calibration.empty() ? "" : ",") + c;
+
+  ResultsFile out;
+  out.context = make_context("none (simulated on the host CPU)", cost::kCostModelName, calibration, options.command);
+  for (const auto& p : prepared) {
+    const Scenario& s = *p.s;
+    out.scenarios.push_back(scenario_facts(s, p.cm, p.steps));
+    const std::string source = cost::source_label(p.cm);
+    std::vector<std::unique_ptr<plan::Planner>> planners;
+    for (const auto& name : p.strategies) planners.push_back(registry.make(name));
+    for (int step = 0; step < p.steps; ++step) {
+      const auto t_step = std::chrono::steady_clock::now();
+      const data::SampledBatch sb = at_key(s, "dataset", json(dataset_label(s.dataset)),
+                                           [&] { return data::sample_global_batch(p.source, p.sampler, step); });
+      const size_t first_row = out.rows.size();
+      for (size_t k = 0; k < planners.size(); ++k) {
+        ResultRow row;
+        row.scenario = s.name;
+        row.strategy = p.strategies[k];
+        row.step = step;
+        row.source = source;
+        row.samples = sb.batch.size();
+        for (int64_t L : sb.real_lengths) row.tokens += L;
+        row.useful_tflop = cost::useful_flops(p.cm.model, sb.real_lengths) / 1e12;
+        plan::Plan plan;
+        try {
+          const auto t0 = std::chrono::steady_clock::now();
+          plan = planners[k]->plan(sb.batch, p.plan_config);
+          row.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+          if (auto v = plan::find_violation(plan, sb.batch)) {
+            row.error = "invalid plan: " + *v;
+          } else {
+            row.plan_valid = true;
+          }
+        } catch (const Error& e) {
+          row.error = std::string("planner failed: ") + e.what();
+        }
+        if (row.plan_valid) {
+          const sim::StepResult r = sim::simulate_step(plan, sb.batch, p.cm, sb.real_lengths);
+          row.step_time_s = r.step_s;
+          row.tflops_per_gpu = r.tflops_per_gpu;
+          row.tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;
+          row.microbatches = r.microbatches;
+          row.balance = r.balance;
+          row.bubble_frac = r.bubble_frac;
+          row.comm_frac = r.comm_frac;
+          row.plan_efficiency = r.plan_efficiency;
+          row.lower_bound_s = r.bound_s;
+          row.compute_s = r.schedule.compute_s;
+          row.comm_s = r.schedule.comm_s;
+          row.bubble_s = r.schedule.bubble_s;
+          row.imbalance_s = r.schedule.imbalance_s;
+          if (step == 0) {
+            row.rank_busy_s = r.rank_busy_s;
+            row.plan = plan_picture(plan, sb.batch);
+          }
+        }
+        out.rows.push_back(std::move(row));
+      }
+      // Speedups against packing on this same batch.
+      const ResultRow* packing = nullptr;
+      for (size_t i = first_row; i < out.rows.size(); ++i)
+        if (out.rows[i].strategy == "packing" && out.rows[i].plan_valid) packing = &out.rows[i];
+      if (packing) {
+        const double t_pack = packing->step_time_s;
+        for (size_t i = first_row; i < out.rows.size(); ++i)
+          if (out.rows[i].plan_valid && out.rows[i].step_time_s > 0)
+            out.rows[i].speedup_vs_packing = t_pack / out.rows[i].step_time_s;
+      }
+      if (options.progress) {
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
+        *options.progress << "dcpbench run: " << s.name << " step " << (step + 1) << "/" << p.steps << " ("
+                          << sb.batch.size() << " samples, " << p.strategies.size() << " strategies, "
+                          << fmt_g(secs) << " s)" << std::endl;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace dcp::harness

@@ -1,0 +1,339 @@
+// Scenario loader and validation (see scenario.h and scenarios/SCHEMA.md).
+//
+// ObjectReader walks one JSON object: every get_* marks its key as used and checks type and
+// range; finish() rejects the keys nobody asked for. Every message has the shape
+//   <file>: "<dotted.key>"=<value as JSON> <what is wrong>
+#include "harness/scenario.h"
+
+#include "core/error.h"
+#include "core/json_io.h"
+#include "plan/cp_rule.h"
+
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+namespace dcp::harness {
+namespace {
+
+using nlohmann::json;
+
+std::string show(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+class ObjectReader {
+ public:
+  ObjectReader(const json& obj, std::string file, std::string prefix)
+      : obj_(obj), file_(std::move(file)), prefix_(std::move(prefix)) {}
+
+  [[noreturn]] void fail(const std::string& key, const json& value, const std::string& what) const {
+    throw InputError(file_ + ": \"" + path(key) + "\"=" + show(value) + " " + what);
+  }
+  [[noreturn]] void fail_missing(const std::string& key) const {
+    throw InputError(file_ + ": \"" + path(key) + "\" is missing (required)");
+  }
+  std::string path(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
+  const std::string& file() const { return file_; }
+
+  bool has(const std::string& key) const { return obj_.contains(key); }
+
+  const json* find(const std::string& key, bool required) {
+    used_.insert(key);
+    auto it = obj_.find(key);
+    if (it == obj_.end()) {
+      if (required) fail_missing(key);
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  std::optional<std::string> get_string(const std::string& key, bool required,
+                                        const std::vector<std::string>& allowed = {}) {
+    const json* v = find(key, required);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) fail(key, *v, "is not a string");
+    std::string s = v->get<std::string>();
+    if (required && s.empty()) fail(key, *v, "is empty");
+    if (!allowed.empty()) {
+      bool ok = false;
+      std::string list;
+      for (const auto& a : allowed) {
+        ok = ok || a == s;
+        list += (list.empty() ? "" : ", ") + a;
+      }
+      if (!ok) fail(key, *v, "is not one of: " + list);
+    }
+    return s;
+  }
+
+  std::optional<int64_t> get_int(const std::string& key, bool required, int64_t lo, int64_t hi) {
+    const json* v = find(key, required);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer()) fail(key, *v, "is not an integer");
+    const int64_t x = v->get<int64_t>();
+    if (x < lo) fail(key, *v, "is below the minimum " + std::to_string(lo));
+    if (x > hi) fail(key, *v, "is above the maximum " + std::to_string(hi));
+    return x;
+  }
+
+  std::optional<double> get_number(const std::string& key, bool required, double lo, double hi) {
+    const json* v = find(key, required);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) fail(key, *v, "is not a number");
+    const double x = v->get<double>();
+    if (!(x >= lo)) fail(key, *v, "is below the minimum " + show(json(lo)));
+    if (!(x <= hi)) fail(key, *v, "is above the maximum " + show(json(hi)));
+    return x;
+  }
+
+  std::optional<bool> get_bool(const std::string& key, bool required) {
+    const json* v = find(key, required);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) fail(key, *v, "is not true or false");
+    return v->get<bool>();
+  }
+
+  const json* get_object(const std::string& key, bool required) {
+    const json* v = find(key, required);
+    if (v && !v->is_object()) fail(key, *v, "is not an object");
+    return v;
+  }
+
+  const json* get_array(const std::string& key, bool required) {
+    const json* v = find(key, required);
+    if (v && !v->is_array()) fail(key, *v, "is not an array");
+    if (v && required && v->empty()) fail(key, *v, "is empty");
+    return v;
+  }
+
+  void finish() const {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+      if (!used_.count(it.key())) {
+        throw InputError(file_ + ": \"" + path(it.key()) + "\"=" + show(it.value()) +
+                         " is not a known key (see scenarios/SCHEMA.md)");
+      }
+    }
+  }
+
+  ObjectReader child(const json& obj, const std::string& key) const { return ObjectReader(obj, file_, path(key)); }
+
+ private:
+  const json& obj_;
+  std::string file_;
+  std::string prefix_;
+  std::set<std::string> used_;
+};
+
+constexpr int64_t kMaxInt = 1LL << 40;
+
+std::string resolve_path(const std::string& file, const std::string& rel) {
+  namespace fs = std::filesystem;
+  fs::path p(rel);
+  if (p.is_absolute()) return rel;
+  const fs::path base = fs::path(file).parent_path();
+  return (base / p).lexically_normal().string();
+}
+
+ModelSpec parse_model(ObjectReader& top) {
+  ModelSpec m;
+  const json* v = top.find("model", true);
+  if (v->is_string()) {
+    m.preset = v->get<std::string>();
+    if (m.preset.empty()) top.fail("model", *v, "is empty");
+    return m;
+  }
+  if (!v->is_object()) top.fail("model", *v, "is neither a preset name nor an object");
+  ObjectReader r = top.child(*v, "model");
+  m.layers = static_cast<int>(*r.get_int("layers", true, 1, 100000));
+  m.hidden = static_cast<int>(*r.get_int("hidden", true, 1, 1 << 20));
+  m.ffn = static_cast<int>(*r.get_int("ffn", true, 1, 1 << 22));
+  m.heads = static_cast<int>(*r.get_int("heads", true, 1, 1 << 16));
+  m.kv_heads = static_cast<int>(r.get_int("kv_heads", false, 1, 1 << 16).value_or(m.heads));
+  m.vocab = static_cast<int>(*r.get_int("vocab", true, 1, 1 << 24));
+  m.swiglu = r.get_bool("swiglu", false).value_or(true);
+  if (m.hidden % m.heads != 0) r.fail("hidden", json(m.hidden), "is not a multiple of \"heads\"=" + std::to_string(m.heads));
+  if (m.heads % m.kv_heads != 0) r.fail("kv_heads", json(m.kv_heads), "does not divide \"heads\"=" + std::to_string(m.heads));
+  r.finish();
+  return m;
+}
+
+DatasetSpec parse_source(ObjectReader& r, bool nested) {
+  DatasetSpec d;
+  d.kind = *r.get_string("source", true, {"file", "lognormal", "mixture", "quantiles"});
+  if (d.kind == "file") {
+    d.path_as_written = *r.get_string("path", true);
+    d.path = resolve_path(r.file(), d.path_as_written);
+    if (!std::filesystem::exists(d.path)) r.fail("path", json(d.path_as_written), "does not exist (looked for " + d.path + ")");
+  } else if (d.kind == "lognormal") {
+    d.mean = *r.get_number("mean", true, 1.0, 1e9);
+    d.sigma = *r.get_number("sigma", true, 0.0, 10.0);
+    d.min_len = r.get_int("min", false, 1, kMaxInt).value_or(1);
+    d.max_len = r.get_int("max", false, 1, kMaxInt).value_or(0);
+    if (d.max_len > 0 && d.max_len < d.min_len)
+      r.fail("max", json(d.max_len), "is below \"" + r.path("min") + "\"=" + std::to_string(d.min_len));
+    d.clamp = r.get_string("clamp", false, {"clamp", "resample"}).value_or("clamp");
+  } else if (d.kind == "mixture") {
+    const json* comps = r.get_array("components", true);
+    double total = 0;
+    for (size_t i = 0; i < comps->size(); ++i) {
+      const std::string key = "components[" + std::to_string(i) + "]";
+      if (!(*comps)[i].is_object()) r.fail(key, (*comps)[i], "is not an object");
+      ObjectReader c = r.child((*comps)[i], key);
+      const double share = *c.get_number("share", true, 0.0, 1.0);
+      if (share <= 0) c.fail("share", json(share), "is not positive");
+      total += share;
+      d.components.emplace_back(share, parse_source(c, true));
+      c.finish();
+    }
+    if (std::abs(total - 1.0) > 1e-6) r.fail("components", *comps, "shares sum to " + show(json(total)) + ", not 1");
+  } else {
+    const json* q = r.get_array("quantiles", true);
+    double last_p = -1;
+    int64_t last_len = 0;
+    for (size_t i = 0; i < q->size(); ++i) {
+      const json& e = (*q)[i];
+      const std::string key = "quantiles[" + std::to_string(i) + "]";
+      if (!e.is_array() || e.size() != 2 || !e[0].is_number() || !e[1].is_number_integer())
+        r.fail(key, e, "is not a [probability, length] pair");
+      const double p = e[0].get<double>();
+      const int64_t len = e[1].get<int64_t>();
+      if (p < 0 || p > 1 || p <= last_p) r.fail(key, e, "probability is not increasing within [0, 1]");
+      if (len < 1 || len < last_len) r.fail(key, e, "length is not >= 1 and non-decreasing");
+      last_p = p;
+      last_len = len;
+    }
+    if (q->size() < 2 || (*q)[0][0].get<double>() != 0.0 || last_p != 1.0)
+      r.fail("quantiles", *q, "must start at probability 0 and end at 1");
+    for (const auto& e : *q) d.quantiles.emplace_back(e[0].get<double>(), e[1].get<int64_t>());
+  }
+  if (!nested) {
+    d.min_seqlen = r.get_int("min_seqlen", false, 1, kMaxInt).value_or(1);
+    d.short_policy = r.get_string("short", false, {"drop", "pad"}).value_or("drop");
+    d.pad_multiple = r.get_int("pad_multiple", false, 1, 1 << 20).value_or(1);
+  }
+  return d;
+}
+
+ClusterSpec parse_cluster(ObjectReader& top) {
+  ObjectReader r = top.child(*top.get_object("cluster", true), "cluster");
+  ClusterSpec c;
+  c.gpus = static_cast<int>(*r.get_int("gpus", true, 1, 1 << 20));
+  c.tp = static_cast<int>(r.get_int("tp", false, 1, 1024).value_or(1));
+  c.pp = static_cast<int>(r.get_int("pp", false, 1, 1024).value_or(1));
+  c.cp = static_cast<int>(r.get_int("cp", false, 1, 1 << 20).value_or(1));
+  c.vpp = static_cast<int>(r.get_int("vpp", false, 1, 1024).value_or(1));
+  c.gpus_per_node = static_cast<int>(r.get_int("gpus_per_node", false, 1, 1024).value_or(8));
+  c.hardware = r.get_string("hardware", false).value_or("h100-sxm");
+  if (!plan::is_pow2(c.cp)) r.fail("cp", json(c.cp), "is not a power of two");
+  if (c.gpus % (c.tp * c.pp * c.cp) != 0)
+    r.fail("gpus", json(c.gpus), "is not a multiple of tp*pp*cp=" + std::to_string(c.tp * c.pp * c.cp));
+  if (!plan::is_pow2(c.pool()))
+    r.fail("gpus", json(c.gpus), "gives a DP x CP pool of " + std::to_string(c.pool()) +
+                                     " ranks, not a power of two (dynamic CP needs one)");
+  if (c.vpp > 1 && c.pp == 1) r.fail("vpp", json(c.vpp), "needs \"cluster.pp\" > 1");
+  r.finish();
+  return c;
+}
+
+TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
+  ObjectReader r = top.child(*top.get_object("training", true), "training");
+  TrainingSpec t;
+  t.global_batch = *r.get_int("global_batch", true, 1, 1 << 24);
+  t.max_seqlen = *r.get_int("max_seqlen", true, 1, kMaxInt);
+  t.max_seqlen_per_rank = *r.get_int("max_seqlen_per_rank", true, 1, kMaxInt);
+  t.min_cp = static_cast<int>(r.get_int("min_cp", false, 1, 1 << 20).value_or(1));
+  t.recompute = r.get_string("recompute", false, {"none", "full"}).value_or("none");
+  t.precision = r.get_string("precision", false, {"bf16"}).value_or("bf16");
+  t.steps = static_cast<int>(r.get_int("steps", false, 1, 100000).value_or(1));
+  t.seed = static_cast<uint64_t>(r.get_int("seed", false, 0, (1LL << 62)).value_or(0));
+  if (!plan::is_pow2(t.min_cp)) r.fail("min_cp", json(t.min_cp), "is not a power of two");
+  if (t.min_cp > c.pool())
+    r.fail("min_cp", json(t.min_cp), "is larger than the DP x CP pool of " + std::to_string(c.pool()) + " ranks");
+  if (t.global_batch % c.dp() != 0)
+    r.fail("global_batch", json(t.global_batch), "is not a multiple of DP=" + std::to_string(c.dp()));
+  const int64_t fits = static_cast<int64_t>(c.pool()) * t.max_seqlen_per_rank;
+  if (t.max_seqlen > fits)
+    r.fail("max_seqlen", json(t.max_seqlen), "does not fit the pool: DP x CP x max_seqlen_per_rank = " + std::to_string(fits));
+  r.finish();
+  return t;
+}
+
+Published parse_published(ObjectReader& top, const json& v) {
+  ObjectReader r = top.child(v, "published");
+  Published p;
+  p.source = *r.get_string("source", true);
+  p.note = r.get_string("note", false).value_or("");
+  const json* vals = r.get_array("values", true);
+  for (size_t i = 0; i < vals->size(); ++i) {
+    const std::string key = "values[" + std::to_string(i) + "]";
+    if (!(*vals)[i].is_object()) r.fail(key, (*vals)[i], "is not an object");
+    ObjectReader e = r.child((*vals)[i], key);
+    PublishedValue pv;
+    pv.strategy = *e.get_string("strategy", true);
+    pv.tflops_per_gpu = e.get_number("tflops_per_gpu", false, 0, 1e6);
+    pv.step_time_ms = e.get_number("step_time_ms", false, 0, 1e12);
+    pv.speedup_vs_packing = e.get_number("speedup_vs_packing", false, 0, 1e6);
+    if (!pv.tflops_per_gpu && !pv.step_time_ms && !pv.speedup_vs_packing)
+      e.fail("strategy", json(pv.strategy), "has no published number (tflops_per_gpu, step_time_ms or speedup_vs_packing)");
+    e.finish();
+    p.values.push_back(pv);
+  }
+  r.finish();
+  return p;
+}
+
+}  // namespace
+
+Scenario parse_scenario(const json& j, const std::string& file) {
+  if (!j.is_object()) throw InputError(file + ": the scenario is not a JSON object");
+  ObjectReader r(j, file, "");
+  Scenario s;
+  s.file = file;
+  s.name = *r.get_string("name", true);
+  for (char ch : s.name) {
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
+      r.fail("name", json(s.name), "may only contain letters, digits, '-', '_' and '.'");
+  }
+  s.description = r.get_string("description", false).value_or("");
+  if (const json* notes = r.get_array("notes", false)) {
+    for (size_t i = 0; i < notes->size(); ++i) {
+      if (!(*notes)[i].is_string()) r.fail("notes[" + std::to_string(i) + "]", (*notes)[i], "is not a string");
+      s.notes.push_back((*notes)[i].get<std::string>());
+    }
+  }
+  s.model = parse_model(r);
+  {
+    ObjectReader d = r.child(*r.get_object("dataset", true), "dataset");
+    s.dataset = parse_source(d, false);
+    d.finish();
+  }
+  s.cluster = parse_cluster(r);
+  s.training = parse_training(r, s.cluster);
+  if (s.dataset.min_seqlen > s.training.max_seqlen)
+    r.fail("dataset.min_seqlen", json(s.dataset.min_seqlen), "is above \"training.max_seqlen\"=" + std::to_string(s.training.max_seqlen));
+  const json* strategies = r.get_array("strategies", true);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < strategies->size(); ++i) {
+    const std::string key = "strategies[" + std::to_string(i) + "]";
+    const json& v = (*strategies)[i];
+    if (!v.is_string() || v.get<std::string>().empty()) r.fail(key, v, "is not a planner name");
+    if (!seen.insert(v.get<std::string>()).second) r.fail(key, v, "is listed twice");
+    s.strategies.push_back(v.get<std::string>());
+  }
+  if (const json* p = r.get_object("published", false)) s.published = parse_published(r, *p);
+  if (auto cal = r.get_string("calibration", false)) {
+    s.calibration = resolve_path(file, *cal);
+    if (!std::filesystem::exists(s.calibration))
+      r.fail("calibration", json(*cal), "does not exist (looked for " + s.calibration + ")");
+  }
+  r.finish();
+  return s;
+}
+
+Scenario load_scenario(const std::string& path) { return parse_scenario(read_json_file(path), path); }
+
+}  // namespace dcp::harness

@@ -1,0 +1,111 @@
+// Scenario files (scenarios/*.json, documented in scenarios/SCHEMA.md; DESIGN.md "Scenario file").
+//
+// A scenario is dataset x model x cluster x training settings x strategies. load_scenario()
+// validates everything at the boundary: an unknown key, a missing required key, a value of the
+// wrong type or out of range is an InputError whose message names the file, the key (dotted
+// path) and the value, e.g.
+//   scenarios/x.json: "cluster.cp"=6 is not a power of two
+// Relative dataset file paths are resolved against the scenario file's folder, so a scenario
+// runs from any working directory. The types here are plain structs; harness/runner.cpp maps
+// them onto impl/cost, impl/data and impl/plan.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dcp::harness {
+
+// Dense Llama-style transformer. Either a preset name (resolved by impl/cost) or a full config.
+struct ModelSpec {
+  std::string preset;  // non-empty: preset name, the fields below are unused
+  int layers = 0;
+  int hidden = 0;
+  int ffn = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int vocab = 0;
+  bool swiglu = true;
+};
+
+// Length source. kind: "file" (path), "lognormal" (mean, sigma, clamp to [min,max] by the
+// sampler's rules), "mixture" (components, each with a token share), "quantiles" (empirical
+// quantile table: probability -> length, linearly interpolated).
+struct DatasetSpec {
+  std::string kind;
+  std::string path;                 // file: resolved path (absolute or relative to cwd)
+  std::string path_as_written;      // file: as written in the scenario (for messages / results)
+  double mean = 0;                  // lognormal: mean tokens
+  double sigma = 0;                 // lognormal: sigma of log(length)
+  int64_t min_len = 1;              // lognormal: lower bound (tokens)
+  int64_t max_len = 0;              // lognormal: upper bound (tokens), 0 = none (split at max_seqlen)
+  std::string clamp = "clamp";      // lognormal: "clamp" (pile up at the bounds) | "resample"
+  std::vector<std::pair<double, DatasetSpec>> components;  // mixture: (token share, source)
+  std::vector<std::pair<double, int64_t>> quantiles;       // quantiles: (probability, length)
+  int64_t min_seqlen = 1;           // documents shorter than this are dropped or padded
+  std::string short_policy = "drop";  // "drop" | "pad"
+  int64_t pad_multiple = 1;         // every sample rounded up to a multiple of this
+};
+
+struct ClusterSpec {
+  int gpus = 0;
+  int tp = 1;
+  int pp = 1;
+  int cp = 1;
+  int vpp = 1;
+  int gpus_per_node = 8;
+  std::string hardware = "h100-sxm";
+  int dp() const { return gpus / (tp * pp * cp); }
+  int pool() const { return dp() * cp; }
+};
+
+struct TrainingSpec {
+  int64_t global_batch = 0;
+  int64_t max_seqlen = 0;           // longer documents are split into max_seqlen chunks + rest
+  int64_t max_seqlen_per_rank = 0;  // M
+  int min_cp = 1;
+  std::string recompute = "none";   // "none" | "full"
+  std::string precision = "bf16";
+  int steps = 1;
+  uint64_t seed = 0;
+};
+
+// A published number to print beside ours (never mixed with ours: it carries its source).
+struct PublishedValue {
+  std::string strategy;  // our strategy that corresponds to the published one
+  std::optional<double> tflops_per_gpu;
+  std::optional<double> step_time_ms;
+  std::optional<double> speedup_vs_packing;
+};
+
+struct Published {
+  std::string source;  // citation
+  std::string note;    // what differs from our setup
+  std::vector<PublishedValue> values;
+};
+
+struct Scenario {
+  std::string file;  // path as given to load_scenario
+  std::string name;
+  std::string description;
+  std::vector<std::string> notes;
+  ModelSpec model;
+  DatasetSpec dataset;
+  ClusterSpec cluster;
+  TrainingSpec training;
+  std::vector<std::string> strategies;
+  std::optional<Published> published;
+  std::string calibration;  // optional calibration file (resolved path), empty = profile defaults
+};
+
+// Reads and validates a scenario file. Throws InputError (file, key, value) on any problem.
+Scenario load_scenario(const std::string& path);
+
+// Validates already-parsed JSON; `file` is used in messages and to resolve relative paths.
+Scenario parse_scenario(const nlohmann::json& j, const std::string& file);
+
+}  // namespace dcp::harness

@@ -1,0 +1,96 @@
+// Regression gate: pass within tolerance, fail on a drop beyond it, on a plan that became
+// invalid, and on a (scenario, strategy) missing from the current results.
+#include "core/error.h"
+#include "harness/gate.h"
+
+#include <gtest/gtest.h>
+
+namespace dcp::harness {
+namespace {
+
+ResultRow row(const std::string& scenario, const std::string& strategy, double tflops, bool valid = true) {
+  ResultRow r;
+  r.scenario = scenario;
+  r.strategy = strategy;
+  r.plan_valid = valid;
+  r.source = "simulated:dcp-cost-v1@h100-sxm-public";
+  r.step_time_s = 1.0;
+  r.tflops_per_gpu = tflops;
+  if (!valid) r.error = "invalid plan: rank 3 is empty in micro-batch 2";
+  return r;
+}
+
+ResultsFile results(std::vector<ResultRow> rows) {
+  ResultsFile f;
+  f.rows = std::move(rows);
+  return f;
+}
+
+const GateFinding& find(const GateReport& r, const std::string& strategy) {
+  for (const auto& f : r.findings)
+    if (f.strategy == strategy) return f;
+  throw std::runtime_error("no finding for " + strategy);
+}
+
+TEST(Gate, PassesWithinTolerance) {
+  const auto base = results({row("a", "packing", 100), row("a", "megatron-dev", 150)});
+  const auto cur = results({row("a", "packing", 98.5), row("a", "megatron-dev", 151)});
+  const GateReport r = run_gate(base, cur, 0.02);
+  EXPECT_TRUE(r.passed());
+  EXPECT_EQ(r.findings.size(), 2u);
+}
+
+TEST(Gate, FailsOnDropBeyondToleranceNamingThePair) {
+  const auto base = results({row("a", "packing", 100), row("a", "megatron-dev", 150), row("b", "packing", 80)});
+  const auto cur = results({row("a", "packing", 100), row("a", "megatron-dev", 140), row("b", "packing", 70)});
+  const GateReport r = run_gate(base, cur, 0.02);
+  EXPECT_FALSE(r.passed());
+  EXPECT_FALSE(find(r, "packing").failed);
+  const GateFinding& f = find(r, "megatron-dev");
+  EXPECT_TRUE(f.failed);
+  EXPECT_EQ(f.scenario, "a");
+  EXPECT_NE(f.message.find("150.00 -> 140.00"), std::string::npos) << f.message;
+  int failed = 0;
+  for (const auto& x : r.findings) failed += x.failed;
+  EXPECT_EQ(failed, 2);  // a/megatron-dev and b/packing
+}
+
+TEST(Gate, ToleranceIsRelative) {
+  const auto base = results({row("a", "packing", 100)});
+  EXPECT_TRUE(run_gate(base, results({row("a", "packing", 90.5)}), 0.10).passed());
+  EXPECT_FALSE(run_gate(base, results({row("a", "packing", 89.5)}), 0.10).passed());
+}
+
+TEST(Gate, FailsWhenPlanBecomesInvalid) {
+  const auto base = results({row("a", "megatron-dev", 150)});
+  const auto cur = results({row("a", "megatron-dev", 0, false)});
+  const GateReport r = run_gate(base, cur, 0.02);
+  EXPECT_FALSE(r.passed());
+  EXPECT_NE(find(r, "megatron-dev").message.find("plan invalid"), std::string::npos);
+  EXPECT_NE(find(r, "megatron-dev").message.find("rank 3 is empty"), std::string::npos);
+}
+
+TEST(Gate, FailsWhenOneStepOfManyIsInvalid) {
+  auto good = row("a", "packing", 100);
+  auto bad = row("a", "packing", 0, false);
+  bad.step = 1;
+  EXPECT_FALSE(run_gate(results({row("a", "packing", 100)}), results({good, bad}), 0.02).passed());
+}
+
+TEST(Gate, FailsWhenMissingAndIgnoresNew) {
+  const auto base = results({row("a", "packing", 100)});
+  const auto cur = results({row("a", "dcp", 200)});
+  const GateReport r = run_gate(base, cur, 0.02);
+  EXPECT_FALSE(r.passed());
+  EXPECT_TRUE(find(r, "packing").failed);
+  EXPECT_FALSE(find(r, "dcp").failed);
+  EXPECT_TRUE(run_gate(results({}), cur, 0.02).passed());
+}
+
+TEST(Gate, RejectsBadTolerance) {
+  EXPECT_THROW(run_gate(results({}), results({}), 1.5), InputError);
+  EXPECT_THROW(run_gate(results({}), results({}), -0.1), InputError);
+}
+
+}  // namespace
+}  // namespace dcp::harness

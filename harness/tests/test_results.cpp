@@ -1,0 +1,144 @@
+// Results file: what write_results() produces validates against the schema (required keys with
+// their types, as google/benchmark tests its reporters), round-trips through read_results(), and
+// the validator rejects files with missing or mistyped keys. Also the table aggregation.
+#include "core/error.h"
+#include "harness/report.h"
+#include "harness/results.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace dcp::harness {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+ResultRow valid_row(const std::string& strategy, int step, double time_s, double tflops) {
+  ResultRow r;
+  r.scenario = "s";
+  r.strategy = strategy;
+  r.step = step;
+  r.plan_valid = true;
+  r.source = simulated_source("dcp-cost-v1", "h100-sxm-public");
+  r.step_time_s = time_s;
+  r.tflops_per_gpu = tflops;
+  r.tokens_per_s_per_gpu = 1000;
+  r.microbatches = 16;
+  r.balance = 1.1;
+  r.bubble_frac = 0.2;
+  r.comm_frac = 0.05;
+  r.plan_efficiency = 0.7;
+  r.rank_busy_s = {1.0, 2.0};
+  r.plan = json::array({json::array({json::array({0, 2, 3, 100})})});
+  return r;
+}
+
+ResultsFile sample_results() {
+  ResultsFile f;
+  f.context = make_context("none (simulated on the host CPU)", "dcp-cost-v1", "h100-sxm-public", "test");
+  f.rows.push_back(valid_row("packing", 0, 2.0, 100));
+  f.rows.push_back(valid_row("megatron-dev", 0, 1.0, 200));
+  f.rows.back().speedup_vs_packing = 2.0;
+  ResultRow bad;
+  bad.scenario = "s";
+  bad.strategy = "broken";
+  bad.step = 0;
+  bad.source = f.rows[0].source;
+  bad.error = "invalid plan: sample 3 missing";
+  f.rows.push_back(bad);
+  return f;
+}
+
+TEST(Results, WrittenFileValidatesAndRoundTrips) {
+  const fs::path path = fs::temp_directory_path() / ("dcp_results_" + std::to_string(::getpid()) + ".json");
+  const ResultsFile f = sample_results();
+  write_results(path.string(), f);
+  std::ifstream in(path);
+  const json j = json::parse(in);
+  EXPECT_TRUE(validate_results(j).empty());
+  EXPECT_EQ(j["schema"], "dcpbench.results.v1");
+  for (const char* k : {"git_sha", "date", "host", "device", "cost_model", "calibration"})
+    EXPECT_TRUE(j["context"][k].is_string()) << k;
+  for (const char* k : {"scenario", "strategy", "step", "step_time_s", "tflops_per_gpu", "tokens_per_s_per_gpu",
+                        "microbatches", "balance", "bubble_frac", "comm_frac", "plan_efficiency", "source"})
+    EXPECT_TRUE(j["rows"][0].contains(k)) << k;
+  EXPECT_TRUE(j["rows"][0]["step_time_s"].is_number());
+  EXPECT_TRUE(j["rows"][0]["microbatches"].is_number_integer());
+  EXPECT_EQ(j["rows"][0]["source"], "simulated:dcp-cost-v1@h100-sxm-public");
+  EXPECT_TRUE(j["rows"][2]["tflops_per_gpu"].is_null());  // invalid plan: no numbers
+  EXPECT_EQ(j["rows"][2]["plan_valid"], false);
+
+  const ResultsFile back = read_results(path.string());
+  ASSERT_EQ(back.rows.size(), 3u);
+  EXPECT_EQ(back.rows[1].strategy, "megatron-dev");
+  EXPECT_DOUBLE_EQ(back.rows[1].tflops_per_gpu, 200);
+  ASSERT_TRUE(back.rows[1].speedup_vs_packing.has_value());
+  EXPECT_DOUBLE_EQ(*back.rows[1].speedup_vs_packing, 2.0);
+  EXPECT_EQ(back.rows[1].rank_busy_s, (std::vector<double>{1.0, 2.0}));
+  EXPECT_FALSE(back.rows[2].plan_valid);
+  EXPECT_EQ(back.rows[2].error, "invalid plan: sample 3 missing");
+  EXPECT_EQ(row_to_json(back.rows[0]), row_to_json(f.rows[0]));
+  fs::remove(path);
+}
+
+TEST(Results, ReadersIgnoreUnknownFields) {
+  json j = results_to_json(sample_results());
+  j["rows"][0]["something_new"] = 42;
+  j["extra"] = "x";
+  EXPECT_TRUE(validate_results(j).empty());
+}
+
+TEST(Results, ValidatorNamesMissingAndMistypedKeys) {
+  json j = results_to_json(sample_results());
+  j["rows"][0].erase("tflops_per_gpu");
+  j["rows"][1]["step"] = "zero";
+  j["rows"][1]["step_time_s"] = nullptr;  // null only allowed when the plan is invalid
+  j["context"].erase("git_sha");
+  const auto errs = validate_results(j);
+  auto has = [&](const std::string& s) {
+    for (const auto& e : errs)
+      if (e.find(s) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("rows[0].\"tflops_per_gpu\" is missing"));
+  EXPECT_TRUE(has("rows[1].\"step\" is not an integer"));
+  EXPECT_TRUE(has("rows[1].\"step_time_s\" is not a number"));
+  EXPECT_TRUE(has("\"context.git_sha\""));
+}
+
+TEST(Results, WrongSchemaIsAnInputError) {
+  const fs::path path = fs::temp_directory_path() / ("dcp_results_bad_" + std::to_string(::getpid()) + ".json");
+  json j = results_to_json(sample_results());
+  j["schema"] = "dcpbench.results.v0";
+  std::ofstream(path) << j.dump();
+  EXPECT_THROW(read_results(path.string()), InputError);
+  fs::remove(path);
+}
+
+TEST(Report, AggregatesTimeWeightedTflopsAndSpeedup) {
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  f.rows.push_back(valid_row("packing", 0, 2.0, 100));
+  f.rows.push_back(valid_row("packing", 1, 4.0, 50));
+  f.rows.push_back(valid_row("dyn", 0, 1.0, 200));
+  f.rows.push_back(valid_row("dyn", 1, 2.0, 100));
+  const auto aggs = aggregate(f);
+  ASSERT_EQ(aggs.size(), 2u);
+  // packing: useful = 100*2 + 50*4 = 400 TF*s over 6 s -> 66.67; dyn: 400 over 3 s -> 133.33.
+  EXPECT_NEAR(aggs[0].tflops_per_gpu, 400.0 / 6.0, 1e-9);
+  EXPECT_NEAR(aggs[1].tflops_per_gpu, 400.0 / 3.0, 1e-9);
+  ASSERT_TRUE(aggs[1].speedup_vs_packing.has_value());
+  EXPECT_NEAR(*aggs[1].speedup_vs_packing, 2.0, 1e-12);
+  std::ostringstream os;
+  print_table(os, f);
+  EXPECT_NE(os.str().find("How obtained: simulated:dcp-cost-v1@h100-sxm-public"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("(useful)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dcp::harness

@@ -1,0 +1,159 @@
+// Scenario loader validation: every committed scenario loads; unknown keys, missing keys and bad
+// values are InputErrors whose message names the file, the (dotted) key and the value.
+#include "core/error.h"
+#include "harness/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace dcp::harness {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const fs::path kRepo = fs::path(__FILE__).parent_path().parent_path().parent_path();
+
+json minimal() {
+  return json::parse(R"({
+    "name": "t",
+    "model": "llama-13b",
+    "dataset": {"source": "lognormal", "mean": 1000, "sigma": 1.0},
+    "cluster": {"gpus": 64, "tp": 1, "pp": 8, "cp": 4},
+    "training": {"global_batch": 64, "max_seqlen": 8192, "max_seqlen_per_rank": 4096},
+    "strategies": ["packing", "megatron-dev"]
+  })");
+}
+
+// Expects parse_scenario to throw an InputError containing every fragment.
+void expect_error(const json& j, const std::vector<std::string>& fragments) {
+  try {
+    parse_scenario(j, "scenarios/x.json");
+    FAIL() << "no error for " << j.dump();
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
+  }
+}
+
+TEST(Scenario, MinimalLoadsWithDefaults) {
+  const Scenario s = parse_scenario(minimal(), "scenarios/x.json");
+  EXPECT_EQ(s.name, "t");
+  EXPECT_EQ(s.model.preset, "llama-13b");
+  EXPECT_EQ(s.cluster.dp(), 2);
+  EXPECT_EQ(s.cluster.pool(), 8);
+  EXPECT_EQ(s.training.min_cp, 1);
+  EXPECT_EQ(s.training.steps, 1);
+  EXPECT_EQ(s.training.recompute, "none");
+  EXPECT_EQ(s.dataset.kind, "lognormal");
+  EXPECT_EQ(s.dataset.short_policy, "drop");
+  ASSERT_EQ(s.strategies.size(), 2u);
+}
+
+TEST(Scenario, UnknownTopLevelKey) {
+  json j = minimal();
+  j["stratgies"] = json::array({"packing"});
+  expect_error(j, {"scenarios/x.json", "\"stratgies\"", "[\"packing\"]", "not a known key"});
+}
+
+TEST(Scenario, UnknownNestedKey) {
+  json j = minimal();
+  j["cluster"]["cp_max"] = 8;
+  expect_error(j, {"scenarios/x.json", "\"cluster.cp_max\"=8", "not a known key"});
+}
+
+TEST(Scenario, CpNotPowerOfTwo) {
+  json j = minimal();
+  j["cluster"]["cp"] = 6;
+  j["cluster"]["gpus"] = 48;
+  expect_error(j, {"scenarios/x.json: \"cluster.cp\"=6 is not a power of two"});
+}
+
+TEST(Scenario, MissingRequiredKey) {
+  json j = minimal();
+  j["training"].erase("max_seqlen_per_rank");
+  expect_error(j, {"scenarios/x.json", "\"training.max_seqlen_per_rank\" is missing"});
+}
+
+TEST(Scenario, WrongType) {
+  json j = minimal();
+  j["training"]["global_batch"] = "2048";
+  expect_error(j, {"\"training.global_batch\"=\"2048\"", "not an integer"});
+}
+
+TEST(Scenario, BadEnumValue) {
+  json j = minimal();
+  j["training"]["recompute"] = "selective";
+  expect_error(j, {"\"training.recompute\"=\"selective\"", "none, full"});
+}
+
+TEST(Scenario, GpusNotDivisible) {
+  json j = minimal();
+  j["cluster"]["gpus"] = 60;
+  expect_error(j, {"\"cluster.gpus\"=60", "tp*pp*cp=32"});
+}
+
+TEST(Scenario, PoolNotPowerOfTwo) {
+  json j = minimal();
+  j["cluster"]["gpus"] = 96;  // dp 3, pool 12
+  expect_error(j, {"\"cluster.gpus\"=96", "pool of 12"});
+}
+
+TEST(Scenario, MaxSeqlenDoesNotFitPool) {
+  json j = minimal();
+  j["training"]["max_seqlen"] = 1 << 20;
+  expect_error(j, {"\"training.max_seqlen\"=1048576", "does not fit"});
+}
+
+TEST(Scenario, NegativeSigma) {
+  json j = minimal();
+  j["dataset"]["sigma"] = -1.0;
+  expect_error(j, {"\"dataset.sigma\"=-1.0", "below the minimum"});
+}
+
+TEST(Scenario, MissingLengthsFile) {
+  json j = minimal();
+  j["dataset"] = {{"source", "file"}, {"path", "data/nope.txt"}};
+  expect_error(j, {"\"dataset.path\"=\"data/nope.txt\"", "does not exist"});
+}
+
+TEST(Scenario, MixtureSharesMustSumToOne) {
+  json j = minimal();
+  j["dataset"] = json::parse(R"({"source": "mixture", "components": [
+      {"share": 0.5, "source": "lognormal", "mean": 500, "sigma": 1.0},
+      {"share": 0.4, "source": "lognormal", "mean": 5000, "sigma": 0.5}]})");
+  expect_error(j, {"\"dataset.components\"", "sum to 0.9"});
+  j["dataset"]["components"][1]["share"] = 0.5;
+  j["dataset"]["components"][1]["colour"] = "red";
+  expect_error(j, {"\"dataset.components[1].colour\"=\"red\"", "not a known key"});
+}
+
+TEST(Scenario, DuplicateStrategy) {
+  json j = minimal();
+  j["strategies"] = json::array({"packing", "packing"});
+  expect_error(j, {"\"strategies[1]\"=\"packing\"", "listed twice"});
+}
+
+TEST(Scenario, PublishedNeedsANumber) {
+  json j = minimal();
+  j["published"] = json::parse(R"({"source": "blog", "values": [{"strategy": "packing"}]})");
+  expect_error(j, {"\"published.values[0].strategy\"=\"packing\"", "no published number"});
+}
+
+TEST(Scenario, EveryCommittedScenarioLoads) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(kRepo / "scenarios")) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    const Scenario s = load_scenario(e.path().string());
+    EXPECT_EQ(s.name + ".json", e.path().filename().string()) << "file name and \"name\" should agree";
+    EXPECT_FALSE(s.notes.empty()) << "every committed scenario says why it is set up that way";
+    ++n;
+  }
+  EXPECT_GE(n, 5);
+}
+
+}  // namespace
+}  // namespace dcp::harness
