@@ -1,0 +1,126 @@
+// Float64 reference attention (the spec). Formulas, for one query row i and head h of a sequence,
+// with kv head g = h / (heads / kv_heads) and the keys p it may attend (attn_shape.h):
+//   s_p   = scale * <q_i, k_p>
+//   lse_i = log sum_p exp(s_p)                (computed as m + log sum exp(s_p - m), m = max s_p)
+//   P_p   = exp(s_p - lse_i)
+//   out_i = sum_p P_p v_p
+// Backward of L = sum(dout * out) (FlashAttention-2 paper, Dao 2023, Alg. 2):
+//   D_i    = <dout_i, out_i>
+//   dP_p   = <dout_i, v_p>,  dS_p = P_p (dP_p - D_i)
+//   dq_i  += scale * dS_p k_p,  dk_p += scale * dS_p q_i,  dv_p += P_p dout_i
+#include "attn/attn_ref.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "core/nvtx.h"
+
+namespace dcp::attn {
+
+void check_sizes(const AttnShape& s, int64_t tokens, size_t q, size_t k, size_t v, size_t out,
+                 size_t lse) {
+  const auto qn = static_cast<size_t>(tokens * s.q_row());
+  const auto kn = static_cast<size_t>(tokens * s.kv_row());
+  const auto ln = static_cast<size_t>(tokens * s.heads);
+  DCP_CHECK(q == qn && out == qn, "attention: q/out have ", q, "/", out, " elements, expected ",
+            tokens, " x ", s.heads, " x ", s.head_dim);
+  DCP_CHECK(k == kn && v == kn, "attention: k/v have ", k, "/", v, " elements, expected ", tokens,
+            " x ", s.kv_heads, " x ", s.head_dim);
+  DCP_CHECK(lse == ln, "attention: lse has ", lse, " elements, expected ", tokens, " x ",
+            s.heads);
+}
+
+namespace {
+double dot(const double* a, const double* b, int n) {
+  double acc = 0;
+  for (int e = 0; e < n; ++e) acc += a[e] * b[e];
+  return acc;
+}
+// Number of keys query position i of a sequence of real length len attends.
+int32_t keys_of(const AttnShape& s, int32_t i, int32_t len) { return s.causal ? i + 1 : len; }
+}  // namespace
+
+void attn_fwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double> q,
+                  std::span<const double> k, std::span<const double> v, std::span<double> out,
+                  std::span<double> lse) {
+  DCP_NVTX_RANGE();
+  validate(s);
+  validate_layout(b);
+  check_sizes(s, b.total_tokens(), q.size(), k.size(), v.size(), out.size(), lse.size());
+  const int d = s.head_dim;
+  const double scale = s.scale();
+  std::fill(out.begin(), out.end(), 0.0);
+  std::fill(lse.begin(), lse.end(), -std::numeric_limits<double>::infinity());
+  std::vector<double> scores;
+  for (int j = 0; j < b.batch(); ++j) {
+    const int64_t start = b.cu_seqlens_padded[j];
+    const int32_t len = b.seqlen(j);
+    for (int32_t i = 0; i < len; ++i) {
+      for (int h = 0; h < s.heads; ++h) {
+        const int g = h / s.group();
+        const double* qi = &q[((start + i) * s.heads + h) * d];
+        const int32_t nk = keys_of(s, i, len);
+        scores.assign(nk, 0.0);
+        double m = -std::numeric_limits<double>::infinity();
+        for (int32_t p = 0; p < nk; ++p) {
+          scores[p] = scale * dot(qi, &k[((start + p) * s.kv_heads + g) * d], d);
+          m = std::max(m, scores[p]);
+        }
+        double sum = 0;
+        for (int32_t p = 0; p < nk; ++p) sum += std::exp(scores[p] - m);
+        const double l = m + std::log(sum);
+        lse[(start + i) * s.heads + h] = l;
+        double* oi = &out[((start + i) * s.heads + h) * d];
+        for (int32_t p = 0; p < nk; ++p) {
+          const double prob = std::exp(scores[p] - l);
+          const double* vp = &v[((start + p) * s.kv_heads + g) * d];
+          for (int e = 0; e < d; ++e) oi[e] += prob * vp[e];
+        }
+      }
+    }
+  }
+}
+
+void attn_bwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double> q,
+                  std::span<const double> k, std::span<const double> v,
+                  std::span<const double> out, std::span<const double> lse,
+                  std::span<const double> dout, std::span<double> dq, std::span<double> dk,
+                  std::span<double> dv) {
+  DCP_NVTX_RANGE();
+  validate(s);
+  validate_layout(b);
+  const int64_t t = b.total_tokens();
+  check_sizes(s, t, q.size(), k.size(), v.size(), out.size(), lse.size());
+  check_sizes(s, t, dout.size(), dk.size(), dv.size(), dq.size(), lse.size());
+  const int d = s.head_dim;
+  const double scale = s.scale();
+  std::fill(dq.begin(), dq.end(), 0.0);
+  std::fill(dk.begin(), dk.end(), 0.0);
+  std::fill(dv.begin(), dv.end(), 0.0);
+  for (int j = 0; j < b.batch(); ++j) {
+    const int64_t start = b.cu_seqlens_padded[j];
+    const int32_t len = b.seqlen(j);
+    for (int32_t i = 0; i < len; ++i) {
+      for (int h = 0; h < s.heads; ++h) {
+        const int g = h / s.group();
+        const int64_t qrow = ((start + i) * s.heads + h) * d;
+        const double delta = dot(&dout[qrow], &out[qrow], d);
+        const double l = lse[(start + i) * s.heads + h];
+        for (int32_t p = 0; p < keys_of(s, i, len); ++p) {
+          const int64_t krow = ((start + p) * s.kv_heads + g) * d;
+          const double prob = std::exp(scale * dot(&q[qrow], &k[krow], d) - l);
+          const double dprob = dot(&dout[qrow], &v[krow], d);
+          const double ds = prob * (dprob - delta);
+          for (int e = 0; e < d; ++e) {
+            dq[qrow + e] += scale * ds * k[krow + e];
+            dk[krow + e] += scale * ds * q[qrow + e];
+            dv[krow + e] += prob * dout[qrow + e];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace dcp::attn
