@@ -1,0 +1,189 @@
+// Tests of length sources (moments against closed forms) and the global-batch sampler
+// (splitting, dropping, padding, determinism).
+#include "core/error.h"
+#include "data/dataset.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+namespace dcp::data {
+namespace {
+
+double sample_mean(const LengthSource& s, int n, uint64_t seed) {
+  Rng rng(seed);
+  double acc = 0;
+  for (int i = 0; i < n; ++i) acc += static_cast<double>(draw_length(s, rng));
+  return acc / n;
+}
+
+TEST(LengthSource, LognormalFromMeanMatchesItsMoments) {
+  // Unbounded above, min 1: the clamp barely matters; mean must be ~1024 and the median
+  // exp(mu) = 1024 * exp(-sigma^2/2).
+  const auto s = lognormal_source_from_mean(1024, 0.5, 1, 0);
+  EXPECT_NEAR(s.mu, std::log(1024.0) - 0.125, 1e-12);
+  EXPECT_NEAR(mean_tokens(s), 1024, 1.0);
+  EXPECT_NEAR(sample_mean(s, 200000, 7), 1024, 1024 * 0.01);
+  Rng rng(3);
+  std::vector<int64_t> v(100001);
+  for (auto& x : v) x = draw_length(s, rng);
+  std::nth_element(v.begin(), v.begin() + 50000, v.end());
+  EXPECT_NEAR(static_cast<double>(v[50000]), 1024 * std::exp(-0.125), 10);
+}
+
+TEST(LengthSource, ClampAndResampleMeansMatchClosedForm) {
+  // Megatron's DCP example: lognormal 128..8192, mean 1024, sigma 1.5 (heavy clamping).
+  const auto clamp = lognormal_source_from_mean(1024, 1.5, 128, 8192, ClampMode::clamp);
+  const auto trunc = lognormal_source_from_mean(1024, 1.5, 128, 8192, ClampMode::resample);
+  const double mc = mean_tokens(clamp), mt = mean_tokens(trunc);
+  EXPECT_LT(mc, 1024);  // the tail above 8192 is cut
+  EXPECT_NE(mc, mt);
+  EXPECT_NEAR(sample_mean(clamp, 200000, 11), mc, mc * 0.01);
+  EXPECT_NEAR(sample_mean(trunc, 200000, 12), mt, mt * 0.01);
+  Rng rng(5);
+  int at_min = 0;
+  for (int i = 0; i < 10000; ++i) {
+    const int64_t l = draw_length(clamp, rng);
+    ASSERT_GE(l, 128);
+    ASSERT_LE(l, 8192);
+    at_min += l == 128;
+  }
+  EXPECT_GT(at_min, 500);  // P(X < 128) is ~ 12% for these parameters
+}
+
+TEST(LengthSource, QuantileTableInterpolatesInLogSpace) {
+  const auto s = quantile_source({{0, 100}, {0.5, 1000}, {1, 10000}}, "q");
+  // Mean of exp(uniform(ln 100, ln 10000)) = (10000 - 100) / ln(100).
+  EXPECT_NEAR(mean_tokens(s), 9900 / std::log(100.0), 1.0);
+  EXPECT_NEAR(sample_mean(s, 200000, 9), mean_tokens(s), mean_tokens(s) * 0.01);
+  EXPECT_THROW(quantile_source({{0.1, 100}, {1, 200}}, "bad"), InputError);
+  EXPECT_THROW(quantile_source({{0, 300}, {1, 200}}, "bad"), InputError);
+}
+
+TEST(LengthSource, MixtureHonoursTokenShares) {
+  // Short (100) and long (10000) documents with half of the tokens each: one long document
+  // per 100 short ones.
+  const auto s = mixture_source({list_source({100}, "short"), list_source({10000}, "long")}, {1, 1});
+  EXPECT_NEAR(mean_tokens(s), 1.0 / (0.5 / 100 + 0.5 / 10000), 1e-9);
+  Rng rng(13);
+  double short_tokens = 0, long_tokens = 0;
+  for (int i = 0; i < 400000; ++i) {
+    const int64_t l = draw_length(s, rng);
+    (l == 100 ? short_tokens : long_tokens) += static_cast<double>(l);
+  }
+  EXPECT_NEAR(short_tokens / (short_tokens + long_tokens), 0.5, 0.02);
+  EXPECT_THROW(mixture_source({list_source({1}, "a")}, {1, 2}), InputError);
+}
+
+TEST(Sampler, SplitsLongDocuments) {
+  EXPECT_EQ(split_document(10, 4), (std::vector<int64_t>{4, 4, 2}));
+  EXPECT_EQ(split_document(8, 4), (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(split_document(3, 4), (std::vector<int64_t>{3}));
+  EXPECT_EQ(split_document(300000, 0), (std::vector<int64_t>{300000}));
+  SamplerConfig c;
+  c.global_batch = 7;
+  c.max_seqlen = 4;
+  const auto b = sample_global_batch(list_source({10}, "ten"), c, 0);
+  // 10 -> 4,4,2 per document: 3 documents give 9 pieces, 2 discarded.
+  EXPECT_EQ(b.real_lengths, (std::vector<int64_t>{4, 4, 2, 4, 4, 2, 4}));
+  EXPECT_EQ(b.documents_drawn, 3);
+  EXPECT_EQ(b.documents_split, 3);
+  EXPECT_EQ(b.chunks_discarded, 2);
+}
+
+TEST(Sampler, DropsOrPadsShortSamples) {
+  SamplerConfig c;
+  c.global_batch = 1000;
+  c.min_seqlen = 256;
+  const auto src = list_source({100, 300}, "two");
+  const auto dropped = sample_global_batch(src, c, 0);
+  EXPECT_TRUE(std::all_of(dropped.real_lengths.begin(), dropped.real_lengths.end(),
+                          [](int64_t l) { return l == 300; }));
+  EXPECT_GT(dropped.samples_dropped, 300);
+  EXPECT_EQ(dropped.padding_tokens, 0);
+  c.short_policy = ShortPolicy::pad;
+  const auto padded = sample_global_batch(src, c, 0);
+  EXPECT_EQ(padded.samples_dropped, 0);
+  for (size_t i = 0; i < padded.real_lengths.size(); ++i) {
+    EXPECT_EQ(padded.batch.lengths[i], padded.real_lengths[i] == 100 ? 256 : 300);
+  }
+  EXPECT_GT(padded.padding_tokens, 0);
+  // Every document below min_seqlen and dropped: a clear error, not a hang.
+  c.short_policy = ShortPolicy::drop;
+  c.global_batch = 1;
+  EXPECT_THROW(sample_global_batch(list_source({10}, "tiny"), c, 0), InputError);
+}
+
+TEST(Sampler, PadsToAMultiple) {
+  EXPECT_EQ(pad_length(1000, 1, 16), 1008);
+  EXPECT_EQ(pad_length(1008, 1, 16), 1008);
+  EXPECT_EQ(pad_length(5, 256, 16), 256);
+  SamplerConfig c;
+  c.global_batch = 500;
+  c.pad_multiple = 2 * 8 * 8;  // Megatron: 2 * dp * cp for dynamic CP
+  const auto b = sample_global_batch(lognormal_source_from_mean(1500, 1.2, 1, 100000), c, 4);
+  int64_t pad = 0;
+  for (size_t i = 0; i < b.real_lengths.size(); ++i) {
+    ASSERT_EQ(b.batch.lengths[i] % 128, 0);
+    ASSERT_GE(b.batch.lengths[i], b.real_lengths[i]);
+    ASSERT_LT(b.batch.lengths[i] - b.real_lengths[i], 128);
+    pad += b.batch.lengths[i] - b.real_lengths[i];
+  }
+  EXPECT_EQ(pad, b.padding_tokens);
+}
+
+TEST(Sampler, DeterministicPerSeedAndStep) {
+  SamplerConfig c;
+  c.global_batch = 2048;
+  c.max_seqlen = 131072;
+  c.min_seqlen = 256;
+  c.seed = 99;
+  const auto src = lognormal_source_from_mean(16384, 1.1, 1, 0);
+  const auto a = sample_global_batch(src, c, 3);
+  const auto b = sample_global_batch(src, c, 3);
+  EXPECT_EQ(a.batch.lengths, b.batch.lengths);
+  EXPECT_EQ(a.batch.lengths.size(), 2048u);
+  EXPECT_NE(sample_global_batch(src, c, 4).batch.lengths, a.batch.lengths);
+  c.seed = 100;
+  EXPECT_NE(sample_global_batch(src, c, 3).batch.lengths, a.batch.lengths);
+  EXPECT_LE(*std::max_element(a.batch.lengths.begin(), a.batch.lengths.end()), 131072);
+  EXPECT_GE(*std::min_element(a.batch.lengths.begin(), a.batch.lengths.end()), 256);
+}
+
+TEST(Sampler, RealLengthsFile) {
+  const std::string here = __FILE__;
+  const std::string root = here.substr(0, here.find("impl/data/tests"));
+  // The shared data folder sits beside the repository (../shared/data/lengths).
+  const std::string path = root + "../shared/data/lengths/sotu.txt";
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) GTEST_SKIP() << "no " << path;
+  std::fclose(f);
+  const auto src = lengths_file_source(path);
+  EXPECT_EQ(src.name, "sotu.txt");
+  EXPECT_EQ(src.lengths.size(), 233u);
+  EXPECT_NEAR(mean_tokens(src), 8951, 1.0);  // README: mean 8,951
+  SamplerConfig c;
+  c.global_batch = 64;
+  c.max_seqlen = 8192;
+  const auto b = sample_global_batch(src, c, 0);
+  EXPECT_LE(*std::max_element(b.real_lengths.begin(), b.real_lengths.end()), 8192);
+  EXPECT_GT(b.documents_split, 0);
+}
+
+TEST(Sampler, ValidatesConfig) {
+  SamplerConfig c;
+  c.global_batch = 0;
+  EXPECT_THROW(validate_sampler(c), InputError);
+  c.global_batch = 1;
+  c.max_seqlen = 100;
+  c.min_seqlen = 200;
+  EXPECT_THROW(validate_sampler(c), InputError);
+  EXPECT_THROW(lognormal_source(1, -1, 1, 10), InputError);
+  EXPECT_THROW(lognormal_source(1, 1, 100, 10), InputError);
+}
+
+}  // namespace
+}  // namespace dcp::data
