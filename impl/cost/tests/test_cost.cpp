@@ -141,6 +141,20 @@ TEST(Hardware, ProfileJsonRoundTripsAndCommittedFileMatches) {
   EXPECT_EQ(profile_to_json(loaded), profile_to_json(base));
 }
 
+TEST(Hardware, Fa2CalibrationFileOverridesOnlyAttention) {
+  const std::string here = __FILE__;
+  const std::string file = here.substr(0, here.find("impl/cost/tests")) +
+                           "results/calibration/h100-sxm-fa2-public.json";
+  const auto base = hardware_preset("h100-sxm");
+  const auto fa2 = load_calibration_file(base, file);
+  EXPECT_EQ(fa2.calibration, "h100-sxm-fa2-public");
+  EXPECT_EQ(fa2.obtained, "public");
+  EXPECT_NEAR(fa2.attn_fwd_causal_efficiency(16384, 128) * 989, 335, 0.01);  // FA2 causal fwd
+  EXPECT_LT(fa2.attn_bwd_efficiency(4096, 128), base.attn_bwd_efficiency(4096, 128));
+  EXPECT_DOUBLE_EQ(fa2.gemm_efficiency_at(8192), base.gemm_efficiency_at(8192));
+  EXPECT_DOUBLE_EQ(fa2.peak_flops_per_s, base.peak_flops_per_s);
+}
+
 // ---- time model on the unit profile ------------------------------------------------------
 // Model: 2 layers, h 128, FFN 128 (no SwiGLU), 1 head of dim 128, vocab 1:
 //   fwd GEMM flops/token/layer = 2*(128*384 + 128*128 + 2*128*128) = 196,608
