@@ -15,6 +15,7 @@
 //     the last backward / first forward when overlap_grad_reduce (exposed = excess only).
 // Step time = max over GPUs of their finish time. Per GPU the step splits exactly into
 //   compute (useful + recompute) + exposed comm + overhead + pipeline bubble + imbalance wait,
+// (PP p2p transfers delay the dependent op; that wait shows up as idle time, not as comm)
 // where bubble = min(idle, busy * (pp-1) / (M * vpp)) (the 1F1B bubble a perfectly balanced
 // pipeline with this GPU's work would have) and imbalance wait = the rest of the idle time.
 //

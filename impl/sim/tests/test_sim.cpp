@@ -1,6 +1,7 @@
 // Simulator tests on hand-checkable schedules (known op costs -> exact times) and on plans through
 // the unit-profile time model (where every cost is flops / 1e12).
 #include "core/error.h"
+#include "core/rng.h"
 #include "cost/time_model.h"
 #include "sim/simulator.h"
 
@@ -228,6 +229,65 @@ TEST(Step, PipelinePlanBreakdownSums) {
   EXPECT_EQ(r.microbatches, 8);
   // Deterministic.
   EXPECT_EQ(simulate_step(p, batch, cm).step_s, r.step_s);
+}
+
+// Random valid plans on the H100 profile: the lower bound never exceeds the simulated time and
+// the breakdown always sums to the step (curves are monotone, so cp = 1 at M tokens is optimal).
+TEST(Step, BoundHoldsOnRandomPlansH100) {
+  cost::ClusterConfig c;
+  c.gpus = 32;
+  c.pp = 4;
+  c.cp = 4;
+  c.vpp = 2;
+  c.gpus_per_node = 4;
+  cost::CostModel cm{cost::model_preset("llama3-8b"), cost::hardware_preset("h100-sxm"), c, {}};
+  cm.training.recompute_full = true;
+  Rng rng(17);
+  for (int trial = 0; trial < 20; ++trial) {
+    plan::Plan p;
+    p.planner = "random";
+    p.config.dp = 2;
+    p.config.cp = 4;
+    p.config.max_seqlen_per_rank = 16384;
+    plan::Batch batch;
+    for (int mb = 0; mb < 8; ++mb) {
+      plan::MicroBatch m;
+      int rank = 0;
+      while (rank < 8) {
+        int k = 1 << rng.uniform_int(0, 3);
+        while (rank % k != 0 || rank + k > 8) k /= 2;
+        plan::Group g{rank, k, {}};
+        const int n = static_cast<int>(rng.uniform_int(1, 3));
+        for (int i = 0; i < n; ++i) {
+          g.samples.push_back(static_cast<int>(batch.lengths.size()));
+          batch.lengths.push_back(rng.uniform_int(64, 16384 * k / n));
+        }
+        m.groups.push_back(g);
+        rank += k;
+      }
+      p.microbatches.push_back(m);
+    }
+    const auto r = simulate_step(p, batch, cm);
+    EXPECT_LE(r.plan_efficiency, 1.0) << "trial " << trial;
+    EXPECT_GT(r.plan_efficiency, 0.05) << "trial " << trial;
+    expect_breakdown_sums(r.schedule);
+    EXPECT_EQ(r.schedule.events, int64_t{8} * 8 * 2 * 4 * 2);  // mb x ranks x dir x stages x vpp
+  }
+}
+
+TEST(Step, InterleavedPlanUsesTheVppGroup) {
+  auto cm = unit_cm(4, 2, 1);
+  cm.cluster.vpp = 2;
+  cm.model.layers = 4;
+  plan::Plan p = two_rank_plan();
+  p.config.vpp_group = 3;
+  plan::Batch batch{{1000, 1000}};
+  for (int mb = 1; mb < 3; ++mb) p.microbatches.push_back(p.microbatches[0]);
+  EXPECT_NO_THROW(simulate_step(p, batch, cm));  // 3 micro-batches, group 3
+  p.config.vpp_group.reset();                     // group = pp = 2: 3 is not a multiple
+  EXPECT_THROW(simulate_step(p, batch, cm), InputError);
+  p.config.vpp_group = 1;                         // smaller than pp
+  EXPECT_THROW(simulate_step(p, batch, cm), InputError);
 }
 
 }  // namespace
