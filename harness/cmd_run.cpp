@@ -1,4 +1,4 @@
-// `dcpbench run SCENARIO... [--steps N] [--out FILE] [--strategies a,b] [--quiet]`: runs the
+// `dcpbench run SCENARIO... [--steps N] [--out FILE] [--strategies a,b] [--quiet] [--no-detail]`: runs the
 // scenarios (harness/runner.h), writes the results JSON (schema dcpbench.results.v1, atomically)
 // and prints the fixed-width table (harness/report.h) on stdout. Progress lines go to stderr.
 // `dcpbench table RESULTS.json` reprints the table of an existing results file.
@@ -25,6 +25,7 @@ struct RunArgs {
   std::string out = "dcpbench-results.json";
   std::vector<std::string> strategies;
   bool quiet = false;
+  bool no_detail = false;
   std::string command;
 };
 
@@ -36,6 +37,7 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   opt.strategies = a.strategies;
   opt.progress = a.quiet ? nullptr : &std::cerr;
   opt.command = a.command;
+  opt.detail = !a.no_detail;
   const ResultsFile results = run_scenarios(scenarios, opt, builtin_planners());
   write_results(a.out, results);
   print_table(std::cout, results);
@@ -59,6 +61,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", args->out, "Results JSON to write (default dcpbench-results.json)");
   cmd->add_option("--strategies", args->strategies, "Only these strategies (comma-separated)")->delimiter(',');
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
+  cmd->add_flag("--no-detail", args->no_detail,
+                "Leave out the step-0 per-rank busy times and plan pictures (smaller file; no rank/plan charts)");
   cmd->callback([args, cmd, &exit_code, &app] {
     args->command = "dcpbench run";
     for (const auto& s : args->scenarios) args->command += " " + s;

@@ -39,6 +39,41 @@ std::string published_text(const json& pv) {
   return t;
 }
 
+// One line per published value: ours (simulated) beside theirs, and our/their ratio of speedups.
+void print_published_comparison(std::ostream& os, const ResultsFile& r, const std::vector<Aggregate>& aggs) {
+  bool header = false;
+  for (const auto& facts : r.scenarios) {
+    if (!facts.is_object() || !facts.contains("published")) continue;
+    const std::string sc = facts.value("name", "");
+    for (const auto& pv : facts["published"].value("values", json::array())) {
+      const std::string st = pv.value("strategy", "");
+      const Aggregate* a = nullptr;
+      for (const auto& x : aggs)
+        if (x.scenario == sc && x.strategy == st) a = &x;
+      if (!a) continue;
+      if (!header) {
+        os << "\n## Ours (simulated) beside published numbers (measured by others, on their unpublished setups)\n"
+           << pad("scenario", 26, false) << pad("strategy", 16, false) << pad("TFLOPS/GPU", 13) << pad("published", 13)
+           << pad("step time", 13) << pad("published", 13) << pad("speedup", 13) << pad("published", 13)
+           << pad("ours/theirs", 13) << "\n"
+           << pad("", 26, false) << pad("", 16, false) << pad("(ours)", 13) << pad("(TFLOPS)", 13)
+           << pad("(ours, ms)", 13) << pad("(ms)", 13) << pad("(ours, x pk)", 13) << pad("(x packing)", 13) << pad("(speedup)", 13) << "\n";
+        header = true;
+      }
+      std::string line = pad(sc, 26, false) + pad(st, 16, false);
+      line += pad(a->valid() ? fmt("%.2f", a->tflops_per_gpu) : "invalid", 13);
+      line += pad(pv.contains("tflops_per_gpu") ? fmt("%.2f", pv["tflops_per_gpu"].get<double>()) : "-", 13);
+      line += pad(a->valid() ? fmt("%.1f", 1e3 * a->step_time_s) : "-", 13);
+      line += pad(pv.contains("step_time_ms") ? fmt("%.1f", pv["step_time_ms"].get<double>()) : "-", 13);
+      line += pad(a->speedup_vs_packing ? fmt("%.3f", *a->speedup_vs_packing) : "-", 13);
+      const bool has_sp = pv.contains("speedup_vs_packing") && pv["speedup_vs_packing"].is_number();
+      line += pad(has_sp ? fmt("%.3f", pv["speedup_vs_packing"].get<double>()) : "-", 13);
+      line += pad(has_sp && a->speedup_vs_packing ? fmt("%.3f", *a->speedup_vs_packing / pv["speedup_vs_packing"].get<double>()) : "-", 13);
+      os << line << "\n";
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Aggregate> aggregate(const ResultsFile& results) {
@@ -177,6 +212,7 @@ void print_table(std::ostream& os, const ResultsFile& results) {
       if (!p.value("note", "").empty()) os << "  note: " << p.value("note", "") << "\n";
     }
   }
+  print_published_comparison(os, results, aggs);
   os.flush();
 }
 

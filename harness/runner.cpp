@@ -295,7 +295,7 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
           row.comm_s = r.schedule.comm_s;
           row.bubble_s = r.schedule.bubble_s;
           row.imbalance_s = r.schedule.imbalance_s;
-          if (step == 0) {
+          if (step == 0 && options.detail) {
             row.rank_busy_s = r.rank_busy_s;
             row.plan = plan_picture(plan, sb.batch);
           }

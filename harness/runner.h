@@ -26,6 +26,7 @@ struct RunOptions {
   std::vector<std::string> strategies;  // non-empty: only these (each must be in the scenario)
   std::ostream* progress = nullptr;     // one line per (scenario, step), e.g. std::cerr
   std::string command;                  // recorded in the context
+  bool detail = true;                   // step 0 rows keep rank_busy_s and the plan picture
 };
 
 // Scenario -> impl/ configuration. Each throws InputError naming the scenario file and key.

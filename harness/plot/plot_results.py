@@ -112,49 +112,47 @@ def short_source(src):
 
 
 def plot_tflops(doc, agg, order, out):
+    """One panel per scenario: our bars per strategy, then published bars (hatched) beside them."""
     scenarios = list(dict.fromkeys(k[0] for k in order))
-    strategies = sorted({k[1] for k in order}, key=strategy_key)
     pub = published_of(doc)
-    # Bars per scenario: ours per strategy, then published tflops (if any) per strategy.
-    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(scenarios) * (1 + len(strategies) / 4)), 5.2))
-    width = 0.8 / (len(strategies) + 2)
-    pub_label_done = False
-    for i, sc in enumerate(scenarios):
-        bars = [(s, agg.get((sc, s))) for s in strategies]
-        slot = 0
-        for s, a in bars:
-            if a is None:
-                continue
-            x = i + (slot - len(strategies) / 2) * width
+    cols = min(4, len(scenarios))
+    rows = math.ceil(len(scenarios) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows + 0.6), squeeze=False)
+    for n, sc in enumerate(scenarios):
+        ax = axes[n // cols][n % cols]
+        strategies = sorted({k[1] for k in order if k[0] == sc}, key=strategy_key)
+        labels, x = [], 0
+        for s in strategies:
+            a = agg[(sc, s)]
             if a["valid"]:
-                ax.bar(x, a["tflops_per_gpu"], width, color=color(s), label=s if i == 0 or s not in ax.get_legend_handles_labels()[1] else None)
-                ax.text(x, a["tflops_per_gpu"], f"{a['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=6)
+                ax.bar(x, a["tflops_per_gpu"], 0.7, color=color(s))
+                ax.text(x, a["tflops_per_gpu"], f"{a['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=7)
             else:
-                ax.text(x, 0, "invalid", rotation=90, ha="center", va="bottom", fontsize=7, color="red")
-            slot += 1
+                ax.text(x, 0, "invalid plan", rotation=90, ha="center", va="bottom", fontsize=7, color="red")
+            labels.append(s)
+            x += 1
         for v in (pub.get(sc, {}).get("values") or []):
             if "tflops_per_gpu" not in v:
                 continue
-            x = i + (slot - len(strategies) / 2) * width
-            ax.bar(x, v["tflops_per_gpu"], width, color=color(v["strategy"]), hatch="//", edgecolor="black",
-                   alpha=0.55, label=None)
-            ax.text(x, v["tflops_per_gpu"], f"{v['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=6)
-            slot += 1
-            pub_label_done = True
-    handles, labels = ax.get_legend_handles_labels()
-    if pub_label_done:
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//",
-                             label="published (hatched): NVIDIA blog, their unpublished GPU/DP/data"))
-        labels.append(handles[-1].get_label())
-    ax.legend(handles, labels, fontsize=7, loc="upper right")
-    ax.set_xticks(range(len(scenarios)))
-    ax.set_xticklabels(scenarios, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("useful TFLOPS per GPU (Megatron formula, no recompute)")
-    ax.set_title("Throughput per GPU by strategy (simulated) vs published")
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+            ax.bar(x, v["tflops_per_gpu"], 0.7, color=color(v["strategy"]), hatch="//", edgecolor="black", alpha=0.5)
+            ax.text(x, v["tflops_per_gpu"], f"{v['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=7)
+            labels.append("published\n" + v["strategy"])
+            x += 1
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
+        ax.set_title(sc, fontsize=9)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.grid(axis="y", alpha=0.3)
+        ax.margins(y=0.12)
+        if n % cols == 0:
+            ax.set_ylabel("useful TFLOPS/GPU", fontsize=8)
+    for n in range(len(scenarios), rows * cols):
+        axes[n // cols][n % cols].axis("off")
+    fig.suptitle("Useful TFLOPS per GPU (Megatron formula, real lengths, no recompute): ours simulated; "
+                 "hatched = published (NVIDIA blog; their GPU, DP and data unpublished)", fontsize=9)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.96))
     footer(fig, doc)
-    fig.savefig(os.path.join(out, "tflops.png"), dpi=120)
+    fig.savefig(os.path.join(out, "tflops.png"), dpi=110)
     plt.close(fig)
 
 
@@ -162,7 +160,7 @@ def plot_speedup(doc, agg, order, out):
     scenarios = list(dict.fromkeys(k[0] for k in order))
     strategies = [s for s in sorted({k[1] for k in order}, key=strategy_key) if s != "packing"]
     pub = published_of(doc)
-    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(scenarios)), 5))
+    fig, ax = plt.subplots(figsize=(min(16, 4 + 1.0 * len(scenarios)), 5.5))
     width = 0.8 / (len(strategies) + 1)
     seen = set()
     for i, sc in enumerate(scenarios):
@@ -257,7 +255,7 @@ def plot_rank_busy(doc, scenario, out):
                      f"step {r['step_time_s']:.3f} s", fontsize=8)
         ax.tick_params(labelsize=7)
     axes[0, 0].legend(fontsize=6, loc="lower right")
-    axes[-1, 0].set_xlabel("DP x CP rank (busy time = compute + exposed comm, mean over its PP stages)")
+    axes[-1, 0].set_xlabel("DP x CP rank (busy = compute + exposed CP comm, DP gradient sync excluded; mean over its PP stages)")
     fig.suptitle(f"{scenario}: per-rank busy time, step 0 (simulated)", fontsize=10)
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
     footer(fig, doc)

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The README's main command: builds dcpbench, runs the two Llama-13B scenarios of NVIDIA's
+# Dynamic-CP benchmark and Megatron's own example benchmark (4 to 64 GPUs), writes
+# results/demo.json (schema dcpbench.results.v1) and the charts under results/charts/, and prints
+# our table beside NVIDIA's and Megatron's published numbers.
+# Every number of ours is simulated (discrete-event simulator over the cost model, H100 profile);
+# the table and the charts say so, with the cost model and calibration.
+# Environment: DCP_JOBS (parallel build jobs, default nproc), DCP_BUILD_DIR (default build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="${DCP_JOBS:-$(nproc)}"
+build="${DCP_BUILD_DIR:-build}"
+
+if [ -x ci/install.sh ]; then
+  ci/install.sh
+else
+  packages=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+            libcli11-dev libopenmpi-dev openmpi-bin python3-matplotlib)
+  missing=()
+  for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if ((${#missing[@]})); then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+echo "== build (Release, $build/) ==" >&2
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j "$jobs" --target dcpbench
+
+scenarios=(scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json
+           scenarios/megatron-example-4gpu.json scenarios/megatron-example-8gpu.json
+           scenarios/megatron-example-16gpu.json scenarios/megatron-example-32gpu.json
+           scenarios/megatron-example-64gpu.json)
+mkdir -p results/charts
+echo "== dcpbench run (simulated) ==" >&2
+"$build"/dcpbench run "${scenarios[@]}" --out results/demo.json
+echo
+echo "== charts ==" >&2
+"$build"/dcpbench plot results/demo.json --out results/charts
+echo "ci/demo.sh: results in results/demo.json, charts in results/charts/ (tflops.png, speedup.png," \
+     "breakdown.png, rank_busy_<scenario>.png, plan_<scenario>.png)"

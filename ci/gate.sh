@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Regression gate (called by ci/test.sh): runs the simulated scenario suite (every
+# scenarios/*.json, 2 steps each: the fast CI subset) and compares it with the committed baseline
+# results/baseline/suite.json through `dcpbench gate`, which reads only the two JSON files and
+# exits 1 naming every (scenario, strategy) whose useful TFLOPS/GPU dropped by more than the
+# tolerance or whose plan became invalid.
+#
+#   ci/gate.sh            run the suite and gate it (tolerance DCP_GATE_TOLERANCE, default 0.02)
+#   ci/gate.sh --update   run the suite and overwrite the baseline (commit the result; say why)
+#
+# Environment: DCPBENCH (binary, default build/dcpbench; built here if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+steps=2
+baseline=results/baseline/suite.json
+current=build/gate/current.json
+tolerance="${DCP_GATE_TOLERANCE:-0.02}"
+dcpbench="${DCPBENCH:-build/dcpbench}"
+
+if [ ! -x "$dcpbench" ]; then
+  echo "ci/gate.sh: $dcpbench not found, building it" >&2
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j "$(nproc)" --target dcpbench
+  dcpbench=build/dcpbench
+fi
+
+mkdir -p "$(dirname "$current")"
+scenarios=(scenarios/*.json)
+echo "ci/gate.sh: running ${#scenarios[@]} scenarios x $steps steps (simulated)" >&2
+"$dcpbench" run "${scenarios[@]}" --steps "$steps" --quiet --no-detail --out "$current" > "$(dirname "$current")/table.txt"
+
+if [ "${1:-}" = "--update" ]; then
+  mkdir -p "$(dirname "$baseline")"
+  cp "$current" "$baseline"
+  echo "ci/gate.sh: baseline updated: $baseline (commit it)" >&2
+  exit 0
+fi
+if [ ! -f "$baseline" ]; then
+  echo "ci/gate.sh: no baseline at $baseline; create one with: ci/gate.sh --update" >&2
+  exit 1
+fi
+"$dcpbench" gate --baseline "$baseline" --current "$current" --tolerance "$tolerance"
