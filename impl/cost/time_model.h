@@ -70,7 +70,9 @@ struct TrainingOptions {
   double attn_bwd_factor = 2.5;      // bwd attention FLOPs / fwd (FA2/FA3 convention)
   bool overlap_grad_reduce = true;   // DP reduce-scatter overlaps the last backward, param
                                      // all-gather overlaps the first forward
-  bool grad_reduce_fp32 = true;      // Megatron default: main grads reduced in fp32 (4 B)
+  bool grad_reduce_fp32 = false;     // Megatron DistributedDataParallelConfig.grad_reduce_in_fp32
+                                     // defaults to False (bf16 grads, 2 B); true = 4 B
+                                     // (--accumulate-allreduce-grads-in-fp32)
 };
 
 struct CostModel {

@@ -265,9 +265,16 @@ TEST(TimeModel, GradSyncRingBytes) {
   auto cm = unit_model(2);
   // params = 2 layers * 98,560 + 2*1*128 (embedding + output) + 128 = 197,504.
   EXPECT_DOUBLE_EQ(total_params(cm.model), 197504.0);
-  const auto g = grad_sync_time(cm, 0);
-  EXPECT_NEAR(g.reduce_scatter_s, 0.5 * 197504 * 4 / 1e9, 1e-15);
+  const auto g = grad_sync_time(cm, 0);  // bf16 grads by default
+  EXPECT_NEAR(g.reduce_scatter_s, 0.5 * 197504 * 2 / 1e9, 1e-15);
   EXPECT_NEAR(g.all_gather_s, 0.5 * 197504 * 2 / 1e9, 1e-15);
+  cm.training.grad_reduce_fp32 = true;
+  EXPECT_NEAR(grad_sync_time(cm, 0).reduce_scatter_s, 0.5 * 197504 * 4 / 1e9, 1e-15);
+  // Pool across nodes: inter-node link.
+  cm.cluster.gpus = 8;
+  cm.cluster.gpus_per_node = 4;
+  cm.hardware.inter_node_bytes_per_s = 1e8;
+  EXPECT_NEAR(grad_sync_time(cm, 0).all_gather_s, 7.0 / 8 * 197504 * 2 / 1e8, 1e-12);
   cm.cluster.gpus = 1;
   EXPECT_EQ(grad_sync_time(cm, 0).reduce_scatter_s, 0.0);
 }
