@@ -29,13 +29,18 @@ const json* scenario_facts(const ResultsFile& r, const std::string& name) {
 
 // Published number for one strategy as short text, e.g. "195.88 TF" or "1.285x" (+ ms).
 std::string published_text(const json& pv) {
-  std::string t;
+  std::vector<std::string> parts;
   if (pv.contains("tflops_per_gpu") && pv["tflops_per_gpu"].is_number())
-    t += fmt("%.2f TF", pv["tflops_per_gpu"].get<double>());
+    parts.push_back(fmt("%.2f TF", pv["tflops_per_gpu"].get<double>()));
   if (pv.contains("speedup_vs_packing") && pv["speedup_vs_packing"].is_number())
-    t += (t.empty() ? "" : " ") + fmt("%.3fx", pv["speedup_vs_packing"].get<double>());
+    parts.push_back(fmt("%.3fx", pv["speedup_vs_packing"].get<double>()));
   if (pv.contains("step_time_ms") && pv["step_time_ms"].is_number())
-    t += (t.empty() ? "" : " ") + fmt("%.1f ms", pv["step_time_ms"].get<double>());
+    parts.push_back(fmt("%.1f ms", pv["step_time_ms"].get<double>()));
+  std::string t;
+  for (const auto& p : parts) {
+    if (!t.empty()) t.append(" ");
+    t.append(p);
+  }
   return t;
 }
 
