@@ -63,6 +63,9 @@ HardwareProfile h100_sxm() {
   // 2 RMSNorm (read+write: 4h), 2 residual adds (6h), RoPE on q,k (4h), SwiGLU activation
   // (3*ffn ~ 8h for ffn/h ~ 2.7) = 22 h-values x 2 bytes (bf16) = 44.
   p.elementwise_bytes_per_token_hidden = 44;
+  // [estimate] cross-entropy over the logits (Megatron's fused vocab-parallel CE computes in fp32):
+  // read bf16 logits (2), write + read fp32 softmax (8), write bf16 grad (2) = 12 bytes per logit.
+  p.loss_bytes_per_token_vocab = 12;
   return p;
 }
 
@@ -190,7 +193,7 @@ void validate_profile(const HardwareProfile& p) {
               ": inter_node_bytes_per_s=", p.inter_node_bytes_per_s, " must be > 0");
   DCP_REQUIRE(p.intra_node_latency_s >= 0 && p.inter_node_latency_s >= 0 &&
                   p.microbatch_overhead_s >= 0 && p.hbm_bytes_per_s >= 0 &&
-                  p.elementwise_bytes_per_token_hidden >= 0,
+                  p.elementwise_bytes_per_token_hidden >= 0 && p.loss_bytes_per_token_vocab >= 0,
               "profile ", p.name, ": latencies, overheads and hbm numbers must be >= 0");
   DCP_REQUIRE(p.gpus_per_node >= 1, "profile ", p.name, ": gpus_per_node=", p.gpus_per_node,
               " must be >= 1");
@@ -215,7 +218,7 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
   static const std::set<std::string> kScalars = {
       "peak_flops_per_s",      "intra_node_bytes_per_s", "intra_node_latency_s",
       "inter_node_bytes_per_s", "inter_node_latency_s",  "microbatch_overhead_s",
-      "hbm_bytes_per_s",       "elementwise_bytes_per_token_hidden"};
+      "hbm_bytes_per_s",       "elementwise_bytes_per_token_hidden", "loss_bytes_per_token_vocab"};
   for (const auto& [key, value] : j.items()) {
     const std::string at = source + ": \"" + key + "\"";
     if (key == "schema") {
@@ -244,6 +247,7 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
       if (key == "microbatch_overhead_s") p.microbatch_overhead_s = v;
       if (key == "hbm_bytes_per_s") p.hbm_bytes_per_s = v;
       if (key == "elementwise_bytes_per_token_hidden") p.elementwise_bytes_per_token_hidden = v;
+      if (key == "loss_bytes_per_token_vocab") p.loss_bytes_per_token_vocab = v;
     } else if (key == "gpus_per_node") {
       DCP_REQUIRE(value.is_number_integer(), at, "=", value.dump(), " must be an integer");
       p.gpus_per_node = value.get<int>();
@@ -306,6 +310,7 @@ nlohmann::json profile_to_json(const HardwareProfile& p) {
   j["microbatch_overhead_s"] = p.microbatch_overhead_s;
   j["hbm_bytes_per_s"] = p.hbm_bytes_per_s;
   j["elementwise_bytes_per_token_hidden"] = p.elementwise_bytes_per_token_hidden;
+  j["loss_bytes_per_token_vocab"] = p.loss_bytes_per_token_vocab;
   j["gemm_efficiency"] = curve_json(p.gemm_efficiency);
   j["attention"] = nlohmann::json::array();
   for (const auto& a : p.attention)

@@ -62,6 +62,7 @@ struct HardwareProfile {
   double microbatch_overhead_s = 0;        // fixed cost per micro-batch per virtual stage
   double hbm_bytes_per_s = 0;              // memory bandwidth for element-wise ops (0: ignore)
   double elementwise_bytes_per_token_hidden = 0;  // bytes moved per token per layer fwd / hidden
+  double loss_bytes_per_token_vocab = 0;  // softmax cross-entropy traffic per token / vocab (fwd+bwd)
 
   double gemm_efficiency_at(double tokens) const;
   // Attention efficiency at a sequence/block length; head dims between tables interpolate

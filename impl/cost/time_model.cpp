@@ -114,6 +114,14 @@ double logits_fwd_s(const CostModel& cm, double tokens, double gemm_eff_tokens) 
          (cm.hardware.peak_flops_per_s * cm.hardware.gemm_efficiency_at(gemm_eff_tokens));
 }
 
+// Memory-bound softmax cross-entropy over the logits (fwd + bwd), on the last stage.
+double loss_s(const CostModel& cm, double tokens) {
+  const auto& hw = cm.hardware;
+  if (hw.hbm_bytes_per_s <= 0) return 0.0;
+  return hw.loss_bytes_per_token_vocab * static_cast<double>(cm.model.vocab) * tokens / cm.cluster.tp /
+         hw.hbm_bytes_per_s;
+}
+
 }  // namespace
 
 void validate_cluster(const ClusterConfig& c) {
@@ -167,8 +175,9 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
   st.bwd.comm_exposed_s = layers * lt.bwd_comm_exposed_s;
   if (v == cm.cluster.pp * cm.cluster.vpp - 1) {
     const double lf = logits_fwd_s(cm, tokens, tokens);
-    st.fwd.compute_s += lf;
-    st.bwd.compute_s += cm.training.gemm_bwd_factor * lf;
+    const double ce = loss_s(cm, tokens);
+    st.fwd.compute_s += lf + ce / 2;
+    st.bwd.compute_s += cm.training.gemm_bwd_factor * lf + ce / 2;
   }
   if (cm.training.recompute_full) {
     // The transformer layers' forward runs again before the backward (logits are not recomputed).
@@ -200,6 +209,7 @@ double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_token
   if (cm.training.recompute_full) t += layers * lt.fwd_compute_s;
   t += (1.0 + cm.training.gemm_bwd_factor) *
        logits_fwd_s(cm, static_cast<double>(length), gemm_tokens);
+  t += loss_s(cm, static_cast<double>(length));
   return t;
 }
 

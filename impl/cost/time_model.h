@@ -27,7 +27,11 @@
 //          5 vs 2 matmuls) x fwd attention FLOPs at the bwd curve; ring bwd moves KV and dKV
 //          (2 x bytes per step); all-gather bwd adds a reduce-scatter of dKV (same bytes).
 //   recompute (full): the forward is run again before each backward (compute + its CP comm).
-//   logits: fwd_logits_flops_per_token * T / tp on the last virtual stage (bwd x gemm_bwd_factor).
+//   logits: fwd_logits_flops_per_token * T / tp on the last virtual stage (bwd x gemm_bwd_factor),
+//          plus the memory-bound cross-entropy loss_bytes_per_token_vocab * V * T / tp / HBM
+//          (half in fwd, half in bwd).
+//   element-wise (norms, residuals, RoPE, activation): elementwise_bytes_per_token_hidden * h * T
+//          / tp / HBM per layer fwd, 2x in bwd.
 //   TP: divides FLOPs and KV heads by tp; TP collectives are not modelled (scenarios use TP1).
 //   PP p2p activations: T*h*2 bytes over the inter-stage link (inter-node if gpus_per_node <=
 //          N*tp, i.e. stages on different nodes), charged to the dependency edge by the simulator.

@@ -301,6 +301,25 @@ TEST(TimeModel, H100Llama13bSanity) {
   EXPECT_LT(cp8.fwd.comm_exposed_s, 0.05 * cp8.fwd.compute_s);
 }
 
+TEST(TimeModel, CrossEntropyIsChargedOnTheLastStageOnly) {
+  ClusterConfig c;
+  c.gpus = 2;
+  c.pp = 2;
+  CostModel cm{model_preset("llama3-8b"), hardware_preset("h100-sxm"), c, {}};
+  const std::vector<int64_t> l{4096};
+  auto no_loss = cm;
+  no_loss.hardware.loss_bytes_per_token_vocab = 0;
+  // 12 B x 128256 x 4096 / 3.35e12 B/s = 1.882 ms, half in fwd and half in bwd.
+  const double ce = 12.0 * 128256 * 4096 / 3.35e12;
+  const auto last = group_stage_times(cm, l, 1, 0, 1);
+  const auto last0 = group_stage_times(no_loss, l, 1, 0, 1);
+  EXPECT_NEAR(last.fwd.compute_s - last0.fwd.compute_s, ce / 2, 1e-12);
+  EXPECT_NEAR(last.bwd.compute_s - last0.bwd.compute_s, ce / 2, 1e-12);
+  EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 1, 0, 0).fwd.compute_s,
+                   group_stage_times(no_loss, l, 1, 0, 0).fwd.compute_s);
+  EXPECT_NEAR(sequence_compute_s(cm, 4096, 4096) - sequence_compute_s(no_loss, 4096, 4096), ce, 1e-12);
+}
+
 TEST(TimeModel, ClusterValidation) {
   ClusterConfig c;
   c.gpus = 12;
