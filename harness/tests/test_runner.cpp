@@ -1,0 +1,157 @@
+// The benchmark loop on a tiny scenario: one row per (strategy, step), every row of a step sees
+// the same batch (same useful FLOPs, tokens and samples), packing's speedup is 1, the written
+// results validate, and a planner that returns an invalid plan or throws is recorded in its row
+// (plan_valid false, the violation named), never hidden and never simulated.
+#include "baselines/planners.h"
+#include "core/error.h"
+#include "harness/runner.h"
+#include "harness/scenario.h"
+
+#include <gtest/gtest.h>
+
+namespace dcp::harness {
+namespace {
+
+using nlohmann::json;
+
+// Packing's plan with the last sample of the last group removed: find_violation must catch it.
+class DropsASample : public plan::Planner {
+ public:
+  std::string name() const override { return "drops-a-sample"; }
+  bool dynamic() const override { return false; }
+  plan::Plan plan(const plan::Batch& batch, const plan::PlanConfig& config) const override {
+    plan::PlannerRegistry r;
+    baselines::register_baseline_planners(r);
+    plan::Plan p = r.make("packing")->plan(batch, config);
+    p.planner = name();
+    auto& g = p.microbatches.back().groups.back();
+    if (g.samples.size() > 1) g.samples.pop_back();
+    else p.microbatches.pop_back();
+    return p;
+  }
+};
+
+class Throws : public plan::Planner {
+ public:
+  std::string name() const override { return "throws"; }
+  bool dynamic() const override { return true; }
+  plan::Plan plan(const plan::Batch&, const plan::PlanConfig&) const override {
+    throw InputError("sample 3 (length 99999) needs more than the pool");
+  }
+};
+
+plan::PlannerRegistry test_registry() {
+  plan::PlannerRegistry r;
+  baselines::register_baseline_planners(r);
+  r.add("drops-a-sample", [] { return std::make_unique<DropsASample>(); });
+  r.add("throws", [] { return std::make_unique<Throws>(); });
+  return r;
+}
+
+Scenario tiny_scenario() {
+  return parse_scenario(json::parse(R"({
+    "name": "tiny", "notes": ["test"],
+    "model": "tiny",
+    "dataset": {"source": "lognormal", "mean": 300, "sigma": 1.0, "min": 16, "max": 4096},
+    "cluster": {"gpus": 8, "tp": 1, "pp": 2, "cp": 2, "gpus_per_node": 4, "hardware": "h100-sxm"},
+    "training": {"global_batch": 32, "max_seqlen": 4096, "max_seqlen_per_rank": 2048, "steps": 2, "seed": 3},
+    "strategies": ["packing", "bshd", "drops-a-sample", "throws"]
+  })"), "tiny.json");
+}
+
+TEST(Runner, RowsPerStrategyAndStepWithSharedBatch) {
+  const auto registry = test_registry();
+  const ResultsFile r = run_scenarios({tiny_scenario()}, RunOptions{}, registry);
+  ASSERT_EQ(r.rows.size(), 8u);  // 2 steps x 4 strategies
+  EXPECT_TRUE(validate_results(results_to_json(r)).empty());
+  for (int step = 0; step < 2; ++step) {
+    const ResultRow& packing = r.rows[static_cast<size_t>(step) * 4];
+    ASSERT_EQ(packing.strategy, "packing");
+    ASSERT_TRUE(packing.plan_valid) << packing.error;
+    ASSERT_TRUE(packing.speedup_vs_packing.has_value());
+    EXPECT_DOUBLE_EQ(*packing.speedup_vs_packing, 1.0);
+    EXPECT_GT(packing.tflops_per_gpu, 0);
+    EXPECT_GT(packing.useful_tflop, 0);
+    EXPECT_EQ(packing.samples, 32);
+    EXPECT_EQ(packing.source.rfind("simulated:", 0), 0u) << packing.source;
+    for (int k = 1; k < 4; ++k) {
+      const ResultRow& row = r.rows[static_cast<size_t>(step) * 4 + k];
+      EXPECT_EQ(row.step, step);
+      EXPECT_DOUBLE_EQ(row.useful_tflop, packing.useful_tflop) << row.strategy;
+      EXPECT_EQ(row.tokens, packing.tokens) << row.strategy;
+    }
+    // Same useful FLOPs => TFLOPS ratio is the inverse step-time ratio.
+    const ResultRow& bshd = r.rows[static_cast<size_t>(step) * 4 + 1];
+    ASSERT_TRUE(bshd.plan_valid) << bshd.error;
+    EXPECT_NEAR(bshd.tflops_per_gpu / packing.tflops_per_gpu, packing.step_time_s / bshd.step_time_s, 1e-9);
+    EXPECT_NEAR(*bshd.speedup_vs_packing, packing.step_time_s / bshd.step_time_s, 1e-12);
+  }
+  // Step-0 details for the charts, only for valid plans.
+  EXPECT_EQ(r.rows[0].rank_busy_s.size(), 4u);  // pool = dp 2 x cp 2
+  EXPECT_TRUE(r.rows[0].plan.is_array());
+  EXPECT_TRUE(r.rows[4].rank_busy_s.empty());   // step 1
+}
+
+TEST(Runner, InvalidPlanIsRecordedNotHidden) {
+  const auto registry = test_registry();
+  const ResultsFile r = run_scenarios({tiny_scenario()}, RunOptions{}, registry);
+  const ResultRow& bad = r.rows[2];
+  ASSERT_EQ(bad.strategy, "drops-a-sample");
+  EXPECT_FALSE(bad.plan_valid);
+  EXPECT_NE(bad.error.find("invalid plan"), std::string::npos) << bad.error;
+  EXPECT_NE(bad.error.find("sample"), std::string::npos) << bad.error;
+  const json j = row_to_json(bad);
+  EXPECT_TRUE(j["tflops_per_gpu"].is_null());
+  const ResultRow& threw = r.rows[3];
+  EXPECT_FALSE(threw.plan_valid);
+  EXPECT_NE(threw.error.find("needs more than the pool"), std::string::npos) << threw.error;
+}
+
+TEST(Runner, StrategyFilterAndStepsOverride) {
+  const auto registry = test_registry();
+  RunOptions opt;
+  opt.steps = 1;
+  opt.strategies = {"packing"};
+  const ResultsFile r = run_scenarios({tiny_scenario()}, opt, registry);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].strategy, "packing");
+  opt.strategies = {"no-such-planner"};
+  EXPECT_THROW(run_scenarios({tiny_scenario()}, opt, registry), InputError);
+}
+
+TEST(Runner, UnknownStrategyNamesFileKeyAndValue) {
+  json j = json::parse(R"({
+    "name": "t", "model": "tiny",
+    "dataset": {"source": "lognormal", "mean": 300, "sigma": 1.0},
+    "cluster": {"gpus": 4, "cp": 2},
+    "training": {"global_batch": 8, "max_seqlen": 2048, "max_seqlen_per_rank": 1024},
+    "strategies": ["packing", "packign"]
+  })");
+  const auto registry = test_registry();
+  try {
+    run_scenarios({parse_scenario(j, "scenarios/t.json")}, RunOptions{}, registry);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("scenarios/t.json: \"strategies[1]\"=\"packign\" is not a known planner"),
+              std::string::npos) << e.what();
+  }
+}
+
+TEST(Runner, UnknownModelPresetNamesFileAndKey) {
+  json j = json::parse(R"({
+    "name": "t", "model": "llama-14b",
+    "dataset": {"source": "lognormal", "mean": 300, "sigma": 1.0},
+    "cluster": {"gpus": 4, "cp": 2},
+    "training": {"global_batch": 8, "max_seqlen": 2048, "max_seqlen_per_rank": 1024},
+    "strategies": ["packing"]
+  })");
+  try {
+    run_scenarios({parse_scenario(j, "scenarios/t.json")}, RunOptions{}, test_registry());
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("scenarios/t.json: \"model\"=\"llama-14b\""), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dcp::harness
