@@ -10,6 +10,7 @@
 #include "harness/runner.h"
 #include "harness/scenario.h"
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -38,6 +39,11 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   opt.progress = a.quiet ? nullptr : &std::cerr;
   opt.command = a.command;
   opt.detail = !a.no_detail;
+  // Fail on an unwritable --out before the (possibly long) run, not after it.
+  const std::filesystem::path parent = std::filesystem::path(a.out).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  DCP_REQUIRE(!ec, "--out=", a.out, ": cannot create its folder (", ec.message(), ")");
   const ResultsFile results = run_scenarios(scenarios, opt, builtin_planners());
   write_results(a.out, results);
   print_table(std::cout, results);
