@@ -203,6 +203,8 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
                                    const cost::CostModel& cm) {
   const auto& c = cm.cluster;
   cost::validate_cluster(c);
+  cost::validate_model(cm.model);
+  cost::validate_profile(cm.hardware);
   DCP_REQUIRE(plan.config.pool() == c.pool(), "plan pool dp*cp=", plan.config.pool(),
               " does not match the cluster's gpus/(tp*pp)=", c.pool());
   DCP_REQUIRE(!plan.microbatches.empty(), "plan '", plan.planner, "' has no micro-batches");

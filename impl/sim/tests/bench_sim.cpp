@@ -1,5 +1,6 @@
 // Benchmark: simulating one step of the Llama-13B scenario (global batch 2048, 64 GPUs = PP8 x
-// pool 8, and 256 GPUs = PP8 x pool 32) must take well under a second (issue 3 "Numbers to report").
+// pool 8, up to 1024 GPUs = PP8 x pool 128) must take well under a second (issue 3 "Numbers to
+// report"). mean_tokens 16384 gives ~70 micro-batches instead of ~8.
 // The plans are built here by a simple least-loaded packer with static CP groups (this module may
 // not depend on the planners); the lengths come from a seeded clamped log-normal (GitHub-like,
 // mean 1500, sigma 1.7; shared/data/lengths/README.md).
@@ -17,10 +18,10 @@ namespace {
 
 using namespace dcp;
 
-plan::Batch make_batch(int64_t g, int64_t max_len, uint64_t seed) {
+plan::Batch make_batch(int64_t g, int64_t max_len, uint64_t seed, double mean = 1500) {
   Rng rng(seed);
   plan::Batch b;
-  const double sigma = 1.7, mu = std::log(1500.0) - sigma * sigma / 2;
+  const double sigma = 1.7, mu = std::log(mean) - sigma * sigma / 2;
   for (int64_t i = 0; i < g; ++i)
     b.lengths.push_back(std::clamp<int64_t>(std::llround(rng.lognormal(mu, sigma)), 256, max_len));
   return b;
@@ -70,7 +71,7 @@ void BM_SimulateStepLlama13b(benchmark::State& state) {
   const int gpus = static_cast<int>(state.range(0));
   const int cp = static_cast<int>(state.range(1));
   const auto cm = llama13b(gpus);
-  const auto batch = make_batch(2048, 131072, 42);
+  const auto batch = make_batch(2048, 131072, 42, static_cast<double>(state.range(2)));
   const auto plan = make_plan(batch, cm.cluster.pool(), cp, 65536);
   double step_s = 0;
   int64_t events = 0;
@@ -91,11 +92,13 @@ void BM_SimulateStepLlama13b(benchmark::State& state) {
   state.SetLabel(cost::source_label(cm));
 }
 BENCHMARK(BM_SimulateStepLlama13b)
-    ->ArgNames({"gpus", "cp"})
-    ->Args({64, 8})
-    ->Args({64, 1})
-    ->Args({256, 8})
-    ->Args({256, 1})
+    ->ArgNames({"gpus", "cp", "mean_tokens"})
+    ->Args({64, 8, 1500})
+    ->Args({64, 1, 1500})
+    ->Args({64, 8, 16384})
+    ->Args({256, 8, 1500})
+    ->Args({256, 1, 16384})
+    ->Args({1024, 8, 16384})
     ->Unit(benchmark::kMillisecond);
 
 void BM_SimulateScheduleOnly(benchmark::State& state) {
