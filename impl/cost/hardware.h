@@ -38,8 +38,8 @@ struct Curve {
   double at(double x) const;  // throws dcp::Error if empty
 };
 
-// Attention efficiency tables for one head dim (fraction of peak; FLOPs counted as in FA3:
-// causal fwd = 2*q*L^2 per layer... i.e. only the unmasked half, bwd = 2.5 x fwd).
+// Attention efficiency tables for one head dim (fraction of peak). FLOPs are counted as in the
+// FA3 paper: causal forward = 2*q*L^2 per layer (only the unmasked half), backward = 2.5 x fwd.
 struct AttentionCurves {
   int head_dim = 128;
   Curve fwd_causal;  // causal forward, x = sequence length (tokens)
