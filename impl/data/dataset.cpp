@@ -4,6 +4,7 @@
 #include "data/dataset.h"
 
 #include "core/error.h"
+#include "core/nvtx.h"
 #include "data/lengths_file.h"
 
 #include <algorithm>
@@ -247,6 +248,7 @@ int64_t pad_length(int64_t length, int64_t min_seqlen, int64_t multiple) {
 }
 
 SampledBatch sample_global_batch(const LengthSource& source, const SamplerConfig& c, int64_t step) {
+  DCP_NVTX_RANGE();
   validate_sampler(c);
   validate_source(source);
   const Prepared prep = prepare(source);

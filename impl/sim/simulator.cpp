@@ -12,6 +12,7 @@
 #include "sim/simulator.h"
 
 #include "core/error.h"
+#include "core/nvtx.h"
 
 #include <algorithm>
 #include <numeric>
@@ -89,6 +90,7 @@ void check_input(const ScheduleInput& in) {
 }  // namespace
 
 ScheduleResult simulate_schedule(const ScheduleInput& in) {
+  DCP_NVTX_RANGE();
   check_input(in);
   const int n = in.pool, pp = in.pp, vpp = in.vpp, stages = pp * vpp;
   const int m = static_cast<int>(in.groups.size());
@@ -259,6 +261,7 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
 
 StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const cost::CostModel& cm,
                          std::span<const int64_t> real_lengths) {
+  DCP_NVTX_RANGE();
   if (real_lengths.empty()) real_lengths = batch.lengths;
   DCP_REQUIRE(static_cast<int64_t>(real_lengths.size()) == batch.size(), "real_lengths has ",
               real_lengths.size(), " entries, the batch ", batch.size());
