@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/nvtx.h"
 
 namespace dcp::attn {
 
@@ -21,6 +22,7 @@ std::string Comparison::report(const std::string& name) const {
 
 template <typename T>
 Comparison compare_to_ref(std::span<const double> ref, std::span<const T> got, int first_pairs) {
+  DCP_NVTX_RANGE();
   DCP_CHECK(ref.size() == got.size(), "compare_to_ref: ", ref.size(), " reference values but ",
             got.size(), " results");
   Comparison c;

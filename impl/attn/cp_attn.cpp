@@ -2,6 +2,7 @@
 #include "attn/cp_attn.h"
 
 #include "attn/attn_ref.h"
+#include "core/nvtx.h"
 
 namespace dcp::attn {
 
@@ -15,6 +16,7 @@ const char* cp_algo_name(CpAlgo a) {
 
 void check_cp_inputs(const comm::Communicator& group, const ThdBatch& b, const AttnShape& s,
                      size_t q, size_t k, size_t v, size_t out, size_t lse) {
+  DCP_NVTX_RANGE();
   validate(s);
   validate(b, group.size());
   check_sizes(s, b.total_tokens() / group.size(), q, k, v, out, lse);

@@ -49,6 +49,7 @@ void validate_layout(const ThdBatch& b) {
 
 ThdBatch make_thd_batch(std::span<const int32_t> lengths, int cp,
                         std::span<const int32_t> extra_padding) {
+  DCP_NVTX_RANGE();
   DCP_REQUIRE(cp >= 1, "THD: cp must be >= 1, got ", cp);
   DCP_REQUIRE(extra_padding.empty() || extra_padding.size() == lengths.size(),
               "THD: extra_padding has ", extra_padding.size(), " entries for ", lengths.size(),
@@ -80,6 +81,7 @@ int local_seq_of(const ThdBatch& b, int cp, int64_t t) {
 }  // namespace
 
 int64_t zigzag_global_row(const ThdBatch& b, int cp, int rank, int64_t local_row) {
+  DCP_NVTX_RANGE();
   DCP_CHECK(rank >= 0 && rank < cp, "zigzag: rank ", rank, " outside cp ", cp);
   DCP_CHECK(local_row >= 0 && local_row < b.total_tokens() / cp, "zigzag: local row ", local_row,
             " outside [0, ", b.total_tokens() / cp, ")");
@@ -91,6 +93,7 @@ int64_t zigzag_global_row(const ThdBatch& b, int cp, int rank, int64_t local_row
 }
 
 std::vector<int64_t> zigzag_rows(const ThdBatch& b, int cp, int rank) {
+  DCP_NVTX_RANGE();
   DCP_CHECK(rank >= 0 && rank < cp, "zigzag: rank ", rank, " outside cp ", cp);
   std::vector<int64_t> rows;
   rows.reserve(b.total_tokens() / cp);
@@ -109,6 +112,7 @@ std::vector<int32_t> zigzag_positions(const ThdBatch& b, int cp, int rank) {
 }
 
 LocalRealLengths local_real_lengths(const ThdBatch& b, int cp, int rank) {
+  DCP_NVTX_RANGE();
   DCP_CHECK(rank >= 0 && rank < cp, "zigzag: rank ", rank, " outside cp ", cp);
   LocalRealLengths out;
   for (int j = 0; j < b.batch(); ++j) {
@@ -121,6 +125,7 @@ LocalRealLengths local_real_lengths(const ThdBatch& b, int cp, int rank) {
 }
 
 std::vector<int32_t> thd_positions(const ThdBatch& b) {
+  DCP_NVTX_RANGE();
   std::vector<int32_t> pos(b.total_tokens());
   for (int j = 0; j < b.batch(); ++j)
     for (int32_t u = 0; u < b.padded_seqlen(j); ++u) pos[b.cu_seqlens_padded[j] + u] = u;
@@ -128,6 +133,7 @@ std::vector<int32_t> thd_positions(const ThdBatch& b) {
 }
 
 std::vector<uint8_t> real_token_mask(const ThdBatch& b) {
+  DCP_NVTX_RANGE();
   std::vector<uint8_t> m(b.total_tokens(), 0);
   for (int j = 0; j < b.batch(); ++j)
     for (int32_t u = 0; u < b.seqlen(j); ++u) m[b.cu_seqlens_padded[j] + u] = 1;

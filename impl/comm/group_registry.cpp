@@ -28,6 +28,7 @@ GroupRegistry::GroupRegistry(Communicator& pool, int min_cp)
 }
 
 Communicator& GroupRegistry::group(int size) const {
+  DCP_NVTX_RANGE();
   auto it = groups_.find(size);
   if (it == groups_.end()) {
     std::ostringstream os;
