@@ -25,16 +25,20 @@
 //
 // Versions and non-power-of-two pools. For power-of-two N the stored sources of
 // next_hdp_group_packing_aware (d48bd6be0a per the reference doc, and the later dev sources in
-// the index) make identical decisions: sizes cp_min, 2 cp_min, ..., N, and fill to 2s. They
-// differ for non-power-of-two N: d48bd6be0a walks powers of two up to N (e.g. 4 in N=6, a group
-// that does not exist, §7j) and fills to min(2s, N); the later source (stored dev,
-// get_valid_dynamic_context_parallel_group_sizes) walks only the sizes that exist, the powers of
-// two dividing N plus N itself, e.g. [1, 2, 6] for N=6, rounds cp_min up to such a size, and also
-// skips a fill that would push groups past rank N-1 (§7b-DEV, IndexError in d48bd6be0a). Those
-// sizes are exactly plan/geometry.h's, so this port follows the later source: for power-of-two N
-// it is d48bd6be0a exactly, and for other N it is Megatron's own fix of §7b/§7j.
-// Any call whose micro-batch is still invalid (e.g. a misaligned block, §2.6) is replaced by
-// fill_with_full_dpxcp_group on that call's input.
+// the search index) make identical decisions: sizes cp_min, 2 cp_min, ..., N, and fill to 2s. They
+// differ for non-power-of-two N:
+//   legacy (d48bd6be0a, the reference doc's DEV): sizes are the powers of two up to N (e.g. 4 in
+//     N=6, a group that does not exist, §7j), cp_min may exceed N (AssertionError), fill grows to
+//     min(2s, N) and may push groups past rank N-1 (IndexError, §7b-DEV);
+//   later (stored dev source, get_valid_dynamic_context_parallel_group_sizes): sizes are those
+//     that exist, the powers of two dividing N plus N itself (e.g. [1, 2, 6] for N=6), exactly
+//     plan/geometry.h's; cp_min is rounded up to such a size; fill grows to the next such size and
+//     skips a growth that would push groups past rank N-1.
+// Each call runs the legacy rules; only when that call would raise or give an invalid
+// micro-batch does it run the later rules (Megatron's own fix), and if that is invalid too (e.g. a
+// misaligned block, §2.6) fill_with_full_dpxcp_group on the call's input. So wherever Megatron
+// d48bd6be0a returns a valid plan the port returns the same plan, and for power-of-two N (where
+// the two rule sets agree) every call runs once.
 #include "sched/megatron_dev.h"
 
 #include "core/error.h"
@@ -52,13 +56,21 @@ using megatron::SeqItem;
 
 namespace {
 
+// The group sizes one rule set walks and where each sample starts in them.
+struct SizeTable {
+  std::vector<int> sizes;     // candidate group sizes, ascending
+  std::vector<int> need_idx;  // [G] index into sizes of cp_min(L) by sample id; -1: none fits
+  bool legacy = false;        // legacy fill: grow to min(2s, N), push past N raises
+};
+
 struct Context {
   int n = 1;
   int64_t m = 1;
   int min_cp = 1;
   const std::vector<int64_t>* lengths = nullptr;
-  std::vector<int> sizes;     // enabled group sizes, ascending (plan::group_sizes)
-  std::vector<int> need_idx;  // [G] index into sizes of cp_min(L) by sample id
+  SizeTable legacy;  // d48bd6be0a: powers of two min_cp..N, cp_min unrounded
+  SizeTable later;   // later dev source: plan::group_sizes, cp_min rounded up to one of them
+  bool same_rules = true;  // power-of-two N: the two tables are identical
 };
 
 Context make_context(const plan::Batch& batch, const plan::PlanConfig& config) {
@@ -67,21 +79,29 @@ Context make_context(const plan::Batch& batch, const plan::PlanConfig& config) {
   ctx.m = config.max_seqlen_per_rank;
   ctx.min_cp = config.min_cp;
   ctx.lengths = &batch.lengths;
-  ctx.sizes = plan::group_sizes(ctx.n, ctx.min_cp);
-  ctx.need_idx.resize(batch.lengths.size());
+  ctx.later.sizes = plan::group_sizes(ctx.n, ctx.min_cp);
+  for (int64_t k = ctx.min_cp; k <= ctx.n; k *= 2) ctx.legacy.sizes.push_back(static_cast<int>(k));
+  ctx.legacy.legacy = true;
+  ctx.same_rules = ctx.legacy.sizes == ctx.later.sizes;
+  ctx.later.need_idx.resize(batch.lengths.size());
+  ctx.legacy.need_idx.resize(batch.lengths.size());
   for (size_t i = 0; i < batch.lengths.size(); ++i) {
     const int64_t k = megatron::cp_min_float(batch.lengths[i], ctx.m, ctx.min_cp);
-    // Smallest existing size >= k; the whole pool if none (L <= N*M is checked up front).
-    const auto it = std::lower_bound(ctx.sizes.begin(), ctx.sizes.end(), k);
-    ctx.need_idx[i] = it == ctx.sizes.end() ? static_cast<int>(ctx.sizes.size()) - 1
-                                            : static_cast<int>(it - ctx.sizes.begin());
+    // Later rules: smallest existing size >= k; the whole pool if none (L <= N*M is checked).
+    const auto it = std::lower_bound(ctx.later.sizes.begin(), ctx.later.sizes.end(), k);
+    ctx.later.need_idx[i] = it == ctx.later.sizes.end() ? static_cast<int>(ctx.later.sizes.size()) - 1
+                                                        : static_cast<int>(it - ctx.later.sizes.begin());
+    // Legacy rules: k itself, a power of two >= min_cp, or nothing when k > N.
+    const auto jt = std::lower_bound(ctx.legacy.sizes.begin(), ctx.legacy.sizes.end(), k);
+    ctx.legacy.need_idx[i] = jt == ctx.legacy.sizes.end() ? -1 : static_cast<int>(jt - ctx.legacy.sizes.begin());
   }
   return ctx;
 }
 
 struct Grp {
   int first = 0;
-  int size_idx = 0;
+  int size = 0;
+  int size_idx = 0;  // index into the table's sizes when created (candidate lists)
   double exec = 0.0;
   double pack = 0.0;
   std::vector<int> ids;
@@ -91,10 +111,12 @@ bool sorted_desc(const std::vector<SeqItem>& v) {
   return std::is_sorted(v.begin(), v.end(), [](const SeqItem& a, const SeqItem& b) { return a.len > b.len; });
 }
 
-CallResult next_group(const std::vector<SeqItem>& input, const Context& ctx) {
+// One call under one rule set. Returns false where Megatron under those rules would raise; the
+// micro-batch may still be invalid in the pool (checked by the caller).
+bool run_call(const std::vector<SeqItem>& input, const Context& ctx, const SizeTable& table, CallResult* result) {
   const int n = ctx.n;
   const double m = static_cast<double>(ctx.m);
-  const int num_sizes = static_cast<int>(ctx.sizes.size());
+  const int num_sizes = static_cast<int>(table.sizes.size());
   const double cap = static_cast<double>(input[0].len) * static_cast<double>(ctx.m) * (1.0 + 0.05);
 
   std::vector<Grp> groups;
@@ -110,16 +132,18 @@ CallResult next_group(const std::vector<SeqItem>& input, const Context& ctx) {
     }
   };
 
-  CallResult out;
+  CallResult& out = *result;
+  out = CallResult{};
   {
     const SeqItem& s = input[0];
-    const int si = ctx.need_idx[s.id];
-    const int k = ctx.sizes[si];
-    groups.push_back(Grp{0, si, megatron::workload(s.len, k), static_cast<double>(s.len) / k, {s.id}});
+    const int si = table.need_idx[s.id];
+    if (si < 0) return false;  // "Sequence length .. requires CP size .., but only N ranks" (legacy)
+    const int k = table.sizes[si];
+    groups.push_back(Grp{0, k, si, megatron::workload(s.len, k), static_cast<double>(s.len) / k, {s.id}});
     of_size[si].push_back(0);
     refresh(si);
   }
-  int next_free = ctx.sizes[groups[0].size_idx];
+  int next_free = groups[0].size;
   double gmax = groups[0].exec;
 
   for (size_t idx = 1; idx < input.size(); ++idx) {
@@ -128,8 +152,9 @@ CallResult next_group(const std::vector<SeqItem>& input, const Context& ctx) {
     double best_pm = 0.0;
     int best_si = -1;
     int best_g = -1;  // -1: a new group
-    for (int si = ctx.need_idx[s.id]; si < num_sizes; ++si) {
-      const int k = ctx.sizes[si];
+    const int first_si = table.need_idx[s.id];
+    for (int si = first_si < 0 ? num_sizes : first_si; si < num_sizes; ++si) {
+      const int k = table.sizes[si];
       const double c = megatron::workload(s.len, k);
       if (c > cap) continue;  // every candidate of this size has pm >= c > cap
       const double per_rank_len = static_cast<double>(s.len) / static_cast<double>(k);
@@ -163,7 +188,7 @@ CallResult next_group(const std::vector<SeqItem>& input, const Context& ctx) {
       out.leftovers.push_back(s);
       continue;
     }
-    const int k = ctx.sizes[best_si];
+    const int k = table.sizes[best_si];
     const double c = megatron::workload(s.len, k);
     const double per_rank_len = static_cast<double>(s.len) / static_cast<double>(k);
     if (best_g >= 0) {
@@ -173,7 +198,7 @@ CallResult next_group(const std::vector<SeqItem>& input, const Context& ctx) {
       grp.ids.push_back(s.id);
       gmax = std::max(gmax, grp.exec);
     } else {
-      groups.push_back(Grp{next_free, best_si, c, per_rank_len, {s.id}});
+      groups.push_back(Grp{next_free, k, best_si, c, per_rank_len, {s.id}});
       of_size[best_si].push_back(static_cast<int>(groups.size()) - 1);
       next_free += k;
       gmax = std::max(gmax, c);
@@ -183,32 +208,53 @@ CallResult next_group(const std::vector<SeqItem>& input, const Context& ctx) {
 
   // fill_empty_gpus_once until no rank is empty; fill_with_full_dpxcp_group when none applies.
   while (next_free < n) {
-    int s_idx = num_sizes;
-    for (const Grp& g : groups) s_idx = std::min(s_idx, g.size_idx);
-    if (s_idx + 1 >= num_sizes) return megatron::fill_with_full_dpxcp_group(input, n, ctx.m);
-    const int s = ctx.sizes[s_idx];
-    const int need_more = ctx.sizes[s_idx + 1] - s;
-    bool grown = false;
-    for (size_t gi = 0; gi < groups.size() && !grown; ++gi) {
-      if (groups[gi].size_idx != s_idx) continue;
-      const int end = groups[gi].first + s - 1;
-      const int first_empty = next_free;
-      if (end + 1 > first_empty || end + need_more >= n) continue;
-      const int pushed = first_empty - 1 - end;
-      if (end + need_more + pushed >= n) continue;
-      groups[gi].size_idx = s_idx + 1;
-      for (Grp& other : groups) {
-        if (other.first > end) other.first += need_more;
-      }
-      next_free += need_more;
-      grown = true;
+    int s = n;
+    for (const Grp& g : groups) s = std::min(s, g.size);
+    int grown_to = 0;
+    if (table.legacy) {
+      grown_to = std::min(2 * s, n);
+    } else {
+      const auto it = std::upper_bound(table.sizes.begin(), table.sizes.end(), s);
+      if (it != table.sizes.end()) grown_to = *it;
     }
-    if (!grown) return megatron::fill_with_full_dpxcp_group(input, n, ctx.m);
+    bool grown = false;
+    if (grown_to > s) {
+      const int need_more = grown_to - s;
+      for (size_t gi = 0; gi < groups.size() && !grown; ++gi) {
+        if (groups[gi].size != s) continue;
+        const int end = groups[gi].first + s - 1;
+        const int first_empty = next_free;
+        if (end + 1 > first_empty || end + need_more >= n) continue;
+        const int pushed = first_empty - 1 - end;
+        if (end + need_more + pushed >= n) {
+          if (table.legacy) return false;  // d48bd6be0a moves them past rank N-1: IndexError (§7b)
+          continue;                        // later source: skip this group
+        }
+        groups[gi].size = grown_to;
+        for (Grp& other : groups) {
+          if (other.first > end) other.first += need_more;
+        }
+        next_free += need_more;
+        grown = true;
+      }
+    }
+    if (!grown) {
+      out = megatron::fill_with_full_dpxcp_group(input, n, ctx.m);
+      return true;
+    }
   }
-  for (Grp& g : groups) out.groups.push_back(plan::Group{g.first, ctx.sizes[g.size_idx], std::move(g.ids)});
-  if (!megatron::microbatch_valid(out.groups, n, ctx.min_cp, ctx.m, *ctx.lengths))
-    return megatron::fill_with_full_dpxcp_group(input, n, ctx.m);
-  return out;
+  for (Grp& g : groups) out.groups.push_back(plan::Group{g.first, g.size, std::move(g.ids)});
+  return true;
+}
+
+CallResult next_group(const std::vector<SeqItem>& input, const Context& ctx) {
+  CallResult r;
+  const auto valid = [&](const CallResult& c) {
+    return megatron::microbatch_valid(c.groups, ctx.n, ctx.min_cp, ctx.m, *ctx.lengths);
+  };
+  if (run_call(input, ctx, ctx.legacy, &r) && valid(r)) return r;
+  if (!ctx.same_rules && run_call(input, ctx, ctx.later, &r) && valid(r)) return r;
+  return megatron::fill_with_full_dpxcp_group(input, ctx.n, ctx.m);
 }
 
 void check_inputs(const plan::Batch& batch, const plan::PlanConfig& config) {

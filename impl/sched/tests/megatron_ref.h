@@ -27,6 +27,24 @@ struct Call {
   std::vector<SeqItem> leftovers;
 };
 
+// fill_with_full_dpxcp_group, literally: the selected ids on every rank.
+inline Call fill_full_call(const std::vector<SeqItem>& in, int n, int64_t m) {
+  Call c;
+  std::vector<int> sel;
+  double packed = 0.0;
+  for (const auto& s : in) {
+    const double per = static_cast<double>(s.len) / n;
+    if (packed + per <= static_cast<double>(m)) {
+      sel.push_back(s.id);
+      packed += per;
+    } else {
+      c.leftovers.push_back(s);
+    }
+  }
+  c.ids.assign(n, sel);
+  return c;
+}
+
 // Groups from per-rank lists (consecutive identical lists), or nullopt if a rank is empty.
 inline std::optional<std::vector<plan::Group>> groups_of(const Lists& ranks) {
   std::vector<plan::Group> out;
@@ -207,10 +225,18 @@ inline std::optional<Call> pr2000_call(const std::vector<SeqItem>& in, int n, in
 }
 
 // ---------------------------------------------------------------- DEV next_hdp_group_packing_aware
-inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, int min_cp) {
-  const std::vector<int> sizes = plan::group_sizes(n, min_cp);
+// legacy: d48bd6be0a (powers of two up to N, fill to min(2s, N), IndexError past N);
+// otherwise the later dev source (sizes of plan::group_sizes, skip fills that overflow).
+inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, int min_cp, bool legacy) {
+  std::vector<int> sizes;
+  if (legacy) {
+    for (int k = min_cp; k <= n; k *= 2) sizes.push_back(k);
+  } else {
+    sizes = plan::group_sizes(n, min_cp);
+  }
   auto cp_min = [&](int64_t len) {
     const int64_t k = megatron::cp_min_float(len, m, min_cp);
+    if (legacy) return k;
     for (int s : sizes)
       if (s >= k) return static_cast<int64_t>(s);
     return static_cast<int64_t>(n);
@@ -231,6 +257,7 @@ inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, i
   };
   {
     const int64_t k = cp_min(in[0].len);
+    if (k > n) return std::nullopt;  // AssertionError: requires CP size k, but only n ranks
     members.push_back({});
     for (int r = 0; r < k; ++r) {
       members[0].push_back(r);
@@ -309,21 +336,28 @@ inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, i
       if (ids[r].empty()) empty.push_back(r);
     if (empty.empty()) break;
     const int64_t s = *std::min_element(gsize.begin(), gsize.end());
-    const size_t si = std::find(sizes.begin(), sizes.end(), s) - sizes.begin();
-    if (si + 1 >= sizes.size()) return std::nullopt;
-    const int need_more = static_cast<int>(sizes[si + 1] - s);
+    int64_t next_size = legacy ? std::min<int64_t>(2 * s, n) : 0;
+    if (!legacy) {
+      const size_t si = std::find(sizes.begin(), sizes.end(), s) - sizes.begin();
+      if (si + 1 >= sizes.size()) return fill_full_call(in, n, m);
+      next_size = sizes[si + 1];
+    }
+    const int need_more = static_cast<int>(next_size - s);
     bool grown = false;
     for (size_t g = 0; g < gsize.size() && !grown; ++g) {
       if (gsize[g] != s) continue;
       const int start = members[g].front(), end = members[g].back(), e = empty.front();
       if (end + 1 > e || end + need_more >= n) continue;
       const int pushed = e - end - 1;
-      if (end + need_more + pushed >= n) continue;
+      if (end + need_more + pushed >= n) {
+        if (legacy) return std::nullopt;  // IndexError
+        continue;
+      }
       Lists nids(n);
       for (int r = 0; r < start; ++r) nids[r] = ids[r];
       for (int r = start; r <= end + need_more; ++r) nids[r] = ids[end];
       for (int i = 0; i < pushed; ++i) nids[end + need_more + 1 + i] = ids[end + 1 + i];
-      gsize[g] = sizes[si + 1];
+      gsize[g] = next_size;
       members[g].clear();
       for (int r = start; r <= end + need_more; ++r) members[g].push_back(r);
       for (size_t o = 0; o < members.size(); ++o) {
@@ -334,7 +368,7 @@ inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, i
       ids = nids;
       grown = true;
     }
-    if (!grown) return std::nullopt;  // fill_with_full_dpxcp_group
+    if (!grown) return fill_full_call(in, n, m);  // fill_with_full_dpxcp_group
   }
   out.ids = ids;
   return out;
@@ -358,8 +392,13 @@ inline std::vector<std::vector<plan::Group>> pr2000(const plan::Batch& b, int n,
   return run(b, n, m, min_cp, [&](const std::vector<SeqItem>& in) { return pr2000_call(in, n, m, min_cp); });
 }
 
+// Legacy rules first; the later rules when the legacy call raises or is invalid.
 inline std::vector<std::vector<plan::Group>> dev(const plan::Batch& b, int n, int64_t m, int min_cp) {
-  return run(b, n, m, min_cp, [&](const std::vector<SeqItem>& in) { return dev_call(in, n, m, min_cp); });
+  return run(b, n, m, min_cp, [&](const std::vector<SeqItem>& in) -> std::optional<Call> {
+    auto legacy = dev_call(in, n, m, min_cp, true);
+    if (legacy && megatron::rank_lists_valid(legacy->ids, n, min_cp, m, b.lengths)) return legacy;
+    return dev_call(in, n, m, min_cp, false);
+  });
 }
 
 }  // namespace dcp::sched::ref

@@ -43,9 +43,9 @@ TEST(MegatronDev, FillDoublesPowerOfTwoPool) {
             (plan::RankLists{{{0}, {0}, {0}, {0}, {1}, {1}, {1}, {1}}}));
 }
 
-// N=6 (sizes 1, 2, 6): after [0] -> 0-1 and [1] -> 2-3, growing a size-2 group to 6 needs 4 more
-// ranks: the first would push ranks 2-3 past rank 5, the second ends past rank 5 -> fallback to
-// fill_with_full_dpxcp_group: both samples on all 6 ranks.
+// N=6 under d48bd6be0a's rules (sizes 1, 2, 4): [0] rank 0, [1] rank 1; fill: rank 0 -> 0-1
+// (pushing [1] to 2), [1] -> 2-3, [0] -> 0-3 (pushing [1] to 4-5); [1] cannot grow to 4 (5+2 >= 6)
+// -> fill_with_full_dpxcp_group: both samples on all 6 ranks (the later rules agree).
 TEST(MegatronDev, NonPowerOfTwoFallsBackToFullPool) {
   plan::Batch b{{50, 50}};
   EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(6, 100))),
