@@ -44,10 +44,11 @@ bool is_device_ptr(const void* p) {
 }
 
 // A device view of a user buffer: the buffer itself if it is device memory, else a temporary
-// device copy (copied in on creation when `copy_in`, copied back by copy_out()).
+// device copy. The copy-in is enqueued on the communicator's stream (so the NCCL kernel that
+// follows on that stream sees it); copy_out() runs after the operation has completed.
 class Staged {
  public:
-  Staged(const void* user, size_t bytes, bool copy_in)
+  Staged(const void* user, size_t bytes, bool copy_in, cudaStream_t stream)
       : user_(const_cast<void*>(user)), bytes_(bytes) {
     if (bytes == 0 || is_device_ptr(user)) {
       dev_ = user_;
@@ -55,7 +56,8 @@ class Staged {
     }
     DCP_CUDA_CHECK(cudaMalloc(&dev_, bytes));
     owned_ = true;
-    if (copy_in) DCP_CUDA_CHECK(cudaMemcpy(dev_, user, bytes, cudaMemcpyHostToDevice));
+    if (copy_in)
+      DCP_CUDA_CHECK(cudaMemcpyAsync(dev_, user, bytes, cudaMemcpyHostToDevice, stream));
   }
   ~Staged() {
     if (owned_) cudaFree(dev_);
@@ -139,9 +141,9 @@ class NcclComm final : public Communicator {
                       ReduceOp op) override {
     DCP_NVTX_RANGE();
     const size_t bytes = count * dtype_bytes(type);
-    Staged out(recv, bytes, send == recv);
+    Staged out(recv, bytes, send == recv, stream_);
     std::unique_ptr<Staged> in;
-    if (send != recv) in = std::make_unique<Staged>(send, bytes, true);
+    if (send != recv) in = std::make_unique<Staged>(send, bytes, true, stream_);
     check_usable("all_reduce");
     DCP_NCCL_CHECK(ncclAllReduce(in ? in->dev() : out.dev(), out.dev(), count, nccl_type(type),
                                  nccl_op(op), comm_, stream_),
@@ -152,7 +154,7 @@ class NcclComm final : public Communicator {
   void all_gather_raw(const void* send, void* recv, size_t count, DType type) override {
     DCP_NVTX_RANGE();
     const size_t bytes = count * dtype_bytes(type);
-    Staged in(send, bytes, true), out(recv, bytes * size_, false);
+    Staged in(send, bytes, true, stream_), out(recv, bytes * size_, false, stream_);
     check_usable("all_gather");
     DCP_NCCL_CHECK(ncclAllGather(in.dev(), out.dev(), count, nccl_type(type), comm_, stream_),
                    comm_);
@@ -163,7 +165,7 @@ class NcclComm final : public Communicator {
                           ReduceOp op) override {
     DCP_NVTX_RANGE();
     const size_t bytes = count * dtype_bytes(type);
-    Staged in(send, bytes * size_, true), out(recv, bytes, false);
+    Staged in(send, bytes * size_, true, stream_), out(recv, bytes, false, stream_);
     check_usable("reduce_scatter");
     DCP_NCCL_CHECK(ncclReduceScatter(in.dev(), out.dev(), count, nccl_type(type), nccl_op(op),
                                      comm_, stream_),
@@ -181,7 +183,7 @@ class NcclComm final : public Communicator {
       send_total = std::max(send_total, send_displs[p] + send_counts[p]);
       recv_total = std::max(recv_total, recv_displs[p] + recv_counts[p]);
     }
-    Staged in(send, send_total * eb, true), out(recv, recv_total * eb, false);
+    Staged in(send, send_total * eb, true, stream_), out(recv, recv_total * eb, false, stream_);
     check_usable("all_to_all_v");
     auto* src = static_cast<char*>(in.dev());
     auto* dst = static_cast<char*>(out.dev());
@@ -275,7 +277,7 @@ class NcclComm final : public Communicator {
     DCP_CHECK(tag >= 0, "nccl comm: user tags must be >= 0, got ", tag);
     if (!pending_) pending_ = std::make_shared<P2pBatch>();
     P2pOp p{is_send, buf, count, type, peer,
-            std::make_unique<Staged>(buf, count * dtype_bytes(type), is_send),
+            std::make_unique<Staged>(buf, count * dtype_bytes(type), is_send, stream_),
             std::string(op) + " on rank " + std::to_string(rank_) + " " + dir + " peer " +
                 std::to_string(peer) + " (tag " + std::to_string(tag) + ")"};
     pending_->ops.push_back(std::move(p));
