@@ -1,0 +1,58 @@
+// plot_results.py reads what the results writer writes: runs the script (Debian's
+// /usr/bin/python3 + python3-matplotlib; skipped with a message when either is missing) on the
+// results of a tiny scenario and checks that every chart it promises is a PNG file.
+#include "baselines/planners.h"
+#include "harness/results.h"
+#include "harness/runner.h"
+#include "harness/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace dcp::harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kScript = fs::path(__FILE__).parent_path().parent_path() / "plot" / "plot_results.py";
+
+bool is_png(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, 8);
+  return in.gcount() == 8 && std::string(magic + 1, 3) == "PNG" && fs::file_size(p) > 1000;
+}
+
+TEST(PlotScript, DrawsEveryChartFromTheResultsFile) {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no /usr/bin/python3 with matplotlib (apt-get install python3-matplotlib)";
+  ASSERT_TRUE(fs::exists(kScript)) << kScript;
+  plan::PlannerRegistry registry;
+  baselines::register_baseline_planners(registry);
+  const Scenario s = parse_scenario(nlohmann::json::parse(R"({
+    "name": "tiny-plot", "model": "tiny",
+    "dataset": {"source": "lognormal", "mean": 300, "sigma": 1.0, "min": 16, "max": 4096},
+    "cluster": {"gpus": 8, "pp": 2, "cp": 2, "gpus_per_node": 4},
+    "training": {"global_batch": 32, "max_seqlen": 4096, "max_seqlen_per_rank": 2048, "steps": 2},
+    "strategies": ["packing", "bshd"],
+    "published": {"source": "test", "values": [{"strategy": "packing", "tflops_per_gpu": 100}]}
+  })"), "tiny-plot.json");
+  const ResultsFile results = run_scenarios({s}, RunOptions{}, registry);
+  const fs::path dir = fs::temp_directory_path() / ("dcp_plot_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_results((dir / "r.json").string(), results);
+  const std::string cmd = "/usr/bin/python3 '" + kScript.string() + "' '" + (dir / "r.json").string() + "' --out '" +
+                          (dir / "charts").string() + "' >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (const char* f : {"tflops.png", "speedup.png", "breakdown.png", "rank_busy_tiny-plot.png", "plan_tiny-plot.png"})
+    EXPECT_TRUE(is_png(dir / "charts" / f)) << f;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace dcp::harness
