@@ -5,7 +5,9 @@
 #include "plan/validate.h"
 #include "sim/simulator.h"
 
+#include <algorithm>
 #include <chrono>
+#include <span>
 #include <cstdio>
 #include <set>
 
@@ -199,6 +201,36 @@ plan::PlanConfig plan_config_of(const Scenario& s) {
   return c;
 }
 
+// The scenario's cost model as planner options: time per rank of one sample on a CP group,
+// averaged over the pipeline's virtual stages (fwd + bwd incl. recompute and exposed CP comm),
+// and the simulated step time of a whole plan on this batch.
+plan::PlannerOptions planner_options_of(const cost::CostModel& cm, const data::SampledBatch& sb,
+                                        int64_t m_tokens) {
+  plan::PlannerOptions o;
+  o.pp = cm.cluster.pp;
+  o.vpp = cm.cluster.vpp;
+  const int stages = cm.cluster.pp * cm.cluster.vpp;
+  // Marginal time of the sample in a half-full pack (filler: one sequence of M*k/2 tokens), so
+  // GEMM efficiency is that of a packed rank, not of the sample alone (a 100-token sample alone
+  // would run its GEMMs at a tiny fraction of peak; packed, it does not).
+  o.sample_time_s = [&cm, stages, m_tokens](int64_t length, int cp_size) {
+    const int64_t filler = std::max<int64_t>(1, m_tokens * cp_size / 2);
+    const int64_t with[2] = {filler, length};
+    double t = 0;
+    for (int v = 0; v < stages; ++v) {
+      const cost::StageTimes a = cost::group_stage_times(cm, std::span<const int64_t>(with, 2), cp_size, 0, v);
+      const cost::StageTimes b = cost::group_stage_times(cm, std::span<const int64_t>(with, 1), cp_size, 0, v);
+      t += (a.fwd.total_s() + a.bwd.total_s()) - (b.fwd.total_s() + b.bwd.total_s());
+    }
+    return std::max(0.0, t) * cm.cluster.vpp / stages;  // one pipeline stage's share
+  };
+  o.step_time_s = [&cm, &sb](const plan::Plan& plan) {
+    return sim::simulate_step(plan, sb.batch, cm, sb.real_lengths).step_s;
+  };
+  o.cost_label = cost::source_label(cm);
+  return o;
+}
+
 std::vector<std::string> strategies_of(const Scenario& s, const RunOptions& options,
                                        const plan::PlannerRegistry& registry) {
   std::string known;
@@ -251,12 +283,14 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
     const Scenario& s = *p.s;
     out.scenarios.push_back(scenario_facts(s, p.cm, p.steps));
     const std::string source = cost::source_label(p.cm);
-    std::vector<std::unique_ptr<plan::Planner>> planners;
-    for (const auto& name : p.strategies) planners.push_back(registry.make(name));
     for (int step = 0; step < p.steps; ++step) {
       const auto t_step = std::chrono::steady_clock::now();
       const data::SampledBatch sb = at_key(s, "dataset", json(dataset_label(s.dataset)),
                                            [&] { return data::sample_global_batch(p.source, p.sampler, step); });
+      // Planners that use a cost model (dcp) get this scenario's time model and simulator.
+      const plan::PlannerOptions planner_options = planner_options_of(p.cm, sb, p.plan_config.max_seqlen_per_rank);
+      std::vector<std::unique_ptr<plan::Planner>> planners;
+      for (const auto& name : p.strategies) planners.push_back(registry.make(name, planner_options));
       const size_t first_row = out.rows.size();
       for (size_t k = 0; k < planners.size(); ++k) {
         ResultRow row;

@@ -11,6 +11,10 @@ void PlannerRegistry::add(const std::string& name, Factory factory) {
   factories_[name] = std::move(factory);
 }
 
+void PlannerRegistry::add(const std::string& name, std::function<std::unique_ptr<Planner>()> factory) {
+  add(name, Factory([f = std::move(factory)](const PlannerOptions&) { return f(); }));
+}
+
 bool PlannerRegistry::contains(const std::string& name) const { return factories_.count(name) > 0; }
 
 std::vector<std::string> PlannerRegistry::names() const {
@@ -19,14 +23,14 @@ std::vector<std::string> PlannerRegistry::names() const {
   return out;
 }
 
-std::unique_ptr<Planner> PlannerRegistry::make(const std::string& name) const {
+std::unique_ptr<Planner> PlannerRegistry::make(const std::string& name, const PlannerOptions& options) const {
   auto it = factories_.find(name);
   if (it == factories_.end()) {
     std::string known;
     for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
     throw InputError(detail::concat("unknown planner '", name, "' (known: ", known, ")"));
   }
-  return it->second();
+  return it->second(options);
 }
 
 void check_config(const Batch& batch, const PlanConfig& c) {

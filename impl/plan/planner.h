@@ -16,6 +16,21 @@
 
 namespace dcp::plan {
 
+// Optional context a planner may use (policy passed down explicitly, no globals). Planners that
+// do not need it ignore it; the harness fills it from the scenario's cost model and simulator.
+struct PlannerOptions {
+  int pp = 1;   // pipeline stages the plan will run on (pipeline-aware planners)
+  int vpp = 1;  // virtual stages per pipeline stage
+  // Seconds one rank of a CP group of `cp_size` ranks spends on a sample of `length_tokens`
+  // (forward + backward, all of its pipeline stage's layers, exposed CP communication
+  // included). Empty: the planner's built-in model.
+  std::function<double(int64_t length_tokens, int cp_size)> sample_time_s;
+  // Simulated step time of a whole plan (e.g. the discrete-event simulator). Empty: the
+  // planner's own estimate.
+  std::function<double(const Plan&)> step_time_s;
+  std::string cost_label;  // how sample_time_s / step_time_s were obtained, for reports
+};
+
 class Planner {
  public:
   virtual ~Planner() = default;
@@ -27,11 +42,13 @@ class Planner {
 
 class PlannerRegistry {
  public:
-  using Factory = std::function<std::unique_ptr<Planner>()>;
+  using Factory = std::function<std::unique_ptr<Planner>(const PlannerOptions&)>;
   void add(const std::string& name, Factory factory);
+  // For planners that take no options.
+  void add(const std::string& name, std::function<std::unique_ptr<Planner>()> factory);
   bool contains(const std::string& name) const;
   // Throws InputError naming the unknown planner and listing the known ones.
-  std::unique_ptr<Planner> make(const std::string& name) const;
+  std::unique_ptr<Planner> make(const std::string& name, const PlannerOptions& options = {}) const;
   std::vector<std::string> names() const;
 
  private:

@@ -2,6 +2,7 @@
 // thin adapter over a free function, so tests and benchmarks can call the function directly.
 #include "sched/planners.h"
 
+#include "sched/dcp_solver.h"
 #include "sched/megatron_dev.h"
 #include "sched/megatron_pr2000.h"
 
@@ -32,6 +33,8 @@ class FunctionPlanner : public plan::Planner {
 void register_sched_planners(plan::PlannerRegistry& registry) {
   registry.add("megatron-pr2000", [] { return std::make_unique<FunctionPlanner>("megatron-pr2000", &megatron_pr2000_plan); });
   registry.add("megatron-dev", [] { return std::make_unique<FunctionPlanner>("megatron-dev", &megatron_dev_plan); });
+  registry.add("dcp", plan::PlannerRegistry::Factory(
+                          [](const plan::PlannerOptions& options) { return std::make_unique<DcpPlanner>(options); }));
 }
 
 }  // namespace dcp::sched
