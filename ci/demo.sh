@@ -26,8 +26,8 @@ else
   fi
 fi
 
-echo "== build (Release, $build/) ==" >&2
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+echo "== build (RelWithDebInfo, $build/: the same configuration as ci/test.sh) ==" >&2
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j "$jobs" --target dcpbench
 
 scenarios=(scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json

@@ -20,7 +20,7 @@ dcpbench="${DCPBENCH:-build/dcpbench}"
 
 if [ ! -x "$dcpbench" ]; then
   echo "ci/gate.sh: $dcpbench not found, building it" >&2
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build -j "$(nproc)" --target dcpbench
   dcpbench=build/dcpbench
 fi
