@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <queue>
+#include <set>
 
 namespace dcp::sched {
 
@@ -187,6 +188,8 @@ class Solver {
     std::vector<std::vector<int>> owner(m, std::vector<int>(n_, -1));  // group id per rank
     std::vector<int> free_ranks(m, n_);
     std::vector<double> mb_load(m, 0.0);  // total work placed, for choosing a micro-batch
+    std::set<std::pair<double, int>> open_mbs;  // (mb_load, mb) of micro-batches with free ranks
+    for (int mb = 0; mb < m; ++mb) open_mbs.insert({0.0, mb});
     std::vector<SolverGroup> groups;
     using Entry = std::pair<double, int>;  // (load, group id), min-heap per size
     std::map<int, std::priority_queue<Entry, std::vector<Entry>, std::greater<>>> heaps;
@@ -218,13 +221,15 @@ class Solver {
     auto place = [&](int i, int kk) {
       const int64_t L = batch_.lengths[i];
       // A new group in the least-loaded micro-batch with a free aligned block of size kk.
+      // Micro-batches with free ranks, in (load, index) order: the first with a free block wins.
       int best_mb = -1, best_first = -1;
-      for (int mb = 0; mb < m; ++mb) {
-        if (free_ranks[mb] < kk || (best_mb >= 0 && mb_load[mb] >= mb_load[best_mb])) continue;
+      for (const auto& [load, mb] : open_mbs) {
+        if (free_ranks[mb] < kk) continue;
         const int first = free_block(owner[mb], kk);
         if (first >= 0) {
           best_mb = mb;
           best_first = first;
+          break;
         }
       }
       double best_load = best_mb >= 0 ? time(i, kk) : std::numeric_limits<double>::infinity();
@@ -249,7 +254,9 @@ class Solver {
       gr.samples.push_back(i);
       gr.tokens += L;
       gr.load_s += t;
+      open_mbs.erase({mb_load[gr.mb], gr.mb});
       mb_load[gr.mb] += t * gr.size;
+      if (free_ranks[gr.mb] > 0) open_mbs.insert({mb_load[gr.mb], gr.mb});
       heaps[gr.size].push({gr.load_s, gid});
       return true;
     };
