@@ -106,18 +106,13 @@ plan::Plan assemble_plan(std::vector<std::vector<plan::Group>> microbatches, con
   plan::Plan out;
   const int n = config.pool();
   if (config.vpp_group && *config.vpp_group > 1 && microbatches.size() % *config.vpp_group != 0) {
-    plan::RankLists lists;
-    lists.reserve(microbatches.size());
-    for (const auto& mb : microbatches) lists.push_back(to_rank_lists(mb, n));
     AlignContext ctx{n, config.min_cp, config.max_seqlen_per_rank, &batch.lengths};
-    out = plan::plan_from_rank_lists(align_sample_id_groups(std::move(lists), *config.vpp_group, ctx), planner,
-                                     config);
-  } else {
-    out.planner = planner;
-    out.config = config;
-    out.microbatches.reserve(microbatches.size());
-    for (auto& mb : microbatches) out.microbatches.push_back(plan::MicroBatch{std::move(mb)});
+    microbatches = align_microbatch_groups(std::move(microbatches), *config.vpp_group, ctx);
   }
+  out.planner = planner;
+  out.config = config;
+  out.microbatches.reserve(microbatches.size());
+  for (auto& mb : microbatches) out.microbatches.push_back(plan::MicroBatch{std::move(mb)});
   out.dynamic = true;
   plan::validate(out, batch);
   return out;

@@ -99,7 +99,9 @@ Outcome fill_empty(const Pool& pool, Handles& g) {
     if (pool.empty(g[i])) return Outcome::kCrash;  // sample_id_group[i][0] -> IndexError
     const int sid0 = pool.lists[g[i]][0];
     long c = 0;
-    while (i >= 0 && pool.contains(g[i], sid0)) {  // §7a: bound test first (Megatron tests it second)
+    // §7a: bound test first (Megatron tests it second). A rank with the previous rank's handle
+    // holds the same list, so it contains sid0 too.
+    while (i >= 0 && ((c > 0 && g[i] == g[i + 1]) || pool.contains(g[i], sid0))) {
       ++c;
       --i;
     }
@@ -164,7 +166,7 @@ bool split_handles(Pool& pool, const Handles& mb, const AlignContext& ctx, Handl
     if (pool.empty(mb[start])) return fail("empty rank (Megatron: IndexError)");
     const int sid0 = pool.lists[mb[start]][0];
     long c = 0;
-    for (long r = start; r < n && pool.contains(mb[r], sid0); ++r) ++c;
+    for (long r = start; r < n && ((r > start && mb[r] == mb[r - 1]) || pool.contains(mb[r], sid0)); ++r) ++c;
     if (prev != 0 && c > prev) return fail("CP size is not decreasing (Megatron: AssertionError)");
     cu.push_back(start + c);
     prev = c;
@@ -211,16 +213,12 @@ bool megatron_split_group(const Lists& mb, const AlignContext& ctx, Lists* new_m
   return true;
 }
 
-plan::RankLists align_sample_id_groups(plan::RankLists lists, int multiple, const AlignContext& ctx,
-                                       AlignStats* stats) {
+namespace {
+
+// The alignment loop on interned micro-batches (shared by both public overloads).
+void align_handles(Pool& pool, std::vector<Handles>& groups, int multiple, const AlignContext& ctx, AlignStats& st) {
   DCP_CHECK(multiple >= 1, "multiple ", multiple);
   DCP_CHECK(ctx.lengths != nullptr, "AlignContext without lengths");
-  AlignStats local;
-  AlignStats& st = stats ? *stats : local;
-  Pool pool;
-  std::vector<Handles> groups;
-  groups.reserve(lists.size());
-  for (const auto& mb : lists) groups.push_back(intern(pool, mb));
   const long m = multiple;
   long remainder = ((-static_cast<long>(groups.size())) % m + m) % m;
   long i = static_cast<long>(groups.size()) - 1;
@@ -247,29 +245,71 @@ plan::RankLists align_sample_id_groups(plan::RankLists lists, int multiple, cons
     }
     --i;
   }
-  if (megatron_gave_up) {
-    while (remainder > 0) {
-      long j = static_cast<long>(groups.size()) - 1;
-      std::vector<int> ids;
-      for (; j >= 0; --j) {
-        ids = microbatch_ids(pool, groups[j]);
-        if (ids.size() >= 2) break;
-      }
-      DCP_REQUIRE(j >= 0, "cannot make the micro-batch count a multiple of vpp_group ", multiple, ": ",
-                  groups.size(), " micro-batches each hold a single sample (need ", remainder,
-                  " more micro-batches than there are samples to split)");
-      const size_t half = (ids.size() + 1) / 2;
-      const int first = pool.add(std::vector<int>(ids.begin(), ids.begin() + half));
-      const int second = pool.add(std::vector<int>(ids.begin() + half, ids.end()));
-      groups[j] = Handles(ctx.n, first);
-      groups.push_back(Handles(ctx.n, second));
-      --remainder;
-      ++st.fallback_splits;
+  if (!megatron_gave_up) return;
+  while (remainder > 0) {
+    long j = static_cast<long>(groups.size()) - 1;
+    std::vector<int> ids;
+    for (; j >= 0; --j) {
+      ids = microbatch_ids(pool, groups[j]);
+      if (ids.size() >= 2) break;
     }
+    DCP_REQUIRE(j >= 0, "cannot make the micro-batch count a multiple of vpp_group ", multiple, ": ",
+                groups.size(), " micro-batches each hold a single sample (need ", remainder,
+                " more micro-batches than there are samples to split)");
+    const size_t half = (ids.size() + 1) / 2;
+    const int first = pool.add(std::vector<int>(ids.begin(), ids.begin() + half));
+    const int second = pool.add(std::vector<int>(ids.begin() + half, ids.end()));
+    groups[j] = Handles(ctx.n, first);
+    groups.push_back(Handles(ctx.n, second));
+    --remainder;
+    ++st.fallback_splits;
   }
+}
+
+}  // namespace
+
+plan::RankLists align_sample_id_groups(plan::RankLists lists, int multiple, const AlignContext& ctx,
+                                       AlignStats* stats) {
+  AlignStats local;
+  Pool pool;
+  std::vector<Handles> groups;
+  groups.reserve(lists.size());
+  for (const auto& mb : lists) groups.push_back(intern(pool, mb));
+  align_handles(pool, groups, multiple, ctx, stats ? *stats : local);
   plan::RankLists out;
   out.reserve(groups.size());
   for (const auto& g : groups) out.push_back(materialize(pool, g));
+  return out;
+}
+
+std::vector<std::vector<plan::Group>> align_microbatch_groups(std::vector<std::vector<plan::Group>> microbatches,
+                                                              int multiple, const AlignContext& ctx,
+                                                              AlignStats* stats) {
+  AlignStats local;
+  Pool pool;
+  std::vector<Handles> groups;
+  groups.reserve(microbatches.size());
+  for (auto& mb : microbatches) {
+    Handles hs(ctx.n, 0);
+    for (auto& g : mb) {
+      const int h = pool.add(std::move(g.samples));
+      for (int r = g.first_rank; r < g.first_rank + g.cp_size && r < ctx.n; ++r) hs[r] = h;
+    }
+    groups.push_back(std::move(hs));
+  }
+  align_handles(pool, groups, multiple, ctx, stats ? *stats : local);
+  std::vector<std::vector<plan::Group>> out;
+  out.reserve(groups.size());
+  for (const Handles& hs : groups) {
+    std::vector<plan::Group> mb;
+    for (int r = 0; r < static_cast<int>(hs.size());) {
+      int e = r + 1;
+      while (e < static_cast<int>(hs.size()) && hs[e] == hs[r]) ++e;
+      mb.push_back(plan::Group{r, e - r, pool.lists[hs[r]]});
+      r = e;
+    }
+    out.push_back(std::move(mb));
+  }
   return out;
 }
 

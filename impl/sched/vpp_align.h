@@ -52,4 +52,10 @@ bool megatron_split_group(const std::vector<std::vector<int>>& mb, const AlignCo
 plan::RankLists align_sample_id_groups(plan::RankLists groups, int multiple, const AlignContext& ctx,
                                        AlignStats* stats = nullptr);
 
+// The same on micro-batches given as groups (ascending ranks, covering [0, N)); returns groups
+// (consecutive ranks holding the same list form one group). Avoids per-rank list copies.
+std::vector<std::vector<plan::Group>> align_microbatch_groups(std::vector<std::vector<plan::Group>> microbatches,
+                                                              int multiple, const AlignContext& ctx,
+                                                              AlignStats* stats = nullptr);
+
 }  // namespace dcp::sched
