@@ -2,6 +2,9 @@
 // fewer devices than ranks. Exercises device and host (staged) buffers, the grouped ring
 // exchange, every collective and split.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
 #include <cuda_runtime.h>
 
 #include "comm/mpi_comm.h"
@@ -17,8 +20,16 @@ bool enough_devices() {
   return ndev >= size && ndev > 0;
 }
 
-#define DCP_SKIP_WITHOUT_GPU() \
-  if (!enough_devices()) GTEST_SKIP() << "no CUDA device (or fewer devices than MPI ranks)"
+bool gpu_required() {  // ci/gpu.sh sets DCP_REQUIRE_GPU=1: there a skip would hide a broken setup
+  const char* r = std::getenv("DCP_REQUIRE_GPU");
+  return r && std::string(r) == "1";
+}
+
+#define DCP_SKIP_WITHOUT_GPU()                                                          \
+  if (!enough_devices()) {                                                              \
+    if (gpu_required()) FAIL() << "no CUDA device (or fewer devices than MPI ranks)";   \
+    GTEST_SKIP() << "no CUDA device (or fewer devices than MPI ranks)";                 \
+  }
 
 TEST(NcclComm, RingWithHostBuffers) {
   DCP_SKIP_WITHOUT_GPU();
