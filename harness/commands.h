@@ -11,5 +11,6 @@ void add_schedule_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);   // `run` and `table` (cmd_run.cpp)
 void add_plot_command(CLI::App& app, int& exit_code);  // cmd_plot.cpp
 void add_gate_command(CLI::App& app, int& exit_code);  // cmd_gate.cpp
+void add_cp_attn_command(CLI::App& app, int& exit_code);  // cmd_cp_attn.cpp
 
 }  // namespace dcp::harness
