@@ -15,6 +15,7 @@
 #include "attn/attn_ref.h"
 #include "attn/compare.h"
 #include "attn/cp_attn.h"
+#include "attn/inputs.h"
 #include "attn/thd.h"
 #include "attn/tolerances.h"
 #include "comm/group_registry.h"
@@ -44,34 +45,15 @@ namespace {
 constexpr int kMaxThreadRanks = 64;
 constexpr int64_t kMaxTotalTokens = 1 << 16;  // the O(T^2) reference runs on every rank
 
-enum Tensor : uint64_t { kQ = 1, kK = 2, kV = 3, kDout = 4 };  // as attn_test_util.h
+using attn::global_tensor;
+using attn::kDout;
+using attn::kK;
+using attn::kQ;
+using attn::kV;
+using attn::local_tensor;
+
 constexpr std::array<const char*, 5> kOutputs{"out", "lse", "dq", "dk", "dv"};
 
-// Uniform in [-1, 1) from (seed, tensor, global element index): attn_test_util.h's input_value.
-double input_value(uint64_t seed, uint64_t tensor, int64_t index) {
-  return 2.0 * hash_uniform(hash_u64(seed, tensor), static_cast<uint64_t>(index)) - 1.0;
-}
-
-// Whole tensor [rows, row_elems] in sequence order, rounded through T (the reference sees exactly
-// the values a float32 run gets).
-template <typename T>
-std::vector<double> global_tensor(uint64_t seed, uint64_t tensor, int64_t rows, int64_t row_elems) {
-  std::vector<double> out(rows * row_elems);
-  for (int64_t i = 0; i < rows * row_elems; ++i)
-    out[i] = static_cast<double>(static_cast<T>(input_value(seed, tensor, i)));
-  return out;
-}
-
-// This rank's zigzag shard [Tl, row_elems] of the same tensor, from global indices.
-template <typename T>
-std::vector<T> local_tensor(uint64_t seed, uint64_t tensor, const std::vector<int64_t>& rows,
-                            int64_t row_elems) {
-  std::vector<T> out(rows.size() * row_elems);
-  for (size_t t = 0; t < rows.size(); ++t)
-    for (int64_t e = 0; e < row_elems; ++e)
-      out[t * row_elems + e] = static_cast<T>(input_value(seed, tensor, rows[t] * row_elems + e));
-  return out;
-}
 
 // Rows `rows` of a global [T, row_elems] tensor: [rows.size(), row_elems].
 std::vector<double> take_rows(const std::vector<double>& global, const std::vector<int64_t>& rows,

@@ -1,45 +1,21 @@
-// Test inputs generated from (seed, tensor, global element index) so every CP rank builds its own
-// shard and the full-batch reference without gathering (nccl-tests' verifiable idea), and the
-// varlen case table shared by the thread and MPI tests.
+// Test helpers: the verifiable inputs of attn/inputs.h, the float64 reference of a whole batch,
+// and the varlen case table shared by the thread and MPI tests.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "attn/attn_ref.h"
+#include "attn/inputs.h"
 #include "attn/thd.h"
 #include "core/rng.h"
 
 namespace dcp::attn::testing {
 
-enum Tensor : uint64_t { kQ = 1, kK = 2, kV = 3, kDout = 4 };
-
-// Uniform in [-1, 1) from (seed, tensor, global element index): random, non-zero, seeded.
-inline double input_value(uint64_t seed, uint64_t tensor, int64_t index) {
-  return 2.0 * hash_uniform(hash_u64(seed, tensor), static_cast<uint64_t>(index)) - 1.0;
-}
-
-// Whole tensor [rows, row_elems] in sequence order, rounded through T (so the float64 reference
-// sees exactly the values a float32 run gets).
-template <typename T>
-std::vector<double> global_tensor(uint64_t seed, uint64_t tensor, int64_t rows, int64_t row_elems) {
-  std::vector<double> out(rows * row_elems);
-  for (int64_t i = 0; i < rows * row_elems; ++i)
-    out[i] = static_cast<double>(static_cast<T>(input_value(seed, tensor, i)));
-  return out;
-}
-
-// This rank's zigzag shard [Tl, row_elems], generated directly from global indices.
-template <typename T>
-std::vector<T> local_tensor(uint64_t seed, uint64_t tensor, const ThdBatch& b, int cp, int rank,
-                            int64_t row_elems) {
-  const auto rows = zigzag_rows(b, cp, rank);
-  std::vector<T> out(rows.size() * row_elems);
-  for (size_t t = 0; t < rows.size(); ++t)
-    for (int64_t e = 0; e < row_elems; ++e)
-      out[t * row_elems + e] = static_cast<T>(input_value(seed, tensor, rows[t] * row_elems + e));
-  return out;
-}
+using attn::global_tensor;
+using attn::input_value;
+using attn::local_tensor;
+using Tensor = attn::InputTensor;
 
 struct RefResult {
   std::vector<double> q, k, v, dout, out, lse, dq, dk, dv;
