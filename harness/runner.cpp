@@ -45,7 +45,7 @@ std::string dataset_label(const DatasetSpec& d) {
   } else {
     l = "mixture(";
     for (size_t i = 0; i < d.components.size(); ++i)
-      l += (i ? ", " : "") + fmt_g(d.components[i].first) + " " + dataset_label(d.components[i].second);
+      l += (i ? ", " : "") + fmt_g(d.components[i].share) + " " + dataset_label(d.components[i].source);
     l += ")";
   }
   return l;
@@ -69,8 +69,8 @@ data::LengthSource source_of(const Scenario& s, const DatasetSpec& d, const std:
   std::vector<data::LengthSource> comps;
   std::vector<double> shares;
   for (size_t i = 0; i < d.components.size(); ++i) {
-    comps.push_back(source_of(s, d.components[i].second, key + ".components[" + std::to_string(i) + "]"));
-    shares.push_back(d.components[i].first);
+    comps.push_back(source_of(s, d.components[i].source, key + ".components[" + std::to_string(i) + "]"));
+    shares.push_back(d.components[i].share);
   }
   return data::mixture_source(std::move(comps), std::move(shares));
 }

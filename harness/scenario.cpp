@@ -186,7 +186,7 @@ DatasetSpec parse_source(ObjectReader& r, bool nested) {
       const double share = *c.get_number("share", true, 0.0, 1.0);
       if (share <= 0) c.fail("share", json(share), "is not positive");
       total += share;
-      d.components.emplace_back(share, parse_source(c, true));
+      d.components.push_back(DatasetComponent{share, parse_source(c, true)});
       c.finish();
     }
     if (std::abs(total - 1.0) > 1e-6) r.fail("components", *comps, "shares sum to " + show(json(total)) + ", not 1");

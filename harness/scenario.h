@@ -35,6 +35,8 @@ struct ModelSpec {
 // Length source. kind: "file" (path), "lognormal" (mean, sigma, clamp to [min,max] by the
 // sampler's rules), "mixture" (components, each with a token share), "quantiles" (empirical
 // quantile table: probability -> length, linearly interpolated).
+struct DatasetComponent;
+
 struct DatasetSpec {
   std::string kind;
   std::string path;                 // file: resolved path (absolute or relative to cwd)
@@ -44,11 +46,17 @@ struct DatasetSpec {
   int64_t min_len = 1;              // lognormal: lower bound (tokens)
   int64_t max_len = 0;              // lognormal: upper bound (tokens), 0 = none (split at max_seqlen)
   std::string clamp = "clamp";      // lognormal: "clamp" (pile up at the bounds) | "resample"
-  std::vector<std::pair<double, DatasetSpec>> components;  // mixture: (token share, source)
+  std::vector<DatasetComponent> components;  // mixture: (token share, source)
   std::vector<std::pair<double, int64_t>> quantiles;       // quantiles: (probability, length)
   int64_t min_seqlen = 1;           // documents shorter than this are dropped or padded
   std::string short_policy = "drop";  // "drop" | "pad"
   int64_t pad_multiple = 1;         // every sample rounded up to a multiple of this
+};
+
+// One component of a mixture (a separate struct: a std::pair of an incomplete type is not allowed).
+struct DatasetComponent {
+  double share = 0;  // token share in (0, 1]
+  DatasetSpec source;
 };
 
 struct ClusterSpec {

@@ -19,7 +19,7 @@ nlohmann::json read_json_file(const std::string& path) {
   ss << in.rdbuf();
   try {
     return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for number overflow
     throw InputError(detail::concat(path, ": invalid JSON (", e.what(), ")"));
   }
 }

@@ -66,7 +66,7 @@ std::vector<int64_t> parse_lengths_json(std::string_view text, const std::string
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for number overflow
     throw InputError(concat(source, ": invalid JSON (", e.what(), ")"));
   }
   DCP_REQUIRE(j.is_array(), source, ": JSON lengths must be an array of integers");

@@ -43,6 +43,8 @@ TEST(LengthsJson, ArrayOfIntegers) {
   expect_error([] { parse_lengths_json("[0]", "a.json"); }, "element 0 has length 0");
   expect_error([] { parse_lengths_json("{\"a\": 1}", "a.json"); }, "must be an array");
   expect_error([] { parse_lengths_json("[1,", "a.json"); }, "invalid JSON");
+  // Found by the fuzzer: nlohmann throws out_of_range (not parse_error) on a number overflow.
+  expect_error([] { parse_lengths_json("[10000000000000E0000000000008880]", "a.json"); }, "invalid JSON");
 }
 
 // Builds a Megatron MMIDIDX v1 index in memory (layout in lengths_file.h).
