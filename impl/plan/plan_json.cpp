@@ -39,6 +39,7 @@ nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann
   for (auto L : batch.lengths) tokens += L;
   summary["tokens"] = tokens;
   summary["microbatch_count"] = plan.microbatches.size();
+  summary["dynamic"] = plan.dynamic;  // false: static CP, every group has size cp
   json per_mb = json::array();
   double max_w = 0;
   for (const auto& ms : st.microbatches) {
@@ -72,7 +73,7 @@ Plan plan_from_json(const nlohmann::json& j) {
     p.config.max_seqlen_per_rank = j.at("max_seqlen_per_rank").get<int64_t>();
     p.config.min_cp = j.value("min_cp", 1);
     if (j.contains("vpp_group") && !j["vpp_group"].is_null()) p.config.vpp_group = j["vpp_group"].get<int>();
-    p.dynamic = !(p.planner == "packing" || p.planner == "bshd");
+    p.dynamic = j.contains("summary") ? j["summary"].value("dynamic", true) : true;
     for (const auto& mb : j.at("microbatches")) {
       MicroBatch m;
       for (const auto& g : mb.at("groups")) {

@@ -1,7 +1,7 @@
 // Plan JSON, schema "dcpbench.plan.v1" (DESIGN.md "dcpbench schedule"):
 // {"schema", "planner", "dp", "cp", "pool", "max_seqlen_per_rank", "min_cp", "vpp_group",
 //  "microbatches": [{"groups": [{"ranks": [first..last], "cp_size": k, "samples": [ids]}]}],
-//  "summary": {...}}
+//  "summary": {...}}   (summary.dynamic: false for static-CP plans)
 #pragma once
 
 #include "plan/plan.h"

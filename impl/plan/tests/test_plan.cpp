@@ -170,6 +170,10 @@ TEST(PlanJson, SchemaKeysAndRoundTrip) {
   EXPECT_EQ(j["summary"]["cp_size_histogram"]["4"], 1);
   const Plan q = plan_from_json(j);
   EXPECT_EQ(rank_lists_of(q), rank_lists_of(p));
+  EXPECT_TRUE(q.dynamic);
+  Plan st = p;
+  st.dynamic = false;
+  EXPECT_FALSE(plan_from_json(plan_to_json(st, kBatch, nlohmann::json::object())).dynamic);
 }
 
 TEST(CheckConfig, NamesTheBadValue) {
