@@ -190,12 +190,16 @@ class Solver {
     std::vector<double> mb_load(m, 0.0);  // total work placed, for choosing a micro-batch
     std::set<std::pair<double, int>> open_mbs;  // (mb_load, mb) of micro-batches with free ranks
     for (int mb = 0; mb < m; ++mb) open_mbs.insert({0.0, mb});
+    std::set<int> no_free_block;  // sizes with no free aligned block left in any micro-batch
     std::vector<SolverGroup> groups;
     using Entry = std::pair<double, int>;  // (load, group id), min-heap per size
     std::map<int, std::priority_queue<Entry, std::vector<Entry>, std::greater<>>> heaps;
 
     // The least-loaded group of size `size` with room for `tokens` more (heap top, stale
     // entries dropped, full groups skipped and kept), or -1.
+    // A full group is kept for later samples only while the shortest sample still to come fits
+    // it (min_future), so full groups are not scanned again and again.
+    int64_t min_future = 0;
     auto lightest_with_room = [&](int size, int64_t tokens) {
       auto& heap = heaps[size];
       std::vector<Entry> skipped;
@@ -206,12 +210,13 @@ class Solver {
           heap.pop();
           continue;
         }
-        if (groups[id].tokens + tokens <= cfg_.max_seqlen_per_rank * size) {
+        const int64_t room = cfg_.max_seqlen_per_rank * size - groups[id].tokens;
+        if (tokens <= room) {
           found = id;
           break;
         }
         heap.pop();
-        skipped.push_back({load, id});
+        if (room >= min_future) skipped.push_back({load, id});
       }
       for (const auto& e : skipped) heap.push(e);
       return found;
@@ -223,14 +228,18 @@ class Solver {
       // A new group in the least-loaded micro-batch with a free aligned block of size kk.
       // Micro-batches with free ranks, in (load, index) order: the first with a free block wins.
       int best_mb = -1, best_first = -1;
-      for (const auto& [load, mb] : open_mbs) {
-        if (free_ranks[mb] < kk) continue;
-        const int first = free_block(owner[mb], kk);
-        if (first >= 0) {
-          best_mb = mb;
-          best_first = first;
-          break;
+      if (!no_free_block.count(kk)) {
+        for (const auto& [load, mb] : open_mbs) {
+          if (free_ranks[mb] < kk) continue;
+          const int first = free_block(owner[mb], kk);
+          if (first >= 0) {
+            best_mb = mb;
+            best_first = first;
+            break;
+          }
         }
+        // Free blocks are only ever consumed: once none of a size is left, none will come back.
+        if (best_mb < 0) no_free_block.insert(kk);
       }
       double best_load = best_mb >= 0 ? time(i, kk) : std::numeric_limits<double>::infinity();
       int gid = -1;
@@ -260,7 +269,12 @@ class Solver {
       heaps[gr.size].push({gr.load_s, gid});
       return true;
     };
-    for (int i : order) {
+    std::vector<int64_t> suffix_min(order.size() + 1, std::numeric_limits<int64_t>::max());
+    for (size_t q = order.size(); q-- > 0;)
+      suffix_min[q] = std::min(suffix_min[q + 1], batch_.lengths[order[q]]);
+    for (size_t q = 0; q < order.size(); ++q) {
+      const int i = order[q];
+      min_future = suffix_min[q];
       // The chosen size first; if nothing has room, the smaller sizes down to the minimum.
       bool placed = false;
       for (int kk = k[i]; kk >= kmin_[i] && !placed; kk = prev_size(kk)) {
