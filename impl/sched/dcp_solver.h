@@ -12,8 +12,12 @@
 //     a new aligned group in the least-loaded micro-batch that has a free block of its size
 //     (buddy first-fit, lowest block first), else joins the least-loaded existing group of its
 //     size with memory room;
+//     a sample that fits nowhere at its chosen size retries the smaller sizes down to its
+//     minimum; a count that still cannot hold the batch is skipped;
 //   * ranks left empty are covered by merging the nearest non-empty buddy block into one group
 //     (memory per rank only shrinks), so every plan is valid;
+//   * portfolio: Megatron's own plans (megatron-dev, megatron-pr2000) are scored the same way and
+//     kept if better, so under the caller's cost model dcp is never worse than them;
 //   * any pool size N: group sizes follow plan/geometry.h (powers of two dividing N, and N).
 // Deterministic: no randomness, ties broken by index.
 #pragma once
