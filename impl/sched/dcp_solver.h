@@ -10,8 +10,8 @@
 //     doubles while its time per rank exceeds the balanced target per micro-batch (and doubling
 //     helps); then longest-processing-time-first placement over all micro-batches: a sample opens
 //     a new aligned group in the least-loaded micro-batch that has a free block of its size
-//     (buddy first-fit, lowest block first), else joins the least-loaded existing group of its
-//     size with memory room;
+//     (buddy first-fit, lowest block first), or joins the existing group of any size >= its
+//     minimum with memory room that leaves the smaller load per rank (ties: the new group);
 //     a sample that fits nowhere at its chosen size retries the smaller sizes down to its
 //     minimum; a count that still cannot hold the batch is skipped;
 //   * ranks left empty are covered by merging the nearest non-empty buddy block into one group
