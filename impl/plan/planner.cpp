@@ -37,6 +37,11 @@ void check_config(const Batch& batch, const PlanConfig& c) {
   DCP_REQUIRE(c.dp >= 1, "--dp ", c.dp, " must be >= 1");
   DCP_REQUIRE(c.cp >= 1, "--cp ", c.cp, " must be >= 1");
   DCP_REQUIRE(c.max_seqlen_per_rank >= 1, "--max-seqlen-per-rank ", c.max_seqlen_per_rank, " must be >= 1");
+  // Bounds that keep every token product (pool x M, k x M) far from int64 overflow.
+  DCP_REQUIRE(c.max_seqlen_per_rank <= kMaxTokensPerRank, "--max-seqlen-per-rank ", c.max_seqlen_per_rank,
+              " is larger than the supported ", kMaxTokensPerRank, " tokens");
+  DCP_REQUIRE(static_cast<int64_t>(c.dp) * c.cp <= kMaxPool, "--dp ", c.dp, " x --cp ", c.cp,
+              " is larger than the supported pool of ", kMaxPool, " ranks");
   DCP_REQUIRE(is_pow2(c.min_cp), "--min-cp ", c.min_cp, " is not a power of two");
   DCP_REQUIRE(c.min_cp <= c.pool(), "--min-cp ", c.min_cp, " is larger than the pool dp*cp = ", c.pool());
   DCP_REQUIRE(!c.vpp_group || *c.vpp_group >= 1, "--vpp-group ", c.vpp_group.value_or(0), " must be >= 1");

@@ -55,8 +55,13 @@ class PlannerRegistry {
   std::map<std::string, Factory> factories_;
 };
 
-// Checks the config against the batch the way every planner needs it (dp, cp >= 1, M >= 1,
-// min_cp power of two <= N, lengths >= 1, V >= 1). Throws InputError naming the bad value.
+// Largest supported per-rank budget and pool: their products stay far below 2^63.
+inline constexpr int64_t kMaxTokensPerRank = int64_t{1} << 40;
+inline constexpr int64_t kMaxPool = int64_t{1} << 20;
+
+// Checks the config against the batch the way every planner needs it (dp, cp >= 1,
+// 1 <= M <= kMaxTokensPerRank, dp*cp <= kMaxPool, min_cp power of two <= N, lengths >= 1,
+// V >= 1). Throws InputError naming the bad value.
 void check_config(const Batch& batch, const PlanConfig& config);
 
 // Throws InputError if some sample needs more than the pool's ranks: names the first such

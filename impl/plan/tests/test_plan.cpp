@@ -10,6 +10,8 @@
 #include "plan/validate.h"
 
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace dcp::plan {
@@ -37,6 +39,11 @@ TEST(CpRule, PowersOfTwoAndBoundaries) {
   EXPECT_FALSE(is_pow2(6));
   EXPECT_EQ(prev_pow2(12), 8);
   EXPECT_EQ(next_pow2(9), 16);
+  // No overflow at the top of the range (a length file may hold any int64).
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(ceil_div(kMax, 2), kMax / 2 + 1);
+  EXPECT_EQ(next_pow2(kMax), int64_t{1} << 62);
+  EXPECT_EQ(cp_min(kMax, 1), int64_t{1} << 62);
 }
 
 TEST(Geometry, PowerOfTwoPoolHasEverySize) {
@@ -190,6 +197,8 @@ TEST(CheckConfig, NamesTheBadValue) {
   expect_msg(Batch{{10}}, cfg(1, 1, 10, 3), "--min-cp 3 is not a power of two");
   expect_msg(Batch{{10}}, cfg(1, 2, 10, 4), "--min-cp 4 is larger than the pool");
   expect_msg(b, cfg(1, 1, 10), "sample 1 has length 0");
+  expect_msg(Batch{{10}}, cfg(1, 1, kMaxTokensPerRank + 1), "is larger than the supported");
+  expect_msg(Batch{{10}}, cfg(65536, 65536, 10), "--dp 65536 x --cp 65536 is larger than the supported pool");
   try {
     check_fits(Batch{{5, 1000}}, cfg(2, 4, 100));
     FAIL();
