@@ -114,7 +114,8 @@ struct PassTime {
 struct StageTimes {
   PassTime fwd;
   PassTime bwd;   // includes the recompute forward when recompute_full
-  double p2p_s = 0;  // activation send to the next stage (fwd) / gradient to previous (bwd)
+  double p2p_s = 0;  // transfer over the link between this stage and the next one (activations
+                     // forward, their gradients backward: the same link both ways)
 };
 
 // Time of one CP group (every rank of it: identical work) running the sequences `lengths`

@@ -127,7 +127,9 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
         for (size_t g = 0; g < groups.size(); ++g) {
           const auto& gs = groups[g];
           const OpCost& c = in.cost[op.mb][g][v];
-          const double p2p = up_v >= 0 ? in.cost[op.mb][g][up_v].p2p_s : 0.0;
+          // p2p_s of virtual stage u is the link u -> u+1: forward F(v-1) -> F(v) uses stage
+          // v-1's, backward B(v+1) -> B(v) crosses the same link v <-> v+1, i.e. stage v's.
+          const double p2p = up_v >= 0 ? in.cost[op.mb][g][op.bwd ? v : up_v].p2p_s : 0.0;
           double start = 0;
           for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
             double ready = free_at[static_cast<size_t>(s) * n + j];

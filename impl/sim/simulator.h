@@ -45,7 +45,7 @@ struct OpCost {
   double recompute_s = 0;     // part of bwd_compute_s
   double fwd_comm_s = 0;      // exposed CP comm (+ overhead) inside the op
   double bwd_comm_s = 0;
-  double p2p_s = 0;           // delay on the edge to the next (fwd) / previous (bwd) stage
+  double p2p_s = 0;           // delay on the edge between this stage and the next: F(v)->F(v+1) and B(v+1)->B(v)
 };
 
 struct ScheduleInput {

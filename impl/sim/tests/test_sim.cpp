@@ -44,6 +44,16 @@ void expect_breakdown_sums(const ScheduleResult& r) {
     EXPECT_NEAR(g.compute_s + g.comm_s + g.bubble_s + g.imbalance_s, r.step_s, 1e-9 * r.step_s);
 }
 
+TEST(Schedule, P2pEdgeIsTheLinkBetweenTheTwoStagesBothWays) {
+  // pp = 3, one micro-batch, t_f = t_b = 1; only the stage 0 <-> 1 link is slow (10 s).
+  // F0 [0,1], F1 [11,12], F2 [12,13], B2 [13,14], B1 [14,15] (link 1<->2 is free),
+  // B0 [25,26] (the gradient crosses the slow 0<->1 link again): step = 26.
+  ScheduleInput in = singles(1, 3, 1, 1, op(1, 1));
+  in.cost[0][0][0].p2p_s = 10;
+  const auto r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.step_s, 26.0);
+}
+
 TEST(Schedule, OneF1BBubbleFormula) {
   // pp = 4, m = 8, t_f = 1, t_b = 2: step = (m + p - 1)(t_f + t_b) = 33,
   // bubble fraction = (p - 1)/(m + p - 1) = 3/11.
