@@ -292,7 +292,14 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
 }
 
 HardwareProfile load_calibration_file(const HardwareProfile& base, const std::string& path) {
-  return apply_calibration(base, read_json_file(path), path);
+  const nlohmann::json j = read_json_file(path);
+  // A file's numbers label every result ("simulated:<model>@<name>"), so it must say its name and
+  // how its numbers were obtained; otherwise results would carry the built-in profile's label.
+  for (const char* key : {"name", "obtained"}) {
+    DCP_REQUIRE(j.is_object() && j.contains(key), path, ": \"", key,
+                "\" is missing (a calibration file must name itself and say how it was obtained)");
+  }
+  return apply_calibration(base, j, path);
 }
 
 nlohmann::json profile_to_json(const HardwareProfile& p) {

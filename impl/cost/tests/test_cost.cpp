@@ -9,7 +9,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace dcp::cost {
@@ -330,6 +333,30 @@ TEST(TimeModel, ClusterValidation) {
   EXPECT_NO_THROW(validate_cluster(c));
   EXPECT_EQ(c.pool(), 8);
   EXPECT_EQ(c.dp(), 1);
+}
+
+}  // namespace
+}  // namespace dcp::cost
+
+namespace dcp::cost {
+namespace {
+
+TEST(Hardware, CalibrationFileMustNameItself) {
+  // Without "name" the results would keep the built-in label while using the file's numbers.
+  const auto path = std::filesystem::temp_directory_path() / ("dcp_calib_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << R"({"schema": "dcpbench.calibration.v1", "profile": "h100-sxm", "peak_flops_per_s": 5e14})";
+  try {
+    load_calibration_file(hardware_preset("h100-sxm"), path.string());
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"name\" is missing"), std::string::npos) << e.what();
+  }
+  std::ofstream(path) << R"({"schema": "dcpbench.calibration.v1", "name": "mine", "obtained": "measured",)"
+                      << R"( "profile": "h100-sxm", "peak_flops_per_s": 5e14})";
+  const auto p = load_calibration_file(hardware_preset("h100-sxm"), path.string());
+  EXPECT_EQ(p.calibration, "mine");
+  EXPECT_EQ(p.obtained, "measured");
+  std::filesystem::remove(path);
 }
 
 }  // namespace
