@@ -53,7 +53,7 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   const auto t0 = std::chrono::steady_clock::now();
   plan::Plan p = planner->plan(batch, cfg);
   const auto t1 = std::chrono::steady_clock::now();
-  plan::validate(p, batch);  // a planner bug is an internal error (exit 1), never a silent bad plan
+  plan::validate(p, batch, cfg);  // a planner bug is an internal error (exit 1), never a silent bad plan
 
   nlohmann::json extra;
   extra["solve_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();

@@ -306,7 +306,7 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
           const auto t0 = std::chrono::steady_clock::now();
           plan = planners[k]->plan(sb.batch, p.plan_config);
           row.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-          if (auto v = plan::find_violation(plan, sb.batch)) {
+          if (auto v = plan::find_violation(plan, sb.batch, p.plan_config)) {
             row.error = "invalid plan: " + *v;
           } else {
             row.plan_valid = true;

@@ -21,7 +21,12 @@ namespace dcp::plan {
 // Empty if valid, else a one-line description of the first violation.
 std::optional<std::string> find_violation(const Plan& plan, const Batch& batch);
 
+// The same, and first that the plan was made for the `requested` config (a planner must not
+// drop the VPP group or loosen M or min_cp and then pass its own checks).
+std::optional<std::string> find_violation(const Plan& plan, const Batch& batch, const PlanConfig& requested);
+
 // Throws dcp::Error("invalid plan from <planner>: <violation>") if invalid.
 void validate(const Plan& plan, const Batch& batch);
+void validate(const Plan& plan, const Batch& batch, const PlanConfig& requested);
 
 }  // namespace dcp::plan

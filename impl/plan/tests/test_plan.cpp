@@ -123,6 +123,17 @@ TEST_P(ValidateRejects, NamesTheFirstViolation) {
 INSTANTIATE_TEST_SUITE_P(Plan, ValidateRejects, ::testing::ValuesIn(kBadCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
+TEST(Validate, RejectsAPlanMadeForAnotherConfig) {
+  const Plan p = two_mb_plan();
+  PlanConfig requested = p.config;
+  EXPECT_FALSE(find_violation(p, kBatch, requested).has_value());
+  requested.vpp_group = 2;  // the planner dropped the VPP group
+  const auto v = find_violation(p, kBatch, requested);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("is not the requested one"), std::string::npos) << *v;
+  EXPECT_THROW(validate(p, kBatch, requested), Error);
+}
+
 TEST(Validate, NonPowerOfTwoPoolAcceptsFullGroupRejectsMissingSize) {
   Plan p;
   p.config = cfg(3, 2, 100);  // N = 6
