@@ -73,6 +73,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
     args->command = "dcpbench run";
     for (const auto& s : args->scenarios) args->command += " " + s;
     if (cmd->count("--steps")) args->command += " --steps " + std::to_string(args->steps);
+    if (!args->strategies.empty()) {  // the recorded command must reproduce the same rows
+      args->command += " --strategies ";
+      for (size_t i = 0; i < args->strategies.size(); ++i) args->command += (i ? "," : "") + args->strategies[i];
+    }
     (void)app;
     exit_code = run_run(*args, *cmd);
   });

@@ -35,7 +35,12 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
       f.message = "missing from the current results";
     } else {
       const Aggregate& c = *it->second;
-      if (!c.valid()) {
+      if (c.steps != b.steps) {
+        // Different step counts average TFLOPS/GPU over different batches: not comparable.
+        f.failed = true;
+        f.message = "ran " + std::to_string(c.steps) + " steps, the baseline " + std::to_string(b.steps) +
+                    " (run the same suite as the baseline)";
+      } else if (!c.valid()) {
         f.failed = true;
         f.message = "plan invalid in " + std::to_string(c.invalid_steps) + "/" + std::to_string(c.steps) +
                     " steps: " + c.first_error;

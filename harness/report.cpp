@@ -161,13 +161,14 @@ void print_table(std::ostream& os, const ResultsFile& results) {
      << "\"; nothing here was measured on a GPU.\n"
      << "#   TFLOPS/GPU counts useful FLOPs only (Megatron formula on the real lengths, no recompute,"
      << " no padding), so ratios between strategies are speed ratios.\n"
+     << "#   solve (ms, host) is the one measured column: the planner's wall-clock time on this host's CPU.\n"
      << "#   git " << ctx.value("git_sha", "unknown") << ", " << ctx.value("date", "") << "\n";
 
   // Column widths: strategy, then numeric columns.
   const std::vector<std::pair<std::string, std::string>> cols = {
       {"TFLOPS/GPU", "(useful)"}, {"speedup", "(x packing)"}, {"step time", "(s)"},
       {"micro-", "batches"},     {"balance", "(max/mean)"},  {"bubble", "(% step)"},
-      {"comm", "(% step)"},      {"plan eff", "(bound/t)"},  {"solve", "(ms)"}};
+      {"comm", "(% step)"},      {"plan eff", "(bound/t)"},  {"solve", "(ms, host)"}};
   const size_t sw = 17, cw = 12;
   std::string scenario;
   for (size_t i = 0; i < aggs.size(); ++i) {

@@ -2,6 +2,8 @@
 // nlohmann/json; files are written atomically (core/json_io.h).
 #include "harness/results.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "core/json_io.h"
 
@@ -39,8 +41,9 @@ std::string run_command(const std::string& cmd) {
 }
 
 std::string git_sha() {
-  // The working directory first (a run inside a checkout), then the tree this binary was built from.
-  for (const std::string& dir : {std::string("."), std::string(DCP_SOURCE_DIR)}) {
+  // The tree this binary was built from (whatever the working directory is: a run from inside
+  // another checkout must not record that checkout's sha), then the working directory.
+  for (const std::string& dir : {std::string(DCP_SOURCE_DIR), std::string(".")}) {
     const std::string sha = run_command("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
     if (sha.size() == 40) {
       const std::string dirty = run_command("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null");
@@ -209,6 +212,12 @@ std::vector<std::string> validate_results(const json& j) {
       // speedup_vs_packing is null when the scenario has no valid packing row for that step.
       const bool nullable = !valid || std::string(k) == "speedup_vs_packing";
       need(k, is_num || (nullable && is_null), nullable ? "a number or null" : "a number");
+      // NaN/inf would be written as null and make the file unreadable; a zero step time would
+      // weigh nothing in the gate's time-weighted TFLOPS.
+      if (is_num && !std::isfinite(r[k].get<double>())) errs.push_back(at + ".\"" + k + "\" is not finite");
+      const std::string key = k;
+      if (valid && is_num && (key == "step_time_s" || key == "tflops_per_gpu") && !(r[k].get<double>() > 0))
+        errs.push_back(at + ".\"" + k + "\"=" + r[k].dump() + " must be > 0 for a valid plan");
     }
     const bool mb_ok = r.contains("microbatches") &&
                        (r["microbatches"].is_number_integer() || (!valid && r["microbatches"].is_null()));

@@ -171,6 +171,7 @@ DatasetSpec parse_source(ObjectReader& r, bool nested) {
   } else if (d.kind == "lognormal") {
     d.mean = *r.get_number("mean", true, 1.0, 1e9);
     d.sigma = *r.get_number("sigma", true, 0.0, 10.0);
+    if (d.sigma <= 0) r.fail("sigma", json(d.sigma), "must be > 0");
     d.min_len = r.get_int("min", false, 1, kMaxInt).value_or(1);
     d.max_len = r.get_int("max", false, 1, kMaxInt).value_or(0);
     if (d.max_len > 0 && d.max_len < d.min_len)
@@ -229,8 +230,10 @@ ClusterSpec parse_cluster(ObjectReader& top) {
   c.gpus_per_node = static_cast<int>(r.get_int("gpus_per_node", false, 1, 1024).value_or(8));
   c.hardware = r.get_string("hardware", false).value_or("h100-sxm");
   if (!plan::is_pow2(c.cp)) r.fail("cp", json(c.cp), "is not a power of two");
-  if (c.gpus % (c.tp * c.pp * c.cp) != 0)
-    r.fail("gpus", json(c.gpus), "is not a multiple of tp*pp*cp=" + std::to_string(c.tp * c.pp * c.cp));
+  // In int64: tp*pp*cp can exceed int (1024*1024*4096 wraps to 0).
+  const int64_t tp_pp_cp = static_cast<int64_t>(c.tp) * c.pp * c.cp;
+  if (c.gpus % tp_pp_cp != 0)
+    r.fail("gpus", json(c.gpus), "is not a multiple of tp*pp*cp=" + std::to_string(tp_pp_cp));
   if (!plan::is_pow2(c.pool()))
     r.fail("gpus", json(c.gpus), "gives a DP x CP pool of " + std::to_string(c.pool()) +
                                      " ranks, not a power of two (dynamic CP needs one)");

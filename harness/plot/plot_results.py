@@ -86,8 +86,13 @@ def aggregate(rows):
             a["tflops_per_gpu"] = sum(r["tflops_per_gpu"] * r["step_time_s"] for r in valid) / t if t > 0 else 0
             for k in ("compute_s", "comm_s", "bubble_s", "imbalance_s"):
                 a[k] = sum(r.get(k, 0) or 0 for r in valid) / len(valid)
-            sp = [r["speedup_vs_packing"] for r in valid if isinstance(r.get("speedup_vs_packing"), (int, float))]
-            a["speedup"] = sum(sp) / len(sp) if sp else None
+            # As the table (report.cpp aggregate): sum of packing step times over the sum of this
+            # strategy's, over the steps where both are valid.
+            pack = {r["step"]: r["step_time_s"] for r in rows
+                    if r.get("scenario") == key[0] and r.get("strategy") == "packing" and r.get("plan_valid")}
+            paired = [r for r in valid if r.get("step") in pack and r["step_time_s"] > 0]
+            a["speedup"] = (sum(pack[r["step"]] for r in paired) / sum(r["step_time_s"] for r in paired)
+                            if paired else None)
         out[key] = a
     return out, order
 
@@ -95,7 +100,8 @@ def aggregate(rows):
 def footer(fig, doc):
     ctx = doc.get("context", {})
     sources = sorted({r.get("source", "?") for r in doc["rows"]})
-    fig.text(0.01, 0.005, "ours: " + ", ".join(sources) + f" (simulated, not measured) | git {ctx.get('git_sha', '?')[:12]}"
+    kinds = sorted({s.split(":", 1)[0] for s in sources})  # "simulated" and/or "measured"
+    fig.text(0.01, 0.005, "ours: " + ", ".join(sources) + f" ({' + '.join(kinds)}) | git {ctx.get('git_sha', '?')[:12]}"
              f" | {ctx.get('date', '')}", fontsize=7, color="#555555", ha="left", va="bottom")
 
 

@@ -94,3 +94,29 @@ TEST(Gate, RejectsBadTolerance) {
 
 }  // namespace
 }  // namespace dcp::harness
+
+namespace dcp::harness {
+namespace {
+
+TEST(Gate, FailsWhenTheCurrentRunHasOtherSteps) {
+  // Averages over different batches are not comparable, even when the numbers look fine.
+  ResultRow s0;
+  s0.scenario = "a";
+  s0.strategy = "dcp";
+  s0.plan_valid = true;
+  s0.source = "simulated:dcp-cost-v1@h100-sxm-public";
+  s0.step_time_s = 1.0;
+  s0.tflops_per_gpu = 100;
+  ResultRow s1 = s0;
+  s1.step = 1;
+  ResultsFile base, cur;
+  base.rows = {s0, s1};
+  cur.rows = {s0};
+  const GateReport r = run_gate(base, cur, 0.02);
+  EXPECT_FALSE(r.passed());
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_NE(r.findings[0].message.find("ran 1 steps, the baseline 2"), std::string::npos) << r.findings[0].message;
+}
+
+}  // namespace
+}  // namespace dcp::harness

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -109,6 +111,22 @@ TEST(Results, ValidatorNamesMissingAndMistypedKeys) {
   EXPECT_TRUE(has("rows[1].\"step\" is not an integer"));
   EXPECT_TRUE(has("rows[1].\"step_time_s\" is not a number"));
   EXPECT_TRUE(has("\"context.git_sha\""));
+}
+
+TEST(Results, ValidatorRejectsNonFiniteAndZeroMetrics) {
+  // NaN would be written as null and make the file unreadable; step time 0 weighs nothing.
+  json j = results_to_json(sample_results());
+  ASSERT_TRUE(j["rows"][0]["plan_valid"].get<bool>());
+  j["rows"][0]["balance"] = std::numeric_limits<double>::quiet_NaN();
+  j["rows"][0]["step_time_s"] = 0.0;
+  const auto errs = validate_results(j);
+  auto has = [&](const std::string& s) {
+    for (const auto& e : errs)
+      if (e.find(s) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("rows[0].\"balance\" is not finite"));
+  EXPECT_TRUE(has("rows[0].\"step_time_s\"=0.0 must be > 0"));
 }
 
 TEST(Results, WrongSchemaIsAnInputError) {
