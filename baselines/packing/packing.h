@@ -11,6 +11,8 @@
 // Megatron defects avoided (each has a test): a first sample longer than cp*M gives an EMPTY
 // first pack and an over-budget pack (here: InputError naming the sample); running out of
 // samples to move is a bare assert (here: InputError saying how many samples are needed).
+// Where Megatron's `assert i >= 0` stops before splitting pack 0, this port may split pack 0
+// too when that is what makes the count reachable, and returns a valid plan.
 #pragma once
 
 #include "plan/planner.h"

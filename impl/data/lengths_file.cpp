@@ -7,6 +7,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -136,9 +137,16 @@ std::vector<int64_t> parse_lengths(std::string_view content, const std::string& 
 }
 
 std::vector<int64_t> read_lengths_file(const std::string& path) {
+  std::error_code ec;
+  DCP_REQUIRE(!std::filesystem::is_directory(path, ec), path, ": is a directory, not a lengths file");
   std::ifstream in(path, std::ios::binary);
   DCP_REQUIRE(in.good(), path, ": cannot open lengths file");
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string content;
+  try {
+    content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure& e) {  // libstdc++ throws on some read errors
+    throw InputError(concat(path, ": cannot read (", e.what(), ")"));
+  }
   auto out = parse_lengths(content, path);
   DCP_REQUIRE(!out.empty(), path, ": no sample lengths in file");
   return out;

@@ -221,6 +221,11 @@ void align_handles(Pool& pool, std::vector<Handles>& groups, int multiple, const
   DCP_CHECK(ctx.lengths != nullptr, "AlignContext without lengths");
   const long m = multiple;
   long remainder = ((-static_cast<long>(groups.size())) % m + m) % m;
+  // Every micro-batch holds at least one sample, so more micro-batches than samples can never be
+  // reached: say so at once instead of splitting until nothing is left (quadratic for large G).
+  DCP_REQUIRE(static_cast<long>(groups.size()) + remainder <= static_cast<long>(ctx.lengths->size()),
+              "cannot make the micro-batch count a multiple of vpp_group ", multiple, ": that needs ",
+              groups.size() + remainder, " micro-batches but there are only ", ctx.lengths->size(), " samples");
   long i = static_cast<long>(groups.size()) - 1;
   long attempts = 0;
   bool megatron_gave_up = false;

@@ -103,6 +103,7 @@ TEST(LengthsFile, ReadsFileAndRejectsMissingOrEmpty) {
   std::ofstream(dir / "empty.txt") << "# nothing\n";
   expect_error([&] { read_lengths_file((dir / "empty.txt").string()); }, "no sample lengths");
   expect_error([&] { read_lengths_file((dir / "missing.txt").string()); }, "cannot open lengths file");
+  expect_error([&] { read_lengths_file(dir.string()); }, "is a directory");
   std::filesystem::remove_all(dir);
 }
 
