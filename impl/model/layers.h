@@ -65,7 +65,7 @@ class Block final : public Layer<T> {
   RmsNorm<T> norm1_, norm2_;
   std::unique_ptr<Layer<T>> mixer_;
   Mlp<T> mlp_;
-  std::vector<T> n1_, m_, x1_, n2_, f_, tmp_;
+  std::vector<T> n1_, m_, x1_, n2_, f_;
 };
 
 }  // namespace dcp::model
