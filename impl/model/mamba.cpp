@@ -45,7 +45,9 @@ void MambaMixer<T>::exchange(size_t block_elems) {
   }
   recv_.resize(send_.size());
   const std::vector<size_t> counts(cp, block_elems);
-  cp_group()->all_to_all_v<T>(send_, counts, recv_, counts);
+  comm::Communicator& g = *cp_group();
+  g.all_to_all_v(std::span<const T>(send_), std::span<const size_t>(counts), std::span<T>(recv_),
+                 std::span<const size_t>(counts));
 }
 
 // Rank r sends to rank p, for each of its local rows, [xs of p's heads | B | C | dt of p's
