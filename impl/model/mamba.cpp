@@ -195,6 +195,9 @@ void MambaMixer<T>::backward(const MicroBatchView& mb, std::span<const T> dy, st
             " backward: the last forward had ", x_.size() / hidden_, " rows, this batch ", n);
   const int cp = cp_size(), r = cp_group()->rank(), hl = heads_ / cp;
   const int64_t W = in_proj_width(), total = mb.thd.total_tokens();
+  DCP_CHECK(static_cast<int64_t>(h_xs_.size()) == total * hl * head_dim_, "MambaMixer ", name_,
+            " backward: the last forward ran another batch or CP size (", h_xs_.size(),
+            " head-sharded values, this batch needs ", total * hl * head_dim_, ")");
   zz_ = zigzag_all(mb.thd, cp);
   dout_.resize(n * inner_);
   k_.linear_bwd(out_.data(), p_.value(w_out_).data(), dy.data(), dout_.data(),
