@@ -16,6 +16,13 @@ template <typename T>
 T silu(T x) { return x / (T(1) + std::exp(-x)); }
 
 template <typename T>
+T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+
+// softplus(x) = log(1 + e^x), written so neither branch overflows; its derivative is sigmoid(x).
+template <typename T>
+T softplus(T x) { return std::max(x, T(0)) + std::log1p(std::exp(-std::abs(x))); }
+
+template <typename T>
 class CpuKernels final : public Kernels<T> {
  public:
   std::string name() const override { return "cpu"; }
@@ -186,6 +193,148 @@ class CpuKernels final : public Kernels<T> {
     const size_t qn = rows * s.q_row(), kn = rows * s.kv_row();
     attn::cp_attn_bwd_fn<T>(algo)(g, b, s, {q, qn}, {k, kn}, {v, kn}, {out, qn},
                                   {lse, rows * s.heads}, {dout, qn}, {dq, qn}, {dk, kn}, {dv, kn});
+  }
+
+  void silu_gate_fwd(const T* z, int64_t ldz, const T* y, T* out, int64_t n, int d) override {
+    for (int64_t i = 0; i < n; ++i) {
+      const T* zi = z + i * ldz;
+      for (int j = 0; j < d; ++j) out[i * d + j] = y[i * d + j] * silu(zi[j]);
+    }
+  }
+
+  // out = y silu(z):  dy = dout silu(z);  dz = dout y silu'(z), silu'(z) = s (1 + z (1 - s)).
+  void silu_gate_bwd(const T* z, int64_t ldz, const T* y, const T* dout, T* dz, int64_t lddz,
+                     T* dy, int64_t n, int d) override {
+    for (int64_t i = 0; i < n; ++i) {
+      const T* zi = z + i * ldz;
+      T* dzi = dz + i * lddz;
+      for (int j = 0; j < d; ++j) {
+        const T s = T(1) / (T(1) + std::exp(-zi[j]));
+        const T g = dout[i * d + j];
+        dy[i * d + j] = g * zi[j] * s;
+        dzi[j] = g * y[i * d + j] * s * (T(1) + zi[j] * (T(1) - s));
+      }
+    }
+  }
+
+  void ssm_scan_fwd(const attn::ThdBatch& b, const T* xs, const T* dt, const T* B, const T* C,
+                    const T* dt_bias, const T* A_log, const T* D, T* y, int heads, int head_dim,
+                    int state) override {
+    const int P = head_dim, N = state;
+    std::vector<T> S(static_cast<size_t>(P) * N);
+    for (int h = 0; h < heads; ++h) {
+      const T A = std::exp(A_log[h]);
+      for (int j = 0; j < b.batch(); ++j) {
+        const int64_t start = b.cu_seqlens_padded[j], len = b.seqlen(j);
+        for (int64_t t = start + len; t < b.cu_seqlens_padded[j + 1]; ++t)
+          std::fill_n(y + (t * heads + h) * P, P, T(0));
+        std::fill(S.begin(), S.end(), T(0));
+        for (int64_t t = start; t < start + len; ++t) {
+          const T dta = softplus(dt[t * heads + h] + dt_bias[h]);
+          const T a = std::exp(-A * dta);
+          const T* x = xs + (t * heads + h) * P;
+          const T* Bt = B + t * N;
+          const T* Ct = C + t * N;
+          T* yt = y + (t * heads + h) * P;
+          for (int p = 0; p < P; ++p) {
+            const T xp = dta * x[p];
+            T* Sp = S.data() + p * N;
+            T acc = 0;
+            for (int n = 0; n < N; ++n) {
+              Sp[n] = a * Sp[n] + xp * Bt[n];
+              acc += Sp[n] * Ct[n];
+            }
+            yt[p] = acc + D[h] * x[p];
+          }
+        }
+      }
+    }
+  }
+
+  // Reverse-time adjoint of the recurrence. With G_t = dL/dS_t = dy_t (x) C_t + a_{t+1} G_{t+1}:
+  //   dC_t += S_t^T dy_t;  dxs_t = D dy_t + dta_t G_t B_t;  dB_t += dta_t G_t^T xs_t;
+  //   d dta_t = xs_t^T G_t B_t + (da_t/d dta_t) <G_t, S_{t-1}>, da/d dta = -exp(A_log) a;
+  //   d dt_t = d dta_t * sigmoid(dt_t + dt_bias) (= ddt_bias contribution);
+  //   dA_log += <G_t, S_{t-1}> * (-exp(A_log) dta_t a_t);  dD += <dy_t, xs_t>.
+  // The states S_t of one sequence are recomputed into a scratch of (len + 1) P N values.
+  void ssm_scan_bwd(const attn::ThdBatch& b, const T* xs, const T* dt, const T* B, const T* C,
+                    const T* dt_bias, const T* A_log, const T* D, const T* dy, T* dxs, T* ddt,
+                    T* dB, T* dC, T* ddt_bias, T* dA_log, T* dD, int heads, int head_dim,
+                    int state) override {
+    const int P = head_dim, N = state;
+    const int64_t PN = static_cast<int64_t>(P) * N, rows = b.total_tokens();
+    std::fill_n(dxs, rows * heads * P, T(0));
+    std::fill_n(ddt, rows * heads, T(0));
+    std::fill_n(dB, rows * N, T(0));
+    std::fill_n(dC, rows * N, T(0));
+    int64_t max_len = 0;
+    for (int j = 0; j < b.batch(); ++j) max_len = std::max<int64_t>(max_len, b.seqlen(j));
+    std::vector<T> Ss((max_len + 1) * PN), G(PN), dta_k(max_len), a_k(max_len), raw_k(max_len);
+    for (int h = 0; h < heads; ++h) {
+      const T A = std::exp(A_log[h]);
+      T dbias = 0, dalog = 0, dd = 0;
+      for (int j = 0; j < b.batch(); ++j) {
+        const int64_t start = b.cu_seqlens_padded[j], len = b.seqlen(j);
+        // Recompute S_{-1} = 0, S_0, ..., S_{len-1} (Ss[k + 1] = S at row start + k).
+        std::fill_n(Ss.data(), PN, T(0));
+        for (int64_t k = 0; k < len; ++k) {
+          const int64_t t = start + k;
+          raw_k[k] = dt[t * heads + h] + dt_bias[h];
+          dta_k[k] = softplus(raw_k[k]);
+          a_k[k] = std::exp(-A * dta_k[k]);
+          const T* x = xs + (t * heads + h) * P;
+          const T* Bt = B + t * N;
+          const T* Sprev = Ss.data() + k * PN;
+          T* Scur = Ss.data() + (k + 1) * PN;
+          for (int p = 0; p < P; ++p) {
+            const T xp = dta_k[k] * x[p];
+            for (int n = 0; n < N; ++n) Scur[p * N + n] = a_k[k] * Sprev[p * N + n] + xp * Bt[n];
+          }
+        }
+        std::fill(G.begin(), G.end(), T(0));
+        T a_next = 0;
+        for (int64_t k = len - 1; k >= 0; --k) {
+          const int64_t t = start + k;
+          const T dta = dta_k[k], a = a_k[k];
+          const T* x = xs + (t * heads + h) * P;
+          const T* dyt = dy + (t * heads + h) * P;
+          const T* Bt = B + t * N;
+          const T* Ct = C + t * N;
+          const T* Scur = Ss.data() + (k + 1) * PN;
+          const T* Sprev = Ss.data() + k * PN;
+          T* dxt = dxs + (t * heads + h) * P;
+          T* dBt = dB + t * N;
+          T* dCt = dC + t * N;
+          T ddta = 0, da = 0;
+          for (int p = 0; p < P; ++p) {
+            T* Gp = G.data() + p * N;
+            const T* Sp = Scur + p * N;
+            const T* Sq = Sprev + p * N;
+            const T dyp = dyt[p], xp = x[p], cx = dta * x[p];
+            T gb = 0;
+            for (int n = 0; n < N; ++n) {
+              Gp[n] = a_next * Gp[n] + dyp * Ct[n];
+              gb += Gp[n] * Bt[n];
+              dCt[n] += Sp[n] * dyp;
+              dBt[n] += cx * Gp[n];
+              da += Gp[n] * Sq[n];
+            }
+            dxt[p] = D[h] * dyp + dta * gb;
+            ddta += xp * gb;
+            dd += dyp * xp;
+          }
+          ddta -= A * a * da;
+          const T draw = ddta * sigmoid(raw_k[k]);
+          ddt[t * heads + h] = draw;
+          dbias += draw;
+          dalog -= da * A * dta * a;
+          a_next = a;
+        }
+      }
+      ddt_bias[h] += dbias;
+      dA_log[h] += dalog;
+      dD[h] += dd;
+    }
   }
 
   void adamw(T* p, const T* g, T* m, T* v, int64_t n, const AdamWHyper& h, double wd,

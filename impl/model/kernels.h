@@ -72,6 +72,34 @@ class Kernels {
   virtual void attention_bwd(attn::CpAlgo algo, comm::Communicator& g, const attn::ThdBatch& b,
                              const attn::AttnShape& s, const T* q, const T* k, const T* v,
                              const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) = 0;
+  // --- Mamba-2-style mixer (mamba.h; Dao & Gu 2024, "Transformers are SSMs", the SSD recurrence
+  // with one scalar decay per head and one group of B/C) ---
+  // out[n, d] = y * silu(z); z is strided (row i at z + i * ldz, as z inside in_proj's output).
+  virtual void silu_gate_fwd(const T* z, int64_t ldz, const T* y, T* out, int64_t n, int d) = 0;
+  // dz (row stride lddz, the first d columns of each row overwritten) = dout * y * silu'(z);
+  // dy[n, d] = dout * silu(z) (overwritten).
+  virtual void silu_gate_bwd(const T* z, int64_t ldz, const T* y, const T* dout, T* dz,
+                             int64_t lddz, T* dy, int64_t n, int d) = 0;
+  // Selective scan over the packed batch `b` in sequence order (T = b.total_tokens() rows), for
+  // `heads` heads of head_dim P and state size N:
+  //   xs [T, heads, P], dt [T, heads] (before the bias), B [T, N], C [T, N] (shared by the
+  //   heads), dt_bias / A_log / D [heads]; y [T, heads, P] (overwritten).
+  //   Per head h and sequence j, over its real rows t = cu_seqlens_padded[j] .. + len_j - 1 in
+  //   order, with S [P, N] = 0 at the sequence start:
+  //     dta = softplus(dt[t,h] + dt_bias[h]);  a = exp(-exp(A_log[h]) * dta)
+  //     S = a S + dta * xs[t,h,:] (x) B[t,:];   y[t,h,:] = S C[t,:] + D[h] xs[t,h,:]
+  //   Padding rows (after a sequence's real rows) get y = 0 and never touch the state.
+  virtual void ssm_scan_fwd(const attn::ThdBatch& b, const T* xs, const T* dt, const T* B,
+                            const T* C, const T* dt_bias, const T* A_log, const T* D, T* y,
+                            int heads, int head_dim, int state) = 0;
+  // Backward of ssm_scan_fwd (same inputs; the states are recomputed per sequence, so nothing
+  // but the inputs is kept between forward and backward). Overwrites dxs [T, heads, P],
+  // ddt [T, heads], dB [T, N], dC [T, N] (dB/dC summed over the heads; padding rows get 0);
+  // accumulates (+=) ddt_bias, dA_log, dD [heads].
+  virtual void ssm_scan_bwd(const attn::ThdBatch& b, const T* xs, const T* dt, const T* B,
+                            const T* C, const T* dt_bias, const T* A_log, const T* D,
+                            const T* dy, T* dxs, T* ddt, T* dB, T* dC, T* ddt_bias, T* dA_log,
+                            T* dD, int heads, int head_dim, int state) = 0;
   // One AdamW step (1-based `step`) over n elements with weight decay `wd`.
   virtual void adamw(T* p, const T* g, T* m, T* v, int64_t n, const AdamWHyper& h, double wd,
                      int step) = 0;
