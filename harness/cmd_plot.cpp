@@ -1,12 +1,17 @@
 // `dcpbench plot RESULTS.json --out DIR [--script FILE]`: draws the charts of a results file by
-// running harness/plot/plot_results.py with /usr/bin/python3 (Debian's python3-matplotlib).
+// running harness/plot/plot_results.py with /usr/bin/python3 (Debian's python3-matplotlib), or of
+// a convergence report (dcpbench.converge.v1) with harness/plot/plot_converge.py.
 // The results file is validated first, so the script only ever sees schema-valid JSON.
-// The script is looked up, in order: --script; <source tree>/harness/plot/plot_results.py (the
-// tree this binary was configured from, DCP_SOURCE_DIR); plot_results.py next to the binary;
-// ../harness/plot/plot_results.py relative to the binary's folder.
+// The script (plot_results.py or plot_converge.py) is looked up, in order: --script; <source
+// tree>/harness/plot/<script> (the tree this binary was configured from, DCP_SOURCE_DIR);
+// <script> next to the binary; ../harness/plot/<script> relative to the binary's folder.
 #include "core/error.h"
 #include "harness/commands.h"
+#include "core/json_io.h"
+#include "harness/converge.h"
 #include "harness/results.h"
+
+#include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
 
@@ -39,29 +44,37 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-std::string find_script(const std::string& given) {
+std::string find_script(const std::string& given, const std::string& name) {
   if (!given.empty()) {
     DCP_REQUIRE(fs::exists(given), "--script=", given, ": file not found");
     return given;
   }
-  std::vector<fs::path> candidates = {fs::path(DCP_SOURCE_DIR) / "harness" / "plot" / "plot_results.py"};
+  std::vector<fs::path> candidates = {fs::path(DCP_SOURCE_DIR) / "harness" / "plot" / name};
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    candidates.push_back(exe.parent_path() / "plot_results.py");
-    candidates.push_back(exe.parent_path() / ".." / "harness" / "plot" / "plot_results.py");
+    candidates.push_back(exe.parent_path() / name);
+    candidates.push_back(exe.parent_path() / ".." / "harness" / "plot" / name);
   }
   std::string tried;
   for (const auto& c : candidates) {
     if (fs::exists(c)) return c.lexically_normal().string();
     tried += (tried.empty() ? "" : ", ") + c.string();
   }
-  throw InputError("plot script plot_results.py not found (tried " + tried + "); pass --script FILE");
+  throw InputError("plot script " + name + " not found (tried " + tried + "); pass --script FILE");
 }
 
 int run_plot(const PlotArgs& a) {
-  read_results(a.results);  // InputError (exit 2) if missing or not schema-valid
-  const std::string script = find_script(a.script);
+  // Results files go to plot_results.py, convergence reports to plot_converge.py; either is
+  // schema-checked first (InputError, exit 2).
+  const nlohmann::json j = read_json_file(a.results);
+  const bool converge = j.is_object() && j.value("schema", "") == "dcpbench.converge.v1";
+  if (converge) {
+    validate_converge_report(j, a.results);
+  } else {
+    read_results(a.results);
+  }
+  const std::string script = find_script(a.script, converge ? "plot_converge.py" : "plot_results.py");
   DCP_REQUIRE(fs::exists(a.python), "--python=", a.python,
               ": not found (install Debian's python3 and python3-matplotlib)");
   std::error_code ec;
@@ -80,10 +93,10 @@ int run_plot(const PlotArgs& a) {
 
 void add_plot_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<PlotArgs>();
-  CLI::App* cmd = app.add_subcommand("plot", "Draw PNG charts from a results file (harness/plot/plot_results.py)");
-  cmd->add_option("results", args->results, "Results JSON (dcpbench.results.v1)")->required();
+  CLI::App* cmd = app.add_subcommand("plot", "Draw PNG charts from a results file or a convergence report (harness/plot/*.py)");
+  cmd->add_option("results", args->results, "Results JSON (dcpbench.results.v1) or convergence report (dcpbench.converge.v1)")->required();
   cmd->add_option("--out", args->out, "Output folder for the PNGs")->required();
-  cmd->add_option("--script", args->script, "Path of plot_results.py (default: found automatically)");
+  cmd->add_option("--script", args->script, "Path of the plot script (default: plot_results.py or plot_converge.py, found automatically)");
   cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
   cmd->callback([args, &exit_code] { exit_code = run_plot(*args); });
 }

@@ -381,6 +381,10 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   }
   rep["bounds"] = bounds;
   rep["reference_loss_drop"] = {{"first", first}, {"last", last}, {"drop", drop}, {"required", kConvergeMinLossDrop}};
+  json order = json::array({"reference"});
+  if (f32) order.push_back("reference_f64");
+  for (const auto& n : s.strategies) order.push_back(n);
+  rep["strategy_order"] = order;  // table and chart order (JSON objects are unordered)
   rep["strategies"] = strategies;
   rep["failures"] = out.failures;
   rep["pass"] = out.failures.empty();

@@ -2,6 +2,7 @@
 #include "harness/converge_data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -64,7 +65,10 @@ TextCorpus load_text_corpus(const ConvergeScenario& s) {
     } else {
       size_t i = 0;
       while (i < paras.size()) {
-        const size_t k = static_cast<size_t>(rng.uniform_int(1, s.max_paragraphs));
+        // Log-uniform run length: short documents are as common as long ones per octave.
+        const double u = rng.uniform();
+        const size_t k = std::clamp<size_t>(
+            static_cast<size_t>(std::exp(u * std::log(s.max_paragraphs + 1.0))), 1, s.max_paragraphs);
         std::vector<int32_t> d;
         for (size_t e = std::min(paras.size(), i + k); i < e; ++i) d.insert(d.end(), paras[i].begin(), paras[i].end());
         docs.push_back(std::move(d));

@@ -3,7 +3,9 @@
 //
 // Tokens are bytes (vocab 256). Documents: each chapter file (sorted by name) is split into
 // paragraphs at blank lines; with probability whole_chapter_share the chapter stays one
-// document, otherwise it is cut into runs of 1..max_paragraphs consecutive paragraphs (uniform);
+// document, otherwise it is cut into runs of k consecutive paragraphs, k log-uniform in
+// [1, max_paragraphs] (floor(exp(u ln(max_paragraphs + 1))), u uniform: as many short runs per
+// octave as long ones, so the plans see documents of every CP size);
 // every document longer than max_seqlen is split into max_seqlen-token pieces, as a pretraining
 // pipeline splits long documents; pieces of fewer than 2 tokens (no target) are dropped. All
 // choices come from Rng(data_seed), so the corpus is the same on every rank and run.

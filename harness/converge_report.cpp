@@ -1,6 +1,8 @@
 // The agreement table and the schema check of dcpbench.converge.v1 reports (converge.h).
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "harness/converge.h"
@@ -68,9 +70,15 @@ std::string converge_table(const json& r) {
   std::snprintf(line, sizeof line, "%-16s %9s %11s %11s %11s %8s %10s %8s\n", "", "(last)", "(abs)", "(rel)",
                 "(rel diff)", "(repeat)", "(used)", "(/step)");
   os << line;
-  for (auto it = st.begin(); it != st.end(); ++it) {
-    const json& s = it.value();
-    const std::string name = it.key();
+  std::vector<std::string> order;
+  if (r.contains("strategy_order") && r["strategy_order"].is_array()) {
+    for (const auto& n : r["strategy_order"])
+      if (n.is_string() && st.contains(n.get<std::string>())) order.push_back(n.get<std::string>());
+  } else {
+    for (auto it = st.begin(); it != st.end(); ++it) order.push_back(it.key());
+  }
+  for (const std::string& name : order) {
+    const json& s = st[name];
     if (s.contains("error")) {
       std::snprintf(line, sizeof line, "%-16s %s\n", name.c_str(), ("FAIL planner error: " + s["error"].get<std::string>()).c_str());
       os << line;

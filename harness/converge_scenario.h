@@ -33,7 +33,7 @@ struct ConvergeScenario {
   std::string text_dir_as_written;
   int64_t max_seqlen = 512;
   double whole_chapter_share = 0.1;  // chance a chapter stays one document before the split
-  int max_paragraphs = 8;            // otherwise documents are runs of 1..max_paragraphs paragraphs
+  int max_paragraphs = 8;            // otherwise runs of 1..max_paragraphs paragraphs (log-uniform)
   uint64_t data_seed = 1;
   // Pool: N = dp * cp ranks; cp is the static CP size of the static baselines.
   int dp = 1;

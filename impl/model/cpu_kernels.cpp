@@ -27,7 +27,8 @@ class CpuKernels final : public Kernels<T> {
  public:
   std::string name() const override { return "cpu"; }
 
-  void linear_fwd(const T* x, const T* w, T* y, int64_t n, int in, int out) override {
+  void linear_fwd(const T* __restrict x, const T* __restrict w, T* __restrict y, int64_t n, int in,
+                  int out) override {
     for (int64_t i = 0; i < n; ++i) {
       const T* xi = x + i * in;
       T* yi = y + i * out;
@@ -40,8 +41,8 @@ class CpuKernels final : public Kernels<T> {
     }
   }
 
-  void linear_bwd(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t n, int in,
-                  int out) override {
+  void linear_bwd(const T* __restrict x, const T* __restrict w, const T* __restrict dy,
+                  T* __restrict dx, T* __restrict dw, int64_t n, int in, int out) override {
     for (int64_t i = 0; i < n; ++i) {
       const T* xi = x + i * in;
       const T* dyi = dy + i * out;
@@ -160,12 +161,15 @@ class CpuKernels final : public Kernels<T> {
                 " outside the vocabulary of ", vocab, " at row ", i);
       const T m = *std::max_element(li, li + vocab);
       T sum = 0;
-      for (int v = 0; v < vocab; ++v) sum += std::exp(li[v] - m);
+      for (int v = 0; v < vocab; ++v) {  // one exp per logit, kept in di
+        di[v] = std::exp(li[v] - m);
+        sum += di[v];
+      }
       const T lse = m + std::log(sum);
       loss += static_cast<double>(lse - li[labels[i]]);
-      const T sc = static_cast<T>(scale);
-      for (int v = 0; v < vocab; ++v) di[v] = sc * std::exp(li[v] - lse);
-      di[labels[i]] -= sc;
+      const T c = static_cast<T>(scale) / sum;
+      for (int v = 0; v < vocab; ++v) di[v] *= c;
+      di[labels[i]] -= static_cast<T>(scale);
     }
     return loss;
   }

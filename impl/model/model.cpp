@@ -3,6 +3,7 @@
 
 #include "core/nvtx.h"
 #include "model/attention.h"
+#include "model/mamba.h"
 
 namespace dcp::model {
 
@@ -13,9 +14,10 @@ std::unique_ptr<Layer<T>> make_mixer(MixerKind kind, const std::string& name, co
   switch (kind) {
     case MixerKind::attention:
       return std::make_unique<Attention<T>>(name + ".attention", c, p, k, own_group);
-    case MixerKind::mamba: break;
+    case MixerKind::mamba:
+      return std::make_unique<MambaMixer<T>>(name + ".mamba", c, p, k, own_group);
   }
-  throw InputError(std::string("model: mixer '") + mixer_name(kind) + "' is not available");
+  DCP_FAIL("model: unknown mixer kind ", static_cast<int>(kind));
 }
 
 template <typename T>
