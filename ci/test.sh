@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs every test through CTest.
-#   1. build/       : RelWithDebInfo, CUDA when nvcc is present; ctest labels cpu, mpi (and gpu,
-#                     whose tests skip with a message without a device).
+#   1. build/       : RelWithDebInfo, CUDA when nvcc is present; ctest labels cpu, mpi, converge
+#                     (dcpbench converge on scenarios/converge-short.json) and gpu (whose tests
+#                     skip with a message without a device).
 #   2. build-asan/  : clang + AddressSanitizer + UndefinedBehaviorSanitizer, CPU only; ctest
 #                     labels cpu and fuzz (the libFuzzer target of the length parsers, bounded time).
 #   3. ci/gate.sh   : the simulated scenario suite against results/baseline/ (when present).
@@ -15,8 +16,8 @@ ci/install.sh
 echo "== build (RelWithDebInfo) =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON
 cmake --build build -j "$jobs"
-echo "== tests: cpu, mpi, gpu =="
-(cd build && ctest --output-on-failure -j 2 -L "cpu|mpi|gpu")
+echo "== tests: cpu, mpi, gpu, converge =="
+(cd build && ctest --output-on-failure -j 2 -L "cpu|mpi|gpu|converge")
 
 if [ "${DCP_SKIP_ASAN:-0}" != "1" ]; then
   echo "== build (clang, ASan + UBSan, CPU only) =="
