@@ -4,8 +4,9 @@
 # results/demo.json (schema dcpbench.results.v1) and the charts under results/charts/, and prints
 # our table beside NVIDIA's and Megatron's published numbers; then `dcpbench converge` on
 # scenarios/converge-moby.json (results/converge-moby.json + converge_*.png charts).
-# Every number of ours is simulated (discrete-event simulator over the cost model, H100 profile);
-# the table and the charts say so, with the cost model and calibration.
+# Every number of `run` is simulated (discrete-event simulator over the cost model, H100 profile);
+# the table and the charts say so, with the cost model and calibration. `converge` executes its
+# model on CPU threads and says so.
 # Environment: DCP_JOBS (parallel build jobs, default nproc), DCP_BUILD_DIR (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
