@@ -17,6 +17,7 @@
 #include <deque>
 #include <limits>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace dcp::sched::ref {
@@ -68,12 +69,15 @@ inline bool rank_lists_valid(const Lists& ranks, int n, int min_cp, int64_t m, c
 // is invalid, replaced by fill_with_full_dpxcp_group; DEV: also a call where d48bd6be0a's rules
 // failed and the later dev rules were used). Zero: the plan is Megatron's own.
 struct Deviations {
-  int calls = 0;
+  int calls = 0;      // calls that left Megatron
+  int seen = 0;       // calls made
+  std::string first;  // what Megatron does at the first of them
 };
 
 inline std::vector<plan::Group> finish(const std::optional<Call>& call, const std::vector<SeqItem>& input, int n,
                                        int64_t m, int min_cp, const std::vector<int64_t>& lengths,
                                        std::vector<SeqItem>* leftovers, Deviations* deviations = nullptr) {
+  if (deviations) ++deviations->seen;
   if (call) {
     auto groups = groups_of(call->ids);
     if (groups && rank_lists_valid(call->ids, n, min_cp, m, lengths)) {
@@ -81,7 +85,23 @@ inline std::vector<plan::Group> finish(const std::optional<Call>& call, const st
       return *groups;
     }
   }
-  if (deviations) ++deviations->calls;
+  if (deviations && deviations->calls++ == 0) {
+    const std::string at = "call " + std::to_string(deviations->seen) + " (micro-batch " +
+                           std::to_string(deviations->seen - 1) + ")";
+    if (!call) {
+      deviations->first = at + " raises (IndexError or AssertionError)";
+    } else if (auto v = plan::rank_lists_violation({call->ids}, n)) {
+      deviations->first = at + " returns per-rank lists that are no groups: " + *v;
+    } else {
+      plan::PlanConfig config;
+      config.dp = n;
+      config.max_seqlen_per_rank = m;
+      config.min_cp = min_cp;
+      const auto w = plan::find_microbatch_violation(plan::groups_of_rank_lists(call->ids), config, lengths,
+                                                      static_cast<size_t>(deviations->seen - 1));
+      deviations->first = at + " returns an invalid micro-batch: " + w.value_or("?");
+    }
+  }
   auto fb = megatron::fill_with_full_dpxcp_group(input, n, m);
   *leftovers = fb.leftovers;
   return fb.groups;
@@ -416,7 +436,9 @@ inline std::vector<std::vector<plan::Group>> dev(const plan::Batch& b, int n, in
       [&](const std::vector<SeqItem>& in) -> std::optional<Call> {
         auto legacy = dev_call(in, n, m, min_cp, true);
         if (legacy && rank_lists_valid(legacy->ids, n, min_cp, m, b.lengths)) return legacy;
-        if (deviations) ++deviations->calls;  // d48bd6be0a raises or is invalid here
+        if (deviations && deviations->calls++ == 0)  // d48bd6be0a raises or is invalid here
+          deviations->first = "call " + std::to_string(deviations->seen + 1) +
+                              " raises or returns an invalid micro-batch under d48bd6be0a's rules";
         return dev_call(in, n, m, min_cp, false);
       },
       deviations);
