@@ -72,6 +72,21 @@ Outcome read_plan_answer(const json& a) {
     } catch (const InputError& e) {
       return bad(e.what());
     }
+    // plan_from_json keeps each group's first rank and cp_size: its "ranks" must say the same.
+    for (size_t m = 0; m < o.plan->microbatches.size(); ++m) {
+      const auto& groups = a["microbatches"][m]["groups"];
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const json& ranks = groups[g]["ranks"];
+        const plan::Group& gr = o.plan->microbatches[m].groups[g];
+        bool ok = ranks.is_array() && static_cast<int64_t>(ranks.size()) == gr.cp_size;
+        for (size_t i = 0; ok && i < ranks.size(); ++i)
+          ok = ranks[i].is_number_integer() && ranks[i].get<int64_t>() == gr.first_rank + static_cast<int64_t>(i);
+        if (!ok)
+          return bad(detail::concat("micro-batch ", m, " group ", g, ": \"ranks\" ", shorten(ranks.dump(), 60),
+                                    " are not the ", gr.cp_size, " consecutive ranks from ", gr.first_rank,
+                                    " that its cp_size says"));
+      }
+    }
     o.kind = Outcome::kPlan;
     return o;
   }

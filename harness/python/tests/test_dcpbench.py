@@ -307,6 +307,11 @@ def test_check_plan_files(tmp_path):
     assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr
     r = run("--max-seqlen-per-rank", "100")  # a plan made for another budget
     assert r.returncode == 1 and "is not the requested one" in r.stdout
+    doc = json.loads(plan_file.read_text())
+    doc["microbatches"][0]["groups"][0]["ranks"].append(99)  # ranks that contradict cp_size
+    plan_file.write_text(json.dumps(doc))
+    r = run()
+    assert r.returncode == 2 and "are not the" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     # Megatron's format, corrupted by the negative-index bug.
     groups = dcpbench.schedule([400, 400, 100], dp=4, cp=1, max_seqlen_per_dp_cp_rank=200)
     groups[0][0] = list(groups[0][-1])
