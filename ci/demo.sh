@@ -31,6 +31,8 @@ fi
 echo "== build (RelWithDebInfo, $build/: the same configuration as ci/test.sh) ==" >&2
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j "$jobs" --target dcpbench
+# The Python module (build/python/dcpbench*.so) when pybind11-dev and python3-dev are installed.
+if [ -f "$build"/harness/python/Makefile ]; then cmake --build "$build" -j "$jobs" --target dcpbench_python; fi
 
 scenarios=(scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json
            scenarios/megatron-example-4gpu.json scenarios/megatron-example-8gpu.json

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   dcp::harness::add_gate_command(app, exit_code);
   dcp::harness::add_cp_attn_command(app, exit_code);
   dcp::harness::add_converge_command(app, exit_code);
+  dcp::harness::add_conform_command(app, exit_code);
+  dcp::harness::add_check_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
