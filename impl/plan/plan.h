@@ -49,6 +49,9 @@ struct Plan {
   std::string planner;
   PlanConfig config;
   bool dynamic = true;  // false: static CP, every group has size config.cp
+  // > 0: every sample runs padded to this length (bshd's [b, s, h, d] layout): compute, memory
+  // and communication are charged on max(L, pad_to); useful FLOPs stay on the real lengths.
+  int64_t pad_to = 0;
   std::vector<MicroBatch> microbatches;
 };
 

@@ -40,6 +40,7 @@ nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann
   summary["tokens"] = tokens;
   summary["microbatch_count"] = plan.microbatches.size();
   summary["dynamic"] = plan.dynamic;  // false: static CP, every group has size cp
+  if (plan.pad_to > 0) summary["pad_to"] = plan.pad_to;  // every sample padded to this length
   json per_mb = json::array();
   double max_w = 0;
   for (const auto& ms : st.microbatches) {
@@ -74,6 +75,7 @@ Plan plan_from_json(const nlohmann::json& j) {
     p.config.min_cp = j.value("min_cp", 1);
     if (j.contains("vpp_group") && !j["vpp_group"].is_null()) p.config.vpp_group = j["vpp_group"].get<int>();
     p.dynamic = j.contains("summary") ? j["summary"].value("dynamic", true) : true;
+    p.pad_to = j.contains("summary") ? j["summary"].value("pad_to", int64_t{0}) : 0;
     for (const auto& mb : j.at("microbatches")) {
       MicroBatch m;
       for (const auto& g : mb.at("groups")) {
