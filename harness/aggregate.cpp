@@ -1,10 +1,21 @@
 // Aggregation (see aggregate.h).
 #include "harness/aggregate.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
 namespace dcp::harness {
+
+double trimmed_mean(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t trim = static_cast<size_t>(static_cast<double>(v.size()) * 0.1);
+  if (v.size() > 2 * trim) v = std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(trim), v.end() - static_cast<std::ptrdiff_t>(trim));
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
 
 std::vector<Aggregate> aggregate(const ResultsFile& results) {
   using Key = std::tuple<std::string, std::string, std::string>;  // scenario, setting, strategy
@@ -25,6 +36,7 @@ std::vector<Aggregate> aggregate(const ResultsFile& results) {
     a.strategy = std::get<2>(key);
     double time_sum = 0, tflops_time = 0, tokens_time = 0, ref_sum = 0, this_sum = 0;
     int paired = 0;
+    std::vector<double> times, ref_times;
     for (const ResultRow* r : by_key[key]) {
       ++a.steps;
       if (a.source.empty()) a.source = r->source;
@@ -40,6 +52,7 @@ std::vector<Aggregate> aggregate(const ResultsFile& results) {
         continue;
       }
       time_sum += r->step_time_s;
+      times.push_back(r->step_time_s);
       tflops_time += r->tflops_per_gpu * r->step_time_s;
       tokens_time += r->tokens_per_s_per_gpu * r->step_time_s;
       a.microbatches += r->microbatches;
@@ -56,6 +69,7 @@ std::vector<Aggregate> aggregate(const ResultsFile& results) {
       auto p = with_numbers.find({r->scenario, r->setting, r->reference, r->step});
       if (p != with_numbers.end()) {
         ref_sum += p->second->step_time_s;
+        ref_times.push_back(p->second->step_time_s);
         this_sum += r->step_time_s;
         ++paired;
       }
@@ -70,6 +84,9 @@ std::vector<Aggregate> aggregate(const ResultsFile& results) {
         *m /= valid;
     }
     if (paired > 0 && this_sum > 0) a.speedup_vs_reference = ref_sum / this_sum;
+    a.trimmed_step_time_s = trimmed_mean(times);
+    if (paired > 0 && paired == static_cast<int>(times.size()) && a.trimmed_step_time_s > 0)
+      a.trimmed_speedup_vs_reference = trimmed_mean(ref_times) / a.trimmed_step_time_s;
     out.push_back(a);
   }
   return out;
@@ -93,6 +110,9 @@ nlohmann::json aggregate_to_json(const Aggregate& a) {
     j["tflops_per_gpu"] = a.tflops_per_gpu;
     j["tokens_per_s_per_gpu"] = a.tokens_per_s_per_gpu;
     j["speedup_vs_reference"] = a.speedup_vs_reference ? nlohmann::json(*a.speedup_vs_reference) : nlohmann::json();
+    j["trimmed_step_time_s"] = a.trimmed_step_time_s;
+    j["trimmed_speedup_vs_reference"] =
+        a.trimmed_speedup_vs_reference ? nlohmann::json(*a.trimmed_speedup_vs_reference) : nlohmann::json();
     j["microbatches"] = a.microbatches;
     j["balance"] = a.balance;
     j["bubble_frac"] = a.bubble_frac;

@@ -6,6 +6,10 @@
 //   speedup_vs_reference = sum(t_reference) / sum(t)       over steps where both have numbers; the
 //                          reference is the row's "reference" strategy (scenario field
 //                          reference_strategy, default packing) in the same setting
+//   trimmed_step_time_s  = the 10%-trimmed mean of the step times, computed as Megatron's
+//                          examples/dynamic_context_parallel/benchmark_dcp.sh:190-197 does (sort,
+//                          drop int(0.1 n) from each end), and trimmed_speedup_vs_reference its
+//                          ratio, for comparisons with numbers measured that way
 //   the other metrics are means over the valid steps.
 // A (scenario, strategy, setting) with any invalid step is reported as invalid with its first
 // error; one with any step out of memory is reported as oom.
@@ -35,6 +39,8 @@ struct Aggregate {
   double tflops_per_gpu = 0;
   double tokens_per_s_per_gpu = 0;
   std::optional<double> speedup_vs_reference;
+  double trimmed_step_time_s = 0;
+  std::optional<double> trimmed_speedup_vs_reference;
   double microbatches = 0;
   double balance = 0;
   double bubble_frac = 0;
@@ -51,6 +57,9 @@ struct Aggregate {
   bool valid() const { return invalid_steps == 0 && oom_steps == 0 && steps > 0; }
   std::string label() const { return setting == "published" ? strategy : strategy + " (" + setting + ")"; }
 };
+
+// Megatron's benchmark statistic: mean after dropping int(0.1 n) values from each end.
+double trimmed_mean(std::vector<double> values);
 
 // In first-appearance order of (scenario, setting, strategy).
 std::vector<Aggregate> aggregate(const ResultsFile& results);
