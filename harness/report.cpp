@@ -52,6 +52,7 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
   for (const auto& facts : r.scenarios) {
     if (!facts.is_object() || !facts.contains("published")) continue;
     const std::string sc = facts.value("name", "");
+    const bool trimmed = facts["published"].value("statistic", std::string("mean")) == "trimmed_mean_10";
     for (const auto& pv : facts["published"].value("values", json::array())) {
       const std::string st = pv.value("strategy", "");
       for (const char* setting : {"published", "tuned"}) {
@@ -70,15 +71,15 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
         std::string line = pad(sc, 26, false) + pad(a->label(), 26, false);
         line += pad(a->valid() ? fmt("%.1f", a->tflops_per_gpu) : (a->oom_steps ? "oom" : "invalid"), 12);
         line += pad(num_or_dash(pv, "tflops_per_gpu", "%.2f"), 11);
-        line += pad(a->valid() ? fmt("%.1f", 1e3 * a->step_time_s) : "-", 12);
-        line += pad(num_or_dash(pv, "step_time_ms", "%.1f"), 11);
-        line += pad(a->speedup_vs_reference ? fmt("%.3f", *a->speedup_vs_reference) : "-", 10);
+        // Reduced over steps the way theirs was (mean, or Megatron's 10%-trimmed mean: "t").
+        const double ours_t = trimmed ? a->trimmed_step_time_s : a->step_time_s;
+        const std::optional<double> ours_sp = trimmed ? a->trimmed_speedup_vs_reference : a->speedup_vs_reference;
+        line += pad(a->valid() ? fmt(trimmed ? "%.1f t" : "%.1f", 1e3 * ours_t) : "-", 12);
+        line += pad(num_or_dash(pv, "step_time_ms", trimmed ? "%.1f t" : "%.1f"), 11);
+        line += pad(ours_sp ? fmt(trimmed ? "%.3f t" : "%.3f", *ours_sp) : "-", 10);
         const bool has_sp = pv.contains("speedup_vs_packing") && pv["speedup_vs_packing"].is_number();
-        line += pad(has_sp ? fmt("%.3f", pv["speedup_vs_packing"].get<double>()) : "-", 11);
-        line += pad(has_sp && a->speedup_vs_reference
-                        ? fmt("%.3f", *a->speedup_vs_reference / pv["speedup_vs_packing"].get<double>())
-                        : "-",
-                    12);
+        line += pad(has_sp ? fmt(trimmed ? "%.3f t" : "%.3f", pv["speedup_vs_packing"].get<double>()) : "-", 11);
+        line += pad(has_sp && ours_sp ? fmt("%.3f", *ours_sp / pv["speedup_vs_packing"].get<double>()) : "-", 12);
         os << line << "\n";
       }
     }
@@ -89,7 +90,9 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
     if (facts.is_object() && facts.contains("published"))
       hw.insert(facts.value("hardware", std::string("?")) + " (calibration " + facts.value("calibration", std::string("?")) +
                 ")");
-  os << "# Hardware we assume for ours:";
+  os << "# t = 10%-trimmed mean over the steps, computed as Megatron's benchmark_dcp.sh does, where the published\n"
+     << "#   number is one; ours/theirs = our speedup / their speedup.\n"
+     << "# Hardware we assume for ours:";
   for (const auto& h : hw) os << " " << h;
   os << "; theirs is in each scenario's published source (GPU type unpublished).\n";
 }

@@ -130,6 +130,7 @@ json scenario_facts(const Scenario& s, const cost::CostModel& cm, int steps) {
     json p;
     p["source"] = s.published->source;
     if (!s.published->note.empty()) p["note"] = s.published->note;
+    p["statistic"] = s.published->statistic;
     json vals = json::array();
     for (const auto& v : s.published->values) {
       json e;

@@ -283,6 +283,7 @@ Published parse_published(ObjectReader& top, const json& v) {
   Published p;
   p.source = *r.get_string("source", true);
   p.note = r.get_string("note", false).value_or("");
+  p.statistic = r.get_string("statistic", false, {"mean", "trimmed_mean_10"}).value_or("mean");
   const json* vals = r.get_array("values", true);
   for (size_t i = 0; i < vals->size(); ++i) {
     const std::string key = "values[" + std::to_string(i) + "]";

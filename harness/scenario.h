@@ -106,6 +106,9 @@ struct PublishedValue {
 struct Published {
   std::string source;  // citation
   std::string note;    // what differs from our setup
+  std::string statistic = "mean";  // how their step times were reduced over iterations: "mean" |
+                                   // "trimmed_mean_10" (Megatron's benchmark_dcp.sh); ours are
+                                   // reduced the same way beside them
   std::vector<PublishedValue> values;
 };
 
