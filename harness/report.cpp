@@ -53,7 +53,8 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
     if (!facts.is_object() || !facts.contains("published")) continue;
     const std::string sc = facts.value("name", "");
     const bool trimmed = facts["published"].value("statistic", std::string("mean")) == "trimmed_mean_10";
-    for (const auto& pv : facts["published"].value("values", json::array())) {
+    const json values = facts["published"].value("values", json::array());
+    for (const auto& pv : values) {
       const std::string st = pv.value("strategy", "");
       for (const char* setting : {"published", "tuned"}) {
         const Aggregate* a = find(aggs, sc, st, setting);
@@ -106,17 +107,20 @@ void print_sensitivity(std::ostream& os, const json& sens) {
     os << "  " << sc.value("scenario", std::string("?")) << ": ranking "
        << (sc.value("ranking_changes", false) ? "CHANGES" : "unchanged") << " (nominal: ";
     bool first = true;
-    for (const auto& s : sc.value("ranking", json::array())) {
+    const json ranking = sc.value("ranking", json::array());
+    for (const auto& s : ranking) {
       os << (first ? "" : " > ") << s.get<std::string>();
       first = false;
     }
     os << ")";
     if (sc.value("ranking_changes", false)) {
       os << "; changed by:";
-      for (const auto& p : sc.value("ranking_changed_by", json::array())) os << " " << p.get<std::string>();
+      const json by = sc.value("ranking_changed_by", json::array());
+      for (const auto& p : by) os << " " << p.get<std::string>();
     }
     os << "\n";
-    for (const auto& [strategy, v] : sc.value("speedups", json::object()).items()) {
+    const json speedups = sc.value("speedups", json::object());
+    for (const auto& [strategy, v] : speedups.items()) {
       os << "    " << pad(strategy, 18, false) << " speedup " << fmt("%.3f", v.value("nominal", 0.0)) << "  range ["
          << fmt("%.3f", v.value("min", 0.0)) << ", " << fmt("%.3f", v.value("max", 0.0)) << "]  widest: "
          << v.value("widest_parameter", std::string("-")) << "\n";

@@ -153,7 +153,7 @@ cost::CostModel cost_model_of(const Scenario& s) {
   if (!s.model.preset.empty()) {
     cm.model = at_key(s, "model", json(s.model.preset), [&] { return cost::model_preset(s.model.preset); });
   } else {
-    cm.model.name = "custom";
+    cm.model.name = s.model.name;
     cm.model.layers = s.model.layers;
     cm.model.hidden = s.model.hidden;
     cm.model.ffn = s.model.ffn;

@@ -149,6 +149,7 @@ ModelSpec parse_model(ObjectReader& top) {
   }
   if (!v->is_object()) top.fail("model", *v, "is neither a preset name nor an object");
   ObjectReader r = top.child(*v, "model");
+  m.name = r.get_string("name", false).value_or("custom");
   m.layers = static_cast<int>(*r.get_int("layers", true, 1, 100000));
   m.hidden = static_cast<int>(*r.get_int("hidden", true, 1, 1 << 20));
   m.ffn = static_cast<int>(*r.get_int("ffn", true, 1, 1 << 22));

@@ -23,6 +23,7 @@ namespace dcp::harness {
 // Dense Llama-style transformer. Either a preset name (resolved by impl/cost) or a full config.
 struct ModelSpec {
   std::string preset;  // non-empty: preset name, the fields below are unused
+  std::string name = "custom";  // label of a full config in tables
   int layers = 0;
   int hidden = 0;
   int ffn = 0;
