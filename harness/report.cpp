@@ -98,33 +98,40 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
   os << "; theirs is in each scenario's published source (GPU type unpublished).\n";
 }
 
+void print_study(std::ostream& os, const json& st, const std::string& title) {
+  os << "  " << title << ": ranking " << (st.value("ranking_changes", false) ? "CHANGES" : "unchanged") << " (nominal: ";
+  bool first = true;
+  const json ranking = st.value("ranking", json::array());
+  for (const auto& s : ranking) {
+    os << (first ? "" : " > ") << s.get<std::string>();
+    first = false;
+  }
+  os << ")";
+  if (st.value("ranking_changes", false)) {
+    os << "; changed by:";
+    const json by = st.value("ranking_changed_by", json::array());
+    for (const auto& p : by) os << " " << p.get<std::string>();
+  }
+  os << "\n";
+  const json speedups = st.value("speedups", json::object());
+  for (const auto& [strategy, v] : speedups.items()) {
+    os << "    " << pad(strategy, 18, false) << " speedup " << fmt("%.3f", v.value("nominal", 0.0)) << "  range ["
+       << fmt("%.3f", v.value("min", 0.0)) << ", " << fmt("%.3f", v.value("max", 0.0)) << "]  widest: "
+       << v.value("widest_parameter", std::string("-")) << "\n";
+  }
+}
+
 void print_sensitivity(std::ostream& os, const json& sens) {
   if (!sens.is_object() || !sens.contains("scenarios")) return;
   os << "\n## Sensitivity: every uncertain cost-model parameter at x" << fmt("%.2f", sens.value("low", 0.8)) << " and x"
-     << fmt("%.2f", sens.value("high", 1.2)) << " (one at a time, setting: " << sens.value("setting", std::string("published"))
-     << ")\n";
+     << fmt("%.2f", sens.value("high", 1.2)) << ", one at a time (parameters:";
+  const json params = sens.value("parameters", json::array());
+  for (const auto& p : params) os << " " << p.get<std::string>();
+  os << ")\n";
   for (const auto& sc : sens["scenarios"]) {
-    os << "  " << sc.value("scenario", std::string("?")) << ": ranking "
-       << (sc.value("ranking_changes", false) ? "CHANGES" : "unchanged") << " (nominal: ";
-    bool first = true;
-    const json ranking = sc.value("ranking", json::array());
-    for (const auto& s : ranking) {
-      os << (first ? "" : " > ") << s.get<std::string>();
-      first = false;
-    }
-    os << ")";
-    if (sc.value("ranking_changes", false)) {
-      os << "; changed by:";
-      const json by = sc.value("ranking_changed_by", json::array());
-      for (const auto& p : by) os << " " << p.get<std::string>();
-    }
-    os << "\n";
-    const json speedups = sc.value("speedups", json::object());
-    for (const auto& [strategy, v] : speedups.items()) {
-      os << "    " << pad(strategy, 18, false) << " speedup " << fmt("%.3f", v.value("nominal", 0.0)) << "  range ["
-         << fmt("%.3f", v.value("min", 0.0)) << ", " << fmt("%.3f", v.value("max", 0.0)) << "]  widest: "
-         << v.value("widest_parameter", std::string("-")) << "\n";
-    }
+    const std::string name = sc.value("scenario", std::string("?"));
+    print_study(os, sc, name + " (published settings)");
+    if (sc.contains("tuned")) print_study(os, sc["tuned"], name + " (tuned settings, held fixed)");
   }
 }
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <span>
 #include <cstdio>
+#include <map>
 #include <set>
 
 namespace dcp::harness {
@@ -445,13 +446,15 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
       *options.progress << "dcpbench run: " << s.name << ": " << p.steps << " steps x " << p.strategies.size()
                         << " strategies (" << fmt_g(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
                         << " s)" << std::endl;
+    std::map<std::string, Setting> tuned;
     if (options.tune) {
       const size_t tuned_first = out.rows.size();
       auto rows = run_tuned(p, options, registry);
+      tuned = tuned_settings(rows);
       out.rows.insert(out.rows.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
       fill_speedups(out.rows, tuned_first);
     }
-    if (options.sensitivity) sensitivity.push_back(run_sensitivity(p, options, registry));
+    if (options.sensitivity) sensitivity.push_back(run_sensitivity(p, options, registry, tuned));
   }
   if (options.sensitivity) out.sensitivity = sensitivity_section(sensitivity);
   return out;

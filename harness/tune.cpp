@@ -168,19 +168,30 @@ SpeedupSummary summarize_speedups(const std::vector<ResultRow>& rows, const std:
   return out;
 }
 
-json run_sensitivity(const PreparedScenario& p, const RunOptions& options, const plan::PlannerRegistry& registry) {
+std::map<std::string, Setting> tuned_settings(const std::vector<ResultRow>& rows) {
+  std::map<std::string, Setting> out;
+  for (const auto& r : rows) {
+    if (r.setting != "tuned" || !r.knobs.is_object()) continue;
+    out[r.strategy] = Setting{r.knobs.value("max_seqlen_per_rank", int64_t{0}), r.knobs.value("cp", 1),
+                              r.knobs.value("vpp", 1)};
+  }
+  return out;
+}
+
+namespace {
+
+// Nominal summary and its range over every variant, for one choice of settings per strategy.
+json study(const PreparedScenario& p, const RunOptions& quiet, const plan::PlannerRegistry& registry,
+           const std::function<Setting(const std::string&)>& setting_of, const std::string& label) {
   const Scenario& s = *p.scenario;
-  RunOptions quiet = options;
-  quiet.detail = false;
   auto run_all = [&](const cost::CostModel& cm) {
     std::vector<ResultRow> rows;
     for (const auto& st : p.strategies) {
-      auto r = run_strategy(p, cm, st, published_setting(s), "published", quiet, registry);
+      auto r = run_strategy(p, cm, st, setting_of(st), label, quiet, registry);
       rows.insert(rows.end(), r.begin(), r.end());
     }
     return summarize_speedups(rows, p.strategies, s.reference_strategy);
   };
-  const auto t0 = std::chrono::steady_clock::now();
   const SpeedupSummary nominal = run_all(p.cm);
   json speedups = json::object();
   for (const auto& [st, x] : nominal.speedup)
@@ -206,22 +217,41 @@ json run_sensitivity(const PreparedScenario& p, const RunOptions& options, const
           e["widest_parameter"] = param.name;
         }
       }
-      const std::string label = param.name + " x" + (f < 1 ? "0.8" : "1.2");
-      if (v.ranking != nominal.ranking) changed_by.push_back(label);
+      const std::string name = param.name + " x" + (f < 1 ? "0.8" : "1.2");
+      if (v.ranking != nominal.ranking) changed_by.push_back(name);
       variants.push_back({{"parameter", param.name}, {"factor", f}, {"speedups", vs}, {"ranking", v.ranking}});
     }
   }
-  if (options.progress)
-    *options.progress << "dcpbench run --sensitivity: " << s.name << ": " << variants.size() << " variants ("
-                      << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)"
-                      << std::endl;
-  return {{"scenario", s.name},
-          {"reference", s.reference_strategy},
-          {"ranking", nominal.ranking},
+  return {{"ranking", nominal.ranking},
           {"ranking_changes", !changed_by.empty()},
           {"ranking_changed_by", changed_by},
           {"speedups", speedups},
           {"variants", variants}};
+}
+
+}  // namespace
+
+json run_sensitivity(const PreparedScenario& p, const RunOptions& options, const plan::PlannerRegistry& registry,
+                     const std::map<std::string, Setting>& tuned) {
+  const Scenario& s = *p.scenario;
+  RunOptions quiet = options;
+  quiet.detail = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  json out = study(p, quiet, registry, [&](const std::string&) { return published_setting(s); }, "published");
+  out["scenario"] = s.name;
+  out["reference"] = s.reference_strategy;
+  if (!tuned.empty()) {
+    out["tuned"] = study(p, quiet, registry, [&](const std::string& st) {
+      auto it = tuned.find(st);
+      return it != tuned.end() ? it->second : published_setting(s);
+    }, "tuned");
+  }
+  if (options.progress)
+    *options.progress << "dcpbench run --sensitivity: " << s.name << ": " << out["variants"].size()
+                      << " variants" << (tuned.empty() ? "" : " x 2 (published, tuned settings)") << " ("
+                      << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)"
+                      << std::endl;
+  return out;
 }
 
 json sensitivity_section(const json& scenarios) {
@@ -229,7 +259,7 @@ json sensitivity_section(const json& scenarios) {
   for (const auto& p : sensitivity_parameters()) params.push_back(p.name);
   return {{"low", kSensitivityLow},
           {"high", kSensitivityHigh},
-          {"setting", "published"},
+          {"setting", "published (and tuned, when run with --tune: each strategy's tuned setting held fixed)"},
           {"parameters", params},
           {"scenarios", scenarios}};
 }

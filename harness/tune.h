@@ -46,9 +46,15 @@ std::vector<SensitivityParameter> sensitivity_parameters();
 inline constexpr double kSensitivityLow = 0.8;
 inline constexpr double kSensitivityHigh = 1.2;
 
-// The sensitivity of one scenario (one element of the section's "scenarios").
+// The sensitivity of one scenario (one element of the section's "scenarios"): at the published
+// setting ("speedups", "ranking", ...) and, when `tuned` names a setting per strategy (after
+// --tune), at those settings held fixed ("tuned": the same fields; settings are not re-searched
+// per variant).
 nlohmann::json run_sensitivity(const PreparedScenario& p, const RunOptions& options,
-                               const plan::PlannerRegistry& registry);
+                               const plan::PlannerRegistry& registry,
+                               const std::map<std::string, Setting>& tuned = {});
+// The setting each strategy's tuned rows were run at (from their knobs).
+std::map<std::string, Setting> tuned_settings(const std::vector<ResultRow>& rows);
 // The results file's "sensitivity" section around the per-scenario elements.
 nlohmann::json sensitivity_section(const nlohmann::json& scenarios);
 

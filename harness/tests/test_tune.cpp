@@ -199,8 +199,12 @@ TEST(Sensitivity, SectionReportsRangesAndRanking) {
   const auto reg = registry();
   RunOptions opt;
   opt.sensitivity = true;
+  opt.tune = true;
   const ResultsFile f = run_scenarios({s}, opt, reg);
   ASSERT_TRUE(f.sensitivity.is_object());
+  // With --tune the study is repeated at each strategy's tuned setting.
+  ASSERT_TRUE(f.sensitivity["scenarios"][0].contains("tuned"));
+  EXPECT_EQ(f.sensitivity["scenarios"][0]["tuned"]["variants"].size(), 2 * sensitivity_parameters().size());
   const json& sc = f.sensitivity["scenarios"][0];
   EXPECT_EQ(sc["variants"].size(), 2 * sensitivity_parameters().size());
   for (const auto& [strategy, v] : sc["speedups"].items()) {
