@@ -341,8 +341,9 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
   HardwareProfile p = base;
   for (const auto& [key, value] : j.items()) {
     const std::string at = source + ": \"" + key + "\"";
+    const std::string name = key;  // (clang: a structured binding cannot be captured before C++20 P1091)
     const auto field = std::find_if(scalar_fields().begin(), scalar_fields().end(),
-                                    [&](const auto& f) { return f.first == key; });
+                                    [&](const auto& f) { return f.first == name; });
     if (key == "schema") {
       DCP_REQUIRE(value == "dcpbench.calibration.v1", at, "=", value.dump(),
                   " (expected \"dcpbench.calibration.v1\")");
