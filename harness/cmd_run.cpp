@@ -1,4 +1,5 @@
-// `dcpbench run SCENARIO... [--steps N] [--out FILE] [--strategies a,b] [--quiet] [--no-detail]`: runs the
+// `dcpbench run SCENARIO... [--steps N] [--out FILE] [--strategies a,b] [--quiet] [--no-detail]
+// [--tune] [--sensitivity]`: runs the
 // scenarios (harness/runner.h), writes the results JSON (schema dcpbench.results.v1, atomically)
 // and prints the fixed-width table (harness/report.h) on stdout. Progress lines go to stderr.
 // `dcpbench table RESULTS.json` reprints the table of an existing results file.
@@ -27,6 +28,8 @@ struct RunArgs {
   std::vector<std::string> strategies;
   bool quiet = false;
   bool no_detail = false;
+  bool tune = false;
+  bool sensitivity = false;
   std::string command;
 };
 
@@ -39,6 +42,8 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   opt.progress = a.quiet ? nullptr : &std::cerr;
   opt.command = a.command;
   opt.detail = !a.no_detail;
+  opt.tune = a.tune;
+  opt.sensitivity = a.sensitivity;
   // Fail on an unwritable --out before the (possibly long) run, not after it.
   const std::filesystem::path parent = std::filesystem::path(a.out).parent_path();
   std::error_code ec;
@@ -69,10 +74,18 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   cmd->add_flag("--no-detail", args->no_detail,
                 "Leave out the step-0 per-rank busy times and plan pictures (smaller file; no rank/plan charts)");
+  cmd->add_flag("--tune", args->tune,
+                "Also search each strategy's knobs (max_seqlen_per_rank, VPP, static CP size) under the memory "
+                "model and report its best setting beside the published one (rows with setting \"tuned\")");
+  cmd->add_flag("--sensitivity", args->sensitivity,
+                "Also re-run with every uncertain cost-model parameter at x0.8 and x1.2: range of every speedup "
+                "and whether the ranking of strategies changes");
   cmd->callback([args, cmd, &exit_code, &app] {
     args->command = "dcpbench run";
     for (const auto& s : args->scenarios) args->command += " " + s;
     if (cmd->count("--steps")) args->command += " --steps " + std::to_string(args->steps);
+    if (args->tune) args->command += " --tune";
+    if (args->sensitivity) args->command += " --sensitivity";
     if (!args->strategies.empty()) {  // the recorded command must reproduce the same rows
       args->command += " --strategies ";
       for (size_t i = 0; i < args->strategies.size(); ++i) args->command += (i ? "," : "") + args->strategies[i];

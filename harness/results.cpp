@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/json_io.h"
+#include "harness/aggregate.h"
 
 #include <array>
 #include <cstdio>
@@ -17,6 +18,15 @@
 #endif
 
 namespace dcp::harness {
+
+// Row halves to and from JSON (missing keys keep their defaults on reading).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowInfo, scenario, strategy, step, plan_valid, oom, error, source,
+                                                setting, reference, peak_memory_gib, useful_tflop, tokens, samples)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowMetrics, step_time_s, tflops_per_gpu, tokens_per_s_per_gpu,
+                                                microbatches, balance, bubble_frac, comm_frac, plan_efficiency,
+                                                solve_ms, lower_bound_s, compute_s, comm_s, overhead_s, bubble_s,
+                                                imbalance_s)
+
 namespace {
 
 using nlohmann::json;
@@ -53,11 +63,6 @@ std::string git_sha() {
   return "unknown";
 }
 
-double num_or(const json& j, const char* key, double dflt) {
-  auto it = j.find(key);
-  return (it != j.end() && it->is_number()) ? it->get<double>() : dflt;
-}
-
 }  // namespace
 
 std::string simulated_source(const std::string& cost_model, const std::string& calibration) {
@@ -85,73 +90,38 @@ json make_context(const std::string& device, const std::string& cost_model, cons
 }
 
 json row_to_json(const ResultRow& r) {
-  json j;
-  j["scenario"] = r.scenario;
-  j["strategy"] = r.strategy;
-  j["step"] = r.step;
-  j["plan_valid"] = r.plan_valid;
-  j["source"] = r.source;
-  if (!r.error.empty()) j["error"] = r.error;
-  if (r.plan_valid) {
-    j["step_time_s"] = r.step_time_s;
-    j["tflops_per_gpu"] = r.tflops_per_gpu;
-    j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
-    j["microbatches"] = r.microbatches;
-    j["balance"] = r.balance;
-    j["bubble_frac"] = r.bubble_frac;
-    j["comm_frac"] = r.comm_frac;
-    j["plan_efficiency"] = r.plan_efficiency;
+  json j = static_cast<const RowInfo&>(r);
+  if (r.error.empty()) j.erase("error");
+  if (!r.oom) j.erase("oom");
+  if (r.has_metrics()) {
+    j.update(json(static_cast<const RowMetrics&>(r)));
     j["speedup_vs_packing"] = r.speedup_vs_packing ? json(*r.speedup_vs_packing) : json(nullptr);
-    j["solve_ms"] = r.solve_ms;
-    j["lower_bound_s"] = r.lower_bound_s;
-    j["compute_s"] = r.compute_s;
-    j["comm_s"] = r.comm_s;
-    j["bubble_s"] = r.bubble_s;
-    j["imbalance_s"] = r.imbalance_s;
   } else {
     for (const char* k : kMetricKeys) j[k] = nullptr;
     j["microbatches"] = nullptr;
   }
-  j["useful_tflop"] = r.useful_tflop;
-  j["tokens"] = r.tokens;
-  j["samples"] = r.samples;
+  if (!r.knobs.is_null()) j["knobs"] = r.knobs;
   if (!r.rank_busy_s.empty()) j["rank_busy_s"] = r.rank_busy_s;
   if (!r.plan.is_null()) j["plan"] = r.plan;
   return j;
 }
 
 ResultRow row_from_json(const json& j) {
+  // Nulls (metrics of an invalid or oom row) read as the defaults.
+  json clean = json::object();
+  for (const auto& [k, v] : j.items())
+    if (!v.is_null()) clean[k] = v;
   ResultRow r;
-  r.scenario = j.at("scenario").get<std::string>();
-  r.strategy = j.at("strategy").get<std::string>();
-  r.step = j.at("step").get<int>();
-  r.plan_valid = j.at("plan_valid").get<bool>();
-  r.source = j.at("source").get<std::string>();
-  if (j.contains("error") && j["error"].is_string()) r.error = j["error"].get<std::string>();
-  r.step_time_s = num_or(j, "step_time_s", 0);
-  r.tflops_per_gpu = num_or(j, "tflops_per_gpu", 0);
-  r.tokens_per_s_per_gpu = num_or(j, "tokens_per_s_per_gpu", 0);
-  r.microbatches = static_cast<int>(num_or(j, "microbatches", 0));
-  r.balance = num_or(j, "balance", 0);
-  r.bubble_frac = num_or(j, "bubble_frac", 0);
-  r.comm_frac = num_or(j, "comm_frac", 0);
-  r.plan_efficiency = num_or(j, "plan_efficiency", 0);
-  if (j.contains("speedup_vs_packing") && j["speedup_vs_packing"].is_number())
-    r.speedup_vs_packing = j["speedup_vs_packing"].get<double>();
-  r.solve_ms = num_or(j, "solve_ms", 0);
-  r.lower_bound_s = num_or(j, "lower_bound_s", 0);
-  r.compute_s = num_or(j, "compute_s", 0);
-  r.comm_s = num_or(j, "comm_s", 0);
-  r.bubble_s = num_or(j, "bubble_s", 0);
-  r.imbalance_s = num_or(j, "imbalance_s", 0);
-  r.useful_tflop = num_or(j, "useful_tflop", 0);
-  r.tokens = static_cast<int64_t>(num_or(j, "tokens", 0));
-  r.samples = static_cast<int64_t>(num_or(j, "samples", 0));
-  if (j.contains("rank_busy_s") && j["rank_busy_s"].is_array()) {
-    for (const auto& v : j["rank_busy_s"])
+  static_cast<RowInfo&>(r) = clean.get<RowInfo>();
+  static_cast<RowMetrics&>(r) = clean.get<RowMetrics>();
+  if (clean.contains("speedup_vs_packing") && clean["speedup_vs_packing"].is_number())
+    r.speedup_vs_packing = clean["speedup_vs_packing"].get<double>();
+  if (clean.contains("knobs")) r.knobs = clean["knobs"];
+  if (clean.contains("rank_busy_s") && clean["rank_busy_s"].is_array()) {
+    for (const auto& v : clean["rank_busy_s"])
       if (v.is_number()) r.rank_busy_s.push_back(v.get<double>());
   }
-  if (j.contains("plan")) r.plan = j["plan"];
+  if (clean.contains("plan")) r.plan = clean["plan"];
   return r;
 }
 
@@ -163,6 +133,11 @@ json results_to_json(const ResultsFile& results) {
   json rows = json::array();
   for (const auto& r : results.rows) rows.push_back(row_to_json(r));
   j["rows"] = std::move(rows);
+  // Aggregated once, here, from the rows: the table, the gate and the charts use these.
+  json aggs = json::array();
+  for (const auto& a : aggregate(results)) aggs.push_back(aggregate_to_json(a));
+  j["aggregates"] = std::move(aggs);
+  if (!results.sensitivity.is_null()) j["sensitivity"] = results.sensitivity;
   return j;
 }
 
@@ -205,7 +180,8 @@ std::vector<std::string> validate_results(const json& j) {
       if (s.rfind("simulated:", 0) != 0 && s.rfind("measured:", 0) != 0)
         errs.push_back(at + ".\"source\"=\"" + s + "\" is neither simulated:... nor measured:...");
     }
-    const bool valid = has_valid && r["plan_valid"].get<bool>();
+    const bool oom = r.contains("oom") && r["oom"].is_boolean() && r["oom"].get<bool>();
+    const bool valid = has_valid && r["plan_valid"].get<bool>() && !oom;
     for (const char* k : kMetricKeys) {
       const bool is_num = r.contains(k) && r[k].is_number();
       const bool is_null = r.contains(k) && r[k].is_null();
@@ -236,7 +212,12 @@ ResultsFile read_results(const std::string& path) {
   ResultsFile f;
   f.context = j["context"];
   if (j.contains("scenarios") && j["scenarios"].is_array()) f.scenarios = j["scenarios"];
-  for (const auto& r : j["rows"]) f.rows.push_back(row_from_json(r));
+  if (j.contains("sensitivity")) f.sensitivity = j["sensitivity"];
+  try {
+    for (const auto& r : j["rows"]) f.rows.push_back(row_from_json(r));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path + ": a row has a key of the wrong type (" + e.what() + ")");
+  }
   return f;
 }
 

@@ -264,6 +264,10 @@ SampledBatch sample_global_batch(const LengthSource& source, const SamplerConfig
                 " documents (min_seqlen=", c.min_seqlen, " drops the rest)");
     const int64_t len = draw(source, rng, prep);
     ++out.documents_drawn;
+    if (c.drop_long && c.max_seqlen > 0 && len > c.max_seqlen) {
+      ++out.samples_dropped;
+      continue;
+    }
     const auto chunks = split_document(len, c.max_seqlen);
     if (chunks.size() > 1) ++out.documents_split;
     for (int64_t piece : chunks) {
