@@ -169,8 +169,11 @@ TEST(Tune, TunedRowsAreTheBestFittingSettingAndNeverWorse) {
     EXPECT_LE(tuned, pub * (1 + 1e-12)) << st;  // the published setting is in the search space
   }
   // Tuned speedups are against tuned packing: packing (tuned) is exactly 1.
-  for (const auto& a : aggregate(f))
-    if (a.strategy == "packing" && a.setting == "tuned") EXPECT_DOUBLE_EQ(*a.speedup_vs_reference, 1.0);
+  for (const auto& a : aggregate(f)) {
+    if (a.strategy == "packing" && a.setting == "tuned") {
+      EXPECT_DOUBLE_EQ(*a.speedup_vs_reference, 1.0);
+    }
+  }
 }
 
 TEST(Sensitivity, SummaryRanksByTimeAndDropsStrategiesWithoutNumbers) {
