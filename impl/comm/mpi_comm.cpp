@@ -2,6 +2,8 @@
 #include "comm/mpi_comm.h"
 
 #include <climits>
+#include <cstddef>
+#include <cstring>
 #include <cstdio>
 #include <thread>
 
@@ -30,15 +32,6 @@ MPI_Datatype mpi_type(DType t) {
     case DType::i64: return MPI_INT64_T;
   }
   DCP_FAIL("unknown dtype ", static_cast<int>(t));
-}
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return MPI_SUM;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::min: return MPI_MIN;
-  }
-  DCP_FAIL("unknown reduce op ", static_cast<int>(op));
 }
 
 int to_int(size_t n, const char* what) {
@@ -118,14 +111,21 @@ class MpiComm final : public Communicator {
     DCP_MPI_CHECK(MPI_Irecv(buf, to_int(count, "irecv"), mpi_type(type), peer, tag, comm_, &req));
     return std::make_unique<MpiRequest>(req, true, options_, p2p_what("irecv", "from", peer, tag));
   }
+  // Reductions gather every rank's operand and reduce in rank order, exactly as the thread
+  // backend does, so a run under mpirun gives the same bits as the same run on threads (MPI's own
+  // reduction order is implementation-defined). Cost: size x count elements per rank; the
+  // reductions dcpbench runs over MPI are small (loss sums, CP-group dK/dV blocks).
   void all_reduce_raw(const void* send, void* recv, size_t count, DType type,
                       ReduceOp op) override {
     DCP_NVTX_RANGE();
+    const size_t bytes = count * dtype_bytes(type);
+    std::vector<std::byte> all(bytes * static_cast<size_t>(size_));
     MPI_Request req;
-    DCP_MPI_CHECK(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv,
-                                 to_int(count, "all_reduce"), mpi_type(type), mpi_op(op), comm_,
-                                 &req));
+    DCP_MPI_CHECK(MPI_Iallgather(send, to_int(count, "all_reduce"), mpi_type(type), all.data(),
+                                 to_int(count, "all_reduce"), mpi_type(type), comm_, &req));
     wait_deadline(&req, options_, coll_what("all_reduce"));
+    for (int i = 1; i < size_; ++i) reduce_into(all.data(), all.data() + i * bytes, count, type, op);
+    if (bytes > 0) std::memmove(recv, all.data(), bytes);
   }
   void all_gather_raw(const void* send, void* recv, size_t count, DType type) override {
     DCP_NVTX_RANGE();
@@ -137,10 +137,14 @@ class MpiComm final : public Communicator {
   void reduce_scatter_raw(const void* send, void* recv, size_t count, DType type,
                           ReduceOp op) override {
     DCP_NVTX_RANGE();
+    const size_t bytes = count * dtype_bytes(type);
+    std::vector<std::byte> blocks(bytes * static_cast<size_t>(size_));  // block p: rank p's operand
     MPI_Request req;
-    DCP_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, to_int(count, "reduce_scatter"),
-                                            mpi_type(type), mpi_op(op), comm_, &req));
+    DCP_MPI_CHECK(MPI_Ialltoall(send, to_int(count, "reduce_scatter"), mpi_type(type), blocks.data(),
+                                to_int(count, "reduce_scatter"), mpi_type(type), comm_, &req));
     wait_deadline(&req, options_, coll_what("reduce_scatter"));
+    for (int i = 1; i < size_; ++i) reduce_into(blocks.data(), blocks.data() + i * bytes, count, type, op);
+    if (bytes > 0) std::memcpy(recv, blocks.data(), bytes);
   }
   void all_to_all_v_raw(const void* send, const size_t* send_counts, const size_t* send_displs,
                         void* recv, const size_t* recv_counts, const size_t* recv_displs,

@@ -1,7 +1,9 @@
 // MPI backend of Communicator: one process per rank under mpirun (docs/comm.md).
 //
 // Invariants:
-//   - Every operation is posted non-blocking (MPI_Isend/Irecv, MPI_Iallreduce, ...) and completed
+//   - Reductions (all_reduce, reduce_scatter) gather the operands (MPI_Iallgather / MPI_Ialltoall)
+//     and reduce them in rank order, as the thread backend does: the same bits on both backends.
+//   - Every operation is posted non-blocking (MPI_Isend/Irecv, MPI_Iallgather, ...) and completed
 //     by polling MPI_Test against CommOptions::deadline, so a missing peer is reported as a
 //     dcp::Error naming the operation, the rank and the peer instead of hanging.
 //   - Errors from MPI are returned (MPI_ERRORS_RETURN on every communicator) and thrown as
