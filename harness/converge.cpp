@@ -14,7 +14,9 @@
 #include <map>
 #include <sstream>
 
+#include "attn/compare.h"
 #include "comm/group_registry.h"
+#include "core/rng.h"
 #include "core/error.h"
 #include "exec/executor.h"
 #include "harness/converge_data.h"
@@ -43,25 +45,18 @@ struct Trace {
   std::vector<double> dloss_rel, dloss_abs, grad_rel;  // vs the reference (strategies)
 };
 
-uint64_t hash_bytes(const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
+// max |got - ref| / max |ref| (attn/compare.h); any non-finite mismatch (NaN, one-sided inf)
+// is infinitely far, so a NaN gradient can never pass a bound.
 template <typename T>
 double rel_max_diff(std::span<const T> got, std::span<const double> ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num = std::max(num, std::abs(static_cast<double>(got[i]) - ref[i]));
-    den = std::max(den, std::abs(ref[i]));
-  }
-  if (!std::isfinite(num)) return std::numeric_limits<double>::infinity();
-  return den > 0 ? num / den : num;
+  const attn::Comparison c = attn::compare_to_ref<T>(ref, got, 0);
+  return c.nonfinite_mismatches > 0 ? std::numeric_limits<double>::infinity() : c.rel_err;
 }
 
-double rel(double a, double ref) { return ref != 0 ? std::abs(a - ref) / std::abs(ref) : std::abs(a - ref); }
+double rel(double a, double ref) {
+  if (!std::isfinite(a) || !std::isfinite(ref)) return a == ref ? 0.0 : std::numeric_limits<double>::infinity();
+  return ref != 0 ? std::abs(a - ref) / std::abs(ref) : std::abs(a - ref);
+}
 
 // Progress lines on rank 0 (stderr): one at the start of each run and about every 10 s.
 class Progress {
@@ -96,10 +91,11 @@ template <typename T>
 using StepHook = std::function<void(int step, std::span<const T> grads)>;
 
 // Trains plans[0..steps) on `pool` (every rank of the pool calls it); returns the trace.
+// after_step (may be empty) runs after every step: the references' heartbeat.
 template <typename T>
 Trace train(comm::Communicator& pool, const ConvergeScenario& s, const std::vector<plan::Plan>& plans,
             const std::vector<exec::GlobalBatch>& batches, int steps, const StepHook<T>& hook,
-            Progress* progress) {
+            Progress* progress, const std::function<void()>& after_step = {}) {
   comm::GroupRegistry reg(pool);
   auto k = model::make_cpu_kernels<T>();
   model::Model<T> m(s.model, *k);
@@ -110,11 +106,12 @@ Trace train(comm::Communicator& pool, const ConvergeScenario& s, const std::vect
     t.loss.push_back(st.loss);
     t.mtp_loss.push_back(st.mtp_loss);
     t.grad_norm.push_back(st.grad_norm);
-    t.grad_hash.push_back(hash_bytes(ex.last_grads().data(), ex.last_grads().size_bytes()));
+    t.grad_hash.push_back(fnv1a(ex.last_grads().data(), ex.last_grads().size_bytes()));
     t.microbatches.push_back(st.microbatches);
     for (const auto& [size, n] : st.group_sizes) t.group_sizes[size] += n;
     if (hook) hook(i, ex.last_grads());
     if (progress) progress->step(i, st.loss);
+    if (after_step) after_step();
   }
   return t;
 }
@@ -143,6 +140,13 @@ json trace_json(const Trace& t) {
   j["mtp_losses"] = t.mtp_loss;
   j["grad_norms"] = t.grad_norm;
   j["microbatches"] = t.microbatches;
+  json hashes = json::array();  // FNV-1a of each step's reduced gradient (bitwise comparisons)
+  for (uint64_t h : t.grad_hash) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    hashes.push_back(hex);
+  }
+  j["grad_hashes"] = hashes;
   json sizes = json::object();
   for (const auto& [k, n] : t.group_sizes) sizes[std::to_string(k)] = n;
   j["cp_sizes"] = sizes;
@@ -193,7 +197,8 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   const plan::PlannerRegistry& reg = builtin_planners();
   struct StrategyPlans {
     std::vector<plan::Plan> plans;
-    std::string error;
+    std::string error;  // the planner's message
+    int error_step = -1;
   };
   std::map<std::string, StrategyPlans> plans;
   for (const auto& name : s.strategies) {
@@ -212,7 +217,8 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
         plan::validate(p, b, pc);
         sp.plans.push_back(std::move(p));
       } catch (const Error& e) {
-        sp.error = "step " + std::to_string(i) + " (" + specs[i].kind + "): " + e.what();
+        sp.error = e.what();
+        sp.error_step = i;
       }
     }
     plans[name] = std::move(sp);
@@ -226,20 +232,33 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   Trace ref, ref64;
   int ref_repeat_diff = -1;
   {
+    // While rank 0 trains the references alone, the others wait for its heartbeat: one message
+    // per reference step (1) and a last one (0), so every wait is bounded by one step's time
+    // (CommOptions::deadline), however many steps the run has.
+    constexpr int kTagHeartbeat = 31;
     std::unique_ptr<comm::Communicator> solo = world.split(root ? 0 : -1, 0);
+    auto beat = [&](int32_t alive) {
+      for (int r = 1; r < world.size(); ++r) world.send(std::span<const int32_t>(&alive, 1), r, kTagHeartbeat);
+    };
     if (root) {
+      const std::function<void()> alive = [&] { beat(1); };
       progress.start(std::string("reference (1 rank, ") + (f32 ? "float32" : "float64") + ")", steps);
       ref = train<T>(*solo, s, ref_plans, batches, steps,
-                     [&](int i, std::span<const T> g) { ref_grads[i].assign(g.begin(), g.end()); }, &progress);
+                     [&](int i, std::span<const T> g) { ref_grads[i].assign(g.begin(), g.end()); }, &progress,
+                     alive);
       progress.start("reference repeat (bitwise check)", repeat);
-      const Trace again = train<T>(*solo, s, ref_plans, batches, repeat, nullptr, &progress);
+      const Trace again = train<T>(*solo, s, ref_plans, batches, repeat, nullptr, &progress, alive);
       ref_repeat_diff = first_bitwise_difference(ref, again, repeat);
       if (f32) {
         progress.start("reference (1 rank, float64: the float32 drift)", steps);
         ref64 = train<double>(*solo, s, ref_plans, batches, steps,
                               [&](int i, std::span<const double> g) { ref64_grads[i].assign(g.begin(), g.end()); },
-                              &progress);
+                              &progress, alive);
       }
+      beat(0);
+    } else {
+      int32_t alive = 1;
+      while (alive) world.recv(std::span<int32_t>(&alive, 1), 0, kTagHeartbeat);
     }
   }
 
@@ -273,13 +292,13 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
     json j;
     if (!sp.error.empty()) {
       if (root) {
-        j["error"] = sp.error;
+        j["error"] = "step " + std::to_string(sp.error_step) + " (" + specs[sp.error_step].kind + "): " + sp.error;
         j["pass"] = false;
         j["bitwise_repeat"] = false;
         j["bound"] = {{"loss_rel", bound_loss}, {"grad_rel", bound_grad}};
         strategies[name] = j;
-        out.failures.push_back(name + " " + sp.error.substr(0, sp.error.find(':')) + ": planner error:" +
-                               sp.error.substr(sp.error.find(':') + 1));
+        out.failures.push_back(name + " step " + std::to_string(sp.error_step) + " (" +
+                               specs[sp.error_step].kind + "): planner error: " + sp.error);
       }
       continue;
     }

@@ -24,7 +24,7 @@ std::vector<std::vector<int32_t>> paragraphs_of(const std::string& text) {
     // A blank line ends a paragraph; its newline stays with the paragraph.
     if (text[i] == '\n' && i + 1 < text.size() && text[i + 1] == '\n') {
       cur.push_back('\n');
-      if (!cur.empty()) out.push_back(std::move(cur));
+      out.push_back(std::move(cur));
       cur.clear();
       while (i < text.size() && text[i] == '\n') ++i;
       continue;

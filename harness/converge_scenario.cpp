@@ -5,6 +5,7 @@
 
 #include "core/json_io.h"
 #include "harness/object_reader.h"
+#include "harness/registry.h"
 
 namespace dcp::harness {
 
@@ -99,7 +100,8 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
   p.finish();
 
   ObjectReader t = top.child(*top.get_object("training", true), "training");
-  s.steps = static_cast<int>(*t.get_int("steps", true, 1, kMaxSteps));
+  // >= 2: the reference's loss must be seen to fall between the first and the last main step.
+  s.steps = static_cast<int>(*t.get_int("steps", true, 2, kMaxSteps));
   s.global_batch = static_cast<int>(*t.get_int("global_batch", true, 1, 1 << 16));
   s.max_seqlen_per_rank = *t.get_int("max_seqlen_per_rank", true, 1, kMaxSeqlen);
   if (s.max_seqlen_per_rank * s.pool() < s.max_seqlen)
@@ -116,8 +118,12 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
   const json* strat = top.get_array("strategies", true);
   for (size_t i = 0; i < strat->size(); ++i) {
     const json& v = (*strat)[i];
-    if (!v.is_string() || v.get<std::string>().empty() || v == "reference")
-      top.fail("strategies[" + std::to_string(i) + "]", v, "is not a planner name");
+    if (!v.is_string() || v.get<std::string>().empty() || v == "reference" ||
+        !builtin_planners().contains(v.get<std::string>())) {
+      std::string known;
+      for (const auto& n : builtin_planners().names()) known += (known.empty() ? "" : ", ") + n;
+      top.fail("strategies[" + std::to_string(i) + "]", v, "is not a planner (" + known + ")");
+    }
     s.strategies.push_back(v.get<std::string>());
   }
   if (const json* edges = top.get_array("edge_cases", false)) {
@@ -131,7 +137,8 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
   top.finish();
   model::validate(s.model);
   // Every CP size up to the pool may be chosen for a Mamba layer (reference §7r): each must
-  // divide its heads, i.e. the pool (a power of two here) must.
+  // divide its heads. The sizes the group registry creates all divide the pool (plan/geometry.h),
+  // so the pool dividing mamba_heads is enough.
   for (auto k : s.model.mixers)
     if (k == model::MixerKind::mamba && s.model.mamba_heads % s.pool() != 0)
       throw InputError(path + ": \"model.mamba_heads\"=" + std::to_string(s.model.mamba_heads) +

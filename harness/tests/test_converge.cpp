@@ -92,6 +92,12 @@ TEST(ConvergeScenario, BadInputNamesFileKeyAndValue) {
   j = small();
   j["strategies"] = {"reference"};
   expect_error(j, {"\"strategies[0]\"=\"reference\""});
+  j = small();
+  j["strategies"] = {"packing", "dcpp"};
+  expect_error(j, {"\"strategies[1]\"=\"dcpp\"", "is not a planner", "megatron-dev"});
+  j = small();
+  j["training"]["steps"] = 1;
+  expect_error(j, {"\"training.steps\"=1", "below the minimum 2"});
 }
 
 TEST(ConvergeData, CorpusAndBatchesAreDeterministicAndWithinLimits) {

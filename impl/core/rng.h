@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 namespace dcp {
@@ -16,6 +17,14 @@ constexpr uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
+}
+
+// FNV-1a over bytes (Fowler/Noll/Vo): a stable 64-bit fingerprint (parameter-name streams,
+// bitwise-equality checks of whole tensors). Not for adversarial inputs.
+inline uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
 }
 
 constexpr uint64_t hash_u64(uint64_t seed, uint64_t index) {

@@ -1,9 +1,12 @@
 // The model's math behind one small interface (llm.c's shape: one model definition, one set of
-// kernels per backend). The layers (attention.h, mlp.h, mamba.h, mtp.h, model.h) orchestrate;
+// kernels per backend). The layers (layers.h, attention.h, mamba.h, mtp.h, model.h) orchestrate;
 // every floating-point operation on activations and parameters goes through Kernels<T>, so a
-// CUDA backend implements this interface (device pointers) and runs the same model. CpuKernels
-// (cpu_kernels.h) is the CPU implementation in T = float or double, which is also the
-// accumulation type (the float64 instantiation is the reference the tests compare with).
+// CUDA backend implements this interface (device pointers) and computes the same model.
+// What is not behind it yet: the layers keep their activations in host std::vectors and move
+// rows on the host (the Mamba head/zigzag relayout, the MTP concatenation, activation caches),
+// so a GPU backend also needs a buffer type and a copy/gather kernel (the CUDA-backend issue).
+// make_cpu_kernels<T>() (cpu_kernels.cpp) is the CPU implementation in T = float or double, which
+// is also the accumulation type (the float64 instantiation is the reference the tests compare with).
 //
 // Conventions (row-major, one row per local packed token):
 //   linear: y[n, out] = x[n, in] · w[out, in]^T (Megatron's Linear, no bias).

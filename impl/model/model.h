@@ -8,6 +8,12 @@
 //   L = sum CE_main / N_main + w * sum CE_mtp / N_mtp
 // whatever the plan: unequal token counts per rank and per micro-batch are fine, and a padded
 // row (loss_mask 0) contributes nothing.
+// Deviation from Megatron for the MTP term, on purpose: Megatron's process_mtp_loss adds
+// w * sum CE_mtp to the main loss and finalize_model_grads divides everything by the MAIN token
+// count (older dev), or rescales the MTP loss per micro-batch by its local token counts (newer
+// dev), which makes the MTP gradient depend on the plan. Here the MTP term is normalised by the
+// global count of t+2 targets, so it is the same for every plan, which is what the convergence
+// check needs; the main term is exactly Megatron's per-token loss.
 #pragma once
 
 #include <memory>

@@ -8,17 +8,8 @@
 
 namespace dcp::model {
 
-namespace {
-// FNV-1a of the name: a stable 64-bit stream id per parameter.
-uint64_t name_hash(const std::string& name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-}  // namespace
-
 double init_value(uint64_t seed, const std::string& name, int64_t index, const ParamInit& init) {
-  const double u = hash_uniform(hash_u64(seed, name_hash(name)), static_cast<uint64_t>(index));
+  const double u = hash_uniform(hash_u64(seed, fnv1a(name.data(), name.size())), static_cast<uint64_t>(index));
   switch (init.kind) {
     case ParamInit::Kind::uniform_std: return (2.0 * u - 1.0) * std::sqrt(3.0) * init.a;
     case ParamInit::Kind::constant: return init.a;
