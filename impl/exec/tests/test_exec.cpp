@@ -7,11 +7,14 @@
 #include "comm/thread_comm.h"
 #include "core/rng.h"
 #include "exec/executor.h"
+#include "model/tests/fd_check.h"
 #include "plan/planner.h"
 #include "sched/planners.h"
 
 namespace dcp::exec {
 namespace {
+
+using model::testing::rel_diff;
 
 model::ModelConfig config() {
   model::ModelConfig c;
@@ -91,15 +94,6 @@ plan::Plan single_rank_plan(const GlobalBatch& batch) {
   for (int i = 0; i < static_cast<int>(batch.samples.size()); ++i) g.samples.push_back(i);
   p.microbatches.push_back({{g}});
   return p;
-}
-
-double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::abs(a[i] - b[i]));
-    den = std::max(den, std::abs(a[i]));
-  }
-  return den > 0 ? num / den : num;
 }
 
 struct PlannerCase {

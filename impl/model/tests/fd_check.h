@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "attn/compare.h"
 #include "core/rng.h"
 
 namespace dcp::model::testing {
@@ -77,6 +79,12 @@ inline double dot(std::span<const double> a, std::span<const double> b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
   return s;
+}
+
+// max |got - ref| / max |ref| (attn/compare.h); a non-finite mismatch is infinitely far.
+inline double rel_diff(const std::vector<double>& ref, const std::vector<double>& got) {
+  const attn::Comparison c = attn::compare_to_ref<double>(ref, got, 0);
+  return c.nonfinite_mismatches > 0 ? std::numeric_limits<double>::infinity() : c.rel_err;
 }
 
 }  // namespace dcp::model::testing

@@ -19,6 +19,7 @@ namespace dcp::model {
 namespace {
 
 using testing::fd_check;
+using testing::rel_diff;
 
 ModelConfig tiny_config(attn::CpAlgo algo = attn::CpAlgo::ring) {
   ModelConfig c;
@@ -111,15 +112,6 @@ CpRun run_cp(const ModelConfig& c, int cp, const std::vector<std::vector<int32_t
     if (g.rank() == 0) out = {sums[0], sums[1], static_cast<int64_t>(sums[2]), static_cast<int64_t>(sums[3]), grads};
   });
   return out;
-}
-
-double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::abs(a[i] - b[i]));
-    den = std::max(den, std::abs(a[i]));
-  }
-  return den > 0 ? num / den : num;
 }
 
 struct CpCase {
