@@ -58,10 +58,15 @@ class PlannerRegistry {
 // Largest supported per-rank budget and pool: their products stay far below 2^63.
 inline constexpr int64_t kMaxTokensPerRank = int64_t{1} << 40;
 inline constexpr int64_t kMaxPool = int64_t{1} << 20;
+// Largest global batch (samples) any planner is given. Measured on this project's 2-core CI-class
+// machine: a run of every strategy on 2^18 log-normal samples (64 GPUs) takes ~4 min per step and
+// ~200 MB, and time grows about quadratically beyond (the dcp solver); 10^7 samples ran out of
+// memory. Real global batches are ~10^3-10^5 samples.
+inline constexpr int64_t kMaxBatchSamples = int64_t{1} << 18;
 
 // Checks the config against the batch the way every planner needs it (dp, cp >= 1,
 // 1 <= M <= kMaxTokensPerRank, dp*cp <= kMaxPool, min_cp power of two <= N, lengths >= 1,
-// V >= 1). Throws InputError naming the bad value.
+// V >= 1, at most kMaxBatchSamples samples). Throws InputError naming the bad value.
 void check_config(const Batch& batch, const PlanConfig& config);
 
 // Throws InputError if some sample needs more than the pool's ranks: names the first such
