@@ -3,6 +3,11 @@
 // and prints the fixed-width table (harness/report.h) on stdout. Progress lines go to stderr.
 // `dcpbench table RESULTS.json` reprints the table of an existing results file.
 #include "core/error.h"
+#include "core/files.h"
+#include "core/json_io.h"
+#include "data/dataset.h"
+#include "plan/planner.h"
+#include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/registry.h"
 #include "harness/report.h"
@@ -10,7 +15,6 @@
 #include "harness/runner.h"
 #include "harness/scenario.h"
 
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -39,13 +43,15 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   opt.progress = a.quiet ? nullptr : &std::cerr;
   opt.command = a.command;
   opt.detail = !a.no_detail;
-  // Fail on an unwritable --out before the (possibly long) run, not after it.
-  const std::filesystem::path parent = std::filesystem::path(a.out).parent_path();
-  std::error_code ec;
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  DCP_REQUIRE(!ec, "--out=", a.out, ": cannot create its folder (", ec.message(), ")");
+  // Fail on a bad --out before the (possibly long) run, not after it (core/files.h policy: a
+  // regular file or a new path in an existing folder; no folder is created).
+  check_output_path(a.out);
   const ResultsFile results = run_scenarios(scenarios, opt, builtin_planners());
   write_results(a.out, results);
+  if (is_stdout_path(a.out)) {  // the JSON went to stdout: the table goes to stderr
+    print_table(std::cerr, results);
+    return 0;
+  }
   print_table(std::cout, results);
   std::cout << "\n# results: " << a.out << " (" << results.rows.size() << " rows, schema " << kResultsSchema
             << "); charts: dcpbench plot " << a.out << " --out DIR\n";
@@ -63,10 +69,16 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run scenarios (simulated): results JSON + table");
   cmd->add_option("scenarios", args->scenarios, "Scenario files (scenarios/*.json)")->required();
-  cmd->add_option("--steps", args->steps, "Steps per scenario (overrides training.steps)")->check(CLI::Range(1, 100000));
-  cmd->add_option("--out", args->out, "Results JSON to write (default dcpbench-results.json)");
+  add_int_option(cmd, "--steps", args->steps, 1, 100000, "Steps per scenario (overrides training.steps)");
+  cmd->add_option("--out", args->out,
+                  "Results JSON to write (default dcpbench-results.json; a regular file or a new path in an "
+                  "existing folder; - = stdout, the table then goes to stderr)");
   cmd->add_option("--strategies", args->strategies, "Only these strategies (comma-separated)")->delimiter(',');
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
+  cmd->footer("Limits: a scenario file at most " + std::to_string(kMaxScenarioBytes >> 20) +
+              " MiB, JSON nested at most " + std::to_string(kMaxJsonDepth) + " levels, mixtures at most " +
+              std::to_string(data::kMaxMixtureDepth) + " levels, training.global_batch at most " +
+              std::to_string(plan::kMaxBatchSamples) + " samples (README.md, \"Input limits\").");
   cmd->add_flag("--no-detail", args->no_detail,
                 "Leave out the step-0 per-rank busy times and plan pictures (smaller file; no rank/plan charts)");
   cmd->callback([args, cmd, &exit_code, &app] {

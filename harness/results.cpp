@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/json_io.h"
+#include "core/text.h"
 
 #include <array>
 #include <cstdio>
@@ -51,6 +53,77 @@ std::string git_sha() {
     }
   }
   return "unknown";
+}
+
+// Row integers: steps and micro-batch counts fit an int; token and sample counts an int64 with room.
+constexpr int64_t kMaxRowInt = 2147483647;
+constexpr int64_t kMaxRowCount = int64_t{1} << 62;
+
+bool int_in(const json& v, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(hi);
+  const int64_t x = v.get<int64_t>();
+  return x >= lo && x <= hi;
+}
+
+bool is_number_array(const json& v) {
+  if (!v.is_array()) return false;
+  for (const auto& e : v)
+    if (!e.is_number()) return false;
+  return true;
+}
+
+// [[ [first_rank, cp_size, samples, tokens] per group ] per micro-batch], all non-negative integers.
+bool is_plan_picture(const json& v) {
+  if (!v.is_array()) return false;
+  for (const auto& mb : v) {
+    if (!mb.is_array()) return false;
+    for (const auto& g : mb) {
+      if (!g.is_array() || g.size() != 4) return false;
+      for (const auto& x : g)
+        if (!int_in(x, 0, kMaxRowCount)) return false;
+    }
+  }
+  return true;
+}
+
+// The per-scenario facts the table and the charts print: the keys they read must have the types
+// they read them as (a reader must not fail, or wrap, on a hand-edited file).
+void check_scenario_facts(const json& scenarios, std::vector<std::string>& errs) {
+  if (!scenarios.is_array()) {
+    errs.push_back("\"scenarios\" is not an array");
+    return;
+  }
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    const json& f = scenarios[i];
+    const std::string at = "scenarios[" + std::to_string(i) + "]";
+    if (!f.is_object()) {
+      errs.push_back(at + " is not an object");
+      continue;
+    }
+    for (const char* k : {"name", "model", "dataset", "file", "hardware", "calibration"})
+      if (f.contains(k) && !f[k].is_string()) errs.push_back(at + ".\"" + k + "\" is not a string");
+    for (const char* k : {"gpus", "tp", "pp", "cp", "vpp", "dp", "pool", "gpus_per_node", "global_batch", "steps"})
+      if (f.contains(k) && !int_in(f[k], 0, kMaxRowInt))
+        errs.push_back(at + ".\"" + k + "\" is not an integer in [0, " + std::to_string(kMaxRowInt) + "]");
+    if (!f.contains("published")) continue;
+    const json& p = f["published"];
+    const bool values_ok = p.is_object() && (!p.contains("values") || p["values"].is_array());
+    if (!values_ok || (p.contains("source") && !p["source"].is_string()) || (p.contains("note") && !p["note"].is_string())) {
+      errs.push_back(at + ".\"published\" is not an object with a string source/note and a values array");
+      continue;
+    }
+    if (!p.contains("values")) continue;
+    for (const auto& v : p["values"]) {
+      bool ok = v.is_object() && (!v.contains("strategy") || v["strategy"].is_string());
+      for (const char* k : {"tflops_per_gpu", "step_time_ms", "speedup_vs_packing"})
+        ok = ok && (!v.contains(k) || v[k].is_number());
+      if (!ok) {
+        errs.push_back(at + ".\"published.values\" has an entry that is not {strategy: string, numbers}");
+        break;
+      }
+    }
+  }
 }
 
 double num_or(const json& j, const char* key, double dflt) {
@@ -124,14 +197,16 @@ ResultRow row_from_json(const json& j) {
   ResultRow r;
   r.scenario = j.at("scenario").get<std::string>();
   r.strategy = j.at("strategy").get<std::string>();
-  r.step = j.at("step").get<int>();
+  r.step = static_cast<int>(json_int(j.at("step"), 0, kMaxRowInt, "step"));
   r.plan_valid = j.at("plan_valid").get<bool>();
   r.source = j.at("source").get<std::string>();
   if (j.contains("error") && j["error"].is_string()) r.error = j["error"].get<std::string>();
   r.step_time_s = num_or(j, "step_time_s", 0);
   r.tflops_per_gpu = num_or(j, "tflops_per_gpu", 0);
   r.tokens_per_s_per_gpu = num_or(j, "tokens_per_s_per_gpu", 0);
-  r.microbatches = static_cast<int>(num_or(j, "microbatches", 0));
+  r.microbatches = j.contains("microbatches") && j["microbatches"].is_number_integer()
+                       ? static_cast<int>(json_int(j["microbatches"], 0, kMaxRowInt, "microbatches"))
+                       : 0;
   r.balance = num_or(j, "balance", 0);
   r.bubble_frac = num_or(j, "bubble_frac", 0);
   r.comm_frac = num_or(j, "comm_frac", 0);
@@ -145,8 +220,8 @@ ResultRow row_from_json(const json& j) {
   r.bubble_s = num_or(j, "bubble_s", 0);
   r.imbalance_s = num_or(j, "imbalance_s", 0);
   r.useful_tflop = num_or(j, "useful_tflop", 0);
-  r.tokens = static_cast<int64_t>(num_or(j, "tokens", 0));
-  r.samples = static_cast<int64_t>(num_or(j, "samples", 0));
+  r.tokens = j.contains("tokens") ? json_int(j["tokens"], 0, kMaxRowCount, "tokens") : 0;
+  r.samples = j.contains("samples") ? json_int(j["samples"], 0, kMaxRowCount, "samples") : 0;
   if (j.contains("rank_busy_s") && j["rank_busy_s"].is_array()) {
     for (const auto& v : j["rank_busy_s"])
       if (v.is_number()) r.rank_busy_s.push_back(v.get<double>());
@@ -203,7 +278,7 @@ std::vector<std::string> validate_results(const json& j) {
     if (r.contains("source") && r["source"].is_string()) {
       const std::string s = r["source"].get<std::string>();
       if (s.rfind("simulated:", 0) != 0 && s.rfind("measured:", 0) != 0)
-        errs.push_back(at + ".\"source\"=\"" + s + "\" is neither simulated:... nor measured:...");
+        errs.push_back(at + ".\"source\"=" + quote(s) + " is neither simulated:... nor measured:...");
     }
     const bool valid = has_valid && r["plan_valid"].get<bool>();
     for (const char* k : kMetricKeys) {
@@ -222,7 +297,21 @@ std::vector<std::string> validate_results(const json& j) {
     const bool mb_ok = r.contains("microbatches") &&
                        (r["microbatches"].is_number_integer() || (!valid && r["microbatches"].is_null()));
     need("microbatches", mb_ok, valid ? "an integer" : "an integer or null");
+    // Integers are range-checked (a JSON 2^63 must not wrap into a negative step).
+    for (const char* k : {"step", "microbatches"})
+      if (r.contains(k) && r[k].is_number_integer() && !int_in(r[k], 0, kMaxRowInt))
+        errs.push_back(at + ".\"" + k + "\"=" + json_excerpt(r[k], 24) + " is not in [0, " + std::to_string(kMaxRowInt) + "]");
+    for (const char* k : {"tokens", "samples"})
+      if (r.contains(k) && !(r[k].is_number_integer() && int_in(r[k], 0, kMaxRowCount)))
+        errs.push_back(at + ".\"" + k + "\" is not an integer in [0, " + std::to_string(kMaxRowCount) + "]");
+    for (const char* k : {"useful_tflop", "solve_ms", "lower_bound_s", "compute_s", "comm_s", "bubble_s", "imbalance_s"})
+      if (r.contains(k) && !r[k].is_number() && !r[k].is_null()) errs.push_back(at + ".\"" + k + "\" is not a number");
+    if (r.contains("rank_busy_s") && !is_number_array(r["rank_busy_s"]))
+      errs.push_back(at + ".\"rank_busy_s\" is not an array of numbers");
+    if (r.contains("plan") && !r["plan"].is_null() && !is_plan_picture(r["plan"]))
+      errs.push_back(at + ".\"plan\" is not an array of micro-batches of [first_rank, cp_size, samples, tokens] groups");
   }
+  if (j.contains("scenarios")) check_scenario_facts(j["scenarios"], errs);
   return errs;
 }
 
@@ -231,7 +320,7 @@ ResultsFile read_results(const std::string& path) {
   const auto errs = validate_results(j);
   if (!errs.empty()) {
     std::string more = errs.size() > 1 ? " (and " + std::to_string(errs.size() - 1) + " more problems)" : "";
-    throw InputError(path + ": not a valid " + kResultsSchema + " file: " + errs.front() + more);
+    throw InputError(show_path(path) + ": not a valid " + kResultsSchema + " file: " + errs.front() + more);
   }
   ResultsFile f;
   f.context = j["context"];

@@ -6,8 +6,12 @@
 #include "harness/scenario.h"
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/json_io.h"
+#include "core/text.h"
+#include "data/dataset.h"
 #include "plan/cp_rule.h"
+#include "plan/planner.h"
 
 #include <cctype>
 #include <cmath>
@@ -19,16 +23,13 @@ namespace {
 
 using nlohmann::json;
 
-std::string show(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
-  return s;
-}
+// A bounded excerpt: never dumps a whole (possibly huge or deeply nested) value.
+std::string show(const json& v) { return json_excerpt(v, 80); }
 
 class ObjectReader {
  public:
-  ObjectReader(const json& obj, std::string file, std::string prefix)
-      : obj_(obj), file_(std::move(file)), prefix_(std::move(prefix)) {}
+  ObjectReader(const json& obj, const std::string& file, std::string prefix)
+      : obj_(obj), file_(show_path(file)), raw_file_(file), prefix_(std::move(prefix)) {}
 
   [[noreturn]] void fail(const std::string& key, const json& value, const std::string& what) const {
     throw InputError(file_ + ": \"" + path(key) + "\"=" + show(value) + " " + what);
@@ -37,7 +38,7 @@ class ObjectReader {
     throw InputError(file_ + ": \"" + path(key) + "\" is missing (required)");
   }
   std::string path(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
-  const std::string& file() const { return file_; }
+  const std::string& file() const { return raw_file_; }
 
   bool has(const std::string& key) const { return obj_.contains(key); }
 
@@ -74,6 +75,8 @@ class ObjectReader {
     const json* v = find(key, required);
     if (!v) return std::nullopt;
     if (!v->is_number_integer()) fail(key, *v, "is not an integer");
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi))
+      fail(key, *v, "is above the maximum " + std::to_string(hi));  // before get<int64_t> could wrap
     const int64_t x = v->get<int64_t>();
     if (x < lo) fail(key, *v, "is below the minimum " + std::to_string(lo));
     if (x > hi) fail(key, *v, "is above the maximum " + std::to_string(hi));
@@ -113,17 +116,18 @@ class ObjectReader {
   void finish() const {
     for (auto it = obj_.begin(); it != obj_.end(); ++it) {
       if (!used_.count(it.key())) {
-        throw InputError(file_ + ": \"" + path(it.key()) + "\"=" + show(it.value()) +
+        throw InputError(file_ + ": " + quote(path(it.key()), 80) + "=" + show(it.value()) +
                          " is not a known key (see scenarios/SCHEMA.md)");
       }
     }
   }
 
-  ObjectReader child(const json& obj, const std::string& key) const { return ObjectReader(obj, file_, path(key)); }
+  ObjectReader child(const json& obj, const std::string& key) const { return ObjectReader(obj, raw_file_, path(key)); }
 
  private:
   const json& obj_;
-  std::string file_;
+  std::string file_;      // for messages (escaped, shortened)
+  std::string raw_file_;  // for resolving relative paths
   std::string prefix_;
   std::set<std::string> used_;
 };
@@ -161,13 +165,16 @@ ModelSpec parse_model(ObjectReader& top) {
   return m;
 }
 
-DatasetSpec parse_source(ObjectReader& r, bool nested) {
+// `depth`: mixtures around this source (0 at the top); each level recurses once, so the nesting
+// is limited to data::kMaxMixtureDepth before the component is parsed.
+DatasetSpec parse_source(ObjectReader& r, int depth) {
   DatasetSpec d;
   d.kind = *r.get_string("source", true, {"file", "lognormal", "mixture", "quantiles"});
   if (d.kind == "file") {
     d.path_as_written = *r.get_string("path", true);
     d.path = resolve_path(r.file(), d.path_as_written);
-    if (!std::filesystem::exists(d.path)) r.fail("path", json(d.path_as_written), "does not exist (looked for " + d.path + ")");
+    if (!std::filesystem::exists(d.path))
+      r.fail("path", json(d.path_as_written), "does not exist (looked for " + quote(d.path, 120) + ")");
   } else if (d.kind == "lognormal") {
     d.mean = *r.get_number("mean", true, 1.0, 1e9);
     d.sigma = *r.get_number("sigma", true, 0.0, 10.0);
@@ -179,6 +186,9 @@ DatasetSpec parse_source(ObjectReader& r, bool nested) {
     d.clamp = r.get_string("clamp", false, {"clamp", "resample"}).value_or("clamp");
   } else if (d.kind == "mixture") {
     const json* comps = r.get_array("components", true);
+    if (depth + 1 >= data::kMaxMixtureDepth)
+      r.fail("components", *comps,
+             "nests mixtures deeper than the limit of " + std::to_string(data::kMaxMixtureDepth) + " levels");
     double total = 0;
     for (size_t i = 0; i < comps->size(); ++i) {
       const std::string key = "components[" + std::to_string(i) + "]";
@@ -187,7 +197,7 @@ DatasetSpec parse_source(ObjectReader& r, bool nested) {
       const double share = *c.get_number("share", true, 0.0, 1.0);
       if (share <= 0) c.fail("share", json(share), "is not positive");
       total += share;
-      d.components.push_back(DatasetComponent{share, parse_source(c, true)});
+      d.components.push_back(DatasetComponent{share, parse_source(c, depth + 1)});
       c.finish();
     }
     if (std::abs(total - 1.0) > 1e-6) r.fail("components", *comps, "shares sum to " + show(json(total)) + ", not 1");
@@ -200,6 +210,8 @@ DatasetSpec parse_source(ObjectReader& r, bool nested) {
       const std::string key = "quantiles[" + std::to_string(i) + "]";
       if (!e.is_array() || e.size() != 2 || !e[0].is_number() || !e[1].is_number_integer())
         r.fail(key, e, "is not a [probability, length] pair");
+      if (e[1].is_number_unsigned() && e[1].get<uint64_t>() > static_cast<uint64_t>(kMaxInt))
+        r.fail(key, e, "length is above the maximum " + std::to_string(kMaxInt));
       const double p = e[0].get<double>();
       const int64_t len = e[1].get<int64_t>();
       if (p < 0 || p > 1 || p <= last_p) r.fail(key, e, "probability is not increasing within [0, 1]");
@@ -211,7 +223,7 @@ DatasetSpec parse_source(ObjectReader& r, bool nested) {
       r.fail("quantiles", *q, "must start at probability 0 and end at 1");
     for (const auto& e : *q) d.quantiles.emplace_back(e[0].get<double>(), e[1].get<int64_t>());
   }
-  if (!nested) {
+  if (depth == 0) {
     d.min_seqlen = r.get_int("min_seqlen", false, 1, kMaxInt).value_or(1);
     d.short_policy = r.get_string("short", false, {"drop", "pad"}).value_or("drop");
     d.pad_multiple = r.get_int("pad_multiple", false, 1, 1 << 20).value_or(1);
@@ -245,7 +257,7 @@ ClusterSpec parse_cluster(ObjectReader& top) {
 TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
   ObjectReader r = top.child(*top.get_object("training", true), "training");
   TrainingSpec t;
-  t.global_batch = *r.get_int("global_batch", true, 1, 1 << 24);
+  t.global_batch = *r.get_int("global_batch", true, 1, plan::kMaxBatchSamples);
   t.max_seqlen = *r.get_int("max_seqlen", true, 1, kMaxInt);
   t.max_seqlen_per_rank = *r.get_int("max_seqlen_per_rank", true, 1, kMaxInt);
   t.min_cp = static_cast<int>(r.get_int("min_cp", false, 1, 1 << 20).value_or(1));
@@ -292,7 +304,7 @@ Published parse_published(ObjectReader& top, const json& v) {
 }  // namespace
 
 Scenario parse_scenario(const json& j, const std::string& file) {
-  if (!j.is_object()) throw InputError(file + ": the scenario is not a JSON object");
+  if (!j.is_object()) throw InputError(show_path(file) + ": the scenario is not a JSON object");
   ObjectReader r(j, file, "");
   Scenario s;
   s.file = file;
@@ -311,7 +323,7 @@ Scenario parse_scenario(const json& j, const std::string& file) {
   s.model = parse_model(r);
   {
     ObjectReader d = r.child(*r.get_object("dataset", true), "dataset");
-    s.dataset = parse_source(d, false);
+    s.dataset = parse_source(d, 0);
     d.finish();
   }
   s.cluster = parse_cluster(r);
@@ -331,12 +343,14 @@ Scenario parse_scenario(const json& j, const std::string& file) {
   if (auto cal = r.get_string("calibration", false)) {
     s.calibration = resolve_path(file, *cal);
     if (!std::filesystem::exists(s.calibration))
-      r.fail("calibration", json(*cal), "does not exist (looked for " + s.calibration + ")");
+      r.fail("calibration", json(*cal), "does not exist (looked for " + quote(s.calibration, 120) + ")");
   }
   r.finish();
   return s;
 }
 
-Scenario load_scenario(const std::string& path) { return parse_scenario(read_json_file(path), path); }
+Scenario load_scenario(const std::string& path) {
+  return parse_scenario(read_json_file(path, kMaxScenarioBytes), path);
+}
 
 }  // namespace dcp::harness

@@ -43,6 +43,7 @@ const char* kind_of(mode_t m) {
   if (S_ISFIFO(m)) return "a FIFO (named pipe)";
   if (S_ISSOCK(m)) return "a socket";
   if (S_ISLNK(m)) return "a symbolic link";
+  if (S_ISREG(m)) return "a regular file";
   return "not a regular file";
 }
 
