@@ -3,8 +3,8 @@
 // The results file is validated first, so the script only ever sees schema-valid JSON. The script
 // draws into a staging folder beside DIR; only when it succeeds are the PNGs moved into DIR
 // (core/files.h publish_dir: DIR is a folder or a new path, each PNG replaces only a regular file),
-// so a failed plot writes nothing. The script's stderr is captured: a failure is one line (its
-// last line of stderr), exit 2 for a --script given by the user, 1 for the built-in script.
+// so a failed plot writes nothing. The script's output is captured: a failure is one line (its
+// last line of output), exit 2 for a --script given by the user, 1 for the built-in script.
 // The script is looked up, in order: --script; <source tree>/harness/plot/plot_results.py (the
 // tree this binary was configured from, DCP_SOURCE_DIR); plot_results.py next to the binary;
 // ../harness/plot/plot_results.py relative to the binary's folder.
@@ -44,12 +44,15 @@ struct PlotArgs {
   std::string python = "/usr/bin/python3";
 };
 
-// Runs argv[0] with argv (no shell), stderr captured (the last 64 KiB). Returns the wait status.
-int run_capturing_stderr(const std::vector<std::string>& argv, std::string& err) {
+// Runs argv[0] with argv (no shell), stdout and stderr captured together (the last 64 KiB), so
+// a failure can be reported as one line and a success can name DIR instead of the staging
+// folder. Returns the wait status.
+int run_capturing_output(const std::vector<std::string>& argv, std::string& err) {
   int fds[2];
   if (::pipe(fds) != 0) throw Error(std::string("plot: pipe failed: ") + std::strerror(errno));
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
   posix_spawn_file_actions_addclose(&fa, fds[1]);
@@ -116,7 +119,7 @@ int run_plot(const PlotArgs& a) {
   std::string err;
   int status = 0;
   try {
-    status = run_capturing_stderr({a.python, script, "--out", staging, "--", a.results}, err);
+    status = run_capturing_output({a.python, script, "--out", staging, "--", a.results}, err);
   } catch (...) {
     std::error_code ec;
     fs::remove_all(staging, ec);
@@ -133,8 +136,11 @@ int run_plot(const PlotArgs& a) {
     if (!a.script.empty()) throw InputError(msg);  // the user's script
     throw Error(msg);
   }
-  std::cerr << err;  // warnings of a successful run
   publish_dir(staging, a.out);
+  // The script's report of a successful run, naming DIR rather than the staging folder.
+  for (size_t at = err.find(staging); at != std::string::npos; at = err.find(staging, at + a.out.size()))
+    err.replace(at, staging.size(), a.out);
+  std::cout << err;
   return 0;
 }
 
