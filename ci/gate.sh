@@ -26,7 +26,11 @@ if [ ! -x "$dcpbench" ]; then
 fi
 
 mkdir -p "$(dirname "$current")"
-scenarios=(scenarios/*.json)
+# Simulation scenarios only: scenarios/converge-*.json are convergence scenarios (dcpbench converge).
+scenarios=()
+for f in scenarios/*.json; do
+  case "$(basename "$f")" in converge-*) ;; *) scenarios+=("$f") ;; esac
+done
 echo "ci/gate.sh: running ${#scenarios[@]} scenarios x $steps steps (simulated)" >&2
 "$dcpbench" run "${scenarios[@]}" --steps "$steps" --quiet --no-detail --out "$current" > "$(dirname "$current")/table.txt"
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs every test through CTest.
-#   1. build/       : RelWithDebInfo, CUDA when nvcc is present; ctest labels cpu, mpi (and gpu,
-#                     whose tests skip with a message without a device) and robustness (the CLI on
-#                     a corpus of bad inputs: exit 2, one line, nothing written).
+#   1. build/       : RelWithDebInfo, CUDA when nvcc is present; ctest labels cpu, mpi, converge
+#                     (dcpbench converge on scenarios/converge-short.json), robustness (the CLI on
+#                     a corpus of bad inputs: exit 2, one line, nothing written) and gpu (whose
+#                     tests skip with a message without a device).
 #   2. build-asan/  : clang + AddressSanitizer + UndefinedBehaviorSanitizer, CPU only; ctest
 #                     labels cpu and fuzz (libFuzzer targets of the length, scenario, results and
 #                     plan readers, each for a bounded time with a fixed -seed).
@@ -17,8 +18,8 @@ ci/install.sh
 echo "== build (RelWithDebInfo) =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON
 cmake --build build -j "$jobs"
-echo "== tests: cpu, mpi, gpu, robustness =="
-(cd build && ctest --output-on-failure -j 2 -L "cpu|mpi|gpu|robustness")
+echo "== tests: cpu, mpi, gpu, converge, robustness =="
+(cd build && ctest --output-on-failure -j 2 -L "cpu|mpi|gpu|converge|robustness")
 
 if [ "${DCP_SKIP_ASAN:-0}" != "1" ]; then
   echo "== build (clang, ASan + UBSan, CPU only) =="

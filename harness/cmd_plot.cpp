@@ -1,18 +1,23 @@
 // `dcpbench plot RESULTS.json --out DIR [--script FILE]`: draws the charts of a results file by
-// running harness/plot/plot_results.py with /usr/bin/python3 (Debian's python3-matplotlib).
-// The results file is validated first, so the script only ever sees schema-valid JSON. The script
+// running harness/plot/plot_results.py with /usr/bin/python3 (Debian's python3-matplotlib), or of
+// a convergence report (dcpbench.converge.v1) with harness/plot/plot_converge.py.
+// The file is validated first, so the script only ever sees schema-valid JSON. The script
 // draws into a staging folder beside DIR; only when it succeeds are the PNGs moved into DIR
 // (core/files.h publish_dir: DIR is a folder or a new path, each PNG replaces only a regular file),
 // so a failed plot writes nothing. The script's output is captured: a failure is one line (its
 // last line of output), exit 2 for a --script given by the user, 1 for the built-in script.
-// The script is looked up, in order: --script; <source tree>/harness/plot/plot_results.py (the
-// tree this binary was configured from, DCP_SOURCE_DIR); plot_results.py next to the binary;
-// ../harness/plot/plot_results.py relative to the binary's folder.
+// The script (plot_results.py or plot_converge.py) is looked up, in order: --script; <source
+// tree>/harness/plot/<script> (the tree this binary was configured from, DCP_SOURCE_DIR);
+// <script> next to the binary; ../harness/plot/<script> relative to the binary's folder.
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
 #include "harness/commands.h"
+#include "core/json_io.h"
+#include "harness/converge.h"
 #include "harness/results.h"
+
+#include <nlohmann/json.hpp>
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -37,11 +42,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kDefaultPython = "/usr/bin/python3";
+
 struct PlotArgs {
   std::string results;
   std::string out;
   std::string script;
-  std::string python = "/usr/bin/python3";
+  std::string python = kDefaultPython;
 };
 
 // Runs argv[0] with argv (no shell), stdout and stderr captured together (the last 64 KiB), so
@@ -89,30 +96,38 @@ std::string last_line(const std::string& text) {
   return text.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
 }
 
-std::string find_script(const std::string& given) {
+std::string find_script(const std::string& given, const std::string& name) {
   if (!given.empty()) {
     std::error_code ec;
     DCP_REQUIRE(fs::is_regular_file(given, ec), "--script=", quote(given, 120), ": not a regular file");
     return given;
   }
-  std::vector<fs::path> candidates = {fs::path(DCP_SOURCE_DIR) / "harness" / "plot" / "plot_results.py"};
+  std::vector<fs::path> candidates = {fs::path(DCP_SOURCE_DIR) / "harness" / "plot" / name};
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    candidates.push_back(exe.parent_path() / "plot_results.py");
-    candidates.push_back(exe.parent_path() / ".." / "harness" / "plot" / "plot_results.py");
+    candidates.push_back(exe.parent_path() / name);
+    candidates.push_back(exe.parent_path() / ".." / "harness" / "plot" / name);
   }
   std::string tried;
   for (const auto& c : candidates) {
     if (fs::exists(c)) return c.lexically_normal().string();
     tried += (tried.empty() ? "" : ", ") + c.string();
   }
-  throw InputError("plot script plot_results.py not found (tried " + tried + "); pass --script FILE");
+  throw InputError("plot script " + name + " not found (tried " + tried + "); pass --script FILE");
 }
 
 int run_plot(const PlotArgs& a) {
-  read_results(a.results);  // InputError (exit 2) if missing or not schema-valid
-  const std::string script = find_script(a.script);
+  // Results files go to plot_results.py, convergence reports to plot_converge.py; either is
+  // schema-checked first (InputError, exit 2).
+  const nlohmann::json j = read_json_file(a.results);
+  const bool converge = j.is_object() && j.contains("schema") && j["schema"] == "dcpbench.converge.v1";
+  if (converge) {
+    validate_converge_report(j, a.results);
+  } else {
+    read_results(a.results);
+  }
+  const std::string script = find_script(a.script, converge ? "plot_converge.py" : "plot_results.py");
   DCP_REQUIRE(fs::exists(a.python), "--python=", quote(a.python, 120),
               ": not found (install Debian's python3 and python3-matplotlib)");
   const std::string staging = make_staging_dir(a.out);  // checks --out first
@@ -133,7 +148,8 @@ int run_plot(const PlotArgs& a) {
                                               : "was killed by signal " + std::to_string(WTERMSIG(status));
     const std::string line = last_line(err);
     const std::string msg = "plot: " + quote(script, 120) + " " + why + (line.empty() ? "" : ": " + quote(line, 160));
-    if (!a.script.empty()) throw InputError(msg);  // the user's script
+    // The user's script or interpreter failing is bad input (exit 2); the built-in pair, exit 1.
+    if (!a.script.empty() || a.python != kDefaultPython) throw InputError(msg);
     throw Error(msg);
   }
   publish_dir(staging, a.out);
@@ -148,13 +164,13 @@ int run_plot(const PlotArgs& a) {
 
 void add_plot_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<PlotArgs>();
-  CLI::App* cmd = app.add_subcommand("plot", "Draw PNG charts from a results file (harness/plot/plot_results.py)");
-  cmd->add_option("results", args->results, "Results JSON (dcpbench.results.v1)")->required();
+  CLI::App* cmd = app.add_subcommand("plot", "Draw PNG charts from a results file or a convergence report (harness/plot/*.py)");
+  cmd->add_option("results", args->results, "Results JSON (dcpbench.results.v1) or convergence report (dcpbench.converge.v1)")->required();
   cmd->add_option("--out", args->out,
                   "Output folder for the PNGs: an existing folder (not a symlink) or a new one in an existing "
                   "folder; a PNG replaces only a regular file")
       ->required();
-  cmd->add_option("--script", args->script, "Path of plot_results.py (default: found automatically)");
+  cmd->add_option("--script", args->script, "Path of the plot script (default: plot_results.py or plot_converge.py, found automatically)");
   cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
   cmd->callback([args, &exit_code] { exit_code = run_plot(*args); });
 }

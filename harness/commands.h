@@ -12,5 +12,6 @@ void add_run_command(CLI::App& app, int& exit_code);   // `run` and `table` (cmd
 void add_plot_command(CLI::App& app, int& exit_code);  // cmd_plot.cpp
 void add_gate_command(CLI::App& app, int& exit_code);  // cmd_gate.cpp
 void add_cp_attn_command(CLI::App& app, int& exit_code);  // cmd_cp_attn.cpp
+void add_converge_command(CLI::App& app, int& exit_code);  // cmd_converge.cpp
 
 }  // namespace dcp::harness

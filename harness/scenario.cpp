@@ -1,9 +1,9 @@
 // Scenario loader and validation (see scenario.h and scenarios/SCHEMA.md).
 //
-// ObjectReader walks one JSON object: every get_* marks its key as used and checks type and
-// range; finish() rejects the keys nobody asked for. Every message has the shape
-//   <file>: "<dotted.key>"=<value as JSON> <what is wrong>
+// Every message has the shape <file>: "<dotted.key>"=<value as JSON> <what is wrong>
+// (harness/object_reader.h).
 #include "harness/scenario.h"
+#include "harness/object_reader.h"
 
 #include "core/error.h"
 #include "core/files.h"
@@ -23,124 +23,7 @@ namespace {
 
 using nlohmann::json;
 
-// A bounded excerpt: never dumps a whole (possibly huge or deeply nested) value.
-std::string show(const json& v) { return json_excerpt(v, 80); }
-
-class ObjectReader {
- public:
-  ObjectReader(const json& obj, const std::string& file, std::string prefix)
-      : obj_(obj), file_(show_path(file)), raw_file_(file), prefix_(std::move(prefix)) {}
-
-  [[noreturn]] void fail(const std::string& key, const json& value, const std::string& what) const {
-    throw InputError(file_ + ": \"" + path(key) + "\"=" + show(value) + " " + what);
-  }
-  [[noreturn]] void fail_missing(const std::string& key) const {
-    throw InputError(file_ + ": \"" + path(key) + "\" is missing (required)");
-  }
-  std::string path(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
-  const std::string& file() const { return raw_file_; }
-
-  bool has(const std::string& key) const { return obj_.contains(key); }
-
-  const json* find(const std::string& key, bool required) {
-    used_.insert(key);
-    auto it = obj_.find(key);
-    if (it == obj_.end()) {
-      if (required) fail_missing(key);
-      return nullptr;
-    }
-    return &*it;
-  }
-
-  std::optional<std::string> get_string(const std::string& key, bool required,
-                                        const std::vector<std::string>& allowed = {}) {
-    const json* v = find(key, required);
-    if (!v) return std::nullopt;
-    if (!v->is_string()) fail(key, *v, "is not a string");
-    std::string s = v->get<std::string>();
-    if (required && s.empty()) fail(key, *v, "is empty");
-    if (!allowed.empty()) {
-      bool ok = false;
-      std::string list;
-      for (const auto& a : allowed) {
-        ok = ok || a == s;
-        list += (list.empty() ? "" : ", ") + a;
-      }
-      if (!ok) fail(key, *v, "is not one of: " + list);
-    }
-    return s;
-  }
-
-  std::optional<int64_t> get_int(const std::string& key, bool required, int64_t lo, int64_t hi) {
-    const json* v = find(key, required);
-    if (!v) return std::nullopt;
-    if (!v->is_number_integer()) fail(key, *v, "is not an integer");
-    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi))
-      fail(key, *v, "is above the maximum " + std::to_string(hi));  // before get<int64_t> could wrap
-    const int64_t x = v->get<int64_t>();
-    if (x < lo) fail(key, *v, "is below the minimum " + std::to_string(lo));
-    if (x > hi) fail(key, *v, "is above the maximum " + std::to_string(hi));
-    return x;
-  }
-
-  std::optional<double> get_number(const std::string& key, bool required, double lo, double hi) {
-    const json* v = find(key, required);
-    if (!v) return std::nullopt;
-    if (!v->is_number()) fail(key, *v, "is not a number");
-    const double x = v->get<double>();
-    if (!(x >= lo)) fail(key, *v, "is below the minimum " + show(json(lo)));
-    if (!(x <= hi)) fail(key, *v, "is above the maximum " + show(json(hi)));
-    return x;
-  }
-
-  std::optional<bool> get_bool(const std::string& key, bool required) {
-    const json* v = find(key, required);
-    if (!v) return std::nullopt;
-    if (!v->is_boolean()) fail(key, *v, "is not true or false");
-    return v->get<bool>();
-  }
-
-  const json* get_object(const std::string& key, bool required) {
-    const json* v = find(key, required);
-    if (v && !v->is_object()) fail(key, *v, "is not an object");
-    return v;
-  }
-
-  const json* get_array(const std::string& key, bool required) {
-    const json* v = find(key, required);
-    if (v && !v->is_array()) fail(key, *v, "is not an array");
-    if (v && required && v->empty()) fail(key, *v, "is empty");
-    return v;
-  }
-
-  void finish() const {
-    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
-      if (!used_.count(it.key())) {
-        throw InputError(file_ + ": " + quote(path(it.key()), 80) + "=" + show(it.value()) +
-                         " is not a known key (see scenarios/SCHEMA.md)");
-      }
-    }
-  }
-
-  ObjectReader child(const json& obj, const std::string& key) const { return ObjectReader(obj, raw_file_, path(key)); }
-
- private:
-  const json& obj_;
-  std::string file_;      // for messages (escaped, shortened)
-  std::string raw_file_;  // for resolving relative paths
-  std::string prefix_;
-  std::set<std::string> used_;
-};
-
 constexpr int64_t kMaxInt = 1LL << 40;
-
-std::string resolve_path(const std::string& file, const std::string& rel) {
-  namespace fs = std::filesystem;
-  fs::path p(rel);
-  if (p.is_absolute()) return rel;
-  const fs::path base = fs::path(file).parent_path();
-  return (base / p).lexically_normal().string();
-}
 
 ModelSpec parse_model(ObjectReader& top) {
   ModelSpec m;

@@ -28,6 +28,7 @@ plan::Plan BshdPlanner::plan(const plan::Batch& batch, const plan::PlanConfig& c
   out.planner = name();
   out.config = config;
   out.dynamic = false;
+  out.pad_to = padded;
   const int64_t n_mb = batch.size() / config.dp;
   for (int64_t i = 0; i < n_mb; ++i) {
     plan::MicroBatch mb;

@@ -49,6 +49,9 @@ struct Plan {
   std::string planner;
   PlanConfig config;
   bool dynamic = true;  // false: static CP, every group has size config.cp
+  // Rows every sample occupies in a static padded layout (bshd: max_seqlen, the padded
+  // [b, s, h, d] tensor); 0 = packed THD, each sample padded only to a multiple of 2*cp.
+  int64_t pad_to = 0;
   std::vector<MicroBatch> microbatches;
 };
 

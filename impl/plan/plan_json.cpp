@@ -42,6 +42,7 @@ nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann
   summary["tokens"] = tokens;
   summary["microbatch_count"] = plan.microbatches.size();
   summary["dynamic"] = plan.dynamic;  // false: static CP, every group has size cp
+  if (plan.pad_to > 0) summary["pad_to"] = plan.pad_to;  // static padded layout (bshd)
   json per_mb = json::array();
   double max_w = 0;
   for (const auto& ms : st.microbatches) {
@@ -85,6 +86,8 @@ Plan plan_from_json(const nlohmann::json& j) {
     if (j.contains("vpp_group") && !j["vpp_group"].is_null())
       p.config.vpp_group = static_cast<int>(int_at(j, "vpp_group", 1, kMaxPool));
     p.dynamic = j.contains("summary") ? j["summary"].value("dynamic", true) : true;
+    if (j.contains("summary") && j["summary"].is_object() && j["summary"].contains("pad_to"))
+      p.pad_to = int_at(j["summary"], "pad_to", 0, kMaxPool * kMaxTokensPerRank);
     const auto& mbs = j.at("microbatches");
     DCP_REQUIRE(mbs.is_array(), "plan JSON: \"microbatches\" is not an array");
     for (const auto& mb : mbs) {

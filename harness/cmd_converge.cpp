@@ -1,0 +1,130 @@
+/* `dcpbench converge`: trains the same model from the same seed on the same batches under a
+ * single-rank reference and under every strategy of a convergence scenario, and checks that they
+ * agree within the bounds of harness/converge.h.
+ *
+ *   dcpbench converge --scenario scenarios/converge-moby.json [--out C.json] [--backend threads|mpi]
+ *                     [--dtype f64|f32] [--steps N] [--quiet]
+ *   mpirun -np 8 build/dcpbench converge --backend mpi --scenario ...   (one process per rank)
+ *
+ * Prints the agreement table (stdout), progress lines (stderr), writes the dcpbench.converge.v1
+ * report to --out (atomically, rank 0). Exit 0: every bound holds; 1: a bound is broken (one line
+ * per failure on stderr naming the strategy, the step and the quantity); 2: bad input.
+ */
+#include <iostream>
+#include <memory>
+
+#include "comm/thread_comm.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/json_io.h"
+#include "harness/cli_options.h"
+#include "harness/commands.h"
+#include "harness/converge.h"
+
+#ifdef DCP_HAVE_MPI
+#include "comm/mpi_comm.h"
+#endif
+
+namespace dcp::harness {
+
+namespace {
+
+struct ConvergeArgs {
+  std::string scenario;
+  std::string out;
+  bool out_given = false;
+  std::string backend = "threads";
+  std::string dtype;
+  int steps = 0;
+  double bound = 0;
+  bool quiet = false;
+};
+
+// The references run on rank 0 while the other ranks wait in their first collective, so the
+// wait may last as long as a reference run: minutes, not the default minute.
+comm::CommOptions converge_comm_options() {
+  comm::CommOptions c;
+  c.deadline = std::chrono::minutes(30);
+  return c;
+}
+
+int finish(const ConvergeOutcome& out, const ConvergeArgs& a) {
+  if (a.out_given) write_json_atomic(a.out, out.report);
+  // With --out - the report is on stdout, so the table goes to stderr.
+  (a.out_given && is_stdout_path(a.out) ? std::cerr : std::cout) << converge_table(out.report) << std::flush;
+  for (const auto& f : out.failures) std::cerr << "dcpbench converge: FAIL " << f << "\n";
+  return out.pass() ? 0 : 1;
+}
+
+int run(const ConvergeArgs& a, const std::string& command) {
+  DCP_REQUIRE(a.backend == "threads" || a.backend == "mpi", "--backend=\"", a.backend,
+              "\" is not one of threads, mpi");
+  DCP_REQUIRE(a.dtype.empty() || a.dtype == "f64" || a.dtype == "f32", "--dtype=\"", a.dtype,
+              "\" is not one of f64, f32");
+  DCP_REQUIRE(a.steps >= 0 && a.steps <= 100000, "--steps=", a.steps, " is not in [1, 100000]");
+  DCP_REQUIRE(a.bound >= 0 && std::isfinite(a.bound), "--bound=", a.bound, " must be a finite number >= 0");
+  const ConvergeScenario s = load_converge_scenario(a.scenario);
+  // A bad --out fails before training, and nothing is written (core/files.h output policy).
+  if (a.out_given) check_output_path(a.out);
+  ConvergeOptions o;
+  o.backend = a.backend;
+  if (!a.dtype.empty()) o.dtype = a.dtype;
+  if (a.steps > 0) o.steps = a.steps;
+  if (a.bound > 0) o.bound = a.bound;
+  o.command = command;
+  o.quiet = a.quiet;
+  if (a.backend == "threads") {
+    ConvergeOutcome out;
+    comm::run_threads(s.pool(), [&](comm::Communicator& world) {
+      ConvergeOutcome r = run_converge(world, s, o, std::cerr);
+      if (world.rank() == 0) out = std::move(r);
+    }, converge_comm_options());
+    return finish(out, a);
+  }
+#ifdef DCP_HAVE_MPI
+  comm::MpiRuntime mpi(nullptr, nullptr);
+  int code = 0;
+  comm::run_mpi([&](comm::Communicator& world) {
+    ConvergeOutcome r = run_converge(world, s, o, std::cerr);
+    if (world.rank() == 0) code = finish(r, a);
+    std::vector<int32_t> c{code};
+    world.all_reduce(std::span<int32_t>(c), comm::ReduceOp::max);  // the same exit code everywhere
+    code = c[0];
+  }, converge_comm_options());
+  return code;
+#else
+  throw InputError("--backend mpi: this dcpbench was built without MPI (configure with -DDCP_MPI=ON "
+                   "and OpenMPI installed)");
+#endif
+}
+
+}  // namespace
+
+void add_converge_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<ConvergeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "converge",
+      "Train the same model under a single-rank reference and every strategy of a convergence "
+      "scenario; exit 1 if any loss or gradient leaves its bound (README \"Convergence\")");
+  cmd->add_option("--scenario", args->scenario, "Convergence scenario (scenarios/converge-*.json)")->required();
+  CLI::Option* out = cmd->add_option("--out", args->out,
+                                     "Write the dcpbench.converge.v1 report here (atomically; a regular file or a "
+                                     "new path in an existing folder; - = stdout)");
+  cmd->add_option("--backend", args->backend,
+                  "threads (one process, a thread per rank; default) or mpi (mpirun -np <pool>)");
+  cmd->add_option("--dtype", args->dtype, "f64 or f32 (default: the scenario's training.dtype)");
+  add_int_option(cmd, "--steps", args->steps, 1, 100000, "Main steps (default: the scenario's training.steps)");
+  cmd->add_option("--bound", args->bound,
+                  "Override the float64 bound / float32 floor (to see the check fail; default 1e-10 / 1e-5)");
+  cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
+  cmd->callback([args, &exit_code, cmd, out] {
+    args->out_given = out->count() > 0;
+    std::string command = "dcpbench converge";
+    for (const auto& o : cmd->get_options())
+      if (o->count() > 0 && !o->get_lnames().empty())
+        for (const auto& r : o->results()) command += " --" + o->get_lnames()[0] + (r.empty() ? "" : " " + r);
+    exit_code = run(*args, command);
+  });
+}
+
+}  // namespace dcp::harness

@@ -1,0 +1,405 @@
+// See converge.h. Rank 0 of the pool runs the single-rank references on a communicator of its
+// own (split off the world) while the other ranks wait in the first strategy's collectives;
+// then every rank trains every strategy, and rank 0 compares each step with the reference.
+#include "harness/converge.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "comm/group_registry.h"
+#include "core/error.h"
+#include "exec/executor.h"
+#include "harness/converge_data.h"
+#include "harness/registry.h"
+#include "harness/results.h"
+#include "plan/validate.h"
+
+namespace dcp::harness {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct StepSpec {
+  std::string kind;              // "main" or "edge:<name>"
+  std::optional<int> vpp_group;  // edge cases only
+};
+
+// What one run (reference or strategy) records per step.
+struct Trace {
+  std::vector<double> loss, mtp_loss, grad_norm;
+  std::vector<uint64_t> grad_hash;
+  std::vector<int> microbatches;
+  std::map<int, int> group_sizes;  // CP size -> groups, summed over steps
+  std::vector<double> dloss_rel, dloss_abs, grad_rel;  // vs the reference (strategies)
+};
+
+uint64_t hash_bytes(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+template <typename T>
+double rel_max_diff(std::span<const T> got, std::span<const double> ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num = std::max(num, std::abs(static_cast<double>(got[i]) - ref[i]));
+    den = std::max(den, std::abs(ref[i]));
+  }
+  if (!std::isfinite(num)) return std::numeric_limits<double>::infinity();
+  return den > 0 ? num / den : num;
+}
+
+double rel(double a, double ref) { return ref != 0 ? std::abs(a - ref) / std::abs(ref) : std::abs(a - ref); }
+
+// Progress lines on rank 0 (stderr): one at the start of each run and about every 10 s.
+class Progress {
+ public:
+  Progress(std::ostream& os, bool on) : os_(os), on_(on) {}
+  void start(const std::string& label, int steps) {
+    label_ = label;
+    steps_ = steps;
+    t0_ = last_ = Clock::now();
+    if (on_) os_ << "converge: " << label << ": " << steps << " steps\n" << std::flush;
+  }
+  void step(int i, double loss) {
+    const auto now = Clock::now();
+    if (!on_ || (i + 1 < steps_ && now - last_ < std::chrono::seconds(10))) return;
+    last_ = now;
+    const double s = std::chrono::duration<double>(now - t0_).count();
+    char line[200];
+    std::snprintf(line, sizeof line, "converge: %s: step %d/%d loss %.4f (%.2f s/step)\n",
+                  label_.c_str(), i + 1, steps_, loss, s / (i + 1));
+    os_ << line << std::flush;
+  }
+
+ private:
+  std::ostream& os_;
+  bool on_;
+  std::string label_;
+  int steps_ = 0;
+  Clock::time_point t0_, last_;
+};
+
+template <typename T>
+using StepHook = std::function<void(int step, std::span<const T> grads)>;
+
+// Trains plans[0..steps) on `pool` (every rank of the pool calls it); returns the trace.
+template <typename T>
+Trace train(comm::Communicator& pool, const ConvergeScenario& s, const std::vector<plan::Plan>& plans,
+            const std::vector<exec::GlobalBatch>& batches, int steps, const StepHook<T>& hook,
+            Progress* progress) {
+  comm::GroupRegistry reg(pool);
+  auto k = model::make_cpu_kernels<T>();
+  model::Model<T> m(s.model, *k);
+  exec::Executor<T> ex(m, pool, reg, s.adam);
+  Trace t;
+  for (int i = 0; i < steps; ++i) {
+    const exec::StepStats st = ex.step(plans[i], batches[i]);
+    t.loss.push_back(st.loss);
+    t.mtp_loss.push_back(st.mtp_loss);
+    t.grad_norm.push_back(st.grad_norm);
+    t.grad_hash.push_back(hash_bytes(ex.last_grads().data(), ex.last_grads().size_bytes()));
+    t.microbatches.push_back(st.microbatches);
+    for (const auto& [size, n] : st.group_sizes) t.group_sizes[size] += n;
+    if (hook) hook(i, ex.last_grads());
+    if (progress) progress->step(i, st.loss);
+  }
+  return t;
+}
+
+// One micro-batch with every sample on one rank: the single-rank reference's plan.
+plan::Plan reference_plan(const exec::GlobalBatch& b) {
+  plan::Plan p;
+  p.planner = "reference";
+  p.dynamic = false;
+  p.config.dp = 1;
+  p.config.cp = 1;
+  int64_t tokens = 0;
+  plan::Group g{0, 1, {}};
+  for (size_t i = 0; i < b.samples.size(); ++i) {
+    g.samples.push_back(static_cast<int>(i));
+    tokens += static_cast<int64_t>(b.samples[i].size());
+  }
+  p.config.max_seqlen_per_rank = std::max<int64_t>(tokens, 1);
+  p.microbatches.push_back({{g}});
+  return p;
+}
+
+json trace_json(const Trace& t) {
+  json j;
+  j["losses"] = t.loss;
+  j["mtp_losses"] = t.mtp_loss;
+  j["grad_norms"] = t.grad_norm;
+  j["microbatches"] = t.microbatches;
+  json sizes = json::object();
+  for (const auto& [k, n] : t.group_sizes) sizes[std::to_string(k)] = n;
+  j["cp_sizes"] = sizes;
+  return j;
+}
+
+// Bitwise comparison of the first `n` steps of two runs; returns the first differing step or -1.
+int first_bitwise_difference(const Trace& a, const Trace& b, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (std::memcmp(&a.loss[i], &b.loss[i], sizeof(double)) != 0 || a.grad_hash[i] != b.grad_hash[i] ||
+        std::memcmp(&a.mtp_loss[i], &b.mtp_loss[i], sizeof(double)) != 0)
+      return i;
+  }
+  return -1;
+}
+
+std::string fmt(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", x);
+  return b;
+}
+
+template <typename T>
+ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, const ConvergeOptions& o,
+                          std::ostream& os) {
+  const bool root = world.rank() == 0;
+  const bool f32 = std::is_same_v<T, float>;
+  Progress progress(os, root && !o.quiet);
+  const int main_steps = o.steps.value_or(s.steps);
+
+  // Data and the step list: main steps, then one step per edge case.
+  const TextCorpus corpus = load_text_corpus(s);
+  std::vector<exec::GlobalBatch> batches;
+  std::vector<StepSpec> specs;
+  for (int i = 0; i < main_steps; ++i) {
+    batches.push_back(step_batch(corpus, s, i));
+    specs.push_back({"main", std::nullopt});
+  }
+  for (size_t e = 0; e < s.edge_cases.size(); ++e) {
+    batches.push_back(edge_batch(corpus, s.edge_cases[e].lengths, static_cast<int>(97 * (e + 1))));
+    specs.push_back({"edge:" + s.edge_cases[e].name, s.edge_cases[e].vpp_group});
+  }
+  const int steps = static_cast<int>(batches.size());
+  const int repeat = s.repeat_steps > 0 ? std::min(s.repeat_steps, steps) : steps;
+
+  // Plans of every strategy for every step (computed on every rank: deterministic, as Megatron
+  // replicates its schedule). A planner error stops that strategy.
+  const plan::PlannerRegistry& reg = builtin_planners();
+  struct StrategyPlans {
+    std::vector<plan::Plan> plans;
+    std::string error;
+  };
+  std::map<std::string, StrategyPlans> plans;
+  for (const auto& name : s.strategies) {
+    auto planner = reg.make(name);  // InputError naming the unknown planner
+    StrategyPlans sp;
+    for (int i = 0; i < steps && sp.error.empty(); ++i) {
+      plan::PlanConfig pc;
+      pc.dp = s.dp;
+      pc.cp = s.cp;
+      pc.max_seqlen_per_rank = s.max_seqlen_per_rank;
+      pc.max_seqlen = s.max_seqlen;
+      pc.vpp_group = specs[i].vpp_group;
+      const plan::Batch b = batches[i].lengths();
+      try {
+        plan::Plan p = planner->plan(b, pc);
+        plan::validate(p, b, pc);
+        sp.plans.push_back(std::move(p));
+      } catch (const Error& e) {
+        sp.error = "step " + std::to_string(i) + " (" + specs[i].kind + "): " + e.what();
+      }
+    }
+    plans[name] = std::move(sp);
+  }
+  std::vector<plan::Plan> ref_plans;
+  for (const auto& b : batches) ref_plans.push_back(reference_plan(b));
+
+  ConvergeOutcome out;
+  // --- references, on rank 0 alone ---
+  std::vector<std::vector<double>> ref_grads(root ? steps : 0), ref64_grads(root && f32 ? steps : 0);
+  Trace ref, ref64;
+  int ref_repeat_diff = -1;
+  {
+    std::unique_ptr<comm::Communicator> solo = world.split(root ? 0 : -1, 0);
+    if (root) {
+      progress.start(std::string("reference (1 rank, ") + (f32 ? "float32" : "float64") + ")", steps);
+      ref = train<T>(*solo, s, ref_plans, batches, steps,
+                     [&](int i, std::span<const T> g) { ref_grads[i].assign(g.begin(), g.end()); }, &progress);
+      progress.start("reference repeat (bitwise check)", repeat);
+      const Trace again = train<T>(*solo, s, ref_plans, batches, repeat, nullptr, &progress);
+      ref_repeat_diff = first_bitwise_difference(ref, again, repeat);
+      if (f32) {
+        progress.start("reference (1 rank, float64: the float32 drift)", steps);
+        ref64 = train<double>(*solo, s, ref_plans, batches, steps,
+                              [&](int i, std::span<const double> g) { ref64_grads[i].assign(g.begin(), g.end()); },
+                              &progress);
+      }
+    }
+  }
+
+  // Drift of the float32 reference from the float64 one, and the bounds.
+  double drift_loss = 0, drift_grad = 0;
+  if (root && f32) {
+    for (int i = 0; i < steps; ++i) {
+      drift_loss = std::max(drift_loss, rel(ref.loss[i], ref64.loss[i]));
+      drift_grad = std::max(drift_grad, rel_max_diff<double>(ref_grads[i], ref64_grads[i]));
+    }
+  }
+  const double floor = o.bound.value_or(f32 ? kConvergeFloorF32 : kConvergeBoundF64);
+  const double bound_loss = f32 ? 2 * drift_loss + floor : floor;
+  const double bound_grad = f32 ? 2 * drift_grad + floor : floor;
+
+  // --- strategies, on every rank ---
+  json strategies = json::object();
+  if (root) {
+    json r = trace_json(ref);
+    r["bitwise_repeat"] = ref_repeat_diff < 0;
+    r["repeat_steps"] = repeat;
+    r["pass"] = ref_repeat_diff < 0;
+    strategies["reference"] = r;
+    if (ref_repeat_diff >= 0)
+      out.failures.push_back("reference step " + std::to_string(ref_repeat_diff) + " (" +
+                             specs[ref_repeat_diff].kind + "): repeat run not bitwise identical");
+    if (f32) strategies["reference_f64"] = trace_json(ref64);
+  }
+  for (const auto& name : s.strategies) {
+    const StrategyPlans& sp = plans[name];
+    json j;
+    if (!sp.error.empty()) {
+      if (root) {
+        j["error"] = sp.error;
+        j["pass"] = false;
+        j["bitwise_repeat"] = false;
+        j["bound"] = {{"loss_rel", bound_loss}, {"grad_rel", bound_grad}};
+        strategies[name] = j;
+        out.failures.push_back(name + " " + sp.error.substr(0, sp.error.find(':')) + ": planner error:" +
+                               sp.error.substr(sp.error.find(':') + 1));
+      }
+      continue;
+    }
+    Trace t;
+    StepHook<T> compare = [&](int i, std::span<const T> g) {
+      t.grad_rel.push_back(rel_max_diff<T>(g, ref_grads[i]));
+    };
+    if (root) progress.start(name + " (" + std::to_string(world.size()) + " ranks)", steps);
+    Trace got = train<T>(world, s, sp.plans, batches, steps, root ? compare : StepHook<T>{}, root ? &progress : nullptr);
+    if (root) progress.start(name + " repeat (bitwise check)", repeat);
+    const Trace again = train<T>(world, s, sp.plans, batches, repeat, nullptr, root ? &progress : nullptr);
+    if (!root) continue;
+    got.grad_rel = t.grad_rel;
+    double max_dl_rel = 0, max_dl_abs = 0, max_g = 0;
+    int worst_l = 0, worst_g = 0;
+    for (int i = 0; i < steps; ++i) {
+      const double dr = rel(got.loss[i], ref.loss[i]);
+      got.dloss_rel.push_back(dr);
+      got.dloss_abs.push_back(std::abs(got.loss[i] - ref.loss[i]));
+      if (dr > max_dl_rel || !std::isfinite(dr)) { max_dl_rel = dr; worst_l = i; }
+      max_dl_abs = std::max(max_dl_abs, got.dloss_abs.back());
+      if (got.grad_rel[i] > max_g || !std::isfinite(got.grad_rel[i])) { max_g = got.grad_rel[i]; worst_g = i; }
+    }
+    const int rep = first_bitwise_difference(got, again, repeat);
+    j = trace_json(got);
+    j["dloss_rel"] = got.dloss_rel;
+    j["dloss_abs"] = got.dloss_abs;
+    j["grad_rel_diff"] = got.grad_rel;
+    j["max_abs_dloss"] = max_dl_abs;
+    j["max_rel_dloss"] = max_dl_rel;
+    j["max_rel_grad_diff"] = max_g;
+    j["worst_loss_step"] = worst_l;
+    j["worst_grad_step"] = worst_g;
+    j["bitwise_repeat"] = rep < 0;
+    j["repeat_steps"] = repeat;
+    j["bound"] = {{"loss_rel", bound_loss}, {"grad_rel", bound_grad}};
+    const bool loss_ok = max_dl_rel <= bound_loss, grad_ok = max_g <= bound_grad;
+    j["pass"] = loss_ok && grad_ok && rep < 0;
+    if (!loss_ok)
+      out.failures.push_back(name + " step " + std::to_string(worst_l) + " (" + specs[worst_l].kind +
+                             "): relative loss difference " + fmt(max_dl_rel) + " > bound " + fmt(bound_loss));
+    if (!grad_ok)
+      out.failures.push_back(name + " step " + std::to_string(worst_g) + " (" + specs[worst_g].kind +
+                             "): relative gradient difference " + fmt(max_g) + " > bound " + fmt(bound_grad));
+    if (rep >= 0)
+      out.failures.push_back(name + " step " + std::to_string(rep) + " (" + specs[rep].kind +
+                             "): repeat run not bitwise identical (loss or gradient)");
+    strategies[name] = j;
+  }
+  if (!root) return out;
+
+  // The reference must train: its loss falls by >= 10% over the main steps.
+  const double first = ref.loss.front(), last = ref.loss[std::max(0, main_steps - 1)];
+  const double drop = first > 0 ? (first - last) / first : 0;
+  if (!(drop >= kConvergeMinLossDrop))
+    out.failures.push_back("reference step " + std::to_string(main_steps - 1) + " (main): loss fell by " +
+                           fmt(100 * drop) + "% over the run (" + fmt(first) + " -> " + fmt(last) +
+                           "), less than the " + fmt(100 * kConvergeMinLossDrop) + "% required");
+
+  json rep;
+  rep["schema"] = "dcpbench.converge.v1";
+  rep["context"] = make_context(std::string("cpu, ") + o.backend + " backend, " + std::to_string(world.size()) + " ranks",
+                                "none (executed, not simulated)", "none", o.command);
+  rep["scenario"] = s.name;
+  rep["dtype"] = f32 ? "f32" : "f64";
+  rep["steps"] = steps;
+  rep["main_steps"] = main_steps;
+  json kinds = json::array();
+  for (const auto& sp : specs) kinds.push_back(sp.kind);
+  rep["step_kinds"] = kinds;
+  json edges = json::array();
+  for (const auto& e : s.edge_cases)
+    edges.push_back({{"name", e.name}, {"why", e.why}, {"lengths", e.lengths},
+                     {"vpp_group", e.vpp_group ? json(*e.vpp_group) : json()}});
+  rep["edge_cases"] = edges;
+  int64_t params = 0;
+  {
+    auto k = model::make_cpu_kernels<double>();
+    params = model::Model<double>(s.model, *k).params().total();
+  }
+  json mixers = json::array();
+  for (auto m : s.model.mixers) mixers.push_back(model::mixer_name(m));
+  rep["model"] = {{"vocab", s.model.vocab}, {"hidden", s.model.hidden}, {"ffn", s.model.ffn},
+                  {"heads", s.model.heads}, {"kv_heads", s.model.kv_heads}, {"head_dim", s.model.head_dim},
+                  {"mixers", mixers}, {"mtp", s.model.mtp}, {"parameters", params},
+                  {"attention", attn::cp_algo_name(s.model.attn_algo)}};
+  rep["pool"] = {{"dp", s.dp}, {"cp", s.cp}, {"ranks", s.pool()}, {"backend", o.backend},
+                 {"max_seqlen_per_rank", s.max_seqlen_per_rank}, {"max_seqlen", s.max_seqlen}};
+  rep["data"] = {{"text_dir", s.text_dir_as_written}, {"files", corpus.files}, {"bytes", corpus.bytes},
+                 {"documents", corpus.documents.size()}, {"global_batch", s.global_batch}};
+  json bounds = {{"loss_rel", bound_loss}, {"grad_rel", bound_grad}};
+  if (f32) {
+    bounds["f32_drift_loss_rel"] = drift_loss;
+    bounds["f32_drift_grad_rel"] = drift_grad;
+    bounds["floor"] = floor;
+    bounds["why"] = "2 x drift of the single-rank float32 run from the single-rank float64 run + floor (FlashAttention-3's rule)";
+  } else {
+    bounds["why"] = "float64: CP and packing only reorder sums (DESIGN.md)";
+  }
+  rep["bounds"] = bounds;
+  rep["reference_loss_drop"] = {{"first", first}, {"last", last}, {"drop", drop}, {"required", kConvergeMinLossDrop}};
+  json order = json::array({"reference"});
+  if (f32) order.push_back("reference_f64");
+  for (const auto& n : s.strategies) order.push_back(n);
+  rep["strategy_order"] = order;  // table and chart order (JSON objects are unordered)
+  rep["strategies"] = strategies;
+  rep["failures"] = out.failures;
+  rep["pass"] = out.failures.empty();
+  out.report = std::move(rep);
+  return out;
+}
+
+}  // namespace
+
+ConvergeOutcome run_converge(comm::Communicator& world, const ConvergeScenario& s, const ConvergeOptions& o,
+                             std::ostream& progress) {
+  DCP_REQUIRE(world.size() == s.pool(), s.file, ": the pool has ", s.pool(), " ranks (dp ", s.dp, " x cp ",
+              s.cp, ") but the run has ", world.size(), o.backend == "mpi" ? " processes (mpirun -np)" : " ranks");
+  const std::string dtype = o.dtype.value_or(s.dtype);
+  return dtype == "f32" ? run_typed<float>(world, s, o, progress) : run_typed<double>(world, s, o, progress);
+}
+
+}  // namespace dcp::harness

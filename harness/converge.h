@@ -1,0 +1,67 @@
+// `dcpbench converge`: proof that every strategy trains the same model.
+//
+// The same model (config.h) from the same seed trains on the same global batches (converge_data.h)
+// under a single-rank reference (one rank, one micro-batch, no CP) and under every strategy's
+// plan on the DP x CP pool (exec/executor.h), for the scenario's steps plus one extra step per
+// scheduler edge case. After every step the per-token loss and the reduced gradient of each
+// strategy are compared with the reference's at the same step.
+//
+// Bounds (README "Convergence"; the numbers used are written into the output):
+//   float64: relative loss difference and relative gradient difference (max |g - g_ref| /
+//     max |g_ref|, per step) <= 1e-10: CP and packing only reorder sums (DESIGN.md).
+//   float32: <= 2 x the drift of the single-rank float32 run from the single-rank float64 run
+//     (same quantity, max over steps) + a floor of 1e-5 (DESIGN.md's float32 CP tolerance), the
+//     FlashAttention-3 rule: a fast path may be at most twice as far from the exact result as
+//     the naive algorithm in the same precision.
+//   every strategy and the reference: a second run of the first repeat_steps steps is bitwise
+//     identical (losses and gradients);
+//   the reference loss falls by at least 10% over the main steps (a backward that produces zeros
+//     would otherwise pass every comparison).
+// Any broken bound fails the run (exit 1) with one line per failure naming the strategy, the step
+// and the quantity.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "harness/converge_scenario.h"
+
+namespace dcp::harness {
+
+struct ConvergeOptions {
+  std::string backend = "threads";       // threads | mpi (recorded in the output)
+  std::optional<std::string> dtype;      // overrides training.dtype
+  std::optional<int> steps;              // overrides training.steps
+  std::optional<double> bound;           // overrides the float64 bound / float32 floor
+  std::string command;                   // the command line, for the context
+  bool quiet = false;                    // no progress lines
+};
+
+inline constexpr double kConvergeBoundF64 = 1e-10;
+inline constexpr double kConvergeFloorF32 = 1e-5;
+inline constexpr double kConvergeMinLossDrop = 0.10;
+
+struct ConvergeOutcome {
+  nlohmann::json report;               // dcpbench.converge.v1 (rank 0 only; null elsewhere)
+  std::vector<std::string> failures;   // one line each (rank 0 only)
+  bool pass() const { return failures.empty(); }
+};
+
+// Collective over `world` (its size must be the scenario's pool). Every rank trains; rank 0 also
+// runs the references, compares, and returns the report. `progress`: rank 0's progress lines.
+ConvergeOutcome run_converge(comm::Communicator& world, const ConvergeScenario& s,
+                             const ConvergeOptions& o, std::ostream& progress);
+
+// The fixed-width agreement table of a report.
+std::string converge_table(const nlohmann::json& report);
+
+// Throws InputError unless `j` is a dcpbench.converge.v1 report (schema, context, dtype, steps,
+// strategies with losses, reference first).
+void validate_converge_report(const nlohmann::json& j, const std::string& what);
+
+}  // namespace dcp::harness

@@ -1,0 +1,112 @@
+// The agreement table and the schema check of dcpbench.converge.v1 reports (converge.h).
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "harness/converge.h"
+
+namespace dcp::harness {
+
+namespace {
+using nlohmann::json;
+
+std::string sizes_str(const json& sizes) {
+  std::string s;
+  for (auto it = sizes.begin(); it != sizes.end(); ++it) s += (s.empty() ? "" : ",") + it.key();
+  return s.empty() ? "-" : s;
+}
+
+double mean_of(const json& a) {
+  double s = 0;
+  for (const auto& v : a) s += v.get<double>();
+  return a.empty() ? 0 : s / static_cast<double>(a.size());
+}
+}  // namespace
+
+void validate_converge_report(const json& j, const std::string& what) {
+  auto bad = [&](const std::string& why) { throw InputError(what + ": not a dcpbench.converge.v1 report: " + why); };
+  if (!j.is_object()) bad("not a JSON object");
+  if (!(j.contains("schema") && j["schema"] == "dcpbench.converge.v1")) bad("\"schema\" is not \"dcpbench.converge.v1\"");
+  if (!j.contains("context") || !j["context"].is_object()) bad("no \"context\" object");
+  if (!j.contains("dtype") || !j["dtype"].is_string()) bad("no \"dtype\"");
+  if (!j.contains("steps") || !j["steps"].is_number_integer() || j["steps"].get<int64_t>() < 1) bad("no positive \"steps\"");
+  if (!j.contains("strategies") || !j["strategies"].is_object()) bad("no \"strategies\" object");
+  if (!j["strategies"].contains("reference")) bad("no \"reference\" strategy");
+  const int64_t steps = j["steps"].get<int64_t>();
+  for (auto it = j["strategies"].begin(); it != j["strategies"].end(); ++it) {
+    const json& s = it.value();
+    if (!s.is_object()) bad("strategy \"" + it.key() + "\" is not an object");
+    if (s.contains("error")) continue;
+    if (!s.contains("losses") || !s["losses"].is_array() || static_cast<int64_t>(s["losses"].size()) != steps)
+      bad("strategy \"" + it.key() + "\" has no \"losses\" array of " + std::to_string(steps) + " numbers");
+    for (const auto& v : s["losses"])
+      if (!v.is_number()) bad("strategy \"" + it.key() + "\" has a loss that is not a number");
+    if (it.key() != "reference" && it.key() != "reference_f64")
+      for (const char* k : {"max_abs_dloss", "max_rel_grad_diff", "bitwise_repeat", "bound", "pass"})
+        if (!s.contains(k)) bad("strategy \"" + it.key() + "\" has no \"" + std::string(k) + "\"");
+  }
+}
+
+std::string converge_table(const json& r) {
+  std::ostringstream os;
+  const json& st = r["strategies"];
+  os << "dcpbench converge: " << r.value("scenario", "?") << ", " << r["steps"].get<int>() << " steps ("
+     << r.value("main_steps", 0) << " main + " << r.value("steps", 0) - r.value("main_steps", 0)
+     << " edge-case), " << (r["dtype"] == "f32" ? "float32" : "float64") << ", pool "
+     << r["pool"].value("ranks", 0) << " ranks (" << r["pool"].value("backend", "?") << "), model "
+     << r["model"].value("parameters", 0) << " parameters\n";
+  const json& b = r["bounds"];
+  os << "bound: relative loss difference <= " << b.value("loss_rel", 0.0) << ", relative gradient difference <= "
+     << b.value("grad_rel", 0.0) << " (" << b.value("why", "") << ")\n";
+  if (b.contains("f32_drift_loss_rel"))
+    os << "measured float32 drift of the single-rank run from float64: loss " << b["f32_drift_loss_rel"].get<double>()
+       << ", gradient " << b["f32_drift_grad_rel"].get<double>() << "\n";
+  char line[260];
+  std::snprintf(line, sizeof line, "%-16s %9s %11s %11s %11s %8s %10s %8s  %s\n", "strategy", "loss", "max dloss",
+                "max dloss", "max grad", "bitwise", "cp sizes", "ubatch", "result");
+  os << line;
+  std::snprintf(line, sizeof line, "%-16s %9s %11s %11s %11s %8s %10s %8s\n", "", "(last)", "(abs)", "(rel)",
+                "(rel diff)", "(repeat)", "(used)", "(/step)");
+  os << line;
+  std::vector<std::string> order;
+  if (r.contains("strategy_order") && r["strategy_order"].is_array()) {
+    for (const auto& n : r["strategy_order"])
+      if (n.is_string() && st.contains(n.get<std::string>())) order.push_back(n.get<std::string>());
+  } else {
+    for (auto it = st.begin(); it != st.end(); ++it) order.push_back(it.key());
+  }
+  for (const std::string& name : order) {
+    const json& s = st[name];
+    if (s.contains("error")) {
+      std::snprintf(line, sizeof line, "%-16s %s\n", name.c_str(), ("FAIL planner error: " + s["error"].get<std::string>()).c_str());
+      os << line;
+      continue;
+    }
+    const bool is_ref = name == "reference" || name == "reference_f64";
+    const double last = s["losses"].back().get<double>();
+    const std::string result = is_ref ? (name == "reference" ? (s.value("pass", true) ? "reference" : "FAIL") : "drift ref")
+                                      : (s.value("pass", false) ? "PASS" : "FAIL");
+    char dla[16] = "-", dlr[16] = "-", gr[16] = "-";
+    if (!is_ref) {
+      std::snprintf(dla, sizeof dla, "%.2e", s["max_abs_dloss"].get<double>());
+      std::snprintf(dlr, sizeof dlr, "%.2e", s["max_rel_dloss"].get<double>());
+      std::snprintf(gr, sizeof gr, "%.2e", s["max_rel_grad_diff"].get<double>());
+    }
+    std::snprintf(line, sizeof line, "%-16s %9.5f %11s %11s %11s %8s %10s %8.1f  %s\n", name.c_str(), last, dla, dlr, gr,
+                  s.contains("bitwise_repeat") ? (s["bitwise_repeat"].get<bool>() ? "yes" : "NO") : "-",
+                  sizes_str(s["cp_sizes"]).c_str(), mean_of(s["microbatches"]), result.c_str());
+    os << line;
+  }
+  const json& d = r["reference_loss_drop"];
+  char tail[200];
+  std::snprintf(tail, sizeof tail, "reference loss %.4f -> %.4f over the main steps (%.1f%% drop; at least %.0f%% required)\n",
+                d.value("first", 0.0), d.value("last", 0.0), 100 * d.value("drop", 0.0), 100 * d.value("required", 0.0));
+  os << tail;
+  os << (r.value("pass", false) ? "dcpbench converge: every strategy within its bound\n"
+                                : "dcpbench converge: FAILED\n");
+  return os.str();
+}
+
+}  // namespace dcp::harness

@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Charts of a dcpbench convergence report (schema dcpbench.converge.v1), drawn from the JSON only.
+
+Usage: /usr/bin/python3 harness/plot/plot_converge.py CONVERGE.json --out DIR
+(normally through `dcpbench plot CONVERGE.json --out DIR`). Needs Debian's python3-matplotlib.
+
+Writes into DIR:
+  converge_loss.png    per-token LM loss per step of the reference and every strategy (they lie on
+                       top of each other when the run passes), edge-case steps marked
+  converge_dloss.png   |loss - reference loss| / reference loss per step, log scale, with the bound
+  converge_grad.png    max |g - g_ref| / max |g_ref| per step, log scale, with the bound
+Every chart's footer says the numbers were executed (not simulated): dtype, ranks, backend, git sha.
+"""
+import argparse
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SCHEMA = "dcpbench.converge.v1"
+COLORS = {"reference": "#000000", "reference_f64": "#777777", "bshd": "#9e9e9e", "packing": "#4c72b0",
+          "megatron-pr2000": "#dd8452", "megatron-dev": "#55a868", "dcp": "#c44e52"}
+# Zero differences cannot be drawn on a log axis; they are drawn at this floor and said so.
+ZERO_FLOOR = 1e-18
+
+
+def fail(msg):
+    print("plot_converge.py: error: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+    if doc.get("schema") != SCHEMA:
+        fail(f"{path}: \"schema\" is not \"{SCHEMA}\"")
+    if not isinstance(doc.get("strategies"), dict) or "reference" not in doc["strategies"]:
+        fail(f"{path}: no \"strategies\" with a \"reference\"")
+    return doc
+
+
+def order(doc):
+    names = doc.get("strategy_order") or list(doc["strategies"])
+    return [n for n in names if n in doc["strategies"] and "losses" in doc["strategies"][n]]
+
+
+def footer(fig, doc):
+    ctx = doc.get("context", {})
+    pool = doc.get("pool", {})
+    text = (f"executed, not simulated: {'float32' if doc.get('dtype') == 'f32' else 'float64'}, "
+            f"{pool.get('ranks', '?')} ranks ({pool.get('backend', '?')} backend), "
+            f"scenario {doc.get('scenario', '?')}, git {str(ctx.get('git_sha', '?'))[:12]}, {ctx.get('date', '')}")
+    fig.text(0.01, 0.01, text, fontsize=7, color="#555555")
+
+
+def mark_edges(ax, doc):
+    for i, kind in enumerate(doc.get("step_kinds", [])):
+        if kind.startswith("edge:"):
+            ax.axvline(i, color="#bbbbbb", lw=0.8, ls=":")
+            ax.text(i, 1.0, kind[5:], rotation=90, fontsize=6, va="top", ha="right",
+                    transform=ax.get_xaxis_transform(), color="#777777")
+
+
+def plot_loss(doc, out):
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for n in order(doc):
+        s = doc["strategies"][n]
+        ref = n.startswith("reference")
+        ax.plot(range(len(s["losses"])), s["losses"], label=n, color=COLORS.get(n),
+                lw=2.2 if ref else 1.0, ls="-" if ref else "--", alpha=0.9)
+    mark_edges(ax, doc)
+    ax.set_xlabel("step")
+    ax.set_ylabel("per-token LM loss (nats)")
+    ax.set_title("Loss per step: every strategy vs the single-rank reference")
+    ax.legend(fontsize=8)
+    footer(fig, doc)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(os.path.join(out, "converge_loss.png"), dpi=120)
+    plt.close(fig)
+
+
+def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    zeros = False
+    for n in order(doc):
+        s = doc["strategies"][n]
+        if key not in s:
+            continue
+        vals = [v if v > 0 else ZERO_FLOOR for v in s[key]]
+        zeros = zeros or any(v <= 0 for v in s[key])
+        ax.plot(range(len(vals)), vals, label=n, color=COLORS.get(n), lw=1.0, marker=".", ms=3)
+    bound = doc.get("bounds", {}).get(bound_key)
+    if bound:
+        ax.axhline(bound, color="#c00000", lw=1.2, ls="--", label=f"bound {bound:.2g}")
+    mark_edges(ax, doc)
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title + (f" (0 drawn at {ZERO_FLOOR:g})" if zeros else ""))
+    ax.legend(fontsize=8)
+    footer(fig, doc)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(os.path.join(out, fname), dpi=120)
+    plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("report")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    doc = load(a.report)
+    os.makedirs(a.out, exist_ok=True)
+    plot_loss(doc, a.out)
+    plot_diff(doc, a.out, "dloss_rel", "loss_rel", "|loss - ref| / ref",
+              "Relative loss difference from the reference", "converge_dloss.png")
+    plot_diff(doc, a.out, "grad_rel_diff", "grad_rel", "max |g - g_ref| / max |g_ref|",
+              "Relative gradient difference from the reference", "converge_grad.png")
+
+
+if __name__ == "__main__":
+    main()

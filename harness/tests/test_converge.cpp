@@ -1,0 +1,202 @@
+// dcpbench converge: the scenario loader's errors, the text corpus and batches, the report's
+// schema check, and end-to-end runs on a 4-rank pool: a passing run, and the same run with an
+// impossible bound, which must fail naming the strategy, the step and the quantity.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "comm/thread_comm.h"
+#include "core/error.h"
+#include "harness/converge.h"
+#include "harness/converge_data.h"
+#include "harness/converge_scenario.h"
+
+namespace dcp::harness {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const fs::path kRepo = fs::path(__FILE__).parent_path().parent_path().parent_path();
+
+// A small but complete scenario: 4 ranks, 2 attention + Mamba blocks, MTP, 3 steps, 1 edge case.
+json small() {
+  json j = json::parse(R"({
+    "name": "t",
+    "model": {"vocab": 256, "hidden": 8, "ffn": 12, "heads": 2, "kv_heads": 1, "head_dim": 4,
+              "mixers": ["attention", "mamba"], "mamba_heads": 4, "mamba_head_dim": 2, "mamba_state": 2,
+              "mtp": true, "attention": "ring"},
+    "data": {"text_dir": "", "max_seqlen": 64, "max_paragraphs": 3, "seed": 2},
+    "pool": {"dp": 1, "cp": 4},
+    "training": {"steps": 3, "global_batch": 6, "max_seqlen_per_rank": 16, "lr": 0.05},
+    "strategies": ["packing", "megatron-dev", "dcp"],
+    "edge_cases": [{"name": "tied", "lengths": [20, 20, 20, 20]}]
+  })");
+  j["data"]["text_dir"] = (kRepo / "scenarios" / "data" / "text" / "moby-dick").string();
+  return j;
+}
+
+std::string write_tmp(const json& j, const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("dcp_converge_" + name + ".json");
+  std::ofstream(p) << j.dump();
+  return p.string();
+}
+
+void expect_error(const json& j, const std::vector<std::string>& fragments) {
+  const std::string path = write_tmp(j, "err");
+  try {
+    load_converge_scenario(path);
+    FAIL() << "no error for " << j.dump();
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
+  }
+}
+
+TEST(ConvergeScenario, EveryCommittedConvergenceScenarioLoads) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(kRepo / "scenarios")) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("converge-", 0) != 0 || e.path().extension() != ".json") continue;
+    SCOPED_TRACE(f);
+    const ConvergeScenario s = load_converge_scenario(e.path().string());
+    EXPECT_EQ(s.name + ".json", f);
+    EXPECT_GE(s.steps, 1);
+    EXPECT_EQ(s.pool(), 8) << "issue 7: a pool of 8 ranks";
+    ++n;
+  }
+  EXPECT_GE(n, 2);
+}
+
+TEST(ConvergeScenario, BadInputNamesFileKeyAndValue) {
+  json j = small();
+  j["training"]["stepz"] = 3;
+  expect_error(j, {"\"training.stepz\"=3", "not a known key"});
+  j = small();
+  j["model"]["mixers"] = {"attention", "lstm"};
+  expect_error(j, {"\"model.mixers[1]\"=\"lstm\"", "attention, mamba"});
+  j = small();
+  j["model"]["mamba_heads"] = 6;
+  expect_error(j, {"\"model.mamba_heads\"=6", "pool of 4"});
+  j = small();
+  j["training"]["max_seqlen_per_rank"] = 8;
+  expect_error(j, {"\"training.max_seqlen_per_rank\"=8", "data.max_seqlen"});
+  j = small();
+  j["edge_cases"][0]["lengths"] = {20, 1};
+  expect_error(j, {"\"edge_cases[0].lengths[1]\"=1"});
+  j = small();
+  j["data"]["text_dir"] = "no/such/folder";
+  expect_error(j, {"\"data.text_dir\"=\"no/such/folder\"", "is not a folder"});
+  j = small();
+  j["strategies"] = {"reference"};
+  expect_error(j, {"\"strategies[0]\"=\"reference\""});
+}
+
+TEST(ConvergeData, CorpusAndBatchesAreDeterministicAndWithinLimits) {
+  const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "data"));
+  const TextCorpus a = load_text_corpus(s), b = load_text_corpus(s);
+  ASSERT_EQ(a.documents, b.documents);
+  EXPECT_EQ(a.files, 40);
+  int64_t tokens = 0, short_docs = 0;
+  for (const auto& d : a.documents) {
+    EXPECT_GE(d.size(), 2u);
+    EXPECT_LE(static_cast<int64_t>(d.size()), s.max_seqlen);
+    for (int32_t t : d) EXPECT_TRUE(t >= 0 && t < 256);
+    tokens += static_cast<int64_t>(d.size());
+    short_docs += static_cast<int64_t>(d.size()) <= s.max_seqlen_per_rank;
+  }
+  EXPECT_LE(tokens, a.bytes);  // documents are pieces of the text (blank lines collapse)
+  EXPECT_GT(tokens, a.bytes * 9 / 10);
+  EXPECT_GT(short_docs, 0) << "some documents fit one rank (CP 1)";
+  const auto s0 = step_batch(a, s, 0), s0b = step_batch(a, s, 0), s1 = step_batch(a, s, 1);
+  EXPECT_EQ(s0.samples, s0b.samples);
+  EXPECT_NE(s0.samples, s1.samples);
+  EXPECT_EQ(static_cast<int>(s0.samples.size()), s.global_batch);
+  const auto e = edge_batch(a, {5, 64, 2}, 3);
+  ASSERT_EQ(e.samples.size(), 3u);
+  EXPECT_EQ(e.samples[0].size(), 5u);
+  EXPECT_EQ(e.samples[1].size(), 64u);
+  EXPECT_EQ(e.samples[2].size(), 2u);
+}
+
+ConvergeOutcome run_small(const ConvergeScenario& s, const ConvergeOptions& o) {
+  ConvergeOutcome out;
+  std::ostringstream progress;
+  comm::run_threads(s.pool(), [&](comm::Communicator& w) {
+    ConvergeOutcome r = run_converge(w, s, o, progress);
+    if (w.rank() == 0) out = std::move(r);
+  });
+  return out;
+}
+
+TEST(ConvergeRun, EveryStrategyAgreesWithTheReference) {
+  const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "run"));
+  for (const char* dtype : {"f64", "f32"}) {
+    SCOPED_TRACE(dtype);
+    ConvergeOptions o;
+    o.quiet = true;
+    o.dtype = dtype;
+    const ConvergeOutcome out = run_small(s, o);
+    for (const auto& f : out.failures) ADD_FAILURE() << f;
+    const json& r = out.report;
+    EXPECT_NO_THROW(validate_converge_report(r, "report"));
+    EXPECT_EQ(r["steps"], 4);
+    EXPECT_EQ(r["dtype"], dtype);
+    for (const char* name : {"packing", "megatron-dev", "dcp"}) {
+      const json& st = r["strategies"][name];
+      EXPECT_TRUE(st["pass"].get<bool>()) << name;
+      EXPECT_TRUE(st["bitwise_repeat"].get<bool>()) << name;
+      EXPECT_LE(st["max_rel_grad_diff"].get<double>(), st["bound"]["grad_rel"].get<double>());
+      EXPECT_EQ(st["losses"].size(), 4u);
+    }
+    if (std::string(dtype) == "f32") {
+      // The float32 bound is 2 x the measured drift from float64 + the floor; the drift is real.
+      EXPECT_GT(r["bounds"]["f32_drift_loss_rel"].get<double>(), 0.0);
+      EXPECT_NEAR(r["bounds"]["loss_rel"].get<double>(),
+                  2 * r["bounds"]["f32_drift_loss_rel"].get<double>() + kConvergeFloorF32, 1e-15);
+      EXPECT_TRUE(r["strategies"].contains("reference_f64"));
+    } else {
+      EXPECT_EQ(r["bounds"]["grad_rel"].get<double>(), kConvergeBoundF64);
+    }
+    const std::string table = converge_table(r);
+    EXPECT_NE(table.find("every strategy within its bound"), std::string::npos) << table;
+    EXPECT_LT(table.find("\nreference "), table.find("\npacking ")) << "reference first, then the scenario's order";
+  }
+}
+
+TEST(ConvergeRun, AnImpossibleBoundFailsNamingStrategyStepAndQuantity) {
+  const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "fail"));
+  ConvergeOptions o;
+  o.quiet = true;
+  o.bound = 1e-300;  // below any rounding difference
+  o.steps = 2;
+  const ConvergeOutcome out = run_small(s, o);
+  ASSERT_FALSE(out.pass());
+  bool named = false;
+  for (const auto& f : out.failures)
+    named = named || (f.rfind("packing step ", 0) == 0 && f.find("relative gradient difference") != std::string::npos &&
+                      f.find("> bound") != std::string::npos);
+  EXPECT_TRUE(named) << "failures: " << out.report["failures"].dump();
+  EXPECT_FALSE(out.report["pass"].get<bool>());
+  EXPECT_NE(converge_table(out.report).find("FAIL"), std::string::npos);
+}
+
+TEST(ConvergeReport, SchemaCheckRejectsBrokenReports) {
+  json r = {{"schema", "dcpbench.converge.v1"}, {"context", json::object()}, {"dtype", "f64"}, {"steps", 2},
+            {"strategies", {{"reference", {{"losses", {1.0, 0.9}}}}}}};
+  EXPECT_NO_THROW(validate_converge_report(r, "r"));
+  json bad = r;
+  bad["strategies"]["reference"]["losses"] = {1.0};
+  EXPECT_THROW(validate_converge_report(bad, "r"), InputError);
+  bad = r;
+  bad["strategies"]["dcp"] = {{"losses", {1.0, 0.9}}};
+  EXPECT_THROW(validate_converge_report(bad, "r"), InputError);  // no bound/pass/...
+  bad = r;
+  bad["schema"] = "dcpbench.results.v1";
+  EXPECT_THROW(validate_converge_report(bad, "r"), InputError);
+}
+
+}  // namespace
+}  // namespace dcp::harness

@@ -1,0 +1,312 @@
+// The whole model: gradient vs finite differences (float64), context parallelism does not change
+// the math (every CP size and algorithm equals the single-rank run), every CP-aware module is back
+// on its own group after a micro-batch (also when the forward throws), and the MTP roll.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "comm/group_registry.h"
+#include "comm/thread_comm.h"
+#include "core/rng.h"
+#include "model/batch.h"
+#include "model/model.h"
+#include "model/roll.h"
+#include "model/tests/fd_check.h"
+
+namespace dcp::model {
+namespace {
+
+using testing::fd_check;
+
+ModelConfig tiny_config(attn::CpAlgo algo = attn::CpAlgo::ring) {
+  ModelConfig c;
+  c.vocab = 13;
+  c.hidden = 8;
+  c.ffn = 12;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.head_dim = 4;
+  c.mixers = {MixerKind::attention, MixerKind::mamba};
+  c.mamba_heads = 8;  // divisible by every CP size up to 8
+  c.mamba_head_dim = 2;
+  c.mamba_state = 3;
+  c.mtp = true;
+  c.mtp_loss_weight = 0.3;
+  c.init_std = 0.3;
+  c.attn_algo = algo;
+  c.seed = 5;
+  return c;
+}
+
+// Seeded token sequences of the given lengths.
+std::vector<std::vector<int32_t>> make_seqs(const std::vector<int>& lengths, int vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<std::vector<int32_t>> out;
+  for (int len : lengths) {
+    std::vector<int32_t> s(len);
+    for (auto& t : s) t = static_cast<int32_t>(rng.uniform_int(0, vocab - 1));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::span<const int32_t>> spans(const std::vector<std::vector<int32_t>>& seqs) {
+  return {seqs.begin(), seqs.end()};
+}
+
+LossScale scale_for(const std::vector<std::vector<int32_t>>& seqs, double w) {
+  int64_t nm = 0, nt = 0;
+  for (const auto& s : seqs) {
+    nm += main_targets(static_cast<int64_t>(s.size()));
+    nt += mtp_targets(static_cast<int64_t>(s.size()));
+  }
+  return {1.0 / static_cast<double>(nm), w / static_cast<double>(nt)};
+}
+
+TEST(ModelFd, WholeModelGradientMatchesFiniteDifferences) {
+  comm::run_threads(1, [](comm::Communicator& g) {
+    const ModelConfig c = tiny_config();
+    auto k = make_cpu_kernels<double>();
+    Model<double> m(c, *k);
+    const auto seqs = make_seqs({1, 5, 9, 2}, c.vocab, 1);
+    const auto in = make_microbatch_input(spans(seqs), g);
+    const LossScale sc = scale_for(seqs, c.mtp_loss_weight);
+    auto f = [&] {
+      const LossSums s = m.forward_backward(in, sc);
+      return sc.main * s.main + sc.mtp * s.mtp;
+    };
+    m.params().zero_grads();
+    f();
+    const std::vector<double> grads(m.params().grads().begin(), m.params().grads().end());
+    for (const auto& info : m.params().infos()) {
+      const std::span<const double> an(grads.data() + info.offset, info.size);
+      const auto r = fd_check(f, m.params().value(static_cast<ParamId>(&info - m.params().infos().data())), an, 60);
+      EXPECT_LT(r.rel_err, 1e-6) << info.name << ": " << r.str();
+      EXPECT_GT(r.max_analytic, 0) << info.name << " has an all-zero gradient";
+    }
+  });
+}
+
+struct CpRun {
+  double main = 0, mtp = 0;
+  int64_t main_rows = 0, mtp_rows = 0;
+  std::vector<double> grads;  // summed over ranks
+};
+
+// Runs one micro-batch of `seqs` on a group of `cp` thread ranks; T = float or double.
+template <typename T>
+CpRun run_cp(const ModelConfig& c, int cp, const std::vector<std::vector<int32_t>>& seqs) {
+  CpRun out;
+  comm::run_threads(cp, [&](comm::Communicator& g) {
+    auto k = make_cpu_kernels<T>();
+    Model<T> m(c, *k);
+    const auto in = make_microbatch_input(spans(seqs), g);
+    const LossSums s = m.forward_backward(in, scale_for(seqs, c.mtp_loss_weight));
+    std::vector<double> grads(m.params().grads().begin(), m.params().grads().end());
+    std::vector<double> sums{s.main, s.mtp, static_cast<double>(s.main_rows), static_cast<double>(s.mtp_rows)};
+    g.all_reduce(std::span<double>(grads));
+    g.all_reduce(std::span<double>(sums));
+    if (g.rank() == 0) out = {sums[0], sums[1], static_cast<int64_t>(sums[2]), static_cast<int64_t>(sums[3]), grads};
+  });
+  return out;
+}
+
+double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::abs(a[i] - b[i]));
+    den = std::max(den, std::abs(a[i]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+struct CpCase {
+  attn::CpAlgo algo;
+  int cp;
+};
+
+class ModelCp : public ::testing::TestWithParam<CpCase> {};
+
+// Lengths: 1, 2cp-1, 2cp, 2cp+1 for cp = 8 (15, 16, 17), a long one and short ones.
+const std::vector<int> kLengths{1, 15, 16, 17, 70, 3, 2, 9};
+
+TEST_P(ModelCp, EqualsSingleRankFloat64) {
+  const ModelConfig c = tiny_config(GetParam().algo);
+  const auto seqs = make_seqs(kLengths, c.vocab, 2);
+  const CpRun ref = run_cp<double>(c, 1, seqs);
+  const CpRun got = run_cp<double>(c, GetParam().cp, seqs);
+  EXPECT_EQ(got.main_rows, ref.main_rows);
+  EXPECT_EQ(got.mtp_rows, ref.mtp_rows);
+  EXPECT_NEAR(got.main, ref.main, 1e-10 * ref.main);
+  EXPECT_NEAR(got.mtp, ref.mtp, 1e-10 * ref.mtp);
+  EXPECT_LT(rel_diff(ref.grads, got.grads), 1e-10);
+  // The counts are the real targets of the batch: every sequence's len - 1 and len - 2.
+  int64_t nm = 0, nt = 0;
+  for (int l : kLengths) {
+    nm += main_targets(l);
+    nt += mtp_targets(l);
+  }
+  EXPECT_EQ(ref.main_rows, nm);
+  EXPECT_EQ(ref.mtp_rows, nt);
+}
+
+TEST_P(ModelCp, EqualsSingleRankFloat32) {
+  const ModelConfig c = tiny_config(GetParam().algo);
+  const auto seqs = make_seqs(kLengths, c.vocab, 3);
+  const CpRun ref = run_cp<float>(c, 1, seqs);
+  const CpRun got = run_cp<float>(c, GetParam().cp, seqs);
+  EXPECT_NEAR(got.main, ref.main, 1e-5 * ref.main);
+  EXPECT_LT(rel_diff(ref.grads, got.grads), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Model, ModelCp,
+                         ::testing::Values(CpCase{attn::CpAlgo::ring, 1}, CpCase{attn::CpAlgo::ring, 2},
+                                           CpCase{attn::CpAlgo::ring, 4}, CpCase{attn::CpAlgo::ring, 8},
+                                           CpCase{attn::CpAlgo::all_gather, 2},
+                                           CpCase{attn::CpAlgo::all_gather, 8}),
+                         [](const auto& info) {
+                           return std::string(attn::cp_algo_name(info.param.algo)) + "_cp" +
+                                  std::to_string(info.param.cp);
+                         });
+
+// Kernels that throw from the n-th attention forward: a failure inside a CP-aware module.
+template <typename T>
+class ThrowingKernels final : public Kernels<T> {
+ public:
+  ThrowingKernels(std::unique_ptr<Kernels<T>> base, int throw_at) : b_(std::move(base)), throw_at_(throw_at) {}
+  std::string name() const override { return "throwing"; }
+  void linear_fwd(const T* x, const T* w, T* y, int64_t n, int in, int out) override { b_->linear_fwd(x, w, y, n, in, out); }
+  void linear_bwd(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t n, int in, int out) override { b_->linear_bwd(x, w, dy, dx, dw, n, in, out); }
+  void rmsnorm_fwd(const T* x, const T* g, T* y, T* r, int64_t n, int d, double e) override { b_->rmsnorm_fwd(x, g, y, r, n, d, e); }
+  void rmsnorm_bwd(const T* x, const T* g, const T* r, const T* dy, T* dx, T* dg, int64_t n, int d) override { b_->rmsnorm_bwd(x, g, r, dy, dx, dg, n, d); }
+  void rope(T* x, const int32_t* p, int64_t n, int h, int hd, double th, bool inv) override { b_->rope(x, p, n, h, hd, th, inv); }
+  void swiglu_fwd(const T* gu, T* o, int64_t n, int f) override { b_->swiglu_fwd(gu, o, n, f); }
+  void swiglu_bwd(const T* gu, const T* d, T* dg, int64_t n, int f) override { b_->swiglu_bwd(gu, d, dg, n, f); }
+  void embedding_fwd(const int32_t* t, const T* tb, T* o, int64_t n, int d) override { b_->embedding_fwd(t, tb, o, n, d); }
+  void embedding_bwd(const int32_t* t, const T* d, T* dt, int64_t n, int dd) override { b_->embedding_bwd(t, d, dt, n, dd); }
+  double cross_entropy(const T* l, const int32_t* lb, const uint8_t* m, double s, T* dl, int64_t n, int v) override { return b_->cross_entropy(l, lb, m, s, dl, n, v); }
+  void add(const T* a, const T* b, T* y, int64_t n) override { b_->add(a, b, y, n); }
+  void add_inplace(T* y, const T* x, int64_t n) override { b_->add_inplace(y, x, n); }
+  void attention_fwd(attn::CpAlgo a, comm::Communicator& g, const attn::ThdBatch& b, const attn::AttnShape& s,
+                     const T* q, const T* k, const T* v, T* o, T* l) override {
+    if (++calls_ == throw_at_) throw Error("deliberate failure in attention forward " + std::to_string(calls_));
+    b_->attention_fwd(a, g, b, s, q, k, v, o, l);
+  }
+  void attention_bwd(attn::CpAlgo a, comm::Communicator& g, const attn::ThdBatch& b, const attn::AttnShape& s,
+                     const T* q, const T* k, const T* v, const T* o, const T* l, const T* d, T* dq, T* dk, T* dv) override {
+    b_->attention_bwd(a, g, b, s, q, k, v, o, l, d, dq, dk, dv);
+  }
+  void silu_gate_fwd(const T* z, int64_t ldz, const T* y, T* o, int64_t n, int d) override { b_->silu_gate_fwd(z, ldz, y, o, n, d); }
+  void silu_gate_bwd(const T* z, int64_t ldz, const T* y, const T* d, T* dz, int64_t lddz, T* dy, int64_t n, int dd) override {
+    b_->silu_gate_bwd(z, ldz, y, d, dz, lddz, dy, n, dd);
+  }
+  void ssm_scan_fwd(const attn::ThdBatch& b, const T* xs, const T* dt, const T* B, const T* C, const T* dtb, const T* al,
+                    const T* D, T* y, int h, int hd, int st) override {
+    b_->ssm_scan_fwd(b, xs, dt, B, C, dtb, al, D, y, h, hd, st);
+  }
+  void ssm_scan_bwd(const attn::ThdBatch& b, const T* xs, const T* dt, const T* B, const T* C, const T* dtb, const T* al,
+                    const T* D, const T* dy, T* dxs, T* ddt, T* dB, T* dC, T* ddtb, T* dal, T* dD, int h, int hd,
+                    int st) override {
+    b_->ssm_scan_bwd(b, xs, dt, B, C, dtb, al, D, dy, dxs, ddt, dB, dC, ddtb, dal, dD, h, hd, st);
+  }
+  void adamw(T* p, const T* g, T* m, T* v, int64_t n, const AdamWHyper& h, double wd, int st) override { b_->adamw(p, g, m, v, n, h, wd, st); }
+
+ private:
+  std::unique_ptr<Kernels<T>> b_;
+  int throw_at_;
+  int calls_ = 0;
+};
+
+// Micro-batches with CP sizes 4, 1, 2, 4 on a pool of 4: after each, every CP-aware module is
+// back on its own (static) group; so it is after a forward that throws inside the first block's
+// attention (1st attention forward) and inside the MTP head's attention (2nd), i.e. with the MTP
+// head's own scope open too.
+TEST(ModelGroups, EveryModuleReturnsToItsOwnGroupAlsoWhenTheForwardThrows) {
+  comm::run_threads(4, [](comm::Communicator& world) {
+    comm::GroupRegistry reg(world);
+    comm::Communicator& own = reg.group(world.size());  // the "static CP" group
+    const ModelConfig c = tiny_config();
+    const auto seqs = make_seqs({6, 11, 3}, c.vocab, 4);
+    for (int throw_at : {0, 1, 2}) {
+      auto k = std::make_unique<ThrowingKernels<double>>(make_cpu_kernels<double>(), throw_at == 0 ? -1 : throw_at);
+      Model<double> m(c, *k, &own);
+      ASSERT_EQ(m.cp_modules().size(), 4u);  // block attention, Mamba mixer, MTP head, MTP attention
+      for (int cp : {4, 1, 2, 4}) {
+        const auto in = make_microbatch_input(spans(seqs), reg.group(cp));
+        if (throw_at == 0) {
+          m.forward_backward(in, scale_for(seqs, c.mtp_loss_weight));
+        } else {
+          EXPECT_THROW(m.forward_backward(in, scale_for(seqs, c.mtp_loss_weight)), Error);
+        }
+        for (const CpAware* mod : m.cp_modules()) EXPECT_EQ(mod->cp_group(), &own) << "cp " << cp;
+        if (throw_at != 0) break;  // the thrower's counter is spent; one failing call is the case
+      }
+    }
+  });
+}
+
+// --- MTP roll ---
+
+attn::ThdBatch batch_of(const std::vector<int32_t>& lengths, int cp) { return attn::make_thd_batch(lengths, cp); }
+
+// Token value = 1000 * (sequence + 1) + position: a leaked value names its sequence.
+std::vector<int32_t> labelled_tokens(const attn::ThdBatch& b) {
+  std::vector<int32_t> x(b.total_tokens(), -1);
+  for (int j = 0; j < b.batch(); ++j)
+    for (int32_t t = 0; t < b.padded_seqlen(j); ++t) x[b.cu_seqlens_padded[j] + t] = 1000 * (j + 1) + t;
+  return x;
+}
+
+class MtpRoll : public ::testing::TestWithParam<int> {};
+
+TEST_P(MtpRoll, CpRollEqualsTheGlobalPerSequenceRoll) {
+  const int cp = GetParam();
+  // Lengths that are not multiples of 2*cp (and some that are), a zero-length sequence, length 1.
+  const std::vector<int32_t> lengths{7, 1, 0, 2 * cp, 2 * cp + 1, 33, 5};
+  const auto b = batch_of(lengths, cp);
+  const auto x = labelled_tokens(b);
+  const auto ref = roll_left_packed_ref(b, x, 0);
+  comm::run_threads(cp, [&](comm::Communicator& g) {
+    const auto local = attn::shard_rows<int32_t>(x, 1, b, cp, g.rank());
+    const auto got = roll_left_packed(g, b, local, 0);
+    const auto want = attn::shard_rows<int32_t>(ref, 1, b, cp, g.rank());
+    EXPECT_EQ(got, want) << "rank " << g.rank() << " of " << cp;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Model, MtpRoll, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const auto& info) { return "cp" + std::to_string(info.param); });
+
+// Megatron PRs #4494/#4495 (landscape §4): chunks located with the UNPADDED cu_seqlens leak
+// tokens across sequence boundaries when lengths are not multiples of 2*cp. Here every rolled
+// value of sequence j comes from sequence j (or is the fill), and the boundaries used are the
+// padded ones: the last row of every padded sequence receives the fill.
+TEST(MtpRoll, NothingRollsAcrossASequenceBoundary_MegatronPR4494) {
+  const int cp = 2;
+  const std::vector<int32_t> lengths{5, 3, 7};  // none a multiple of 2*cp = 4
+  const auto b = batch_of(lengths, cp);
+  const auto x = labelled_tokens(b);
+  comm::run_threads(cp, [&](comm::Communicator& g) {
+    const auto rows = attn::zigzag_rows(b, cp, g.rank());
+    const auto local = attn::shard_rows<int32_t>(x, 1, b, cp, g.rank());
+    const auto got = roll_left_packed(g, b, local, 0);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      int j = 0;
+      while (b.cu_seqlens_padded[j + 1] <= rows[i]) ++j;
+      const bool last_row = rows[i] == b.cu_seqlens_padded[j + 1] - 1;
+      if (last_row) {
+        EXPECT_EQ(got[i], 0) << "row " << rows[i];
+      } else {
+        EXPECT_EQ(got[i] / 1000, j + 1) << "row " << rows[i] << " got a value of another sequence";
+        EXPECT_EQ(got[i], x[rows[i] + 1]);
+      }
+    }
+  });
+  // What the unpadded boundaries would have given: sequence 0 (5 real tokens) and its padding
+  // (8 rows at 2*cp = 4) span different row ranges, so a roll on cu_seqlens / cp mixes them.
+  EXPECT_NE(b.cu_seqlens[1], b.cu_seqlens_padded[1]);
+}
+
+}  // namespace
+}  // namespace dcp::model
