@@ -24,6 +24,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kMaxInt = 1LL << 40;
+constexpr int64_t kMaxSamplesTimesStages = int64_t{1} << 23;
 
 ModelSpec parse_model(ObjectReader& top) {
   ModelSpec m;
@@ -153,6 +154,19 @@ TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
     r.fail("min_cp", json(t.min_cp), "is larger than the DP x CP pool of " + std::to_string(c.pool()) + " ranks");
   if (t.global_batch % c.dp() != 0)
     r.fail("global_batch", json(t.global_batch), "is not a multiple of DP=" + std::to_string(c.dp()));
+  if (t.global_batch * c.pool() > plan::kMaxSamplesTimesPool)
+    r.fail("global_batch", json(t.global_batch),
+           "x the DP x CP pool of " + std::to_string(c.pool()) + " ranks = " + std::to_string(t.global_batch * c.pool()) +
+               " is above the limit of " + std::to_string(plan::kMaxSamplesTimesPool) +
+               " (samples x ranks: the simulator keeps every rank of every micro-batch)");
+  // The per-sample cost model loops over every virtual pipeline stage, and the simulator keeps an
+  // op per (micro-batch, virtual stage): measured here, global_batch x pp x vpp = 2^23 (1024
+  // samples, pp 1024, vpp 8) took 19 s and 0.9 GB for the five strategies; 2^27 ran out of memory.
+  const int64_t stages = static_cast<int64_t>(c.pp) * c.vpp;
+  if (t.global_batch * stages > kMaxSamplesTimesStages)
+    r.fail("global_batch", json(t.global_batch),
+           "x pp x vpp = " + std::to_string(t.global_batch * stages) + " is above the limit of " +
+               std::to_string(kMaxSamplesTimesStages) + " (the simulator keeps every micro-batch on every stage)");
   const int64_t fits = static_cast<int64_t>(c.pool()) * t.max_seqlen_per_rank;
   if (t.max_seqlen > fits)
     r.fail("max_seqlen", json(t.max_seqlen), "does not fit the pool: DP x CP x max_seqlen_per_rank = " + std::to_string(fits));

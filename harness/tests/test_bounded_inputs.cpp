@@ -98,6 +98,24 @@ TEST(BoundedScenario, IntegersAreRangeCheckedNotWrapped) {
   EXPECT_NE(error_of([&] { parse_scenario(j, "x.json"); }).find("length is above the maximum"), std::string::npos);
 }
 
+TEST(BoundedScenario, SimulationSizeIsRefusedAtLoad) {
+  // 1024 samples on a pool of 2^20 ranks: 16.9 GB in the simulator before this limit.
+  json j = minimal_scenario();
+  j["cluster"] = json{{"gpus", 1 << 20}, {"cp", 1 << 20}};
+  j["training"]["global_batch"] = 1024;
+  EXPECT_NE(error_of([&] { parse_scenario(j, "x.json"); })
+                .find("x the DP x CP pool of 1048576 ranks = 1073741824 is above the limit of 134217728"),
+            std::string::npos);
+  // pp 1024 x vpp 1024 with 4096 samples: killed for memory at 24 GB before this limit.
+  j = minimal_scenario();
+  j["cluster"] = json{{"gpus", 1024}, {"pp", 1024}, {"vpp", 1024}};
+  j["training"] = json{{"global_batch", 4096}, {"max_seqlen", 8192}, {"max_seqlen_per_rank", 8192}};
+  EXPECT_NE(error_of([&] { parse_scenario(j, "x.json"); }).find("x pp x vpp = 4294967296 is above the limit of 8388608"),
+            std::string::npos);
+  j["training"]["global_batch"] = 8;  // 8 x 2^20 stages = 2^23: at the limit, accepted
+  EXPECT_NO_THROW(parse_scenario(j, "x.json"));
+}
+
 TEST(BoundedResults, StepAndCountsAreRangeChecked) {
   ResultsFile f;
   f.context = make_context("none", "m", "c", "test");

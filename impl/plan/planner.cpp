@@ -49,6 +49,9 @@ void check_config(const Batch& batch, const PlanConfig& c) {
   DCP_REQUIRE(!c.max_seqlen || *c.max_seqlen >= 1, "--max-seqlen ", c.max_seqlen.value_or(0), " must be >= 1");
   DCP_REQUIRE(batch.size() <= kMaxBatchSamples, "the batch has ", batch.size(),
               " samples, more than the limit of ", kMaxBatchSamples, " per global batch");
+  DCP_REQUIRE(batch.size() * c.pool() <= kMaxSamplesTimesPool, "the batch has ", batch.size(), " samples x a pool of ",
+              c.pool(), " ranks = ", batch.size() * c.pool(), ", more than the limit of ", kMaxSamplesTimesPool,
+              " (samples x ranks: a plan lists every rank of every micro-batch)");
   // Token sums stay below 2^60 (= kMaxPool * kMaxTokensPerRank), so no total can overflow int64.
   constexpr int64_t kMaxTotalTokens = kMaxPool * kMaxTokensPerRank;
   int64_t total = 0;

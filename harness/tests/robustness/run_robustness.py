@@ -135,6 +135,10 @@ def main():
             return m
         scenario("mix-9.json", lambda s: s.__setitem__("dataset", nest(9)))
         scenario("gb-1e7.json", lambda s: s["training"].__setitem__("global_batch", 10**7))
+        scenario("pool-2p20.json", lambda s: (s.__setitem__("cluster", {"gpus": 2**20, "cp": 2**20}),
+                                              s["training"].__setitem__("global_batch", 1024)))
+        scenario("pp-vpp.json", lambda s: (s.__setitem__("cluster", {"gpus": 1024, "pp": 1024, "vpp": 1024}),
+                                           s["training"].update(global_batch=4096, max_seqlen_per_rank=8192)))
         scenario("gb-2p63.json", text=json.dumps(base).replace('"global_batch": 64', '"global_batch": 9223372036854775808'))
         scenario("seed-2p64.json", text=json.dumps(base).replace('"seed": 7', '"seed": 18446744073709551615'))
         scenario("gpus-float.json", lambda s: s["cluster"].__setitem__("gpus", 4.5))
@@ -215,6 +219,12 @@ def main():
         # ---- 4. sizes computed before allocating ------------------------------------------------
         case("size/global-batch-1e7", ["run", "gb-1e7.json", "--out", "r.json"],
              ["\"training.global_batch\"=10000000 is above the maximum 262144"])
+        case("size/samples-x-pool", ["run", "pool-2p20.json", "--out", "r.json"],
+             ["x the DP x CP pool of 1048576 ranks = 1073741824 is above the limit of 134217728"])
+        case("size/samples-x-stages", ["run", "pp-vpp.json", "--out", "r.json"],
+             ["x pp x vpp = 4294967296 is above the limit of 8388608"])
+        case("size/schedule-samples-x-pool", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1048576",
+                                              "--cp", "1", "--max-seqlen-per-rank", "4096"], ["more than the limit of 134217728"])
         case("size/schedule-300000-samples", ["schedule", "--lengths", "big-lengths.txt"] + sched[1:],
              ["300000 samples, more than the limit of 262144"])
         case("size/cp-attn-4096-heads", ["cp-attn", "--heads", "4096", "--kv-heads", "4096", "--head-dim", "4096"],
