@@ -15,6 +15,7 @@
 #include "harness/runner.h"
 #include "harness/scenario.h"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -23,6 +24,11 @@
 namespace dcp::harness {
 
 namespace {
+
+// Rows a run may write: a results file must stay readable by table/plot/gate, whose JSON limit is
+// core's kMaxJsonFileBytes (64 MiB). A row without the step-0 detail is ~400-500 bytes (measured
+// on results/demo.json), so 100,000 rows are ~50 MB.
+constexpr int64_t kMaxResultRows = 100000;
 
 struct RunArgs {
   std::vector<std::string> scenarios;
@@ -46,6 +52,15 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   // Fail on a bad --out before the (possibly long) run, not after it (core/files.h policy: a
   // regular file or a new path in an existing folder; no folder is created).
   check_output_path(a.out);
+  int64_t rows = 0;  // an upper bound: steps x strategies of every scenario
+  for (const auto& s : scenarios) {
+    const int64_t strategies = static_cast<int64_t>(
+        a.strategies.empty() ? s.strategies.size() : std::min(a.strategies.size(), s.strategies.size()));
+    rows += static_cast<int64_t>(opt.steps.value_or(s.training.steps)) * strategies;
+  }
+  DCP_REQUIRE(rows <= kMaxResultRows, "the run would write up to ", rows,
+              " result rows (steps x strategies of every scenario), more than the limit of ", kMaxResultRows,
+              " (a results file must stay under the 64 MiB that table, plot and gate read)");
   const ResultsFile results = run_scenarios(scenarios, opt, builtin_planners());
   write_results(a.out, results);
   if (is_stdout_path(a.out)) {  // the JSON went to stdout: the table goes to stderr
@@ -78,7 +93,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->footer("Limits: a scenario file at most " + std::to_string(kMaxScenarioBytes >> 20) +
               " MiB, JSON nested at most " + std::to_string(kMaxJsonDepth) + " levels, mixtures at most " +
               std::to_string(data::kMaxMixtureDepth) + " levels, training.global_batch at most " +
-              std::to_string(plan::kMaxBatchSamples) + " samples (README.md, \"Input limits\").");
+              std::to_string(plan::kMaxBatchSamples) + " samples, global_batch x DP x CP pool at most " +
+              std::to_string(plan::kMaxSamplesTimesPool) + ", global_batch x pp x vpp at most 8388608, at most " +
+              std::to_string(kMaxResultRows) + " result rows (README.md, \"Input limits and errors\").");
   cmd->add_flag("--no-detail", args->no_detail,
                 "Leave out the step-0 per-rank busy times and plan pictures (smaller file; no rank/plan charts)");
   cmd->callback([args, cmd, &exit_code, &app] {

@@ -94,7 +94,7 @@ void add_schedule_command(CLI::App& app, int& exit_code) {
                   "- = stdout, the default)");
   cmd->footer("Limits: the lengths file at most " + std::to_string(data::kMaxLengthsFileBytes >> 30) + " GiB, " +
               std::to_string(plan::kMaxBatchSamples) + " samples, JSON nested at most " + std::to_string(kMaxJsonDepth) +
-              " levels (README.md, \"Input limits\").");
+              " levels (README.md, \"Input limits and errors\").");
   cmd->callback([args, cmd, &exit_code] { exit_code = run_schedule(*args, *cmd); });
 }
 

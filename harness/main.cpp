@@ -40,7 +40,7 @@ std::string unknown_command(const CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     CLI::App app{"dcpbench: Dynamic Context Parallelism scheduler, simulator and benchmark harness.\n"
-                 "Limits on every input are listed in README.md (\"Input limits\"); going over one is\n"
+                 "Limits on every input are listed in README.md (\"Input limits and errors\"); going over one is\n"
                  "an error (exit 2) that names the value and the limit."};
     app.require_subcommand(1);
     app.set_help_all_flag("--help-all", "Print help for every sub-command");
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     // Every size we can compute is checked before allocating; this is what is left.
     return report("out of memory: the input needs more memory than this machine has (see README.md, "
-                  "\"Input limits\", and make the input smaller)", 2);
+                  "\"Input limits and errors\", and make the input smaller)", 2);
   } catch (const std::length_error& e) {
     return report(std::string("input too large: ") + e.what(), 2);
   } catch (const std::exception& e) {

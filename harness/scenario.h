@@ -110,7 +110,7 @@ struct Scenario {
   std::string calibration;  // optional calibration file (resolved path), empty = profile defaults
 };
 
-// Limits (README "Input limits"): a scenario file is at most kMaxScenarioBytes, JSON nesting at
+// Limits (README "Input limits and errors"): a scenario file is at most kMaxScenarioBytes, JSON nesting at
 // most core's kMaxJsonDepth (checked while parsing), mixtures nest at most
 // data::kMaxMixtureDepth levels, training.global_batch at most plan::kMaxBatchSamples.
 inline constexpr int64_t kMaxScenarioBytes = int64_t{16} << 20;  // 16 MiB (ours are ~4 KB)

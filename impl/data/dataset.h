@@ -32,7 +32,7 @@ namespace dcp::data {
 
 enum class SourceKind { list, lognormal, quantiles, mixture };
 
-// Limits (README "Input limits"): mixtures nest at most kMaxMixtureDepth levels (the mixture
+// Limits (README "Input limits and errors"): mixtures nest at most kMaxMixtureDepth levels (the mixture
 // code recurses once per level); a sample is at most kMaxSampleTokens tokens (2^40, plan's
 // kMaxTokensPerRank: sums of a whole batch stay far below 2^63); pad_multiple at most 2^20.
 // The global batch is at most plan::kMaxBatchSamples samples, checked before anything is drawn.

@@ -8,7 +8,7 @@
 // start of the magic is never read as text. Every error is an InputError naming the source and the
 // bad value (line number for text, element index for JSON, field for .idx), values quoted only up
 // to a short prefix (core/text.h). Lengths must be >= 1.
-// Limits (README "Input limits"): a file of at most kMaxLengthsFileBytes, at most kMaxLengths
+// Limits (README "Input limits and errors"): a file of at most kMaxLengthsFileBytes, at most kMaxLengths
 // lengths, JSON nested at most core's kMaxJsonDepth levels.
 //
 // .idx layout (Megatron-LM megatron/core/datasets/indexed_dataset.py, _IndexWriter):

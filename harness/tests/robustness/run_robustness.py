@@ -225,6 +225,8 @@ def main():
              ["x pp x vpp = 4294967296 is above the limit of 8388608"])
         case("size/schedule-samples-x-pool", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1048576",
                                               "--cp", "1", "--max-seqlen-per-rank", "4096"], ["more than the limit of 134217728"])
+        case("size/result-rows", ["run", "ok.json", "--steps", "30000", "--out", "r.json"],
+             ["up to 150000 result rows", "limit of 100000"])
         case("size/schedule-300000-samples", ["schedule", "--lengths", "big-lengths.txt"] + sched[1:],
              ["300000 samples, more than the limit of 262144"])
         case("size/cp-attn-4096-heads", ["cp-attn", "--heads", "4096", "--kv-heads", "4096", "--head-dim", "4096"],
