@@ -94,8 +94,11 @@ std::string show_path(std::string_view path) {
 
 std::string read_file_bounded(const std::string& path, int64_t max_bytes, std::string_view what) {
   const std::string w(what);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK for the open only: a FIFO nobody writes to must not block here (a read of it then
+  // sees end-of-file at once); reads below block as usual.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw InputError(show_path(path) + ": cannot open " + w + " (" + errno_text(errno) + ")");
+  if (const int fl = ::fcntl(fd, F_GETFL); fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
@@ -134,7 +137,7 @@ void write_output(const std::string& path, std::string_view text, std::string_vi
   if (is_stdout_path(path)) {
     std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
     std::cout.flush();
-    if (!std::cout.good()) throw Error("cannot write to stdout");
+    if (!std::cout.good()) throw InputError("stdout: write failed (" + errno_text(errno) + ")");
     return;
   }
   check_output_path(path, flag);

@@ -249,8 +249,7 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
       if (key == "elementwise_bytes_per_token_hidden") p.elementwise_bytes_per_token_hidden = v;
       if (key == "loss_bytes_per_token_vocab") p.loss_bytes_per_token_vocab = v;
     } else if (key == "gpus_per_node") {
-      DCP_REQUIRE(value.is_number_integer(), at, "=", value.dump(), " must be an integer");
-      p.gpus_per_node = value.get<int>();
+      p.gpus_per_node = static_cast<int>(json_int(value, 1, 1 << 20, at));  // range-checked, never wrapped
     } else if (key == "gemm_efficiency") {
       merge_points(p.gemm_efficiency, value, at);
     } else if (key == "attention") {
@@ -258,7 +257,7 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
       for (const auto& a : value) {
         DCP_REQUIRE(a.is_object() && a.contains("head_dim") && a["head_dim"].is_number_integer(),
                     at, ": every entry needs an integer \"head_dim\"");
-        const int d = a["head_dim"].get<int>();
+        const int d = static_cast<int>(json_int(a["head_dim"], 1, 1 << 16, at + "[].\"head_dim\""));
         auto it = std::find_if(p.attention.begin(), p.attention.end(),
                                [&](const AttentionCurves& c) { return c.head_dim == d; });
         if (it == p.attention.end()) {

@@ -48,13 +48,17 @@ class Runner:
         self.exe, self.repo, self.work = exe, repo, work
         self.failures, self.count = [], 0
 
-    def case(self, name, args, expect=(), rc=2, stdout_ok=False, timeout=TIMEOUT_S):
+    def case(self, name, args, expect=(), rc=2, stdout_ok=False, timeout=TIMEOUT_S, stdout_file=None):
         self.count += 1
         before = snapshot(self.work)
         t0 = time.monotonic()
         try:
-            p = subprocess.run([self.exe] + args, cwd=self.work, capture_output=True, timeout=timeout,
+            out = open(stdout_file, "wb") if stdout_file else subprocess.PIPE
+            p = subprocess.run([self.exe] + args, cwd=self.work, stdout=out, stderr=subprocess.PIPE, timeout=timeout,
                                preexec_fn=limit_memory)
+            if stdout_file:
+                out.close()
+                p.stdout = b""
         except subprocess.TimeoutExpired:
             self.failures.append(f"{name}: still running after {timeout} s")
             return
@@ -177,6 +181,10 @@ def main():
         os.mkdir(w("charts"))
         os.symlink("../existing.json", w("charts", "tflops.png"))
         os.mkfifo(w("fifo"))
+        cal = {"schema": "dcpbench.calibration.v1", "name": "robust", "profile": "h100-sxm", "obtained": "synthetic",
+               "gpus_per_node": 2**40}
+        write(w("cal-2p40.json"), json.dumps(cal))
+        scenario("cal-2p40-scenario.json", lambda s: s.__setitem__("calibration", "cal-2p40.json"))
         targets = {"link.json": "is a symbolic link", "folder": "is a directory", "fifo": "is a FIFO",
                    "": "empty path", "missing/x.json": "does not exist", "folder/": "names a folder"}
         if os.geteuid() == 0:
@@ -281,6 +289,13 @@ def main():
         case("int/scenario-seed-2p64", ["run", "seed-2p64.json", "--out", "r.json"], ['"training.seed"=18446744073709551615'])
         case("int/scenario-gpus-float", ["run", "gpus-float.json", "--out", "r.json"], ['"cluster.gpus"=4.5 is not an integer'])
         # ---- the contract's classes ---------------------------------------------------------------
+        case("int/calibration-gpus-per-node-2p40", ["run", "cal-2p40-scenario.json", "--out", "r.json"],
+             ['"gpus_per_node"=1099511627776 is above the maximum 1048576'])
+        case("file/fifo-without-writer-as-lengths", ["schedule", "--lengths", "fifo"] + sched[1:], ["no sample lengths"],
+             timeout=10)
+        if os.path.exists("/dev/full"):
+            case("file/stdout-full", ["schedule", "--lengths", "go.txt"] + sched[1:], ["stdout: write failed"],
+                 stdout_file="/dev/full")
         case("contract/missing-file", ["schedule", "--lengths", "nope.txt"] + sched[1:], ["nope.txt: cannot open"])
         case("contract/folder-as-lengths", ["schedule", "--lengths", "folder"] + sched[1:], ["is a directory"])
         case("contract/unplaceable-sample", ["schedule", "--lengths", "tall.txt", "--planner", "dcp", "--dp", "1", "--cp", "1",

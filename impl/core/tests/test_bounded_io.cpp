@@ -191,6 +191,9 @@ TEST(InputFiles, SizeLimitStopsEndlessAndLargeFiles) {
             std::string::npos);
   EXPECT_NE(error_of([&] { read_json_file((d / "big.json").string(), 100); }).find("larger than the limit"),
             std::string::npos);
+  // A FIFO nobody writes to reads as empty at once instead of blocking in open().
+  ASSERT_EQ(::mkfifo((d / "fifo").c_str(), 0600), 0);
+  EXPECT_EQ(read_file_bounded((d / "fifo").string(), 100, "lengths file"), "");
 }
 
 TEST(OutputPolicy, RegularFilesAndNewPathsAreWrittenAtomically) {
