@@ -2,9 +2,11 @@
 # The README's main command: builds dcpbench, runs the two Llama-13B scenarios of NVIDIA's
 # Dynamic-CP benchmark and Megatron's own example benchmark (4 to 64 GPUs), writes
 # results/demo.json (schema dcpbench.results.v1) and the charts under results/charts/, and prints
-# our table beside NVIDIA's and Megatron's published numbers.
-# Every number of ours is simulated (discrete-event simulator over the cost model, H100 profile);
-# the table and the charts say so, with the cost model and calibration.
+# our table beside NVIDIA's and Megatron's published numbers; then `dcpbench converge` on
+# scenarios/converge-moby.json (results/converge-moby.json + converge_*.png charts).
+# Every number of `run` is simulated (discrete-event simulator over the cost model, H100 profile);
+# the table and the charts say so, with the cost model and calibration. `converge` executes its
+# model on CPU threads and says so.
 # Environment: DCP_JOBS (parallel build jobs, default nproc), DCP_BUILD_DIR (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +31,8 @@ fi
 echo "== build (RelWithDebInfo, $build/: the same configuration as ci/test.sh) ==" >&2
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j "$jobs" --target dcpbench
+# The Python module (build/python/dcpbench*.so) when pybind11-dev and python3-dev are installed.
+if [ -f "$build"/harness/python/Makefile ]; then cmake --build "$build" -j "$jobs" --target dcpbench_python; fi
 
 scenarios=(scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json
            scenarios/megatron-example-4gpu.json scenarios/megatron-example-8gpu.json
@@ -40,5 +44,15 @@ echo "== dcpbench run (simulated) ==" >&2
 echo
 echo "== charts ==" >&2
 "$build"/dcpbench plot results/demo.json --out results/charts
-echo "ci/demo.sh: results in results/demo.json, charts in results/charts/ (tflops.png, speedup.png," \
-     "breakdown.png, rank_busy_<scenario>.png, plan_<scenario>.png)"
+
+# Every strategy trains the same model: the tiny attention + Mamba + MTP model on Moby-Dick, 8
+# thread ranks, against the single-rank reference (executed on this CPU, not simulated; a few
+# minutes on 2 cores; DCP_DEMO_SKIP_CONVERGE=1 skips it).
+if [ "${DCP_DEMO_SKIP_CONVERGE:-0}" != "1" ]; then
+  echo "== dcpbench converge (executed on CPU threads) ==" >&2
+  "$build"/dcpbench converge --scenario scenarios/converge-moby.json --out results/converge-moby.json
+  "$build"/dcpbench plot results/converge-moby.json --out results/charts
+fi
+echo "ci/demo.sh: results in results/demo.json and results/converge-moby.json, charts in results/charts/" \
+     "(tflops.png, speedup.png, breakdown.png, rank_busy_<scenario>.png, plan_<scenario>.png," \
+     "converge_loss.png, converge_dloss.png, converge_grad.png)"

@@ -6,7 +6,8 @@ set -euo pipefail
 
 packages=(build-essential cmake g++ clang libclang-rt-dev pkg-config
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-          libopenmpi-dev openmpi-bin python3 python3-matplotlib git)
+          libopenmpi-dev openmpi-bin python3 python3-matplotlib git
+          pybind11-dev python3-dev python3-pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -13,5 +13,7 @@ void add_plot_command(CLI::App& app, int& exit_code);  // cmd_plot.cpp
 void add_gate_command(CLI::App& app, int& exit_code);  // cmd_gate.cpp
 void add_cp_attn_command(CLI::App& app, int& exit_code);  // cmd_cp_attn.cpp
 void add_converge_command(CLI::App& app, int& exit_code);  // cmd_converge.cpp
+void add_conform_command(CLI::App& app, int& exit_code);  // cmd_conform.cpp
+void add_check_command(CLI::App& app, int& exit_code);    // cmd_check.cpp
 
 }  // namespace dcp::harness

@@ -3,28 +3,57 @@
 
 #include "core/error.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace dcp::plan {
 
+using detail::concat;
+
+std::vector<Group> groups_of_rank_lists(const std::vector<std::vector<int>>& ranks) {
+  std::vector<Group> out;
+  for (const RankRun& run : rank_runs(static_cast<int>(ranks.size()), [&](int a, int b) { return ranks[a] == ranks[b]; }))
+    out.push_back(Group{run.first_rank, run.size, ranks[run.first_rank]});
+  return out;
+}
+
+std::optional<std::string> rank_lists_violation(const RankLists& lists, int n) {
+  for (size_t m = 0; m < lists.size(); ++m) {
+    const auto& ranks = lists[m];
+    if (static_cast<int>(ranks.size()) != n)
+      return concat("micro-batch ", m, " has ", ranks.size(), " rank lists, the pool has ", n, " ranks");
+    for (int r = 0; r < n; ++r) {
+      if (ranks[r].empty()) return concat("micro-batch ", m, ": rank ", r, " is empty");
+    }
+    const auto runs = rank_runs(n, [&](int a, int b) { return ranks[a] == ranks[b]; });
+    std::vector<std::pair<int, size_t>> ids;  // (sample id, run index), each run's list once
+    for (size_t i = 0; i < runs.size(); ++i)
+      for (int s : ranks[runs[i].first_rank]) ids.emplace_back(s, i);
+    std::stable_sort(ids.begin(), ids.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 1; i < ids.size(); ++i) {
+      if (ids[i].first != ids[i - 1].first) continue;
+      const RankRun& a = runs[ids[i - 1].second];
+      const RankRun& b = runs[ids[i].second];
+      if (ids[i].second == ids[i - 1].second)
+        return concat("micro-batch ", m, ": sample ", ids[i].first, " appears twice in the list of ranks ",
+                      a.first_rank, "..", a.first_rank + a.size - 1);
+      return concat("micro-batch ", m, ": sample ", ids[i].first, " is on ranks ", a.first_rank, "..",
+                    a.first_rank + a.size - 1, " and on ranks ", b.first_rank, "..", b.first_rank + b.size - 1,
+                    " with ", ranks[a.first_rank] == ranks[b.first_rank] ? "the same list on non-contiguous ranks"
+                                                                          : "different lists",
+                    " (a sample must sit on one block of consecutive ranks that hold the same list)");
+    }
+  }
+  return std::nullopt;
+}
+
 Plan plan_from_rank_lists(const RankLists& lists, const std::string& planner, const PlanConfig& config) {
+  if (auto v = rank_lists_violation(lists, config.pool())) throw Error(*v);
   Plan plan;
   plan.planner = planner;
   plan.config = config;
-  const int n = config.pool();
-  for (size_t m = 0; m < lists.size(); ++m) {
-    const auto& ranks = lists[m];
-    DCP_CHECK(static_cast<int>(ranks.size()) == n, "micro-batch ", m, " has ", ranks.size(),
-              " rank lists, pool has ", n);
-    MicroBatch mb;
-    int r = 0;
-    while (r < n) {
-      DCP_CHECK(!ranks[r].empty(), "micro-batch ", m, ": rank ", r, " is empty");
-      int e = r + 1;
-      while (e < n && ranks[e] == ranks[r]) ++e;
-      mb.groups.push_back(Group{r, e - r, ranks[r]});
-      r = e;
-    }
-    plan.microbatches.push_back(std::move(mb));
-  }
+  plan.microbatches.reserve(lists.size());
+  for (const auto& ranks : lists) plan.microbatches.push_back(MicroBatch{groups_of_rank_lists(ranks)});
   return plan;
 }
 
@@ -35,7 +64,7 @@ RankLists rank_lists_of(const Plan& plan) {
   for (const auto& mb : plan.microbatches) {
     std::vector<std::vector<int>> ranks(n);
     for (const auto& g : mb.groups) {
-      for (int r = g.first_rank; r < g.first_rank + g.cp_size && r < n; ++r) ranks[r] = g.samples;
+      for (int r = std::max(0, g.first_rank); r < g.first_rank + g.cp_size && r < n; ++r) ranks[r] = g.samples;
     }
     out.push_back(std::move(ranks));
   }

@@ -58,9 +58,39 @@ struct Plan {
 // Per-rank view used by Megatron's scheduler: rank_lists[mb][rank] = sample ids in pack order.
 using RankLists = std::vector<std::vector<std::vector<int>>>;
 
+// A block of consecutive ranks [first_rank, first_rank + size).
+struct RankRun {
+  int first_rank = 0;
+  int size = 0;
+};
+
+// The one "consecutive equal rank lists -> groups" rule: splits ranks [0, n) into maximal runs
+// in which same(r - 1, r) holds for every rank r after the first. Used wherever a per-rank view
+// (Megatron's lists, VPP alignment's list handles, dcp's per-rank owners) becomes groups.
+template <typename Same>
+std::vector<RankRun> rank_runs(int n, Same&& same) {
+  std::vector<RankRun> runs;
+  for (int r = 0; r < n;) {
+    int e = r + 1;
+    while (e < n && same(e - 1, e)) ++e;
+    runs.push_back(RankRun{r, e - r});
+    r = e;
+  }
+  return runs;
+}
+
+// Groups of one micro-batch given as per-rank lists: one group per run of equal lists.
+std::vector<Group> groups_of_rank_lists(const std::vector<std::vector<int>>& ranks);
+
+// Why `lists` (one micro-batch per entry, n ranks each) cannot be read as groups, or nullopt:
+// a micro-batch without n rank lists, an empty rank (Megatron's runtime would crash on it, §7k),
+// or a sample id on two runs of ranks (different lists, or the same list on non-contiguous
+// ranks) or twice in one list. One line naming the micro-batch, the sample and the ranks.
+std::optional<std::string> rank_lists_violation(const RankLists& lists, int n);
+
 // Builds a Plan from per-rank lists: consecutive ranks holding identical lists form one group.
-// Throws dcp::Error if a sample id appears on ranks with different lists, on non-contiguous
-// ranks, or if a rank is empty (Megatron's runtime would crash on an empty rank, §7k).
+// Throws dcp::Error with rank_lists_violation's message if the lists cannot be read as groups;
+// validate() checks everything else (alignment, sizes, budget, every sample exactly once).
 Plan plan_from_rank_lists(const RankLists& lists, const std::string& planner, const PlanConfig& config);
 
 // Inverse of plan_from_rank_lists.

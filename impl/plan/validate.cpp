@@ -5,6 +5,8 @@
 #include "plan/cp_rule.h"
 #include "plan/geometry.h"
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace dcp::plan {
@@ -21,52 +23,87 @@ std::optional<std::string> check_config_only(const PlanConfig& c) {
   if (c.vpp_group && *c.vpp_group < 1) return concat("vpp_group=", *c.vpp_group, " must be >= 1");
   return std::nullopt;
 }
+
+std::string where(size_t m, size_t gi, const Group& g) {
+  return concat("micro-batch ", m, " group ", gi, " (ranks ", g.first_rank, "..", g.last_rank(), ")");
+}
+
+// Rules 3-5 for one micro-batch; `dynamic` selects rule 4's dynamic or static sizes. Sample ids
+// are range-checked, then passed to on_sample(id, group index), which returns the violation of a
+// duplicate (the caller's rule 2) or nullopt.
+template <typename OnSample>
+std::optional<std::string> check_groups(const std::vector<Group>& groups, const PlanConfig& c, bool dynamic,
+                                        const std::vector<int64_t>& lengths, size_t m, OnSample&& on_sample) {
+  const int n = c.pool();
+  const int64_t g_count = static_cast<int64_t>(lengths.size());
+  int next_rank = 0;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const Group& g = groups[gi];
+    if (g.cp_size < 1) return concat(where(m, gi, g), ": cp_size ", g.cp_size, " < 1");
+    if (g.first_rank != next_rank)
+      return concat(where(m, gi, g), ": starts at rank ", g.first_rank, " but rank ", next_rank,
+                    next_rank < g.first_rank ? " is not covered" : " is already covered");
+    if (g.first_rank % g.cp_size != 0)
+      return concat(where(m, gi, g), ": block of size ", g.cp_size, " is not aligned (first rank ", g.first_rank,
+                    " is not a multiple of ", g.cp_size, ")");
+    if (g.cp_size > n - g.first_rank) return concat(where(m, gi, g), ": extends past the pool of ", n, " ranks");
+    if (dynamic) {
+      if (g.cp_size < c.min_cp) return concat(where(m, gi, g), ": cp_size ", g.cp_size, " < min_cp ", c.min_cp);
+      if (!group_size_exists(n, g.cp_size, c.min_cp))
+        return concat(where(m, gi, g), ": no CP group of size ", g.cp_size, " exists in a pool of ", n, " ranks");
+    } else if (g.cp_size != c.cp) {
+      return concat(where(m, gi, g), ": static-CP plan has group size ", g.cp_size, " != cp ", c.cp);
+    }
+    if (g.samples.empty()) return concat(where(m, gi, g), ": group has no samples (empty ranks)");
+    int64_t tokens = 0;
+    for (int s : g.samples) {
+      if (s < 0 || s >= g_count) return concat(where(m, gi, g), ": sample id ", s, " outside [0, ", g_count, ")");
+      if (auto v = on_sample(s, gi)) return v;
+      tokens += lengths[s];  // lengths are bounded by plan::check_config: no overflow
+    }
+    if (tokens > c.max_seqlen_per_rank * g.cp_size)
+      return concat(where(m, gi, g), ": ", tokens, " tokens over ", g.cp_size, " ranks = ",
+                    static_cast<double>(tokens) / g.cp_size, " tokens per rank > max_seqlen_per_rank ",
+                    c.max_seqlen_per_rank);
+    next_rank = g.first_rank + g.cp_size;
+  }
+  if (next_rank != n) return concat("micro-batch ", m, ": ranks ", next_rank, "..", n - 1, " are empty");
+  return std::nullopt;
+}
 }  // namespace
+
+std::optional<std::string> find_microbatch_violation(const std::vector<Group>& groups, const PlanConfig& c,
+                                                     const std::vector<int64_t>& lengths, size_t index) {
+  const auto no_check = [](int, size_t) { return std::optional<std::string>(); };
+  if (auto v = check_groups(groups, c, /*dynamic=*/true, lengths, index, no_check)) return v;
+  // No sample twice in the micro-batch: (id, group) pairs sorted by id.
+  std::vector<std::pair<int, size_t>> ids;
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    for (int s : groups[gi].samples) ids.emplace_back(s, gi);
+  std::sort(ids.begin(), ids.end());
+  for (size_t i = 1; i < ids.size(); ++i) {
+    if (ids[i].first == ids[i - 1].first)
+      return concat(where(index, ids[i].second, groups[ids[i].second]), ": sample ", ids[i].first,
+                    " appears more than once (also in group ", ids[i - 1].second, " of this micro-batch)");
+  }
+  return std::nullopt;
+}
 
 std::optional<std::string> find_violation(const Plan& plan, const Batch& batch) {
   const PlanConfig& c = plan.config;
   if (auto v = check_config_only(c)) return v;
-  const int n = c.pool();
   const int64_t g_count = batch.size();
   std::vector<int> seen_mb(g_count, -1);
   for (size_t m = 0; m < plan.microbatches.size(); ++m) {
-    const auto& mb = plan.microbatches[m];
-    int next_rank = 0;
-    for (size_t gi = 0; gi < mb.groups.size(); ++gi) {
-      const Group& g = mb.groups[gi];
-      const std::string where = concat("micro-batch ", m, " group ", gi, " (ranks ", g.first_rank, "..",
-                                       g.last_rank(), ")");
-      if (g.cp_size < 1) return concat(where, ": cp_size ", g.cp_size, " < 1");
-      if (g.first_rank != next_rank)
-        return concat(where, ": starts at rank ", g.first_rank, " but rank ", next_rank,
-                      next_rank < g.first_rank ? " is not covered" : " is already covered");
-      if (g.first_rank % g.cp_size != 0)
-        return concat(where, ": block of size ", g.cp_size, " is not aligned (first rank ", g.first_rank,
-                      " is not a multiple of ", g.cp_size, ")");
-      if (g.first_rank + g.cp_size > n) return concat(where, ": extends past the pool of ", n, " ranks");
-      if (plan.dynamic) {
-        if (g.cp_size < c.min_cp) return concat(where, ": cp_size ", g.cp_size, " < min_cp ", c.min_cp);
-        if (!group_size_exists(n, g.cp_size, c.min_cp))
-          return concat(where, ": no CP group of size ", g.cp_size, " exists in a pool of ", n, " ranks");
-      } else if (g.cp_size != c.cp) {
-        return concat(where, ": static-CP plan has group size ", g.cp_size, " != cp ", c.cp);
-      }
-      if (g.samples.empty()) return concat(where, ": group has no samples (empty ranks)");
-      int64_t tokens = 0;
-      for (int s : g.samples) {
-        if (s < 0 || s >= g_count) return concat(where, ": sample id ", s, " outside [0, ", g_count, ")");
-        if (seen_mb[s] >= 0)
-          return concat(where, ": sample ", s, " appears more than once (also in micro-batch ", seen_mb[s], ")");
-        seen_mb[s] = static_cast<int>(m);
-        tokens += batch.lengths[s];
-      }
-      if (tokens > c.max_seqlen_per_rank * g.cp_size)
-        return concat(where, ": ", tokens, " tokens over ", g.cp_size, " ranks = ",
-                      static_cast<double>(tokens) / g.cp_size, " tokens per rank > max_seqlen_per_rank ",
-                      c.max_seqlen_per_rank);
-      next_rank = g.first_rank + g.cp_size;
-    }
-    if (next_rank != n) return concat("micro-batch ", m, ": ranks ", next_rank, "..", n - 1, " are empty");
+    const auto& groups = plan.microbatches[m].groups;
+    const auto once = [&](int s, size_t gi) -> std::optional<std::string> {
+      if (seen_mb[s] >= 0)
+        return concat(where(m, gi, groups[gi]), ": sample ", s, " appears more than once (also in micro-batch ",
+                      seen_mb[s], ")");
+      seen_mb[s] = static_cast<int>(m);
+      return std::nullopt;
+    };
+    if (auto v = check_groups(groups, c, plan.dynamic, batch.lengths, m, once)) return v;
   }
   for (int64_t s = 0; s < g_count; ++s) {
     if (seen_mb[s] < 0) return concat("sample ", s, " (length ", batch.lengths[s], ") is not scheduled");

@@ -1,5 +1,7 @@
-// One validity check for every plan (DESIGN.md "Plan validity"), used by every test and by
-// `dcpbench schedule`:
+// One validity check for every plan (DESIGN.md "Plan validity"), used by every test, by
+// `dcpbench schedule`/`check`/`conform`, the Python module, and inside the planners (the Megatron
+// ports and VPP alignment test each micro-batch with find_microbatch_violation before keeping
+// Megatron's result; dcp drops candidate plans that find_violation rejects):
 //   1. config sane: dp, cp >= 1, M >= 1, min_cp a power of two <= N, V >= 1;
 //   2. every sample id in [0, G) appears in exactly one group of exactly one micro-batch;
 //   3. groups of one micro-batch are disjoint aligned blocks [a*k, (a+1)*k) that cover every
@@ -8,13 +10,15 @@
 //      or the static cp (static-CP baselines);
 //   5. tokens per rank of each group: sum(L)/k <= M (exact: sum(L) <= M*k);
 //   6. with a VPP group V the micro-batch count is a multiple of V.
-// Reports the first violation, precisely (micro-batch, group, rank or sample).
+// Reports the first violation, precisely (micro-batch, group, rank or sample). The happy path
+// builds no strings (the ports call it once per micro-batch).
 #pragma once
 
 #include "plan/plan.h"
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dcp::plan {
 
@@ -24,6 +28,12 @@ std::optional<std::string> find_violation(const Plan& plan, const Batch& batch);
 // The same, and first that the plan was made for the `requested` config (a planner must not
 // drop the VPP group or loosen M or min_cp and then pass its own checks).
 std::optional<std::string> find_violation(const Plan& plan, const Batch& batch, const PlanConfig& requested);
+
+// Rules 3-5 (and no sample twice) for one micro-batch of a dynamic plan under `config`; `index`
+// only names the micro-batch in the message. Sample ids outside [0, G) are a violation.
+// `lengths` is indexed by sample id (Batch::lengths).
+std::optional<std::string> find_microbatch_violation(const std::vector<Group>& groups, const PlanConfig& config,
+                                                     const std::vector<int64_t>& lengths, size_t index = 0);
 
 // Throws dcp::Error("invalid plan from <planner>: <violation>") if invalid.
 void validate(const Plan& plan, const Batch& batch);

@@ -110,6 +110,7 @@ class Solver {
     // to exceed G, which no plan can do (Megatron asserts, §7g).
     DCP_REQUIRE(std::isfinite(winner.score), "dcp: no micro-batch count that is a multiple of vpp_group ", v,
                 " and at most the ", g, " samples holds them within max_seqlen_per_rank ", cfg_.max_seqlen_per_rank);
+    plan::validate(winner.plan, batch_, cfg_);  // the one validity check: a packing bug is an internal error
     return std::move(winner.plan);
   }
 
@@ -323,10 +324,9 @@ class Solver {
         std::fill(rep.begin() + first, rep.begin() + first + size, keep);
       }
       plan::MicroBatch out;
-      for (int r = 0; r < n_;) {
-        int e = r;
-        while (e < n_ && rep[e] == rep[r]) ++e;
-        plan::Group gr{r, e - r, {}};
+      for (const plan::RankRun& run : plan::rank_runs(n_, [&](int a, int b) { return rep[a] == rep[b]; })) {
+        const int r = run.first_rank, e = run.first_rank + run.size;
+        plan::Group gr{r, run.size, {}};
         std::vector<int> merged;  // original groups in rank order, each once
         for (int q = r; q < e; ++q) {
           if (std::find(merged.begin(), merged.end(), owner[mb][q]) == merged.end() && owner[mb][q] >= 0)
@@ -334,7 +334,6 @@ class Solver {
         }
         for (int id : merged) gr.samples.insert(gr.samples.end(), groups[id].samples.begin(), groups[id].samples.end());
         out.groups.push_back(std::move(gr));
-        r = e;
       }
       p.microbatches.push_back(std::move(out));
     }

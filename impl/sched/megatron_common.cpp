@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "plan/geometry.h"
+#include "plan/planner.h"
 #include "plan/validate.h"
 #include "sched/vpp_align.h"
 
@@ -57,40 +58,8 @@ CallResult fill_with_full_dpxcp_group(const std::vector<SeqItem>& input, int n, 
   return out;
 }
 
-bool microbatch_valid(const std::vector<plan::Group>& groups, int n, int min_cp, int64_t max_seqlen_per_rank,
-                      const std::vector<int64_t>& lengths) {
-  int next = 0;
-  for (const plan::Group& g : groups) {
-    if (g.cp_size < 1 || g.first_rank != next || g.first_rank % g.cp_size != 0) return false;
-    if (g.first_rank + g.cp_size > n || !plan::group_size_exists(n, g.cp_size, min_cp)) return false;
-    if (g.samples.empty()) return false;
-    int64_t tokens = 0;
-    for (int s : g.samples) {
-      if (s < 0 || static_cast<size_t>(s) >= lengths.size()) return false;
-      tokens += lengths[s];
-    }
-    if (tokens > max_seqlen_per_rank * g.cp_size) return false;
-    next += g.cp_size;
-  }
-  return next == n;
-}
-
-bool rank_lists_valid(const std::vector<std::vector<int>>& ranks, int n, int min_cp, int64_t max_seqlen_per_rank,
-                      const std::vector<int64_t>& lengths) {
-  if (static_cast<int>(ranks.size()) != n) return false;
-  std::vector<plan::Group> groups;
-  std::vector<int> ids;
-  for (int r = 0; r < n;) {
-    if (ranks[r].empty()) return false;
-    int e = r + 1;
-    while (e < n && ranks[e] == ranks[r]) ++e;
-    groups.push_back(plan::Group{r, e - r, ranks[r]});
-    ids.insert(ids.end(), ranks[r].begin(), ranks[r].end());
-    r = e;
-  }
-  std::sort(ids.begin(), ids.end());
-  if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) return false;  // a sample in two groups
-  return microbatch_valid(groups, n, min_cp, max_seqlen_per_rank, lengths);
+bool microbatch_valid(const std::vector<plan::Group>& groups, const plan::PlanConfig& config, const plan::Batch& batch) {
+  return !plan::find_microbatch_violation(groups, config, batch.lengths).has_value();
 }
 
 std::vector<std::vector<int>> to_rank_lists(const std::vector<plan::Group>& groups, int n) {
@@ -99,6 +68,33 @@ std::vector<std::vector<int>> to_rank_lists(const std::vector<plan::Group>& grou
     for (int r = g.first_rank; r < g.first_rank + g.cp_size && r < n; ++r) ranks[r] = g.samples;
   }
   return ranks;
+}
+
+void check_inputs(const plan::Batch& batch, const plan::PlanConfig& config) {
+  plan::check_config(batch, config);
+  plan::check_fits(batch, config);
+  DCP_REQUIRE(batch.size() < (int64_t{1} << 31), "batch of ", batch.size(), " samples is too large");
+  for (int64_t i = 0; i < batch.size(); ++i)
+    DCP_REQUIRE(batch.lengths[i] < (int64_t{1} << 31), "sample ", i, " has length ", batch.lengths[i],
+                " (Megatron keeps lengths in int32)");
+}
+
+plan::Plan run_scheduler(const plan::Batch& batch, const plan::PlanConfig& config, const std::string& planner,
+                         NextGroupFn next_group, const void* context, bool resort) {
+  const auto longer = [](const SeqItem& a, const SeqItem& b) { return a.len > b.len; };
+  std::vector<SeqItem> remaining = sorted_desc(batch);
+  std::vector<std::vector<plan::Group>> microbatches;
+  // Every call places at least one sample (checked), so G calls bound the loop.
+  for (int64_t call = 0; !remaining.empty(); ++call) {
+    DCP_CHECK(call <= batch.size(), "scheduler made no progress");
+    if (resort && !std::is_sorted(remaining.begin(), remaining.end(), longer))
+      std::stable_sort(remaining.begin(), remaining.end(), longer);
+    CallResult r = next_group(remaining, context);
+    DCP_CHECK(r.leftovers.size() < remaining.size(), "call placed nothing");
+    microbatches.push_back(std::move(r.groups));
+    remaining = std::move(r.leftovers);
+  }
+  return assemble_plan(std::move(microbatches), planner, batch, config);
 }
 
 plan::Plan assemble_plan(std::vector<std::vector<plan::Group>> microbatches, const std::string& planner,

@@ -59,18 +59,25 @@ struct CallResult {
 // Always places input[0] when input[0].len <= N * M (guaranteed by plan::check_fits).
 CallResult fill_with_full_dpxcp_group(const std::vector<SeqItem>& input, int n, int64_t max_seqlen_per_rank);
 
-// True if `groups` is a micro-batch that plan::validate accepts: blocks in ascending rank order
-// covering [0, n), each aligned, of a size that exists (plan/geometry.h), with samples, and with
-// sum(L) <= k * M. `lengths` is indexed by sample id.
-bool microbatch_valid(const std::vector<plan::Group>& groups, int n, int min_cp, int64_t max_seqlen_per_rank,
-                      const std::vector<int64_t>& lengths);
-
-// Same test for one micro-batch given as Megatron's per-rank lists.
-bool rank_lists_valid(const std::vector<std::vector<int>>& ranks, int n, int min_cp, int64_t max_seqlen_per_rank,
-                      const std::vector<int64_t>& lengths);
+// True if `groups` is a micro-batch that plan::validate accepts under `config`
+// (plan::find_microbatch_violation: the one validity check).
+bool microbatch_valid(const std::vector<plan::Group>& groups, const plan::PlanConfig& config, const plan::Batch& batch);
 
 // Per-rank lists of one micro-batch (Megatron's sample_ids_per_gpu) from its groups.
 std::vector<std::vector<int>> to_rank_lists(const std::vector<plan::Group>& groups, int n);
+
+// The input checks both ports make: plan::check_config, plan::check_fits, and Megatron's int32
+// sample counts and lengths.
+void check_inputs(const plan::Batch& batch, const plan::PlanConfig& config);
+
+// get_groups_and_subsamples, the driver loop both ports share: the samples sorted by length
+// (stable, descending), then one `next_group` call per micro-batch on the previous call's
+// leftovers until none is left (re-sorted first when `resort` and they are out of order: DEV
+// sorts inside every call, PR2000 only once), then VPP alignment and the validity check
+// (assemble_plan). Every call must place at least one sample.
+using NextGroupFn = CallResult (*)(const std::vector<SeqItem>& input, const void* context);
+plan::Plan run_scheduler(const plan::Batch& batch, const plan::PlanConfig& config, const std::string& planner,
+                         NextGroupFn next_group, const void* context, bool resort);
 
 // Plan from the micro-batches of a run, followed by VPP alignment when config.vpp_group > 1
 // (vpp_align.h). Checks the result with plan::validate (an invalid plan is an internal error).

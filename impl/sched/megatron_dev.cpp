@@ -68,6 +68,8 @@ struct Context {
   int64_t m = 1;
   int min_cp = 1;
   const std::vector<int64_t>* lengths = nullptr;
+  const plan::PlanConfig* config = nullptr;
+  const plan::Batch* batch = nullptr;
   SizeTable legacy;  // d48bd6be0a: powers of two min_cp..N, cp_min unrounded
   SizeTable later;   // later dev source: plan::group_sizes, cp_min rounded up to one of them
   bool same_rules = true;  // power-of-two N: the two tables are identical
@@ -79,6 +81,8 @@ Context make_context(const plan::Batch& batch, const plan::PlanConfig& config) {
   ctx.m = config.max_seqlen_per_rank;
   ctx.min_cp = config.min_cp;
   ctx.lengths = &batch.lengths;
+  ctx.config = &config;
+  ctx.batch = &batch;
   ctx.later.sizes = plan::group_sizes(ctx.n, ctx.min_cp);
   for (int64_t k = ctx.min_cp; k <= ctx.n; k *= 2) ctx.legacy.sizes.push_back(static_cast<int>(k));
   ctx.legacy.legacy = true;
@@ -106,10 +110,6 @@ struct Grp {
   double pack = 0.0;
   std::vector<int> ids;
 };
-
-bool sorted_desc(const std::vector<SeqItem>& v) {
-  return std::is_sorted(v.begin(), v.end(), [](const SeqItem& a, const SeqItem& b) { return a.len > b.len; });
-}
 
 // One call under one rule set. Returns false where Megatron under those rules would raise; the
 // micro-batch may still be invalid in the pool (checked by the caller).
@@ -250,20 +250,15 @@ bool run_call(const std::vector<SeqItem>& input, const Context& ctx, const SizeT
 CallResult next_group(const std::vector<SeqItem>& input, const Context& ctx) {
   CallResult r;
   const auto valid = [&](const CallResult& c) {
-    return megatron::microbatch_valid(c.groups, ctx.n, ctx.min_cp, ctx.m, *ctx.lengths);
+    return megatron::microbatch_valid(c.groups, *ctx.config, *ctx.batch);
   };
   if (run_call(input, ctx, ctx.legacy, &r) && valid(r)) return r;
   if (!ctx.same_rules && run_call(input, ctx, ctx.later, &r) && valid(r)) return r;
   return megatron::fill_with_full_dpxcp_group(input, ctx.n, ctx.m);
 }
 
-void check_inputs(const plan::Batch& batch, const plan::PlanConfig& config) {
-  plan::check_config(batch, config);
-  plan::check_fits(batch, config);
-  DCP_REQUIRE(batch.size() < (int64_t{1} << 31), "batch of ", batch.size(), " samples is too large");
-  for (int64_t i = 0; i < batch.size(); ++i)
-    DCP_REQUIRE(batch.lengths[i] < (int64_t{1} << 31), "sample ", i, " has length ", batch.lengths[i],
-                " (Megatron keeps lengths in int32)");
+CallResult next_group_erased(const std::vector<SeqItem>& input, const void* ctx) {
+  return next_group(input, *static_cast<const Context*>(ctx));
 }
 
 }  // namespace
@@ -271,7 +266,7 @@ void check_inputs(const plan::Batch& batch, const plan::PlanConfig& config) {
 CallResult megatron_dev_next_group(const std::vector<SeqItem>& input, const plan::PlanConfig& config,
                                    const plan::Batch& batch) {
   DCP_NVTX_RANGE();
-  check_inputs(batch, config);
+  megatron::check_inputs(batch, config);
   if (input.empty()) return CallResult{};
   std::vector<SeqItem> sorted = input;
   std::stable_sort(sorted.begin(), sorted.end(), [](const SeqItem& a, const SeqItem& b) { return a.len > b.len; });
@@ -280,23 +275,9 @@ CallResult megatron_dev_next_group(const std::vector<SeqItem>& input, const plan
 
 plan::Plan megatron_dev_plan(const plan::Batch& batch, const plan::PlanConfig& config) {
   DCP_NVTX_RANGE();
-  check_inputs(batch, config);
+  megatron::check_inputs(batch, config);
   const Context ctx = make_context(batch, config);
-  std::vector<SeqItem> remaining = megatron::sorted_desc(batch);
-  std::vector<std::vector<plan::Group>> microbatches;
-  // Every call places its first sample, so G calls bound the loop.
-  for (int64_t call = 0; !remaining.empty(); ++call) {
-    DCP_CHECK(call <= batch.size(), "scheduler made no progress");
-    if (!sorted_desc(remaining)) {
-      std::stable_sort(remaining.begin(), remaining.end(),
-                       [](const SeqItem& a, const SeqItem& b) { return a.len > b.len; });
-    }
-    CallResult r = next_group(remaining, ctx);
-    DCP_CHECK(r.leftovers.size() < remaining.size(), "call placed nothing");
-    microbatches.push_back(std::move(r.groups));
-    remaining = std::move(r.leftovers);
-  }
-  return megatron::assemble_plan(std::move(microbatches), "megatron-dev", batch, config);
+  return megatron::run_scheduler(batch, config, "megatron-dev", &next_group_erased, &ctx, /*resort=*/true);
 }
 
 }  // namespace dcp::sched

@@ -53,6 +53,8 @@ struct Context {
   int64_t m = 1;
   int min_cp = 1;
   const std::vector<int64_t>* lengths = nullptr;
+  const plan::PlanConfig* config = nullptr;
+  const plan::Batch* batch = nullptr;
   std::vector<int64_t> need;  // [G] cp_min (float rule) by sample id
   std::vector<double> work;   // [G] L^2 / cp_min by sample id
 };
@@ -63,6 +65,8 @@ Context make_context(const plan::Batch& batch, const plan::PlanConfig& config) {
   ctx.m = config.max_seqlen_per_rank;
   ctx.min_cp = config.min_cp;
   ctx.lengths = &batch.lengths;
+  ctx.config = &config;
+  ctx.batch = &batch;
   ctx.need.resize(batch.lengths.size());
   ctx.work.resize(batch.lengths.size());
   for (size_t i = 0; i < batch.lengths.size(); ++i) {
@@ -204,9 +208,13 @@ CallResult next_group(const std::vector<SeqItem>& input, const Context& ctx) {
     next_free += need_more;
   }
   for (Grp& g : groups) out.groups.push_back(plan::Group{g.first, g.size, std::move(g.ids)});
-  if (!megatron::microbatch_valid(out.groups, n, ctx.min_cp, ctx.m, *ctx.lengths))
+  if (!megatron::microbatch_valid(out.groups, *ctx.config, *ctx.batch))
     return megatron::fill_with_full_dpxcp_group(input, n, ctx.m);  // §7j
   return out;
+}
+
+CallResult next_group_erased(const std::vector<SeqItem>& input, const void* ctx) {
+  return next_group(input, *static_cast<const Context*>(ctx));
 }
 
 }  // namespace
@@ -229,33 +237,17 @@ std::vector<BucketRange> megatron_pr2000_buckets(const std::vector<SeqItem>& inp
 CallResult megatron_pr2000_next_group(const std::vector<SeqItem>& input, const plan::PlanConfig& config,
                                       const plan::Batch& batch) {
   DCP_NVTX_RANGE();
-  plan::check_config(batch, config);
-  plan::check_fits(batch, config);
+  megatron::check_inputs(batch, config);
   if (input.empty()) return CallResult{};
   return next_group(input, make_context(batch, config));
 }
 
 plan::Plan megatron_pr2000_plan(const plan::Batch& batch, const plan::PlanConfig& config) {
   DCP_NVTX_RANGE();
-  plan::check_config(batch, config);
-  plan::check_fits(batch, config);
-  DCP_REQUIRE(batch.size() < (int64_t{1} << 31), "batch of ", batch.size(), " samples is too large");
-  for (int64_t i = 0; i < batch.size(); ++i)
-    DCP_REQUIRE(batch.lengths[i] < (int64_t{1} << 31), "sample ", i, " has length ", batch.lengths[i],
-                " (Megatron keeps lengths in int32)");
+  megatron::check_inputs(batch, config);
   const Context ctx = make_context(batch, config);
-  std::vector<SeqItem> remaining = megatron::sorted_desc(batch);  // PR2000 sorts once
-  std::vector<std::vector<plan::Group>> microbatches;
-  // Every call places at least one sample (all ranks are free at its start and every sample fits
-  // N ranks, or the full-pool fallback takes the first one), so G calls bound the loop.
-  for (int64_t call = 0; !remaining.empty(); ++call) {
-    DCP_CHECK(call <= batch.size(), "scheduler made no progress");
-    CallResult r = next_group(remaining, ctx);
-    DCP_CHECK(r.leftovers.size() < remaining.size(), "call placed nothing");
-    microbatches.push_back(std::move(r.groups));
-    remaining = std::move(r.leftovers);
-  }
-  return megatron::assemble_plan(std::move(microbatches), "megatron-pr2000", batch, config);
+  // PR2000 sorts once: the leftovers come back in descending order.
+  return megatron::run_scheduler(batch, config, "megatron-pr2000", &next_group_erased, &ctx, /*resort=*/false);
 }
 
 }  // namespace dcp::sched

@@ -9,7 +9,7 @@
 #include "sched/vpp_align.h"
 
 #include "core/error.h"
-#include "sched/megatron_common.h"
+#include "plan/validate.h"
 
 #include <algorithm>
 #include <limits>
@@ -135,21 +135,22 @@ Outcome fill_empty_by_expanding_cp(const Pool& pool, Handles& g, int n) {
   return Outcome::kHang;
 }
 
-// The micro-batch is one that plan::validate accepts (megatron::rank_lists_valid on handles).
+// Groups of one micro-batch of handles: the one grouping rule (plan::rank_runs).
+std::vector<plan::Group> groups_of_handles(const Pool& pool, const Handles& hs) {
+  std::vector<plan::Group> groups;
+  for (const plan::RankRun& run : plan::rank_runs(static_cast<int>(hs.size()), [&](int a, int b) { return hs[a] == hs[b]; }))
+    groups.push_back(plan::Group{run.first_rank, run.size, pool.lists[hs[run.first_rank]]});
+  return groups;
+}
+
+// The micro-batch is one that plan::validate accepts (plan::find_microbatch_violation).
 bool handles_valid(const Pool& pool, const Handles& hs, const AlignContext& ctx) {
   if (static_cast<int>(hs.size()) != ctx.n) return false;
-  std::vector<int> seen;
-  std::vector<plan::Group> groups;
-  for (int r = 0; r < ctx.n;) {
-    if (pool.empty(hs[r])) return false;
-    if (std::find(seen.begin(), seen.end(), hs[r]) != seen.end()) return false;  // a sample in two groups
-    seen.push_back(hs[r]);
-    int e = r + 1;
-    while (e < ctx.n && hs[e] == hs[r]) ++e;
-    groups.push_back(plan::Group{r, e - r, pool.lists[hs[r]]});
-    r = e;
-  }
-  return megatron::microbatch_valid(groups, ctx.n, ctx.min_cp, ctx.max_seqlen_per_rank, *ctx.lengths);
+  plan::PlanConfig config;
+  config.dp = ctx.n;
+  config.max_seqlen_per_rank = ctx.max_seqlen_per_rank;
+  config.min_cp = ctx.min_cp;
+  return !plan::find_microbatch_violation(groups_of_handles(pool, hs), config, *ctx.lengths).has_value();
 }
 
 bool split_handles(Pool& pool, const Handles& mb, const AlignContext& ctx, Handles* new_mb, Handles* old_mb,
@@ -305,16 +306,7 @@ std::vector<std::vector<plan::Group>> align_microbatch_groups(std::vector<std::v
   align_handles(pool, groups, multiple, ctx, stats ? *stats : local);
   std::vector<std::vector<plan::Group>> out;
   out.reserve(groups.size());
-  for (const Handles& hs : groups) {
-    std::vector<plan::Group> mb;
-    for (int r = 0; r < static_cast<int>(hs.size());) {
-      int e = r + 1;
-      while (e < static_cast<int>(hs.size()) && hs[e] == hs[r]) ++e;
-      mb.push_back(plan::Group{r, e - r, pool.lists[hs[r]]});
-      r = e;
-    }
-    out.push_back(std::move(mb));
-  }
+  for (const Handles& hs : groups) out.push_back(groups_of_handles(pool, hs));
   return out;
 }
 

@@ -202,6 +202,7 @@ def main():
                           ("gate", ["gate", "--baseline", "deep.json", "--current", "results.json"]),
                           ("plot", ["plot", "deep.json", "--out", "charts-new"])]:
             case(f"json-depth/{cmd}", args, ["nested deeper than the limit of 64 levels"])
+        case("json-depth/check", ["check", "--plan", "deep.json", "--lengths", "go.txt"], ["nested deeper than the limit"])
         case("json-depth/scenario-dataset-file", ["run", "ds-deep.json", "--out", "r.json"],
              ["ds-deep.json", "dataset.path", "nested deeper than the limit of 64"])
         case("json-depth/scenario-unknown-key", ["run", "unknown-deep.json", "--out", "r.json"], ["nested deeper"])
@@ -214,6 +215,11 @@ def main():
         for target, says in targets.items():
             case(f"out/schedule/{target or 'empty'}", ["schedule", "--lengths", "go.txt"] + sched[1:] + ["--out", target], [says])
             case(f"out/run/{target or 'empty'}", ["run", "ok.json", "--out", target], [says])
+        for target, says in targets.items():
+            case(f"out/conform/{target or 'empty'}", ["conform", "--planner", "packing", "--out", target], [says])
+            case(f"out/converge/{target or 'empty'}", ["converge", "--scenario",
+                                                        os.path.join(repo, "scenarios/converge-short.json"),
+                                                        "--out", target], [says])
         for target, says in [("existing.json", "not a folder"), ("link.json", "not a folder"),
                              ("fifo", "not a folder"), ("missing/charts", "does not exist"), ("", "empty path")]:
             case(f"out/plot/{target or 'empty'}", ["plot", "results.json", "--out", target], [says])
@@ -246,6 +252,7 @@ def main():
              ["/dev/zero: lengths file is larger than the limit of 1 GiB"])
         case("file-size/run-dev-zero", ["run", "/dev/zero", "--out", "r.json"], ["larger than the limit of 16 MiB"])
         case("file-size/table-dev-zero", ["table", "/dev/zero"], ["larger than the limit of 64 MiB"])
+        case("file-size/check-dev-zero", ["check", "--plan", "/dev/zero", "--lengths", "go.txt"], ["64 MiB"])
         case("file-size/gate-dev-zero", ["gate", "--baseline", "/dev/zero", "--current", "results.json"], ["64 MiB"])
         # ---- 6. cp-attn work budget -------------------------------------------------------------
         case("budget/cp-attn-16384", ["cp-attn", "--ranks", "1", "--lengths", "16384"], ["6.87e+10 units", "budget"])
@@ -280,6 +287,10 @@ def main():
                                      "--max-seqlen-per-rank", "9223372036854775808"], ["--max-seqlen-per-rank"])
         case("int/schedule-dp-float", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1e3", "--cp", "8",
                                        "--max-seqlen-per-rank", "3000000"], ['"1e3" is not an integer'])
+        case("int/check-dp-minus-1", ["check", "--plan", "results.json", "--lengths", "go.txt", "--dp", "-1"],
+             ['--dp: "-1" is below the minimum 1'])
+        case("int/converge-steps-2p63", ["converge", "--scenario", os.path.join(repo, "scenarios/converge-short.json"),
+                                         "--steps", "9223372036854775808"], ["--steps", "out of range"])
         case("int/run-steps-0", ["run", "ok.json", "--steps", "0", "--out", "r.json"], ['--steps: "0" is below the minimum 1'])
         case("int/gate-step-2p63", ["gate", "--baseline", "results.json", "--current", "step-2p63.json"],
              ['"step"=9223372036854775808 is not in [0, 2147483647]'])

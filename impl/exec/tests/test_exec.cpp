@@ -21,7 +21,10 @@ model::ModelConfig config() {
   c.heads = 2;
   c.kv_heads = 1;
   c.head_dim = 4;
-  c.mixers = {model::MixerKind::attention, model::MixerKind::attention};
+  c.mixers = {model::MixerKind::attention, model::MixerKind::mamba};
+  c.mamba_heads = 8;  // every CP size up to the pool of 8 divides it
+  c.mamba_head_dim = 2;
+  c.mamba_state = 4;
   c.mtp = true;
   c.seed = 9;
   return c;

@@ -11,6 +11,7 @@
 #include "core/rng.h"
 #include "model/batch.h"
 #include "model/model.h"
+#include "model/optimizer.h"
 #include "model/roll.h"
 #include "model/tests/fd_check.h"
 
@@ -306,6 +307,64 @@ TEST(MtpRoll, NothingRollsAcrossASequenceBoundary_MegatronPR4494) {
   // What the unpadded boundaries would have given: sequence 0 (5 real tokens) and its padding
   // (8 rows at 2*cp = 4) span different row ranges, so a roll on cu_seqlens / cp mixes them.
   EXPECT_NE(b.cu_seqlens[1], b.cu_seqlens_padded[1]);
+}
+
+}  // namespace
+}  // namespace dcp::model
+
+namespace dcp::model {
+namespace {
+
+// RoPE positions of a shard: every local row's position inside its sequence, restarting at 0 per
+// sequence and following the zigzag chunks (front chunk r, back chunk 2cp-1-r), on awkward lengths.
+TEST(ModelPositions, ShardPositionsAreTheGlobalPositionsOfItsRows) {
+  for (int cp : {1, 2, 4, 8}) {
+    const std::vector<int32_t> lengths{1, 2 * cp - 1, 2 * cp, 2 * cp + 1, 37};
+    comm::run_threads(cp, [&](comm::Communicator& g) {
+      const PackedSeqParams psp = make_packed_seq_params(lengths, cp, &g);
+      const MicroBatchView mb = MicroBatchView::of(psp);
+      const auto thd = psp.thd();
+      const auto rows = attn::zigzag_rows(thd, cp, g.rank());
+      ASSERT_EQ(static_cast<int64_t>(rows.size()), mb.rows);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        int j = 0;
+        while (thd.cu_seqlens_padded[j + 1] <= rows[i]) ++j;
+        EXPECT_EQ(mb.positions[i], rows[i] - thd.cu_seqlens_padded[j]) << "cp " << cp << " row " << rows[i];
+      }
+    });
+  }
+}
+
+// AdamW against the update written out by hand for two steps (torch.optim.AdamW's formula).
+TEST(ModelOptimizer, AdamWMatchesTheHandComputedUpdate) {
+  auto k = make_cpu_kernels<double>();
+  ParamStore<double> p(1);
+  const ParamId w = p.add("w", {1, 2}, ParamInit::constant(0.5));
+  const ParamId g = p.add("g", {2}, ParamInit::constant(-1.0));
+  p.finalize();
+  AdamWHyper h;
+  h.lr = 0.1;
+  h.weight_decay = 0.2;
+  AdamW<double> opt(p, h);
+  const double grads[2][2] = {{0.3, -2.0}, {0.1, 0.5}};
+  double pw = 0.5, pg = -1.0, mw = 0, vw = 0, mg = 0, vg = 0;
+  for (int t = 1; t <= 2; ++t) {
+    p.grad(w)[0] = grads[t - 1][0];
+    p.grad(w)[1] = grads[t - 1][1];
+    p.grad(g)[0] = p.grad(g)[1] = grads[t - 1][0];
+    opt.step(p, *k);
+    const double bc1 = 1 - std::pow(0.9, t), bc2 = 1 - std::pow(0.999, t);
+    // w (2-D, decays): element 0 only, by hand.
+    mw = 0.9 * mw + 0.1 * grads[t - 1][0];
+    vw = 0.999 * vw + 0.001 * grads[t - 1][0] * grads[t - 1][0];
+    pw = pw * (1 - 0.1 * 0.2) - 0.1 * (mw / bc1) / (std::sqrt(vw / bc2) + 1e-8);
+    // g (1-D norm weight): no weight decay.
+    mg = 0.9 * mg + 0.1 * grads[t - 1][0];
+    vg = 0.999 * vg + 0.001 * grads[t - 1][0] * grads[t - 1][0];
+    pg = pg - 0.1 * (mg / bc1) / (std::sqrt(vg / bc2) + 1e-8);
+    EXPECT_NEAR(p.value(w)[0], pw, 1e-15) << "step " << t;
+    EXPECT_NEAR(p.value(g)[0], pg, 1e-15) << "step " << t;
+  }
 }
 
 }  // namespace

@@ -163,6 +163,43 @@ TEST(RankLists, RoundTripAndRejectsEmptyRank) {
   EXPECT_THROW(plan_from_rank_lists(bad, "x", p.config), Error);
 }
 
+// plan_from_rank_lists checks what its comment says: a sample on two runs of ranks (different
+// lists, or the same list on non-contiguous ranks) or twice in one list is rejected, precisely.
+TEST(RankLists, RejectsASampleOnTwoRunsOfRanks) {
+  const int n = 4;
+  EXPECT_FALSE(rank_lists_violation({{{0}, {0}, {1, 2}, {3}}}, n).has_value());
+  const auto differ = rank_lists_violation({{{0}, {0}, {1, 0}, {3}}}, n);
+  ASSERT_TRUE(differ.has_value());
+  EXPECT_NE(differ->find("micro-batch 0: sample 0 is on ranks 0..1 and on ranks 2..2 with different lists"),
+            std::string::npos)
+      << *differ;
+  const auto apart = rank_lists_violation({{{5}, {5}}, {{3}, {4}, {3}, {4}}}, n + 0);
+  ASSERT_TRUE(apart.has_value());  // micro-batch 0 has 2 lists for a pool of 4
+  EXPECT_NE(apart->find("micro-batch 0 has 2 rank lists, the pool has 4 ranks"), std::string::npos) << *apart;
+  const auto same = rank_lists_violation({{{3}, {4}, {3}, {4}}}, n);
+  ASSERT_TRUE(same.has_value());
+  EXPECT_NE(same->find("the same list on non-contiguous ranks"), std::string::npos) << *same;
+  const auto twice = rank_lists_violation({{{7, 7}, {1}, {2}, {3}}}, n);
+  ASSERT_TRUE(twice.has_value());
+  EXPECT_NE(twice->find("sample 7 appears twice in the list of ranks 0..0"), std::string::npos) << *twice;
+  EXPECT_THROW(plan_from_rank_lists({{{3}, {4}, {3}, {4}}}, "x", cfg(4, 1, 100)), Error);
+}
+
+TEST(Validate, MicroBatchCheckMatchesTheWholePlanCheck) {
+  const Plan p = two_mb_plan();
+  EXPECT_FALSE(find_microbatch_violation(p.microbatches[0].groups, p.config, kBatch.lengths).has_value());
+  auto groups = p.microbatches[0].groups;
+  groups[0].samples = {0, 1};  // sample 1 in two groups of the micro-batch (190 tokens fit 2 ranks)
+  const auto v = find_microbatch_violation(groups, p.config, kBatch.lengths, 7);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("micro-batch 7 group 1 (ranks 2..2): sample 1 appears more than once (also in group 0"),
+            std::string::npos)
+      << *v;
+  groups = p.microbatches[0].groups;
+  groups.pop_back();
+  EXPECT_NE(find_microbatch_violation(groups, p.config, kBatch.lengths)->find("ranks 3..3 are empty"), std::string::npos);
+}
+
 TEST(Summary, WorkloadAndTokensPerRank) {
   const PlanStats st = plan_stats(two_mb_plan(), kBatch);
   ASSERT_EQ(st.microbatches.size(), 2u);

@@ -9,12 +9,15 @@
 
 #include "core/error.h"
 #include "plan/geometry.h"
+#include "plan/plan.h"
+#include "plan/validate.h"
 #include "sched/megatron_common.h"
 
 #include <algorithm>
 #include <deque>
 #include <limits>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace dcp::sched::ref {
@@ -47,26 +50,56 @@ inline Call fill_full_call(const std::vector<SeqItem>& in, int n, int64_t m) {
 
 // Groups from per-rank lists (consecutive identical lists), or nullopt if a rank is empty.
 inline std::optional<std::vector<plan::Group>> groups_of(const Lists& ranks) {
-  std::vector<plan::Group> out;
-  const int n = static_cast<int>(ranks.size());
-  for (int r = 0; r < n;) {
-    if (ranks[r].empty()) return std::nullopt;
-    int e = r + 1;
-    while (e < n && ranks[e] == ranks[r]) ++e;
-    out.push_back(plan::Group{r, e - r, ranks[r]});
-    r = e;
-  }
-  return out;
+  for (const auto& r : ranks)
+    if (r.empty()) return std::nullopt;
+  return plan::groups_of_rank_lists(ranks);
 }
+
+// The micro-batch given as per-rank lists is one that plan::validate accepts.
+inline bool rank_lists_valid(const Lists& ranks, int n, int min_cp, int64_t m, const std::vector<int64_t>& lengths) {
+  if (static_cast<int>(ranks.size()) != n || plan::rank_lists_violation({ranks}, n)) return false;
+  plan::PlanConfig config;
+  config.dp = n;
+  config.max_seqlen_per_rank = m;
+  config.min_cp = min_cp;
+  return !plan::find_microbatch_violation(plan::groups_of_rank_lists(ranks), config, lengths).has_value();
+}
+
+// Counts the calls where a reference left Megatron (a call that would raise, or whose micro-batch
+// is invalid, replaced by fill_with_full_dpxcp_group; DEV: also a call where d48bd6be0a's rules
+// failed and the later dev rules were used). Zero: the plan is Megatron's own.
+struct Deviations {
+  int calls = 0;      // calls that left Megatron
+  int seen = 0;       // calls made
+  std::string first;  // what Megatron does at the first of them
+};
 
 inline std::vector<plan::Group> finish(const std::optional<Call>& call, const std::vector<SeqItem>& input, int n,
                                        int64_t m, int min_cp, const std::vector<int64_t>& lengths,
-                                       std::vector<SeqItem>* leftovers) {
+                                       std::vector<SeqItem>* leftovers, Deviations* deviations = nullptr) {
+  if (deviations) ++deviations->seen;
   if (call) {
     auto groups = groups_of(call->ids);
-    if (groups && megatron::rank_lists_valid(call->ids, n, min_cp, m, lengths)) {
+    if (groups && rank_lists_valid(call->ids, n, min_cp, m, lengths)) {
       *leftovers = call->leftovers;
       return *groups;
+    }
+  }
+  if (deviations && deviations->calls++ == 0) {
+    const std::string at = "call " + std::to_string(deviations->seen) + " (micro-batch " +
+                           std::to_string(deviations->seen - 1) + ")";
+    if (!call) {
+      deviations->first = at + " raises (IndexError or AssertionError)";
+    } else if (auto v = plan::rank_lists_violation({call->ids}, n)) {
+      deviations->first = at + " returns per-rank lists that are no groups: " + *v;
+    } else {
+      plan::PlanConfig config;
+      config.dp = n;
+      config.max_seqlen_per_rank = m;
+      config.min_cp = min_cp;
+      const auto w = plan::find_microbatch_violation(plan::groups_of_rank_lists(call->ids), config, lengths,
+                                                      static_cast<size_t>(deviations->seen - 1));
+      deviations->first = at + " returns an invalid micro-batch: " + w.value_or("?");
     }
   }
   auto fb = megatron::fill_with_full_dpxcp_group(input, n, m);
@@ -376,29 +409,39 @@ inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, i
 
 // The whole get_groups_and_subsamples loop (before VPP alignment) for either call.
 template <typename CallFn>
-std::vector<std::vector<plan::Group>> run(const plan::Batch& batch, int n, int64_t m, int min_cp, CallFn call) {
+std::vector<std::vector<plan::Group>> run(const plan::Batch& batch, int n, int64_t m, int min_cp, CallFn call,
+                                          Deviations* deviations) {
   std::vector<SeqItem> remaining = megatron::sorted_desc(batch);
   std::vector<std::vector<plan::Group>> out;
   while (!remaining.empty()) {
     DCP_CHECK(out.size() <= batch.lengths.size(), "reference made no progress");
     std::vector<SeqItem> left;
-    out.push_back(finish(call(remaining), remaining, n, m, min_cp, batch.lengths, &left));
+    out.push_back(finish(call(remaining), remaining, n, m, min_cp, batch.lengths, &left, deviations));
     remaining = left;
   }
   return out;
 }
 
-inline std::vector<std::vector<plan::Group>> pr2000(const plan::Batch& b, int n, int64_t m, int min_cp) {
-  return run(b, n, m, min_cp, [&](const std::vector<SeqItem>& in) { return pr2000_call(in, n, m, min_cp); });
+inline std::vector<std::vector<plan::Group>> pr2000(const plan::Batch& b, int n, int64_t m, int min_cp,
+                                                    Deviations* deviations = nullptr) {
+  return run(
+      b, n, m, min_cp, [&](const std::vector<SeqItem>& in) { return pr2000_call(in, n, m, min_cp); }, deviations);
 }
 
 // Legacy rules first; the later rules when the legacy call raises or is invalid.
-inline std::vector<std::vector<plan::Group>> dev(const plan::Batch& b, int n, int64_t m, int min_cp) {
-  return run(b, n, m, min_cp, [&](const std::vector<SeqItem>& in) -> std::optional<Call> {
-    auto legacy = dev_call(in, n, m, min_cp, true);
-    if (legacy && megatron::rank_lists_valid(legacy->ids, n, min_cp, m, b.lengths)) return legacy;
-    return dev_call(in, n, m, min_cp, false);
-  });
+inline std::vector<std::vector<plan::Group>> dev(const plan::Batch& b, int n, int64_t m, int min_cp,
+                                                 Deviations* deviations = nullptr) {
+  return run(
+      b, n, m, min_cp,
+      [&](const std::vector<SeqItem>& in) -> std::optional<Call> {
+        auto legacy = dev_call(in, n, m, min_cp, true);
+        if (legacy && rank_lists_valid(legacy->ids, n, min_cp, m, b.lengths)) return legacy;
+        if (deviations && deviations->calls++ == 0)  // d48bd6be0a raises or is invalid here
+          deviations->first = "call " + std::to_string(deviations->seen + 1) +
+                              " raises or returns an invalid micro-batch under d48bd6be0a's rules";
+        return dev_call(in, n, m, min_cp, false);
+      },
+      deviations);
 }
 
 }  // namespace dcp::sched::ref

@@ -1,6 +1,8 @@
 // One test per defect of reference §7 that touches the scheduler: where Megatron crashes, hangs or
 // returns an invalid plan, both ports return a plan that plan::validate accepts, or a clear
-// dcp::InputError. Reproducer inputs are the ones quoted in the reference.
+// dcp::InputError. Reproducer inputs are the ones quoted in the reference, read from their one
+// home, the conformance cases (scenarios/conformance/s7*.json; conformance_files.h).
+#include "conformance_files.h"
 #include "core/error.h"
 #include "plan/geometry.h"
 #include "plan/validate.h"
@@ -18,16 +20,6 @@ namespace {
 using PlanFn = std::function<plan::Plan(const plan::Batch&, const plan::PlanConfig&)>;
 const std::vector<std::pair<std::string, PlanFn>> kPorts{{"pr2000", megatron_pr2000_plan},
                                                          {"dev", megatron_dev_plan}};
-
-plan::PlanConfig cfg(int dp, int cp, int64_t m, int min_cp = 1, int vpp = 0) {
-  plan::PlanConfig c;
-  c.dp = dp;
-  c.cp = cp;
-  c.max_seqlen_per_rank = m;
-  c.min_cp = min_cp;
-  if (vpp > 0) c.vpp_group = vpp;
-  return c;
-}
 
 void expect_input_error(const PlanFn& fn, const plan::Batch& b, const plan::PlanConfig& c, const std::string& text) {
   try {
@@ -49,9 +41,10 @@ TEST(MegatronDefects, A_FillEmptyBoundTestedFirst) {
 // (b) N=10 (dp=5, cp=2), M=100, [400, 400]: PR2000 builds [0..3] and [4..7] and its expansion writes
 // past rank 9 (IndexError); DEV d48bd6be0a too. Both ports: both samples on the whole pool.
 TEST(MegatronDefects, B_FillEmptyGpusPastPoolEnd) {
-  const plan::Batch b{{400, 400}};
+  const auto c = testing_cases::load("s7b-fill-past-pool-end-n10");
+  const plan::Batch& b = c.batch;
   for (const auto& [name, fn] : kPorts) {
-    const auto p = fn(b, cfg(5, 2, 100));
+    const auto p = fn(b, c.config);
     EXPECT_FALSE(plan::find_violation(p, b).has_value()) << name;
     EXPECT_EQ(plan::rank_lists_of(p), (plan::RankLists{std::vector<std::vector<int>>(10, {0, 1})})) << name;
   }
@@ -60,8 +53,8 @@ TEST(MegatronDefects, B_FillEmptyGpusPastPoolEnd) {
 // (c) PR2000's fill aliases one list over the expanded ranks and counts only the first sample's
 // work. The ports keep one sample list per group; an expanded group lists every sample on every rank.
 TEST(MegatronDefects, C_ExpandedGroupKeepsAllSamples) {
-  const plan::Batch b{{60, 30, 30}};
-  const auto p = megatron_dev_plan(b, cfg(4, 1, 100));
+  const auto c = testing_cases::load("s7c-expanded-group-keeps-all-samples");
+  const auto p = megatron_dev_plan(c.batch, c.config);
   ASSERT_EQ(p.microbatches.size(), 1u);
   const auto& g = p.microbatches[0].groups;
   ASSERT_EQ(g.size(), 2u);
@@ -73,19 +66,20 @@ TEST(MegatronDefects, C_ExpandedGroupKeepsAllSamples) {
 // (d) A sample needing more than N ranks (N=8, M=100, L=1000 needs 16): PR2000 fails with a truncated
 // assertion message. Both ports: InputError naming the sample, its length and the largest that fits.
 TEST(MegatronDefects, D_SampleNeedsMoreThanPool) {
-  const plan::Batch b{{1000}};
+  const auto c = testing_cases::load("s7d-sample-needs-more-than-pool");
   for (const auto& [name, fn] : kPorts) {
     SCOPED_TRACE(name);
-    expect_input_error(fn, b, cfg(8, 1, 100), "sample 0 has length 1000 which needs CP size 16");
-    expect_input_error(fn, b, cfg(8, 1, 100), "largest length that fits: 800");
+    expect_input_error(fn, c.batch, c.config, "sample 0 has length 1000 which needs CP size 16");
+    expect_input_error(fn, c.batch, c.config, "largest length that fits: 800");
   }
 }
 
 // (f) N=6 (dp=3, cp=2), M=100, [400,100,100], VPP group 2: Megatron's alignment loops forever.
 TEST(MegatronDefects, F_VppAlignmentHangNonPowerOfTwo) {
-  const plan::Batch b{{400, 100, 100}};
+  const auto c = testing_cases::load("s7f-vpp-hang-n6");
+  const plan::Batch& b = c.batch;
   for (const auto& [name, fn] : kPorts) {
-    const auto p = fn(b, cfg(3, 2, 100, 1, 2));
+    const auto p = fn(b, c.config);
     EXPECT_FALSE(plan::find_violation(p, b).has_value()) << name;
     EXPECT_EQ(p.microbatches.size(), 2u) << name;
   }
@@ -94,30 +88,30 @@ TEST(MegatronDefects, F_VppAlignmentHangNonPowerOfTwo) {
 // (g) N=8, M=100, [800, 790, 780], VPP group 2: three single-sample micro-batches that cannot be
 // split (AssertionError in Megatron): a clear InputError.
 TEST(MegatronDefects, G_VppAlignmentImpossible) {
-  const plan::Batch b{{800, 790, 780}};
+  const auto c = testing_cases::load("s7g-vpp-impossible");
   for (const auto& [name, fn] : kPorts) {
     SCOPED_TRACE(name);
-    expect_input_error(fn, b, cfg(8, 1, 100, 1, 2), "cannot make the micro-batch count a multiple of vpp_group 2");
+    expect_input_error(fn, c.batch, c.config, "cannot make the micro-batch count a multiple of vpp_group 2");
   }
 }
 
 // (i) A zero-length sample: math.log2(0) raises in Megatron. Both ports: InputError naming it.
 TEST(MegatronDefects, I_ZeroLengthSample) {
-  const plan::Batch b{{10, 0, 5}};
+  const auto c = testing_cases::load("s7i-zero-length-sample");
   for (const auto& [name, fn] : kPorts) {
     SCOPED_TRACE(name);
-    expect_input_error(fn, b, cfg(2, 1, 100), "sample 1 has length 0");
+    expect_input_error(fn, c.batch, c.config, "sample 1 has length 0");
   }
 }
 
 // (j) Non-power-of-two N: Megatron can pick a size that is not created (4 in N=6, 8 in N=12).
 // Every group of both ports has a size that exists in the pool (plan/geometry.h).
 TEST(MegatronDefects, J_NonPowerOfTwoPoolUsesExistingSizes) {
-  const std::vector<std::pair<int, plan::Batch>> cases{
-      {6, {{300, 100, 100}}}, {12, {{800, 50, 50, 700}}}, {10, {{400, 200, 100, 100, 30}}}, {14, {{350, 50}}}};
-  for (const auto& [n, b] : cases) {
+  for (int n : {6, 12, 10, 14}) {
+    const auto c = testing_cases::load("s7j-missing-group-size-n" + std::to_string(n));
+    const plan::Batch& b = c.batch;
     for (const auto& [name, fn] : kPorts) {
-      const auto p = fn(b, cfg(n, 1, 100));
+      const auto p = fn(b, c.config);
       EXPECT_FALSE(plan::find_violation(p, b).has_value()) << name << " N=" << n;
       for (const auto& mb : p.microbatches)
         for (const auto& g : mb.groups) EXPECT_TRUE(plan::group_size_exists(n, g.cp_size)) << name << " N=" << n;
@@ -128,10 +122,11 @@ TEST(MegatronDefects, J_NonPowerOfTwoPoolUsesExistingSizes) {
 // (k) An empty rank crashes Megatron's runtime (ids[0]). Paths where Megatron's fill fails (N=10,
 // N=14) still give micro-batches whose groups cover every rank with samples.
 TEST(MegatronDefects, K_NoEmptyRanks) {
-  const std::vector<std::pair<int, plan::Batch>> cases{{10, {{400, 400}}}, {14, {{50, 50}}}, {10, {{400, 400, 100}}}};
-  for (const auto& [n, b] : cases) {
+  for (const char* file : {"s7b-fill-past-pool-end-n10", "s7k-empty-rank-n14", "s7b-fill-past-pool-end-n10-three"}) {
+    const auto c = testing_cases::load(file);
+    const int n = c.config.pool();
     for (const auto& [name, fn] : kPorts) {
-      for (const auto& ranks : plan::rank_lists_of(fn(b, cfg(n, 1, 100)))) {
+      for (const auto& ranks : plan::rank_lists_of(fn(c.batch, c.config))) {
         for (const auto& r : ranks) EXPECT_FALSE(r.empty()) << name << " N=" << n;
       }
     }
@@ -142,9 +137,10 @@ TEST(MegatronDefects, K_NoEmptyRanks) {
 // validate(): each sample in exactly one aligned block, also after VPP splits duplicate ids over
 // expanded blocks.
 TEST(MegatronDefects, L_EverySampleExactlyOnceAfterVpp) {
-  const plan::Batch b{{300, 200, 100, 100, 60, 50, 40, 30, 20, 10}};
+  const auto c = testing_cases::load("s7h-vpp-changes-cp-degree");
+  const plan::Batch& b = c.batch;
   for (const auto& [name, fn] : kPorts) {
-    const auto p = fn(b, cfg(8, 1, 100, 1, 4));
+    const auto p = fn(b, c.config);
     EXPECT_FALSE(plan::find_violation(p, b).has_value()) << name;
     EXPECT_EQ(p.microbatches.size() % 4, 0u) << name;
     std::vector<int> count(b.lengths.size(), 0);
@@ -158,31 +154,33 @@ TEST(MegatronDefects, L_EverySampleExactlyOnceAfterVpp) {
 // (m) PR2000's candidate scan ignores capacity, which closes a micro-batch early: reproduced as is
 // (it only costs an extra micro-batch, the plan is valid).
 TEST(MegatronDefects, M_ScanIgnoresCapacityKeptAsIs) {
-  const plan::Batch b{{90, 80, 60, 10, 10}};
-  const auto p = megatron_pr2000_plan(b, cfg(2, 1, 100));
+  const auto c = testing_cases::load("s7m-scan-ignores-capacity");
+  const plan::Batch& b = c.batch;
+  const auto p = megatron_pr2000_plan(b, c.config);
   EXPECT_EQ(p.microbatches.size(), 2u);
   EXPECT_FALSE(plan::find_violation(p, b).has_value());
 }
 
 // (n) min_cp that is not a power of two (Megatron accepts 3 and then asks for groups of size 3).
 TEST(MegatronDefects, N_NonPowerOfTwoMinCp) {
-  const plan::Batch b{{10, 20}};
+  const auto c = testing_cases::load("s7n-min-cp-not-power-of-two");
   for (const auto& [name, fn] : kPorts) {
     SCOPED_TRACE(name);
-    expect_input_error(fn, b, cfg(8, 1, 100, 3), "--min-cp 3 is not a power of two");
+    expect_input_error(fn, c.batch, c.config, "--min-cp 3 is not a power of two");
   }
 }
 
 // (p) Ties and determinism: equal lengths keep global-id order, and two runs are identical.
 TEST(MegatronDefects, P_TiesAndDeterminism) {
-  const plan::Batch b{{7, 9, 7, 9, 9, 7, 7, 9}};
+  const auto c = testing_cases::load("s7p-ties-keep-id-order");
   for (const auto& [name, fn] : kPorts) {
-    const auto p1 = fn(b, cfg(2, 2, 100));
-    const auto p2 = fn(b, cfg(2, 2, 100));
+    const auto p1 = fn(c.batch, c.config);
+    const auto p2 = fn(c.batch, c.config);
     EXPECT_EQ(plan::rank_lists_of(p1), plan::rank_lists_of(p2)) << name;
   }
   // PR2000, N=4, M=100: one bucket of 9s then 7s with the last 7 alone; ids in ascending order.
-  EXPECT_EQ(plan::rank_lists_of(megatron_pr2000_plan(plan::Batch{{7, 9, 7, 9}}, cfg(4, 1, 100))),
+  const auto t = testing_cases::load("s7p-ties-n4");
+  EXPECT_EQ(plan::rank_lists_of(megatron_pr2000_plan(t.batch, t.config)),
             (plan::RankLists{{{1}, {3}, {0}, {2}}}));
 }
 

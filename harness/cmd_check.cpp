@@ -1,0 +1,107 @@
+// `dcpbench check`: checks any plan file against the validity rules and the config (DESIGN.md
+// "Other commands"), with the one validity check (plan/validate.h).
+//   dcpbench check --plan PLAN.json --lengths FILE [--dp D --cp C --max-seqlen-per-rank M]
+//                  [--min-cp K] [--vpp-group V] [--max-seqlen S]
+// PLAN.json: a dcpbench.plan.v1 file (its own config is used; flags given must match it) or a
+// plan in Megatron's format (a JSON list: per micro-batch, per rank, the sample ids, as
+// get_groups_and_subsamples returns it; --dp, --cp and --max-seqlen-per-rank are then required).
+// Prints one line. Exit 0: valid; 1: invalid, with the first violation; 2: bad input.
+#include "core/error.h"
+#include "core/files.h"
+#include "core/json_io.h"
+#include "data/lengths_file.h"
+#include "harness/cli_options.h"
+#include "harness/commands.h"
+#include "harness/conform.h"
+#include "plan/planner.h"
+#include "plan/validate.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+namespace dcp::harness {
+
+namespace {
+
+struct CheckArgs {
+  std::string plan;
+  std::string lengths;
+  int dp = 0;
+  int cp = 0;
+  int64_t max_seqlen_per_rank = 0;
+  int min_cp = 1;
+  int vpp_group = 0;
+  int64_t max_seqlen = 0;
+};
+
+int invalid(const std::string& violation) {
+  std::printf("dcpbench check: INVALID: %s\n", violation.c_str());
+  return 1;
+}
+
+int run_check(const CheckArgs& a, const CLI::App& cmd) {
+  const nlohmann::json j = read_json_file(a.plan);  // InputError names the file
+  plan::Batch batch{data::read_lengths_file(a.lengths)};
+  const plan::conformance::Outcome answer = read_plan_answer(j);
+  if (answer.kind != plan::conformance::Outcome::kPlan)
+    throw InputError(show_path(a.plan) + ": " + answer.message);
+
+  plan::PlanConfig cfg;
+  const bool megatron_format = answer.lists.has_value();
+  if (megatron_format) {
+    for (const char* flag : {"--dp", "--cp", "--max-seqlen-per-rank"})
+      DCP_REQUIRE(cmd.count(flag), show_path(a.plan), " is a plan in Megatron's format: ", flag, " is required");
+  } else {
+    cfg = answer.plan->config;
+  }
+  if (cmd.count("--dp")) cfg.dp = a.dp;
+  if (cmd.count("--cp")) cfg.cp = a.cp;
+  if (cmd.count("--max-seqlen-per-rank")) cfg.max_seqlen_per_rank = a.max_seqlen_per_rank;
+  if (cmd.count("--min-cp")) cfg.min_cp = a.min_cp;
+  if (cmd.count("--vpp-group")) cfg.vpp_group = a.vpp_group;
+  if (cmd.count("--max-seqlen")) cfg.max_seqlen = a.max_seqlen;
+  plan::check_config(batch, cfg);  // a bad flag or length is bad input (exit 2), not an invalid plan
+
+  plan::Plan p;
+  if (megatron_format) {
+    if (auto v = plan::rank_lists_violation(*answer.lists, cfg.pool())) return invalid(*v);
+    p = plan::plan_from_rank_lists(*answer.lists, "megatron-format", cfg);
+  } else {
+    p = *answer.plan;
+    if (!cmd.count("--max-seqlen")) p.config.max_seqlen = cfg.max_seqlen;  // plan.v1 does not record it
+  }
+  if (auto v = plan::find_violation(p, batch, cfg)) return invalid(*v);
+  std::printf("dcpbench check: valid: %zu micro-batches, %lld samples, pool %d (dp %d x cp %d), M %lld\n",
+              p.microbatches.size(), static_cast<long long>(batch.size()), cfg.pool(), cfg.dp, cfg.cp,
+              static_cast<long long>(cfg.max_seqlen_per_rank));
+  return 0;
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<CheckArgs>();
+  CLI::App* cmd = app.add_subcommand("check", "Check a plan file against the validity rules and the config; exit 1 "
+                                              "with the first violation");
+  cmd->add_option("--plan", args->plan,
+                  "Plan JSON: dcpbench.plan.v1, or Megatron's format (per micro-batch, per rank, the sample ids)")
+      ->required();
+  cmd->add_option("--lengths", args->lengths,
+                  "Sample lengths: text (one integer per line), JSON array, or Megatron .idx")
+      ->required();
+  add_int_option(cmd, "--dp", args->dp, 1, plan::kMaxPool, "Data-parallel size D (required for Megatron's format)");
+  add_int_option(cmd, "--cp", args->cp, 1, plan::kMaxPool,
+                 "Static CP size C; the pool is D*C (required for Megatron's format)");
+  add_int_option(cmd, "--max-seqlen-per-rank", args->max_seqlen_per_rank, 1, plan::kMaxTokensPerRank,
+                 "Token budget per rank M (required for Megatron's format)");
+  add_int_option(cmd, "--min-cp", args->min_cp, 1, plan::kMaxPool, "Smallest dynamic CP group (power of two)");
+  add_int_option(cmd, "--vpp-group", args->vpp_group, 1, plan::kMaxPool, "Micro-batch count must be a multiple of V");
+  add_int_option(cmd, "--max-seqlen", args->max_seqlen, 1, plan::kMaxPool * plan::kMaxTokensPerRank,
+                 "Maximum sample length");
+  cmd->callback([args, cmd, &exit_code] { exit_code = run_check(*args, *cmd); });
+}
+
+}  // namespace dcp::harness

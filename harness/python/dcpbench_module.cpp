@@ -1,0 +1,354 @@
+// The Python module `dcpbench` (pybind11): dcpbench's planners for Megatron's Python users, as a
+// drop-in for DefaultDynamicCPScheduler.get_groups_and_subsamples (docs/megatron.md).
+//
+//   dcpbench.schedule(seqlens, planner="megatron-dev", *, dp, cp, max_seqlen_per_dp_cp_rank,
+//                     min_cp=1, vpp_group=None, max_seqlen=None) -> list
+//       Megatron's own format: per micro-batch, per rank (N = dp*cp), the list of sample ids
+//       (sample i has length seqlens[i]); every rank gets its own list object.
+//   dcpbench.plan(...same arguments...) -> dcpbench.Plan (groups, summary, solve_ms, to_json())
+//   dcpbench.find_violation(plan, seqlens, *, dp=None, cp=None, max_seqlen_per_dp_cp_rank=None,
+//                           min_cp=None, vpp_group=None) -> str | None
+//   dcpbench.validate(...same...) -> None, or raises dcpbench.InvalidPlanError (a ValueError)
+//   dcpbench.planners() -> list of the registry's planner names
+// `plan` in find_violation/validate is a dcpbench.Plan or a plan in Megatron's format (then dp, cp
+// and max_seqlen_per_dp_cp_rank are required).
+//
+// Errors: bad input raises ValueError with the one line `dcpbench schedule` prints for the same
+// input (dcp::InputError); an internal error raises RuntimeError. The GIL is released while the
+// planner runs, so other Python threads (a data loader) keep running.
+#include "core/checked_int.h"
+#include "core/error.h"
+#include "harness/registry.h"
+#include "plan/plan_json.h"
+#include "plan/planner.h"
+#include "plan/validate.h"
+
+#include <Python.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <climits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace dcp::python {
+
+namespace {
+
+[[noreturn]] void value_error(const std::string& msg) { throw py::value_error(msg); }
+
+// A Python int (or an object with __index__, e.g. numpy.int64) as int64; ValueError naming `what`
+// when it does not fit.
+int64_t to_int64(PyObject* obj, const std::string& what) {
+  PyObject* index = PyNumber_Index(obj);
+  if (!index) {
+    PyErr_Clear();
+    throw py::type_error(what + " must be an integer, not " + std::string(Py_TYPE(obj)->tp_name));
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
+  if (overflow != 0) value_error(what + " is out of range");
+  return v;
+}
+
+std::vector<int64_t> to_lengths(const py::handle& seqlens) {
+  PyObject* seq = PySequence_Fast(seqlens.ptr(), "seqlens must be a sequence of integers");
+  if (!seq) throw py::error_already_set();
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  try {
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = items[i];
+      int overflow = 0;
+      long long v = 0;
+      if (PyLong_CheckExact(item)) {
+        v = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow != 0) value_error("sample " + std::to_string(i) + " has a length out of range");
+      } else {
+        v = to_int64(item, "sample " + std::to_string(i) + "'s length");
+      }
+      out[static_cast<size_t>(i)] = v;
+    }
+  } catch (...) {
+    Py_DECREF(seq);
+    throw;
+  }
+  Py_DECREF(seq);
+  return out;
+}
+
+struct ConfigArgs {
+  py::object dp, cp, max_seqlen_per_dp_cp_rank, min_cp, vpp_group, max_seqlen;
+};
+
+// The range check of the CLI's integer flags (harness/cli_options.h add_int_option), with the
+// same message, so a bad value gives the line `dcpbench schedule` prints.
+int64_t in_range(int64_t v, int64_t lo, int64_t hi, const std::string& flag) {
+  if (const auto e = int_error(std::to_string(v), lo, hi)) value_error(flag + ": " + *e);
+  return v;
+}
+
+// The CLI's flag names and ranges in messages, so they are the lines `dcpbench schedule` prints.
+plan::PlanConfig to_config(const ConfigArgs& a) {
+  plan::PlanConfig c;
+  c.dp = static_cast<int>(in_range(to_int64(a.dp.ptr(), "--dp"), 1, plan::kMaxPool, "--dp"));
+  c.cp = static_cast<int>(in_range(to_int64(a.cp.ptr(), "--cp"), 1, plan::kMaxPool, "--cp"));
+  c.max_seqlen_per_rank = in_range(to_int64(a.max_seqlen_per_dp_cp_rank.ptr(), "--max-seqlen-per-rank"), 1,
+                                   plan::kMaxTokensPerRank, "--max-seqlen-per-rank");
+  if (!a.min_cp.is_none())
+    c.min_cp = static_cast<int>(in_range(to_int64(a.min_cp.ptr(), "--min-cp"), 1, plan::kMaxPool, "--min-cp"));
+  if (!a.vpp_group.is_none())
+    c.vpp_group =
+        static_cast<int>(in_range(to_int64(a.vpp_group.ptr(), "--vpp-group"), 1, plan::kMaxPool, "--vpp-group"));
+  if (!a.max_seqlen.is_none())
+    c.max_seqlen = in_range(to_int64(a.max_seqlen.ptr(), "--max-seqlen"), 1, plan::kMaxPool * plan::kMaxTokensPerRank,
+                            "--max-seqlen");
+  return c;
+}
+
+// Megatron's format from a plan: a fresh list per rank (no aliasing between ranks, unlike
+// PR2000's `[[]] * N`, reference §7c); sample id objects are shared (ints are immutable).
+py::list megatron_lists(const plan::Plan& p, int64_t samples) {
+  const int n = p.config.pool();
+  std::vector<py::object> ids(static_cast<size_t>(samples));
+  auto id = [&](int s) -> PyObject* {
+    py::object& o = ids[static_cast<size_t>(s)];
+    if (!o) o = py::reinterpret_steal<py::object>(PyLong_FromLong(s));
+    return o.ptr();
+  };
+  py::list out(p.microbatches.size());
+  for (size_t m = 0; m < p.microbatches.size(); ++m) {
+    PyObject* ranks = PyList_New(n);
+    if (!ranks) throw py::error_already_set();
+    for (const auto& g : p.microbatches[m].groups) {
+      for (int r = g.first_rank; r < g.first_rank + g.cp_size; ++r) {
+        PyObject* lst = PyList_New(static_cast<Py_ssize_t>(g.samples.size()));
+        if (!lst) {
+          Py_DECREF(ranks);
+          throw py::error_already_set();
+        }
+        for (size_t i = 0; i < g.samples.size(); ++i) {
+          PyObject* o = id(g.samples[i]);
+          Py_INCREF(o);
+          PyList_SET_ITEM(lst, static_cast<Py_ssize_t>(i), o);
+        }
+        PyList_SET_ITEM(ranks, r, lst);
+      }
+    }
+    PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(m), ranks);
+  }
+  return out;
+}
+
+// A plan made by a planner, with what the plan JSON's summary needs.
+struct PyPlan {
+  plan::Plan plan;
+  plan::Batch batch;
+  double solve_ms = 0;
+
+  nlohmann::json json() const {
+    nlohmann::json extra;
+    extra["solve_ms"] = solve_ms;
+    return plan::plan_to_json(plan, batch, extra);
+  }
+};
+
+std::shared_ptr<PyPlan> make_plan(const py::handle& seqlens, const std::string& planner_name, const ConfigArgs& args) {
+  auto out = std::make_shared<PyPlan>();
+  const auto& registry = harness::builtin_planners();
+  std::unique_ptr<plan::Planner> planner = registry.make(planner_name);  // InputError: unknown planner
+  plan::PlanConfig cfg = to_config(args);
+  out->batch.lengths = to_lengths(seqlens);
+  plan::check_config(out->batch, cfg);
+  {
+    py::gil_scoped_release release;  // the planner touches no Python object
+    const auto t0 = std::chrono::steady_clock::now();
+    out->plan = planner->plan(out->batch, cfg);
+    const auto t1 = std::chrono::steady_clock::now();
+    out->solve_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    plan::validate(out->plan, out->batch, cfg);  // a planner bug is a RuntimeError, never a bad plan
+  }
+  return out;
+}
+
+plan::RankLists to_rank_lists(const py::handle& obj) {
+  if (!PyList_Check(obj.ptr()) && !PyTuple_Check(obj.ptr()))
+    value_error("plan must be a dcpbench.Plan or a list of micro-batches (per rank, the sample ids)");
+  plan::RankLists out;
+  size_t m = 0;
+  for (const py::handle mb : obj) {
+    if (!PyList_Check(mb.ptr()) && !PyTuple_Check(mb.ptr()))
+      value_error("plan micro-batch " + std::to_string(m) + " is not a list of rank lists");
+    std::vector<std::vector<int>> ranks;
+    size_t r = 0;
+    for (const py::handle ids : mb) {
+      if (!PyList_Check(ids.ptr()) && !PyTuple_Check(ids.ptr()))
+        value_error("plan micro-batch " + std::to_string(m) + " rank " + std::to_string(r) + " is not a list of sample ids");
+      std::vector<int> v;
+      for (const py::handle s : ids) {
+        const int64_t x = to_int64(s.ptr(), "a sample id of micro-batch " + std::to_string(m) + " rank " + std::to_string(r));
+        if (x < INT_MIN || x > INT_MAX) value_error("sample id " + std::to_string(x) + " is out of range");
+        v.push_back(static_cast<int>(x));
+      }
+      ranks.push_back(std::move(v));
+      ++r;
+    }
+    out.push_back(std::move(ranks));
+    ++m;
+  }
+  return out;
+}
+
+// The first violation of `plan` (a Plan or Megatron's format) for `seqlens` and the config.
+std::optional<std::string> violation_of(const py::object& plan_obj, const py::handle& seqlens, const ConfigArgs& a) {
+  plan::Batch batch{to_lengths(seqlens)};
+  if (py::isinstance<PyPlan>(plan_obj)) {
+    const PyPlan& p = plan_obj.cast<const PyPlan&>();
+    plan::PlanConfig cfg = p.plan.config;
+    // The flags given override the plan's own config (as `dcpbench check` does).
+    ConfigArgs full = a;
+    if (a.dp.is_none()) full.dp = py::int_(cfg.dp);
+    if (a.cp.is_none()) full.cp = py::int_(cfg.cp);
+    if (a.max_seqlen_per_dp_cp_rank.is_none()) full.max_seqlen_per_dp_cp_rank = py::int_(cfg.max_seqlen_per_rank);
+    const plan::PlanConfig given = to_config(full);
+    cfg.dp = given.dp;
+    cfg.cp = given.cp;
+    cfg.max_seqlen_per_rank = given.max_seqlen_per_rank;
+    if (!a.min_cp.is_none()) cfg.min_cp = given.min_cp;
+    if (!a.vpp_group.is_none()) cfg.vpp_group = given.vpp_group;
+    plan::check_config(batch, cfg);
+    return plan::find_violation(p.plan, batch, cfg);
+  }
+  if (a.dp.is_none() || a.cp.is_none() || a.max_seqlen_per_dp_cp_rank.is_none())
+    value_error("dp, cp and max_seqlen_per_dp_cp_rank are required for a plan in Megatron's format");
+  const plan::PlanConfig cfg = to_config(a);
+  plan::check_config(batch, cfg);
+  const plan::RankLists lists = to_rank_lists(plan_obj);
+  if (auto v = plan::rank_lists_violation(lists, cfg.pool())) return v;
+  return plan::find_violation(plan::plan_from_rank_lists(lists, "megatron-format", cfg), batch, cfg);
+}
+
+py::object json_to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+}  // namespace
+
+}  // namespace dcp::python
+
+PYBIND11_MODULE(dcpbench, m) {
+  using namespace dcp::python;
+  namespace plan = dcp::plan;
+  m.doc() =
+      "dcpbench: Megatron-exact Dynamic-CP schedulers (and dcpbench's own) for Python. "
+      "schedule() returns the plan in Megatron's format (per micro-batch, per rank, the sample ids), "
+      "as DefaultDynamicCPScheduler.get_groups_and_subsamples does.";
+  m.attr("__version__") = "0.1";
+
+  struct InvalidPlanTag {};
+  static py::exception<InvalidPlanTag> invalid_plan(m, "InvalidPlanError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const dcp::InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const dcp::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  py::class_<plan::Group>(m, "Group", "One CP group of a micro-batch: ranks [first_rank, first_rank + cp_size)")
+      .def_readonly("first_rank", &plan::Group::first_rank)
+      .def_readonly("cp_size", &plan::Group::cp_size)
+      .def_property_readonly("ranks", [](const plan::Group& g) {
+        std::vector<int> r;
+        for (int i = g.first_rank; i <= g.last_rank(); ++i) r.push_back(i);
+        return r;
+      })
+      .def_readonly("samples", &plan::Group::samples, "sample ids in pack order")
+      .def("__repr__", [](const plan::Group& g) {
+        return "Group(ranks=" + std::to_string(g.first_rank) + ".." + std::to_string(g.last_rank()) +
+               ", cp_size=" + std::to_string(g.cp_size) + ", samples=" + std::to_string(g.samples.size()) + ")";
+      });
+
+  py::class_<PyPlan, std::shared_ptr<PyPlan>>(m, "Plan", "A plan: micro-batches of CP groups, with its summary")
+      .def_property_readonly("planner", [](const PyPlan& p) { return p.plan.planner; })
+      .def_property_readonly("dp", [](const PyPlan& p) { return p.plan.config.dp; })
+      .def_property_readonly("cp", [](const PyPlan& p) { return p.plan.config.cp; })
+      .def_property_readonly("pool", [](const PyPlan& p) { return p.plan.config.pool(); })
+      .def_property_readonly("max_seqlen_per_dp_cp_rank", [](const PyPlan& p) { return p.plan.config.max_seqlen_per_rank; })
+      .def_property_readonly("min_cp", [](const PyPlan& p) { return p.plan.config.min_cp; })
+      .def_property_readonly("vpp_group", [](const PyPlan& p) { return p.plan.config.vpp_group; })
+      .def_property_readonly("dynamic", [](const PyPlan& p) { return p.plan.dynamic; })
+      .def_property_readonly("solve_ms", [](const PyPlan& p) { return p.solve_ms; },
+                             "milliseconds the planner took (C++, measured around the solve)")
+      .def_property_readonly("microbatches",
+                             [](const PyPlan& p) {
+                               std::vector<std::vector<plan::Group>> out;
+                               for (const auto& mb : p.plan.microbatches) out.push_back(mb.groups);
+                               return out;
+                             })
+      .def_property_readonly("summary", [](const PyPlan& p) { return json_to_python(p.json()["summary"]); },
+                             "the plan JSON's summary (dcpbench schedule): solve_ms, micro-batch count, workload, "
+                             "tokens per rank, CP-size histogram")
+      .def("groups", [](const PyPlan& p) { return megatron_lists(p.plan, p.batch.size()); },
+           "Megatron's format: per micro-batch, per rank, the list of sample ids")
+      .def("to_json", [](const PyPlan& p) { return p.json().dump(1); }, "the plan JSON (dcpbench.plan.v1)")
+      .def("__len__", [](const PyPlan& p) { return p.plan.microbatches.size(); })
+      .def("__repr__", [](const PyPlan& p) {
+        return "Plan(planner='" + p.plan.planner + "', microbatches=" + std::to_string(p.plan.microbatches.size()) +
+               ", pool=" + std::to_string(p.plan.config.pool()) + ", samples=" + std::to_string(p.batch.size()) + ")";
+      });
+
+  m.def(
+      "schedule",
+      [](const py::object& seqlens, const std::string& planner, const py::object& dp, const py::object& cp,
+         const py::object& max_seqlen_per_dp_cp_rank, const py::object& min_cp, const py::object& vpp_group,
+         const py::object& max_seqlen) {
+        auto p = make_plan(seqlens, planner, ConfigArgs{dp, cp, max_seqlen_per_dp_cp_rank, min_cp, vpp_group, max_seqlen});
+        return megatron_lists(p->plan, p->batch.size());
+      },
+      py::arg("seqlens"), py::arg("planner") = "megatron-dev", py::kw_only(), py::arg("dp"), py::arg("cp"),
+      py::arg("max_seqlen_per_dp_cp_rank"), py::arg("min_cp") = 1, py::arg("vpp_group") = py::none(),
+      py::arg("max_seqlen") = py::none(),
+      "Plan one global batch; returns Megatron's format: per micro-batch, per rank (dp*cp), the sample ids.");
+  m.def(
+      "plan",
+      [](const py::object& seqlens, const std::string& planner, const py::object& dp, const py::object& cp,
+         const py::object& max_seqlen_per_dp_cp_rank, const py::object& min_cp, const py::object& vpp_group,
+         const py::object& max_seqlen) {
+        return make_plan(seqlens, planner, ConfigArgs{dp, cp, max_seqlen_per_dp_cp_rank, min_cp, vpp_group, max_seqlen});
+      },
+      py::arg("seqlens"), py::arg("planner") = "megatron-dev", py::kw_only(), py::arg("dp"), py::arg("cp"),
+      py::arg("max_seqlen_per_dp_cp_rank"), py::arg("min_cp") = 1, py::arg("vpp_group") = py::none(),
+      py::arg("max_seqlen") = py::none(), "Plan one global batch; returns a dcpbench.Plan.");
+  m.def(
+      "find_violation",
+      [](const py::object& plan_obj, const py::object& seqlens, const py::object& dp, const py::object& cp,
+         const py::object& max_seqlen_per_dp_cp_rank, const py::object& min_cp, const py::object& vpp_group) {
+        return violation_of(plan_obj, seqlens, ConfigArgs{dp, cp, max_seqlen_per_dp_cp_rank, min_cp, vpp_group, py::none()});
+      },
+      py::arg("plan"), py::arg("seqlens"), py::kw_only(), py::arg("dp") = py::none(), py::arg("cp") = py::none(),
+      py::arg("max_seqlen_per_dp_cp_rank") = py::none(), py::arg("min_cp") = py::none(),
+      py::arg("vpp_group") = py::none(), "The first violation of the validity rules, or None if the plan is valid.");
+  m.def(
+      "validate",
+      [](const py::object& plan_obj, const py::object& seqlens, const py::object& dp, const py::object& cp,
+         const py::object& max_seqlen_per_dp_cp_rank, const py::object& min_cp, const py::object& vpp_group) {
+        if (auto v = violation_of(plan_obj, seqlens, ConfigArgs{dp, cp, max_seqlen_per_dp_cp_rank, min_cp, vpp_group, py::none()})) {
+          PyErr_SetString(invalid_plan.ptr(), v->c_str());
+          throw py::error_already_set();
+        }
+      },
+      py::arg("plan"), py::arg("seqlens"), py::kw_only(), py::arg("dp") = py::none(), py::arg("cp") = py::none(),
+      py::arg("max_seqlen_per_dp_cp_rank") = py::none(), py::arg("min_cp") = py::none(),
+      py::arg("vpp_group") = py::none(), "Raises dcpbench.InvalidPlanError (a ValueError) with the first violation.");
+  m.def("planners", [] { return dcp::harness::builtin_planners().names(); }, "Names of every built-in planner.");
+}

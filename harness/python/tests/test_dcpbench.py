@@ -1,0 +1,335 @@
+"""Tests of the Python module `dcpbench` (harness/python/dcpbench_module.cpp), of `dcpbench
+conform --planner-cmd` against deliberately wrong toy schedulers, and of `dcpbench check`.
+
+Run by CTest (python_dcpbench) with PYTHONPATH=<build>/python, DCPBENCH=<build>/dcpbench and
+DCP_SOURCE_DIR=<source tree>.
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import dcpbench
+
+SOURCE = os.environ.get("DCP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+CASES_DIR = os.path.join(SOURCE, "scenarios", "conformance")
+DCPBENCH = os.environ.get("DCPBENCH", os.path.join(SOURCE, "build", "dcpbench"))
+TOY = os.path.join(os.path.dirname(__file__), "toy_scheduler.py")
+
+
+def load_cases():
+    cases = []
+    for path in sorted(glob.glob(os.path.join(CASES_DIR, "*.json"))):
+        with open(path) as f:
+            cases.append(json.load(f))
+    return cases
+
+
+CASES = load_cases()
+
+
+def config(case):
+    i = case["input"]
+    return dict(dp=i["dp"], cp=i["cp"], max_seqlen_per_dp_cp_rank=i["max_seqlen_per_dp_cp_rank"],
+                min_cp=i["min_cp"], vpp_group=i["vpp_group"])
+
+
+# ---------------------------------------------------------------- Megatron's unit cases (reference §8)
+def test_megatron_unit_case_larger_cp_group_for_short_sequences():
+    # test_next_hdp_group_packing_aware_can_use_larger_cp_group_for_short_sequences: N=2, M=4096.
+    assert dcpbench.schedule([6144, 2048], dp=2, cp=1, max_seqlen_per_dp_cp_rank=4096) == [[[0, 1], [0, 1]]]
+
+
+def test_megatron_unit_case_fills_non_power_of_two_pool():
+    # ..._fills_non_power_of_two_dpxcp_group: [(0,50),(1,50)], N=14, M=100 -> all 14 ranks [0, 1].
+    assert dcpbench.schedule([50, 50], dp=7, cp=2, max_seqlen_per_dp_cp_rank=100) == [[[0, 1]] * 14]
+
+
+def test_megatron_unit_case_default_scheduler():
+    # test_default_dynamic_cp_scheduler_uses_packing_aware_grouping_by_default: dp=1, cp=2, M=4096.
+    assert dcpbench.schedule([6144, 2048], dp=1, cp=2, max_seqlen_per_dp_cp_rank=4096) == [[[0, 1], [0, 1]]]
+
+
+# ---------------------------------------------------------------- the conformance cases through Python
+def test_suite_has_400_cases_with_origins():
+    assert len(CASES) >= 400
+    assert all(c["schema"] == "dcpbench.conformance.v1" and c["origin"] for c in CASES)
+    exact = [c for c in CASES if c["expect"]["kind"] == "exact"]
+    assert len(exact) >= 300
+
+
+@pytest.mark.parametrize("planner", ["megatron-dev", "megatron-pr2000"])
+def test_exact_cases_reproduce_megatron(planner):
+    compared = 0
+    for case in CASES:
+        plans = case["expect"].get("plans", {})
+        if planner not in plans:
+            continue
+        got = dcpbench.schedule(case["input"]["seqlens"], planner, **config(case))
+        assert got == plans[planner], case["name"]
+        compared += 1
+    assert compared >= 300
+
+
+def test_valid_or_error_cases():
+    checked = 0
+    for case in CASES:
+        ex = case["expect"]
+        if ex["kind"] != "valid-or-error":
+            continue
+        try:
+            groups = dcpbench.schedule(case["input"]["seqlens"], "megatron-dev", **config(case))
+        except ValueError as e:
+            assert ex["must"] in ("error", "plan-or-error"), (case["name"], str(e))
+            assert "\n" not in str(e)
+        else:
+            assert ex["must"] in ("plan", "plan-or-error"), case["name"]
+            assert dcpbench.find_violation(groups, case["input"]["seqlens"], **config(case)) is None, case["name"]
+        checked += 1
+    assert checked >= 20
+
+
+# ---------------------------------------------------------------- bad input: the CLI's one line
+def cli_error(tmp_path, lengths, args):
+    f = tmp_path / "lengths.json"
+    f.write_text(json.dumps(lengths))
+    r = subprocess.run([DCPBENCH, "schedule", "--lengths", str(f)] + args, capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1
+    return lines[0].removeprefix("dcpbench: error: ")
+
+
+@pytest.mark.parametrize("lengths,kwargs,args", [
+    ([10, 20], dict(dp=2, cp=1, max_seqlen_per_dp_cp_rank=0), ["--dp", "2", "--cp", "1", "--max-seqlen-per-rank", "0"]),
+    ([1000], dict(dp=8, cp=1, max_seqlen_per_dp_cp_rank=100), ["--dp", "8", "--cp", "1", "--max-seqlen-per-rank", "100"]),
+    ([10, 20], dict(dp=8, cp=1, max_seqlen_per_dp_cp_rank=100, min_cp=3),
+     ["--dp", "8", "--cp", "1", "--max-seqlen-per-rank", "100", "--min-cp", "3"]),
+    ([10, 20], dict(dp=0, cp=1, max_seqlen_per_dp_cp_rank=100), ["--dp", "0", "--cp", "1", "--max-seqlen-per-rank", "100"]),
+    ([800, 790, 780], dict(dp=8, cp=1, max_seqlen_per_dp_cp_rank=100, vpp_group=2),
+     ["--dp", "8", "--cp", "1", "--max-seqlen-per-rank", "100", "--vpp-group", "2"]),
+])
+def test_bad_input_raises_value_error_with_the_cli_line(tmp_path, lengths, kwargs, args):
+    with pytest.raises(ValueError) as err:
+        dcpbench.schedule(lengths, "megatron-dev", **kwargs)
+    assert str(err.value) == cli_error(tmp_path, lengths, args + ["--planner", "megatron-dev"])
+
+
+def test_bad_length_names_the_sample():
+    # (The CLI's length-file reader names the file and element instead: there is no file here.)
+    with pytest.raises(ValueError, match="^sample 1 has length 0 \\(must be >= 1\\)$"):
+        dcpbench.schedule([10, 0, 5], dp=2, cp=1, max_seqlen_per_dp_cp_rank=100)
+
+
+def test_unknown_planner_and_bad_types():
+    with pytest.raises(ValueError, match='unknown planner "megatron-main"'):
+        dcpbench.schedule([1, 2], "megatron-main", dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
+    with pytest.raises(TypeError):
+        dcpbench.schedule([1, "2"], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
+    with pytest.raises(ValueError, match="out of range"):
+        dcpbench.schedule([1, 2**70], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
+    with pytest.raises(ValueError, match="--dp: \"4294967296\" is above the maximum 1048576"):
+        dcpbench.schedule([1], dp=2**32, cp=1, max_seqlen_per_dp_cp_rank=10)
+
+
+# ---------------------------------------------------------------- Plan object, every planner
+def test_plan_object_matches_schedule_and_cli_json():
+    seqlens = [6144, 2048, 100, 3000, 5000, 800, 4096, 12000, 1, 32768]
+    p = dcpbench.plan(seqlens, "megatron-dev", dp=2, cp=4, max_seqlen_per_dp_cp_rank=4096)
+    assert p.groups() == dcpbench.schedule(seqlens, dp=2, cp=4, max_seqlen_per_dp_cp_rank=4096)
+    assert (p.planner, p.pool, p.dp, p.cp, p.max_seqlen_per_dp_cp_rank, p.min_cp, p.vpp_group) == \
+        ("megatron-dev", 8, 2, 4, 4096, 1, None)
+    assert len(p) == p.summary["microbatch_count"] == len(p.groups())
+    assert p.summary["samples"] == len(seqlens) and p.summary["tokens"] == sum(seqlens)
+    assert p.solve_ms >= 0 and p.summary["solve_ms"] == p.solve_ms
+    j = json.loads(p.to_json())
+    assert j["schema"] == "dcpbench.plan.v1"
+    # Every sample in exactly one group; groups cover the pool in rank order.
+    seen = []
+    for mb in p.microbatches:
+        assert [g.first_rank for g in mb] == sorted(g.first_rank for g in mb)
+        assert sum(g.cp_size for g in mb) == 8
+        for g in mb:
+            assert g.ranks == list(range(g.first_rank, g.first_rank + g.cp_size))
+            seen += g.samples
+    assert sorted(seen) == list(range(len(seqlens)))
+    # 32768 tokens need all 8 ranks of 4096.
+    assert any(g.cp_size == 8 and 9 in g.samples for mb in p.microbatches for g in mb)
+
+
+def test_every_planner_of_the_registry():
+    names = dcpbench.planners()
+    assert {"megatron-dev", "megatron-pr2000", "dcp", "packing", "bshd"} <= set(names)
+    seqlens = [3000, 500, 8000, 120, 4096, 4097, 77, 2500] * 4
+    for name in names:
+        p = dcpbench.plan(seqlens, name, dp=2, cp=4, max_seqlen_per_dp_cp_rank=4096, max_seqlen=8192)
+        assert p.planner == name
+        dcpbench.validate(p, seqlens)  # raises if invalid
+        groups = p.groups()
+        assert len(groups) == len(p) and all(len(mb) == 8 for mb in groups)
+
+
+def test_rank_lists_are_not_aliased():
+    groups = dcpbench.schedule([800], dp=8, cp=1, max_seqlen_per_dp_cp_rank=100)
+    assert groups == [[[0]] * 8]
+    groups[0][0].append(99)  # PR2000's `[[]] * N` would change every rank (reference §7c)
+    assert groups[0][1] == [0]
+
+
+def test_numpy_lengths_accepted():
+    np = pytest.importorskip("numpy")
+    lengths = np.array([6144, 2048], dtype=np.int64)
+    assert dcpbench.schedule(lengths, dp=1, cp=2, max_seqlen_per_dp_cp_rank=4096) == [[[0, 1], [0, 1]]]
+
+
+# ---------------------------------------------------------------- validate / find_violation
+def test_validate_names_the_first_violation():
+    seqlens = [400, 400, 100]
+    good = dcpbench.schedule(seqlens, dp=4, cp=1, max_seqlen_per_dp_cp_rank=200)
+    dcpbench.validate(good, seqlens, dp=4, cp=1, max_seqlen_per_dp_cp_rank=200)
+    bad = json.loads(json.dumps(good))
+    bad[0][0] = list(bad[0][-1])  # the negative-index bug: rank 0 copies the last rank's list
+    assert bad[0] != good[0]
+    with pytest.raises(dcpbench.InvalidPlanError) as err:
+        dcpbench.validate(bad, seqlens, dp=4, cp=1, max_seqlen_per_dp_cp_rank=200)
+    assert isinstance(err.value, ValueError)
+    assert "micro-batch 0: sample" in str(err.value)
+    missing = [mb for mb in good][:-1] if len(good) > 1 else [[[0, 1]] * 4]
+    v = dcpbench.find_violation(missing, seqlens, dp=4, cp=1, max_seqlen_per_dp_cp_rank=200)
+    assert v is not None and ("not scheduled" in v or "appears more than once" in v or "tokens per rank" in v)
+    with pytest.raises(ValueError, match="required for a plan in Megatron's format"):
+        dcpbench.find_violation(good, seqlens)
+    # A Plan checked against another config than the one it was made for.
+    p = dcpbench.plan(seqlens, dp=4, cp=1, max_seqlen_per_dp_cp_rank=200)
+    assert "is not the requested one" in dcpbench.find_violation(p, seqlens, vpp_group=2)
+
+
+# ---------------------------------------------------------------- the GIL is released while planning
+def test_gil_released_while_planning():
+    sys.setswitchinterval(1e-4)
+    seqlens = [int(1 + (i * 7919) % 30000) for i in range(8192)]
+    t0 = time.perf_counter()
+    dcpbench.schedule(seqlens, "dcp", dp=16, cp=4, max_seqlen_per_dp_cp_rank=8192)
+    solo = time.perf_counter() - t0
+    window = {}
+
+    def work():
+        window["start"] = time.perf_counter()
+        for _ in range(max(1, int(0.4 / max(solo, 1e-3)))):
+            dcpbench.schedule(seqlens, "dcp", dp=16, cp=4, max_seqlen_per_dp_cp_rank=8192)
+        window["end"] = time.perf_counter()
+
+    stamps = []
+    t = threading.Thread(target=work)
+    t.start()
+    while t.is_alive():
+        stamps.append(time.perf_counter())
+    t.join()
+    inside = [s for s in stamps if window["start"] < s < window["end"]]
+    duration = window["end"] - window["start"]
+    assert duration > 0.2
+    gaps = [b - a for a, b in zip(inside, inside[1:])] or [duration]
+    # With the GIL held by the C++ planner, this thread could not run for a whole schedule() call
+    # (>= solo, tens of ms). Released, it keeps running: its longest pause stays far below that.
+    assert len(inside) > 100, (len(inside), duration)
+    assert max(gaps) < 0.5 * duration, (max(gaps), duration)
+
+
+# ---------------------------------------------------------------- dcpbench conform --planner-cmd
+def conform(bug, filt, timeout="5"):
+    cmd = f"{sys.executable} {TOY} --bug {bug}"
+    r = subprocess.run([DCPBENCH, "conform", "--planner-cmd", cmd, "--filter", filt, "--timeout", timeout],
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout
+
+
+def test_conform_passes_a_correct_external_scheduler():
+    code, out = conform("none", "s7")
+    assert code == 0, out
+    assert "PASSED" in out
+
+
+@pytest.mark.parametrize("bug,filt,expect", [
+    ("negative-index", "s7", "invalid plan: micro-batch 0: sample"),
+    ("reorder", "s8", "differs from megatron-dev's"),
+    ("hang", "s7f", "timeout: no answer within 1 s"),
+    ("traceback", "s7j", "crash: exit status 1 with"),
+    ("accept-all", "s7i", "returned a plan where no valid plan exists"),
+])
+def test_conform_catches_wrong_toy_schedulers(bug, filt, expect):
+    code, out = conform(bug, filt, timeout="1")
+    assert code == 1, out
+    assert "FAIL" in out and expect in out, out
+
+
+def test_conform_report(tmp_path):
+    report = tmp_path / "r.json"
+    r = subprocess.run([DCPBENCH, "conform", "--planner", "megatron-pr2000", "--reference", "megatron-pr2000",
+                        "--out", str(report)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(report.read_text())
+    assert rep["schema"] == "dcpbench.conform.v1"
+    assert rep["total"] == len(CASES) and rep["failed"] == 0 and rep["passed"] == len(CASES)
+    assert {c["name"] for c in rep["cases"]} == {c["name"] for c in CASES}
+    # megatron-pr2000 judged against megatron-dev's exact plans: conform fails and names a micro-batch.
+    r = subprocess.run([DCPBENCH, "conform", "--planner", "megatron-pr2000", "--out", str(report)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1
+    rep = json.loads(report.read_text())
+    assert rep["failed"] > 0 and any("differs from megatron-dev's" in c["reason"] for c in rep["cases"])
+
+
+def test_conform_bad_input_exits_2_with_one_line(tmp_path):
+    for args in (["--planner", "nope"], ["--planner", "megatron-dev", "--timeout", "0"],
+                 ["--planner", "megatron-dev", "--reference", "main"], ["--planner", "megatron-dev", "--filter", "zzz"],
+                 ["--planner", "megatron-dev", "--cases", str(tmp_path)], []):
+        r = subprocess.run([DCPBENCH, "conform"] + args, capture_output=True, text=True)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+
+
+# ---------------------------------------------------------------- dcpbench check
+def test_check_plan_files(tmp_path):
+    lengths = tmp_path / "l.txt"
+    lengths.write_text("400\n400\n100\n")
+    plan_file = tmp_path / "p.json"
+    r = subprocess.run([DCPBENCH, "schedule", "--lengths", str(lengths), "--planner", "megatron-dev", "--dp", "4",
+                        "--cp", "1", "--max-seqlen-per-rank", "200", "--out", str(plan_file)], capture_output=True)
+    assert r.returncode == 0
+    run = lambda *a: subprocess.run([DCPBENCH, "check", "--plan", str(plan_file), "--lengths", str(lengths)] + list(a),
+                                    capture_output=True, text=True)
+    r = run()
+    assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr
+    r = run("--max-seqlen-per-rank", "100")  # a plan made for another budget
+    assert r.returncode == 1 and "is not the requested one" in r.stdout
+    doc = json.loads(plan_file.read_text())
+    doc["microbatches"][0]["groups"][0]["ranks"].append(99)  # ranks that contradict cp_size
+    plan_file.write_text(json.dumps(doc))
+    r = run()
+    assert r.returncode == 2 and "are not the" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # Megatron's format, corrupted by the negative-index bug.
+    groups = dcpbench.schedule([400, 400, 100], dp=4, cp=1, max_seqlen_per_dp_cp_rank=200)
+    groups[0][0] = list(groups[0][-1])
+    plan_file.write_text(json.dumps(groups))
+    r = run("--dp", "4", "--cp", "1", "--max-seqlen-per-rank", "200")
+    assert r.returncode == 1 and "INVALID: micro-batch 0: sample" in r.stdout, r.stdout
+    r = run()  # Megatron's format needs the config
+    assert r.returncode == 2 and "--dp is required" in r.stderr
+    plan_file.write_text("{not json")
+    r = run("--dp", "4", "--cp", "1", "--max-seqlen-per-rank", "200")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_readme_command_from_the_build_tree():
+    # The README's line, with the module where ci/test.sh and ci/demo.sh build it.
+    code = ("import dcpbench; print(dcpbench.schedule([6144, 2048, 100, 3000, 5000, 800, 4096, 12000], "
+            "dp=2, cp=4, max_seqlen_per_dp_cp_rank=4096))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy())
+    assert r.returncode == 0, r.stderr
+    groups = json.loads(r.stdout)
+    assert sorted({s for mb in groups for rank in mb for s in rank}) == list(range(8))

@@ -1,0 +1,139 @@
+// See subprocess.h. poll() over the three pipes (stdin written as the child reads it, so a child
+// that never reads cannot block us), a monotonic deadline, then SIGKILL to the process group and
+// waitpid. SIGPIPE is ignored while writing (a child that exits without reading its input).
+#include "harness/subprocess.h"
+
+#include "core/error.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace dcp::harness {
+
+namespace {
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+struct Pipe {
+  int fd[2] = {-1, -1};
+  Pipe() {
+    if (::pipe2(fd, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
+  }
+  ~Pipe() {
+    for (int f : fd)
+      if (f >= 0) ::close(f);
+  }
+  void close_end(int i) {
+    if (fd[i] >= 0) ::close(fd[i]);
+    fd[i] = -1;
+  }
+};
+
+}  // namespace
+
+ProcessResult run_shell(const std::string& command, const std::string& input, double timeout_s,
+                        size_t max_output_bytes) {
+  using clock = std::chrono::steady_clock;
+  ProcessResult res;
+  Pipe in, out, err;
+  const auto start = clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(in.fd[0], 0);
+    ::dup2(out.fd[1], 1);
+    ::dup2(err.fd[1], 2);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from the parent: no race with the kill below
+  in.close_end(0);
+  out.close_end(1);
+  err.close_end(1);
+  set_nonblocking(in.fd[1]);
+  set_nonblocking(out.fd[0]);
+  set_nonblocking(err.fd[0]);
+  struct sigaction ignore {}, old {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &old);
+
+  size_t written = 0;
+  if (input.empty()) in.close_end(1);
+  const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
+  char buf[65536];
+  while (out.fd[0] >= 0 || err.fd[0] >= 0) {
+    const auto now = clock::now();
+    if (now >= deadline) {
+      res.timed_out = true;
+      break;
+    }
+    pollfd fds[3];
+    int nfds = 0;
+    if (in.fd[1] >= 0) fds[nfds++] = pollfd{in.fd[1], POLLOUT, 0};
+    if (out.fd[0] >= 0) fds[nfds++] = pollfd{out.fd[0], POLLIN, 0};
+    if (err.fd[0] >= 0) fds[nfds++] = pollfd{err.fd[0], POLLIN, 0};
+    const int wait_ms =
+        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+    const int ready = ::poll(fds, nfds, wait_ms);
+    if (ready < 0 && errno != EINTR) break;
+    for (int i = 0; i < nfds; ++i) {
+      if (!fds[i].revents) continue;
+      if (fds[i].fd == in.fd[1]) {
+        const ssize_t w = ::write(in.fd[1], input.data() + written, input.size() - written);
+        if (w > 0) written += static_cast<size_t>(w);
+        if (w < 0 && errno != EAGAIN && errno != EINTR) in.close_end(1);  // EPIPE: child stopped reading
+        if (written == input.size()) in.close_end(1);
+        continue;
+      }
+      const bool is_out = fds[i].fd == out.fd[0];
+      std::string& dst = is_out ? res.out : res.err;
+      const ssize_t r = ::read(fds[i].fd, buf, sizeof buf);
+      if (r > 0) {
+        dst.append(buf, static_cast<size_t>(r));
+        if (dst.size() > max_output_bytes) {
+          dst.resize(max_output_bytes);
+          res.truncated = true;
+        }
+      } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+        (is_out ? out : err).close_end(0);
+      }
+    }
+    if (res.truncated) break;
+  }
+  ::sigaction(SIGPIPE, &old, nullptr);
+  int status = 0;
+  if (res.timed_out || res.truncated) {
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  } else {
+    // Both outputs closed: the child is exiting (or passed its pipes on to a grandchild that
+    // still runs; the deadline applies to the wait as well).
+    while (true) {
+      const pid_t w = ::waitpid(pid, &status, WNOHANG);
+      if (w == pid) break;
+      if (clock::now() >= deadline) {
+        res.timed_out = true;
+        ::kill(-pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        break;
+      }
+      ::usleep(1000);
+    }
+  }
+  res.exited = WIFEXITED(status);
+  res.exit_code = res.exited ? WEXITSTATUS(status) : -1;
+  res.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  res.wall_s = std::chrono::duration<double>(clock::now() - start).count();
+  return res;
+}
+
+}  // namespace dcp::harness
