@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The README's main command: builds dcpbench, runs the two Llama-13B scenarios of NVIDIA's
-# Dynamic-CP benchmark and Megatron's own example benchmark (4 to 64 GPUs), writes
-# results/demo.json (schema dcpbench.results.v1) and the charts under results/charts/, and prints
-# our table beside NVIDIA's and Megatron's published numbers; then `dcpbench converge` on
-# scenarios/converge-moby.json (results/converge-moby.json + converge_*.png charts).
+# Dynamic-CP benchmark and Megatron's own example benchmark (4 to 64 GPUs), each as the upstream
+# script sets it ("published" setting) and at each strategy's best setting under the memory model
+# (--tune), with the +-20% sensitivity study (--sensitivity); writes results/demo.json (schema
+# dcpbench.results.v1) and the charts under results/charts/, and prints our tables beside NVIDIA's
+# and Megatron's published numbers (absolute and speedups, with the hardware we assume).
 # Every number of `run` is simulated (discrete-event simulator over the cost model, H100 profile);
-# the table and the charts say so, with the cost model and calibration. `converge` executes its
-# model on CPU threads and says so.
+# the table and the charts say so, with the cost model and calibration. Then `dcpbench converge`
+# on scenarios/converge-moby.json (results/converge-moby.json + converge_*.png charts), which
+# executes its model on CPU threads and says so.
 # Environment: DCP_JOBS (parallel build jobs, default nproc), DCP_BUILD_DIR (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,8 +41,8 @@ scenarios=(scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json
            scenarios/megatron-example-16gpu.json scenarios/megatron-example-32gpu.json
            scenarios/megatron-example-64gpu.json)
 mkdir -p results/charts
-echo "== dcpbench run (simulated) ==" >&2
-"$build"/dcpbench run "${scenarios[@]}" --out results/demo.json
+echo "== dcpbench run --tune --sensitivity (simulated) ==" >&2
+"$build"/dcpbench run "${scenarios[@]}" --tune --sensitivity --out results/demo.json
 echo
 echo "== charts ==" >&2
 "$build"/dcpbench plot results/demo.json --out results/charts

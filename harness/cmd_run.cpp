@@ -1,4 +1,5 @@
-// `dcpbench run SCENARIO... [--steps N] [--out FILE] [--strategies a,b] [--quiet] [--no-detail]`: runs the
+// `dcpbench run SCENARIO... [--steps N] [--out FILE] [--strategies a,b] [--quiet] [--no-detail]
+// [--tune] [--sensitivity]`: runs the
 // scenarios (harness/runner.h), writes the results JSON (schema dcpbench.results.v1, atomically)
 // and prints the fixed-width table (harness/report.h) on stdout. Progress lines go to stderr.
 // `dcpbench table RESULTS.json` reprints the table of an existing results file.
@@ -29,6 +30,9 @@ namespace {
 // core's kMaxJsonFileBytes (64 MiB). A row without the step-0 detail is ~400-500 bytes (measured
 // on results/demo.json), so 100,000 rows are ~50 MB.
 constexpr int64_t kMaxResultRows = 100000;
+// Samples of all the steps' global batches of one scenario, held at once by the runner (two
+// int64 lengths each, ~16-24 bytes with the vectors): 2^25 is under 1 GiB.
+constexpr int64_t kMaxHeldSamples = int64_t{1} << 25;
 
 struct RunArgs {
   std::vector<std::string> scenarios;
@@ -37,6 +41,8 @@ struct RunArgs {
   std::vector<std::string> strategies;
   bool quiet = false;
   bool no_detail = false;
+  bool tune = false;
+  bool sensitivity = false;
   std::string command;
 };
 
@@ -49,18 +55,28 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   opt.progress = a.quiet ? nullptr : &std::cerr;
   opt.command = a.command;
   opt.detail = !a.no_detail;
+  opt.tune = a.tune;
+  opt.sensitivity = a.sensitivity;
   // Fail on a bad --out before the (possibly long) run, not after it (core/files.h policy: a
   // regular file or a new path in an existing folder; no folder is created).
   check_output_path(a.out);
-  int64_t rows = 0;  // an upper bound: steps x strategies of every scenario
+  // Size the run before it starts: its rows (an upper bound: steps x strategies of every scenario,
+  // twice with --tune) and the samples of the global batches it holds (every step's batch is
+  // drawn before the strategies run).
+  int64_t rows = 0, held_samples = 0;
   for (const auto& s : scenarios) {
     const int64_t strategies = static_cast<int64_t>(
         a.strategies.empty() ? s.strategies.size() : std::min(a.strategies.size(), s.strategies.size()));
-    rows += static_cast<int64_t>(opt.steps.value_or(s.training.steps)) * strategies;
+    const int64_t steps = opt.steps.value_or(s.training.steps);
+    rows += steps * strategies * (a.tune ? 2 : 1);
+    held_samples = std::max(held_samples, steps * s.training.global_batch);
   }
   DCP_REQUIRE(rows <= kMaxResultRows, "the run would write up to ", rows,
               " result rows (steps x strategies of every scenario), more than the limit of ", kMaxResultRows,
               " (a results file must stay under the 64 MiB that table, plot and gate read)");
+  DCP_REQUIRE(held_samples <= kMaxHeldSamples, "the run would hold ", held_samples,
+              " samples at once (steps x training.global_batch of one scenario), more than the limit of ",
+              kMaxHeldSamples, "; use fewer --steps or a smaller global batch");
   const ResultsFile results = run_scenarios(scenarios, opt, builtin_planners());
   write_results(a.out, results);
   if (is_stdout_path(a.out)) {  // the JSON went to stdout: the table goes to stderr
@@ -95,13 +111,22 @@ void add_run_command(CLI::App& app, int& exit_code) {
               std::to_string(data::kMaxMixtureDepth) + " levels, training.global_batch at most " +
               std::to_string(plan::kMaxBatchSamples) + " samples, global_batch x DP x CP pool at most " +
               std::to_string(plan::kMaxSamplesTimesPool) + ", global_batch x pp x vpp at most 8388608, at most " +
-              std::to_string(kMaxResultRows) + " result rows (README.md, \"Input limits and errors\").");
+              std::to_string(kMaxResultRows) + " result rows, steps x global_batch at most " +
+              std::to_string(kMaxHeldSamples) + " (README.md, \"Input limits and errors\").");
   cmd->add_flag("--no-detail", args->no_detail,
                 "Leave out the step-0 per-rank busy times and plan pictures (smaller file; no rank/plan charts)");
+  cmd->add_flag("--tune", args->tune,
+                "Also search each strategy's knobs (max_seqlen_per_rank, VPP, static CP size) under the memory "
+                "model and report its best setting beside the published one (rows with setting \"tuned\")");
+  cmd->add_flag("--sensitivity", args->sensitivity,
+                "Also re-run with every uncertain cost-model parameter at x0.8 and x1.2: range of every speedup "
+                "and whether the ranking of strategies changes");
   cmd->callback([args, cmd, &exit_code, &app] {
     args->command = "dcpbench run";
     for (const auto& s : args->scenarios) args->command += " " + s;
     if (cmd->count("--steps")) args->command += " --steps " + std::to_string(args->steps);
+    if (args->tune) args->command += " --tune";
+    if (args->sensitivity) args->command += " --sensitivity";
     if (!args->strategies.empty()) {  // the recorded command must reproduce the same rows
       args->command += " --strategies ";
       for (size_t i = 0; i < args->strategies.size(); ++i) args->command += (i ? "," : "") + args->strategies[i];

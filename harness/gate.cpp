@@ -2,7 +2,7 @@
 #include "harness/gate.h"
 
 #include "core/error.h"
-#include "harness/report.h"
+#include "harness/aggregate.h"
 
 #include <cstdio>
 #include <map>
@@ -23,13 +23,13 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
   const auto base = aggregate(baseline);
   const auto cur = aggregate(current);
   std::map<std::pair<std::string, std::string>, const Aggregate*> cur_by_key;
-  for (const auto& a : cur) cur_by_key[{a.scenario, a.strategy}] = &a;
+  for (const auto& a : cur) cur_by_key[{a.scenario, a.label()}] = &a;
   GateReport report;
   std::map<std::pair<std::string, std::string>, bool> seen;
   for (const auto& b : base) {
-    seen[{b.scenario, b.strategy}] = true;
-    GateFinding f{b.scenario, b.strategy, false, ""};
-    auto it = cur_by_key.find({b.scenario, b.strategy});
+    seen[{b.scenario, b.label()}] = true;
+    GateFinding f{b.scenario, b.label(), false, ""};
+    auto it = cur_by_key.find({b.scenario, b.label()});
     if (it == cur_by_key.end()) {
       f.failed = true;
       f.message = "missing from the current results";
@@ -40,10 +40,16 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
         f.failed = true;
         f.message = "ran " + std::to_string(c.steps) + " steps, the baseline " + std::to_string(b.steps) +
                     " (run the same suite as the baseline)";
-      } else if (!c.valid()) {
+      } else if (c.invalid_steps > 0) {
         f.failed = true;
         f.message = "plan invalid in " + std::to_string(c.invalid_steps) + "/" + std::to_string(c.steps) +
                     " steps: " + c.first_error;
+      } else if (c.oom_steps > 0 && b.valid()) {
+        f.failed = true;
+        f.message = "out of memory in " + std::to_string(c.oom_steps) + "/" + std::to_string(c.steps) + " steps (peak " +
+                    fmt2(c.peak_memory_gib) + " GiB/GPU)";
+      } else if (!c.valid()) {
+        f.message = "still out of memory (as in the baseline)";
       } else if (!b.valid()) {
         f.message = "valid now (baseline plan was invalid), " + fmt2(c.tflops_per_gpu) + " TFLOPS/GPU";
       } else {
@@ -58,8 +64,8 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
     report.findings.push_back(f);
   }
   for (const auto& c : cur) {
-    if (seen.count({c.scenario, c.strategy})) continue;
-    report.findings.push_back({c.scenario, c.strategy, false, "new (not in the baseline)"});
+    if (seen.count({c.scenario, c.label()})) continue;
+    report.findings.push_back({c.scenario, c.label(), false, "new (not in the baseline)"});
   }
   return report;
 }

@@ -1,10 +1,12 @@
 // Regression gate over two results files (JSON only, never stdout), like nccl-tests'
-// NCCL_TESTS_MIN_BW but read from a file. For every (scenario, strategy) of the baseline:
+// NCCL_TESTS_MIN_BW but read from a file. For every (scenario, strategy, setting) of the baseline
+// (strategy shown as "name" or "name (tuned)"):
 //   * fails if the current file has no rows for it ("missing");
 //   * fails if any current step's plan is invalid ("plan invalid: <error>");
+//   * fails if it ran out of memory where the baseline fit ("out of memory");
 //   * fails if current TFLOPS/GPU < baseline TFLOPS/GPU * (1 - tolerance) (relative drop).
 // (scenario, strategy) pairs that are only in the current file are reported as new, not failures.
-// TFLOPS/GPU is the aggregate of report.h (total useful FLOPs / total time / GPUs).
+// TFLOPS/GPU is the aggregate of aggregate.h (total useful FLOPs / total time / GPUs).
 #pragma once
 
 #include "harness/results.h"

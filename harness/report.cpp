@@ -1,8 +1,7 @@
-// Aggregation and the fixed-width results table (see report.h).
+// The fixed-width results table (see report.h).
 #include "harness/report.h"
 
 #include <cstdio>
-#include <map>
 #include <set>
 
 namespace dcp::harness {
@@ -27,128 +26,121 @@ const json* scenario_facts(const ResultsFile& r, const std::string& name) {
   return nullptr;
 }
 
-// Published number for one strategy as short text, e.g. "195.88 TF" or "1.285x" (+ ms).
-std::string published_text(const json& pv) {
-  std::vector<std::string> parts;
-  if (pv.contains("tflops_per_gpu") && pv["tflops_per_gpu"].is_number())
-    parts.push_back(fmt("%.2f TF", pv["tflops_per_gpu"].get<double>()));
-  if (pv.contains("speedup_vs_packing") && pv["speedup_vs_packing"].is_number())
-    parts.push_back(fmt("%.3fx", pv["speedup_vs_packing"].get<double>()));
-  if (pv.contains("step_time_ms") && pv["step_time_ms"].is_number())
-    parts.push_back(fmt("%.1f ms", pv["step_time_ms"].get<double>()));
+const Aggregate* find(const std::vector<Aggregate>& aggs, const std::string& sc, const std::string& st,
+                      const std::string& setting) {
+  for (const auto& a : aggs)
+    if (a.scenario == sc && a.strategy == st && a.setting == setting) return &a;
+  return nullptr;
+}
+
+std::string knobs_text(const json& k) {
+  if (!k.is_object()) return "";
   std::string t;
-  for (const auto& p : parts) {
-    if (!t.empty()) t.append(" ");
-    t.append(p);
-  }
+  if (k.contains("max_seqlen_per_rank")) t += "M=" + std::to_string(k["max_seqlen_per_rank"].get<int64_t>());
+  if (k.contains("cp")) t += std::string(t.empty() ? "" : " ") + "cp=" + std::to_string(k["cp"].get<int>());
+  if (k.contains("vpp")) t += std::string(t.empty() ? "" : " ") + "vpp=" + std::to_string(k["vpp"].get<int>());
   return t;
 }
 
-// One line per published value: ours (simulated) beside theirs, and our/their ratio of speedups.
+std::string num_or_dash(const json& pv, const char* key, const char* f) {
+  return pv.contains(key) && pv[key].is_number() ? fmt(f, pv[key].get<double>()) : "-";
+}
+
+// Ours (as published and tuned) beside the published numbers, absolute and relative.
 void print_published_comparison(std::ostream& os, const ResultsFile& r, const std::vector<Aggregate>& aggs) {
   bool header = false;
   for (const auto& facts : r.scenarios) {
     if (!facts.is_object() || !facts.contains("published")) continue;
     const std::string sc = facts.value("name", "");
-    for (const auto& pv : facts["published"].value("values", json::array())) {
-     // A published dynamic-CP number is also set beside our own solver, dcp: NVIDIA's
-     // "Dynamic CP" is a pipeline-aware prototype, closer to dcp than to megatron-dev.
-     const std::string published_strategy = pv.value("strategy", "");
-     std::vector<std::string> ours{published_strategy};
-     if (published_strategy != "packing" && published_strategy != "dcp") ours.push_back("dcp");
-     for (const std::string& st : ours) {
-      const Aggregate* a = nullptr;
-      for (const auto& x : aggs)
-        if (x.scenario == sc && x.strategy == st) a = &x;
-      if (!a) continue;
-      if (!header) {
-        os << "\n## Ours (simulated) beside published numbers (measured by others, on their unpublished setups)\n"
-           << pad("scenario", 26, false) << pad("strategy", 16, false) << pad("TFLOPS/GPU", 13) << pad("published", 13)
-           << pad("step time", 13) << pad("published", 13) << pad("speedup", 13) << pad("published", 13)
-           << pad("ours/theirs", 13) << "\n"
-           << pad("", 26, false) << pad("", 16, false) << pad("(ours)", 13) << pad("(TFLOPS)", 13)
-           << pad("(ours, ms)", 13) << pad("(ms)", 13) << pad("(ours, x pk)", 13) << pad("(x packing)", 13) << pad("(speedup)", 13) << "\n";
-        header = true;
+    const bool trimmed = facts["published"].value("statistic", std::string("mean")) == "trimmed_mean_10";
+    const json values = facts["published"].value("values", json::array());
+    for (const auto& pv : values) {
+      const std::string st = pv.value("strategy", "");
+      for (const char* setting : {"published", "tuned"}) {
+        const Aggregate* a = find(aggs, sc, st, setting);
+        if (!a) continue;
+        if (!header) {
+          os << "\n## Ours (simulated) beside published numbers (measured by others on their hardware)\n"
+             << pad("scenario", 26, false) << pad("strategy (setting)", 26, false) << pad("TFLOPS/GPU", 12)
+             << pad("published", 11) << pad("step time", 12) << pad("published", 11) << pad("speedup", 10)
+             << pad("published", 11) << pad("ours/theirs", 12) << "\n"
+             << pad("", 26, false) << pad("", 26, false) << pad("(ours)", 12) << pad("(TFLOPS)", 11)
+             << pad("(ours, ms)", 12) << pad("(ms)", 11) << pad("(ours)", 10) << pad("(speedup)", 11)
+             << pad("(speedup)", 12) << "\n";
+          header = true;
+        }
+        std::string line = pad(sc, 26, false) + pad(a->label(), 26, false);
+        line += pad(a->valid() ? fmt("%.1f", a->tflops_per_gpu) : (a->oom_steps ? "oom" : "invalid"), 12);
+        line += pad(num_or_dash(pv, "tflops_per_gpu", "%.2f"), 11);
+        // Reduced over steps the way theirs was (mean, or Megatron's 10%-trimmed mean: "t").
+        const double ours_t = trimmed ? a->trimmed_step_time_s : a->step_time_s;
+        const std::optional<double> ours_sp = trimmed ? a->trimmed_speedup_vs_reference : a->speedup_vs_reference;
+        line += pad(a->valid() ? fmt(trimmed ? "%.1f t" : "%.1f", 1e3 * ours_t) : "-", 12);
+        line += pad(num_or_dash(pv, "step_time_ms", trimmed ? "%.1f t" : "%.1f"), 11);
+        line += pad(ours_sp ? fmt(trimmed ? "%.3f t" : "%.3f", *ours_sp) : "-", 10);
+        const bool has_sp = pv.contains("speedup_vs_packing") && pv["speedup_vs_packing"].is_number();
+        line += pad(has_sp ? fmt(trimmed ? "%.3f t" : "%.3f", pv["speedup_vs_packing"].get<double>()) : "-", 11);
+        line += pad(has_sp && ours_sp ? fmt("%.3f", *ours_sp / pv["speedup_vs_packing"].get<double>()) : "-", 12);
+        os << line << "\n";
       }
-      std::string line = pad(sc, 26, false) + pad(st, 16, false);
-      line += pad(a->valid() ? fmt("%.2f", a->tflops_per_gpu) : "invalid", 13);
-      line += pad(pv.contains("tflops_per_gpu") ? fmt("%.2f", pv["tflops_per_gpu"].get<double>()) : "-", 13);
-      line += pad(a->valid() ? fmt("%.1f", 1e3 * a->step_time_s) : "-", 13);
-      line += pad(pv.contains("step_time_ms") ? fmt("%.1f", pv["step_time_ms"].get<double>()) : "-", 13);
-      line += pad(a->speedup_vs_packing ? fmt("%.3f", *a->speedup_vs_packing) : "-", 13);
-      const bool has_sp = pv.contains("speedup_vs_packing") && pv["speedup_vs_packing"].is_number();
-      line += pad(has_sp ? fmt("%.3f", pv["speedup_vs_packing"].get<double>()) : "-", 13);
-      line += pad(has_sp && a->speedup_vs_packing ? fmt("%.3f", *a->speedup_vs_packing / pv["speedup_vs_packing"].get<double>()) : "-", 13);
-      os << line << "\n";
-     }
     }
+  }
+  if (!header) return;
+  std::set<std::string> hw;
+  for (const auto& facts : r.scenarios)
+    if (facts.is_object() && facts.contains("published"))
+      hw.insert(facts.value("hardware", std::string("?")) + " (calibration " + facts.value("calibration", std::string("?")) +
+                ")");
+  os << "# t = 10%-trimmed mean over the steps, computed as Megatron's benchmark_dcp.sh does, where the published\n"
+     << "#   number is one; ours/theirs = our speedup / their speedup.\n"
+     << "# Hardware we assume for ours:";
+  for (const auto& h : hw) os << " " << h;
+  os << "; theirs is in each scenario's published source (GPU type unpublished).\n";
+}
+
+void print_study(std::ostream& os, const json& st, const std::string& title) {
+  os << "  " << title << ": ranking " << (st.value("ranking_changes", false) ? "CHANGES" : "unchanged") << " (nominal: ";
+  bool first = true;
+  const json ranking = st.value("ranking", json::array());
+  for (const auto& s : ranking) {
+    os << (first ? "" : " > ") << s.get<std::string>();
+    first = false;
+  }
+  os << ")";
+  if (st.value("ranking_changes", false)) {
+    os << "; changed by:";
+    const json by = st.value("ranking_changed_by", json::array());
+    for (const auto& p : by) os << " " << p.get<std::string>();
+  }
+  os << "\n";
+  const json speedups = st.value("speedups", json::object());
+  for (const auto& [strategy, v] : speedups.items()) {
+    os << "    " << pad(strategy, 18, false) << " speedup " << fmt("%.3f", v.value("nominal", 0.0)) << "  range ["
+       << fmt("%.3f", v.value("min", 0.0)) << ", " << fmt("%.3f", v.value("max", 0.0)) << "]  widest: "
+       << v.value("widest_parameter", std::string("-")) << "\n";
+  }
+}
+
+void print_sensitivity(std::ostream& os, const json& sens) {
+  if (!sens.is_object() || !sens.contains("scenarios")) return;
+  os << "\n## Sensitivity: every uncertain cost-model parameter at x" << fmt("%.2f", sens.value("low", 0.8)) << " and x"
+     << fmt("%.2f", sens.value("high", 1.2)) << ", one at a time (parameters:";
+  const json params = sens.value("parameters", json::array());
+  for (const auto& p : params) os << " " << p.get<std::string>();
+  os << ")\n";
+  for (const auto& sc : sens["scenarios"]) {
+    const std::string name = sc.value("scenario", std::string("?"));
+    print_study(os, sc, name + " (published settings)");
+    if (sc.contains("tuned")) print_study(os, sc["tuned"], name + " (tuned settings, held fixed)");
   }
 }
 
 }  // namespace
 
-std::vector<Aggregate> aggregate(const ResultsFile& results) {
-  std::vector<std::pair<std::string, std::string>> order;
-  std::map<std::pair<std::string, std::string>, std::vector<const ResultRow*>> by_key;
-  std::map<std::pair<std::string, int>, const ResultRow*> packing;  // (scenario, step)
-  for (const auto& r : results.rows) {
-    const auto key = std::make_pair(r.scenario, r.strategy);
-    if (!by_key.count(key)) order.push_back(key);
-    by_key[key].push_back(&r);
-    if (r.strategy == "packing" && r.plan_valid) packing[{r.scenario, r.step}] = &r;
-  }
-  std::vector<Aggregate> out;
-  for (const auto& key : order) {
-    Aggregate a;
-    a.scenario = key.first;
-    a.strategy = key.second;
-    double time_sum = 0, tflops_time = 0, tokens_time = 0, pack_sum = 0, this_sum = 0;
-    int paired = 0;
-    for (const ResultRow* r : by_key[key]) {
-      ++a.steps;
-      if (a.source.empty()) a.source = r->source;
-      if (!r->plan_valid) {
-        if (a.invalid_steps++ == 0) a.first_error = r->error;
-        continue;
-      }
-      time_sum += r->step_time_s;
-      tflops_time += r->tflops_per_gpu * r->step_time_s;
-      tokens_time += r->tokens_per_s_per_gpu * r->step_time_s;
-      a.microbatches += r->microbatches;
-      a.balance += r->balance;
-      a.bubble_frac += r->bubble_frac;
-      a.comm_frac += r->comm_frac;
-      a.plan_efficiency += r->plan_efficiency;
-      a.solve_ms += r->solve_ms;
-      auto p = packing.find({r->scenario, r->step});
-      if (p != packing.end()) {
-        pack_sum += p->second->step_time_s;
-        this_sum += r->step_time_s;
-        ++paired;
-      }
-    }
-    const int valid = a.steps - a.invalid_steps;
-    if (valid > 0) {
-      a.step_time_s = time_sum / valid;
-      a.tflops_per_gpu = time_sum > 0 ? tflops_time / time_sum : 0;
-      a.tokens_per_s_per_gpu = time_sum > 0 ? tokens_time / time_sum : 0;
-      a.microbatches /= valid;
-      a.balance /= valid;
-      a.bubble_frac /= valid;
-      a.comm_frac /= valid;
-      a.plan_efficiency /= valid;
-      a.solve_ms /= valid;
-    }
-    if (paired > 0 && this_sum > 0) a.speedup_vs_packing = pack_sum / this_sum;
-    out.push_back(a);
-  }
-  return out;
-}
-
 void print_table(std::ostream& os, const ResultsFile& results) {
   const auto aggs = aggregate(results);
   std::set<std::string> sources;
-  for (const auto& a : aggs) sources.insert(a.source);
+  for (const auto& r : results.rows) sources.insert(r.source);
   const json& ctx = results.context;
   os << "# How obtained: ";
   bool first = true;
@@ -156,20 +148,29 @@ void print_table(std::ostream& os, const ResultsFile& results) {
     os << (first ? "" : ", ") << s;
     first = false;
   }
-  os << "\n#   simulated = discrete-event simulator (impl/sim) over the cost model \""
-     << ctx.value("cost_model", "?") << "\" with calibration \"" << ctx.value("calibration", "?")
-     << "\"; nothing here was measured on a GPU.\n"
-     << "#   TFLOPS/GPU counts useful FLOPs only (Megatron formula on the real lengths, no recompute,"
+  os << "\n";
+  const std::string how = how_obtained(results);
+  if (how == "simulated") {
+    os << "#   simulated = discrete-event simulator (impl/sim) over the cost model \"" << ctx.value("cost_model", "?")
+       << "\" with calibration \"" << ctx.value("calibration", "?") << "\"; nothing here was measured on a GPU.\n";
+  } else if (how == "measured") {
+    os << "#   every row was measured on the device named in its source.\n";
+  } else {
+    os << "#   rows marked simulated: come from the simulator over the cost model \"" << ctx.value("cost_model", "?")
+       << "\"; rows marked measured: were measured on the device named in their source.\n";
+  }
+  os << "#   TFLOPS/GPU counts useful FLOPs only (Megatron formula on the real lengths, no recompute,"
      << " no padding), so ratios between strategies are speed ratios.\n"
+     << "#   published = the strategy as the scenario sets it (the upstream script's values); tuned = its best\n"
+     << "#   setting found by `run --tune` under the memory model. oom = does not fit the GPU's memory.\n"
      << "#   solve (ms, host) is the one measured column: the planner's wall-clock time on this host's CPU.\n"
      << "#   git " << ctx.value("git_sha", "unknown") << ", " << ctx.value("date", "") << "\n";
 
-  // Column widths: strategy, then numeric columns.
   const std::vector<std::pair<std::string, std::string>> cols = {
-      {"TFLOPS/GPU", "(useful)"}, {"speedup", "(x packing)"}, {"step time", "(s)"},
-      {"micro-", "batches"},     {"balance", "(max/mean)"},  {"bubble", "(% step)"},
-      {"comm", "(% step)"},      {"plan eff", "(bound/t)"},  {"solve", "(ms, host)"}};
-  const size_t sw = 17, cw = 12;
+      {"TFLOPS/GPU", "(useful)"}, {"speedup", "(x ref)"},     {"step time", "(s)"},    {"micro-", "batches"},
+      {"balance", "(max/mean)"},  {"bubble", "(% step)"},     {"comm", "(% step)"},    {"overhead", "(% step)"},
+      {"plan eff", "(bound/t)"},  {"peak mem", "(GiB/GPU)"}, {"solve", "(ms, host)"}};
+  const size_t sw = 26, cw = 11;
   std::string scenario;
   for (size_t i = 0; i < aggs.size(); ++i) {
     const Aggregate& a = aggs[i];
@@ -178,43 +179,42 @@ void print_table(std::ostream& os, const ResultsFile& results) {
       scenario = a.scenario;
       os << "\n## " << scenario;
       if (facts) {
-        os << ": " << facts->value("gpus", 0) << " GPUs (TP" << facts->value("tp", 0) << " PP"
-           << facts->value("pp", 0) << " CP" << facts->value("cp", 0) << " DP" << facts->value("dp", 0)
-           << ", pool " << facts->value("pool", 0) << "), " << facts->value("model", std::string("?"))
-           << ", global batch " << facts->value("global_batch", 0) << ", " << facts->value("dataset", std::string("?"))
-           << ", " << a.steps << " step" << (a.steps == 1 ? "" : "s");
+        os << ": " << facts->value("gpus", 0) << " GPUs (TP" << facts->value("tp", 0) << " PP" << facts->value("pp", 0)
+           << " CP" << facts->value("cp", 0) << " DP" << facts->value("dp", 0) << ", pool " << facts->value("pool", 0)
+           << "), " << facts->value("model", std::string("?")) << ", global batch " << facts->value("global_batch", 0)
+           << ", " << facts->value("dataset", std::string("?")) << ", " << a.steps << " step" << (a.steps == 1 ? "" : "s")
+           << "; speedups vs " << a.reference;
       }
       os << "\n";
-      std::string h1 = pad("strategy", sw, false), h2 = pad("", sw, false);
+      std::string h1 = pad("strategy (setting)", sw, false), h2 = pad("", sw, false);
       for (const auto& c : cols) {
         h1 += pad(c.first, cw);
         h2 += pad(c.second, cw);
       }
-      const bool has_pub = facts && facts->contains("published");
-      if (has_pub) {
-        h1 += "   published (not ours)";
-        h2 += "   (their setup, see below)";
-      }
-      os << h1 << "\n" << h2 << "\n";
+      os << h1 << "   knobs\n" << h2 << "\n";
     }
-    std::string line = pad(a.strategy, sw, false);
+    std::string line = pad(a.label(), sw, false);
     if (!a.valid()) {
-      line += "   INVALID PLAN (" + std::to_string(a.invalid_steps) + "/" + std::to_string(a.steps) +
-              " steps): " + a.first_error;
+      if (a.invalid_steps > 0) {
+        line += "   INVALID PLAN (" + std::to_string(a.invalid_steps) + "/" + std::to_string(a.steps) +
+                " steps): " + a.first_error;
+      } else {
+        line += "   OOM (" + std::to_string(a.oom_steps) + "/" + std::to_string(a.steps) + " steps): peak " +
+                fmt("%.1f", a.peak_memory_gib) + " GiB/GPU does not fit";
+      }
     } else {
       line += pad(fmt("%.2f", a.tflops_per_gpu), cw);
-      line += pad(a.speedup_vs_packing ? fmt("%.3f", *a.speedup_vs_packing) : "-", cw);
+      line += pad(a.speedup_vs_reference ? fmt("%.3f", *a.speedup_vs_reference) : "-", cw);
       line += pad(fmt("%.4f", a.step_time_s), cw);
       line += pad(fmt("%.1f", a.microbatches), cw);
       line += pad(fmt("%.3f", a.balance), cw);
       line += pad(fmt("%.1f", 100.0 * a.bubble_frac), cw);
       line += pad(fmt("%.1f", 100.0 * a.comm_frac), cw);
+      line += pad(fmt("%.1f", a.step_time_s > 0 ? 100.0 * a.overhead_s / a.step_time_s : 0.0), cw);
       line += pad(fmt("%.3f", a.plan_efficiency), cw);
+      line += pad(fmt("%.1f", a.peak_memory_gib), cw);
       line += pad(fmt("%.1f", a.solve_ms), cw);
-    }
-    if (facts && facts->contains("published")) {
-      for (const auto& pv : (*facts)["published"].value("values", json::array()))
-        if (pv.value("strategy", "") == a.strategy) line += "   " + published_text(pv);
+      line += "   " + knobs_text(a.knobs);
     }
     os << line << "\n";
     const bool last_of_scenario = i + 1 == aggs.size() || aggs[i + 1].scenario != scenario;
@@ -225,6 +225,7 @@ void print_table(std::ostream& os, const ResultsFile& results) {
     }
   }
   print_published_comparison(os, results, aggs);
+  print_sensitivity(os, results.sensitivity);
   os.flush();
 }
 

@@ -8,6 +8,7 @@
 #include "core/files.h"
 #include "core/json_io.h"
 #include "core/text.h"
+#include "harness/aggregate.h"
 
 #include <array>
 #include <cstdio>
@@ -19,6 +20,15 @@
 #endif
 
 namespace dcp::harness {
+
+// Row halves to and from JSON (missing keys keep their defaults on reading).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowInfo, scenario, strategy, step, plan_valid, oom, error, source,
+                                                setting, reference, peak_memory_gib, useful_tflop, tokens, samples)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowMetrics, step_time_s, tflops_per_gpu, tokens_per_s_per_gpu,
+                                                microbatches, balance, bubble_frac, comm_frac, plan_efficiency,
+                                                solve_ms, lower_bound_s, compute_s, comm_s, overhead_s, bubble_s,
+                                                imbalance_s)
+
 namespace {
 
 using nlohmann::json;
@@ -126,9 +136,88 @@ void check_scenario_facts(const json& scenarios, std::vector<std::string>& errs)
   }
 }
 
-double num_or(const json& j, const char* key, double dflt) {
-  auto it = j.find(key);
-  return (it != j.end() && it->is_number()) ? it->get<double>() : dflt;
+// The sensitivity section the table prints (report.cpp print_sensitivity / print_study): the
+// types it reads, so printing a loaded file never meets a value of another type.
+bool is_string_array(const json& v) {
+  if (!v.is_array()) return false;
+  for (const auto& e : v)
+    if (!e.is_string()) return false;
+  return true;
+}
+
+bool is_study(const json& st) {
+  if (!st.is_object()) return false;
+  if (st.contains("ranking_changes") && !st["ranking_changes"].is_boolean()) return false;
+  for (const char* k : {"ranking", "ranking_changed_by"})
+    if (st.contains(k) && !is_string_array(st[k])) return false;
+  if (!st.contains("speedups")) return true;
+  if (!st["speedups"].is_object()) return false;
+  for (const auto& [name, v] : st["speedups"].items()) {
+    if (!v.is_object()) return false;
+    for (const char* k : {"nominal", "min", "max"})
+      if (v.contains(k) && !v[k].is_number()) return false;
+    if (v.contains("widest_parameter") && !v["widest_parameter"].is_string()) return false;
+  }
+  return true;
+}
+
+void check_sensitivity(const json& sens, std::vector<std::string>& errs) {
+  if (sens.is_null()) return;
+  bool ok = sens.is_object();
+  for (const char* k : {"low", "high"})
+    ok = ok && (!sens.contains(k) || sens[k].is_number());
+  ok = ok && (!sens.contains("parameters") || is_string_array(sens["parameters"]));
+  ok = ok && (!sens.contains("scenarios") || sens["scenarios"].is_array());
+  if (ok && sens.contains("scenarios")) {
+    for (const auto& sc : sens["scenarios"]) {
+      ok = ok && is_study(sc) && (!sc.contains("scenario") || sc["scenario"].is_string()) &&
+           (!sc.contains("tuned") || is_study(sc["tuned"]));
+    }
+  }
+  if (!ok) errs.push_back("\"sensitivity\" has a value of the wrong type");
+}
+
+// A row's knobs (report.cpp knobs_text): integers in range.
+bool is_knobs(const json& k) {
+  if (k.is_null()) return true;
+  if (!k.is_object()) return false;
+  for (const char* key : {"max_seqlen_per_rank", "cp", "vpp"})
+    if (k.contains(key) && !int_in(k[key], 0, key[0] == 'm' ? kMaxRowCount : kMaxRowInt)) return false;
+  return true;
+}
+
+// The aggregates the charts draw from (harness/aggregate.cpp aggregate_to_json): every key they
+// read must have the type they read it as.
+void check_aggregates(const json& aggs, std::vector<std::string>& errs) {
+  if (!aggs.is_array()) {
+    errs.push_back("\"aggregates\" is not an array");
+    return;
+  }
+  for (size_t i = 0; i < aggs.size(); ++i) {
+    const json& a = aggs[i];
+    const std::string at = "aggregates[" + std::to_string(i) + "]";
+    if (!a.is_object()) {
+      errs.push_back(at + " is not an object");
+      continue;
+    }
+    for (const auto& [k, v] : a.items()) {
+      bool ok = true;
+      if (k == "scenario" || k == "strategy" || k == "setting" || k == "reference" || k == "source" || k == "error")
+        ok = v.is_string();
+      else if (k == "steps" || k == "invalid_steps" || k == "oom_steps")
+        ok = int_in(v, 0, kMaxRowInt);
+      else if (k == "valid")
+        ok = v.is_boolean();
+      else if (k == "knobs")
+        ok = v.is_object() || v.is_null();
+      else
+        ok = v.is_number() || v.is_null();
+      if (!ok) {
+        errs.push_back(at + "." + quote(k, 40) + " has the wrong type");
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -158,75 +247,38 @@ json make_context(const std::string& device, const std::string& cost_model, cons
 }
 
 json row_to_json(const ResultRow& r) {
-  json j;
-  j["scenario"] = r.scenario;
-  j["strategy"] = r.strategy;
-  j["step"] = r.step;
-  j["plan_valid"] = r.plan_valid;
-  j["source"] = r.source;
-  if (!r.error.empty()) j["error"] = r.error;
-  if (r.plan_valid) {
-    j["step_time_s"] = r.step_time_s;
-    j["tflops_per_gpu"] = r.tflops_per_gpu;
-    j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
-    j["microbatches"] = r.microbatches;
-    j["balance"] = r.balance;
-    j["bubble_frac"] = r.bubble_frac;
-    j["comm_frac"] = r.comm_frac;
-    j["plan_efficiency"] = r.plan_efficiency;
+  json j = static_cast<const RowInfo&>(r);
+  if (r.error.empty()) j.erase("error");
+  if (!r.oom) j.erase("oom");
+  if (r.has_metrics()) {
+    j.update(json(static_cast<const RowMetrics&>(r)));
     j["speedup_vs_packing"] = r.speedup_vs_packing ? json(*r.speedup_vs_packing) : json(nullptr);
-    j["solve_ms"] = r.solve_ms;
-    j["lower_bound_s"] = r.lower_bound_s;
-    j["compute_s"] = r.compute_s;
-    j["comm_s"] = r.comm_s;
-    j["bubble_s"] = r.bubble_s;
-    j["imbalance_s"] = r.imbalance_s;
   } else {
     for (const char* k : kMetricKeys) j[k] = nullptr;
     j["microbatches"] = nullptr;
   }
-  j["useful_tflop"] = r.useful_tflop;
-  j["tokens"] = r.tokens;
-  j["samples"] = r.samples;
+  if (!r.knobs.is_null()) j["knobs"] = r.knobs;
   if (!r.rank_busy_s.empty()) j["rank_busy_s"] = r.rank_busy_s;
   if (!r.plan.is_null()) j["plan"] = r.plan;
   return j;
 }
 
 ResultRow row_from_json(const json& j) {
+  // Nulls (metrics of an invalid or oom row) read as the defaults.
+  json clean = json::object();
+  for (const auto& [k, v] : j.items())
+    if (!v.is_null()) clean[k] = v;
   ResultRow r;
-  r.scenario = j.at("scenario").get<std::string>();
-  r.strategy = j.at("strategy").get<std::string>();
-  r.step = static_cast<int>(json_int(j.at("step"), 0, kMaxRowInt, "step"));
-  r.plan_valid = j.at("plan_valid").get<bool>();
-  r.source = j.at("source").get<std::string>();
-  if (j.contains("error") && j["error"].is_string()) r.error = j["error"].get<std::string>();
-  r.step_time_s = num_or(j, "step_time_s", 0);
-  r.tflops_per_gpu = num_or(j, "tflops_per_gpu", 0);
-  r.tokens_per_s_per_gpu = num_or(j, "tokens_per_s_per_gpu", 0);
-  r.microbatches = j.contains("microbatches") && j["microbatches"].is_number_integer()
-                       ? static_cast<int>(json_int(j["microbatches"], 0, kMaxRowInt, "microbatches"))
-                       : 0;
-  r.balance = num_or(j, "balance", 0);
-  r.bubble_frac = num_or(j, "bubble_frac", 0);
-  r.comm_frac = num_or(j, "comm_frac", 0);
-  r.plan_efficiency = num_or(j, "plan_efficiency", 0);
-  if (j.contains("speedup_vs_packing") && j["speedup_vs_packing"].is_number())
-    r.speedup_vs_packing = j["speedup_vs_packing"].get<double>();
-  r.solve_ms = num_or(j, "solve_ms", 0);
-  r.lower_bound_s = num_or(j, "lower_bound_s", 0);
-  r.compute_s = num_or(j, "compute_s", 0);
-  r.comm_s = num_or(j, "comm_s", 0);
-  r.bubble_s = num_or(j, "bubble_s", 0);
-  r.imbalance_s = num_or(j, "imbalance_s", 0);
-  r.useful_tflop = num_or(j, "useful_tflop", 0);
-  r.tokens = j.contains("tokens") ? json_int(j["tokens"], 0, kMaxRowCount, "tokens") : 0;
-  r.samples = j.contains("samples") ? json_int(j["samples"], 0, kMaxRowCount, "samples") : 0;
-  if (j.contains("rank_busy_s") && j["rank_busy_s"].is_array()) {
-    for (const auto& v : j["rank_busy_s"])
+  static_cast<RowInfo&>(r) = clean.get<RowInfo>();
+  static_cast<RowMetrics&>(r) = clean.get<RowMetrics>();
+  if (clean.contains("speedup_vs_packing") && clean["speedup_vs_packing"].is_number())
+    r.speedup_vs_packing = clean["speedup_vs_packing"].get<double>();
+  if (clean.contains("knobs")) r.knobs = clean["knobs"];
+  if (clean.contains("rank_busy_s") && clean["rank_busy_s"].is_array()) {
+    for (const auto& v : clean["rank_busy_s"])
       if (v.is_number()) r.rank_busy_s.push_back(v.get<double>());
   }
-  if (j.contains("plan")) r.plan = j["plan"];
+  if (clean.contains("plan")) r.plan = clean["plan"];
   return r;
 }
 
@@ -238,6 +290,11 @@ json results_to_json(const ResultsFile& results) {
   json rows = json::array();
   for (const auto& r : results.rows) rows.push_back(row_to_json(r));
   j["rows"] = std::move(rows);
+  // Aggregated once, here, from the rows: the table, the gate and the charts use these.
+  json aggs = json::array();
+  for (const auto& a : aggregate(results)) aggs.push_back(aggregate_to_json(a));
+  j["aggregates"] = std::move(aggs);
+  if (!results.sensitivity.is_null()) j["sensitivity"] = results.sensitivity;
   return j;
 }
 
@@ -280,7 +337,8 @@ std::vector<std::string> validate_results(const json& j) {
       if (s.rfind("simulated:", 0) != 0 && s.rfind("measured:", 0) != 0)
         errs.push_back(at + ".\"source\"=" + quote(s) + " is neither simulated:... nor measured:...");
     }
-    const bool valid = has_valid && r["plan_valid"].get<bool>();
+    const bool oom = r.contains("oom") && r["oom"].is_boolean() && r["oom"].get<bool>();
+    const bool valid = has_valid && r["plan_valid"].get<bool>() && !oom;
     for (const char* k : kMetricKeys) {
       const bool is_num = r.contains(k) && r[k].is_number();
       const bool is_null = r.contains(k) && r[k].is_null();
@@ -297,21 +355,27 @@ std::vector<std::string> validate_results(const json& j) {
     const bool mb_ok = r.contains("microbatches") &&
                        (r["microbatches"].is_number_integer() || (!valid && r["microbatches"].is_null()));
     need("microbatches", mb_ok, valid ? "an integer" : "an integer or null");
-    // Integers are range-checked (a JSON 2^63 must not wrap into a negative step).
+    // Integers are range-checked (a JSON 2^63 must not wrap into a negative step, a 1e300 must not
+    // reach an integer conversion in row_from_json).
     for (const char* k : {"step", "microbatches"})
       if (r.contains(k) && r[k].is_number_integer() && !int_in(r[k], 0, kMaxRowInt))
         errs.push_back(at + ".\"" + k + "\"=" + json_excerpt(r[k], 24) + " is not in [0, " + std::to_string(kMaxRowInt) + "]");
     for (const char* k : {"tokens", "samples"})
-      if (r.contains(k) && !(r[k].is_number_integer() && int_in(r[k], 0, kMaxRowCount)))
+      if (r.contains(k) && !r[k].is_null() && !(r[k].is_number_integer() && int_in(r[k], 0, kMaxRowCount)))
         errs.push_back(at + ".\"" + k + "\" is not an integer in [0, " + std::to_string(kMaxRowCount) + "]");
-    for (const char* k : {"useful_tflop", "solve_ms", "lower_bound_s", "compute_s", "comm_s", "bubble_s", "imbalance_s"})
+    for (const char* k : {"useful_tflop", "peak_memory_gib", "solve_ms", "lower_bound_s", "compute_s", "comm_s",
+                          "overhead_s", "bubble_s", "imbalance_s"})
       if (r.contains(k) && !r[k].is_number() && !r[k].is_null()) errs.push_back(at + ".\"" + k + "\" is not a number");
+    if (r.contains("knobs") && !is_knobs(r["knobs"]))
+      errs.push_back(at + ".\"knobs\" is not an object of integer max_seqlen_per_rank, cp, vpp");
     if (r.contains("rank_busy_s") && !is_number_array(r["rank_busy_s"]))
       errs.push_back(at + ".\"rank_busy_s\" is not an array of numbers");
     if (r.contains("plan") && !r["plan"].is_null() && !is_plan_picture(r["plan"]))
       errs.push_back(at + ".\"plan\" is not an array of micro-batches of [first_rank, cp_size, samples, tokens] groups");
   }
   if (j.contains("scenarios")) check_scenario_facts(j["scenarios"], errs);
+  if (j.contains("aggregates")) check_aggregates(j["aggregates"], errs);
+  if (j.contains("sensitivity")) check_sensitivity(j["sensitivity"], errs);
   return errs;
 }
 
@@ -325,7 +389,12 @@ ResultsFile read_results(const std::string& path) {
   ResultsFile f;
   f.context = j["context"];
   if (j.contains("scenarios") && j["scenarios"].is_array()) f.scenarios = j["scenarios"];
-  for (const auto& r : j["rows"]) f.rows.push_back(row_from_json(r));
+  if (j.contains("sensitivity")) f.sensitivity = j["sensitivity"];
+  try {
+    for (const auto& r : j["rows"]) f.rows.push_back(row_from_json(r));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(show_path(path) + ": a row has a key of the wrong type (" + e.what() + ")");
+  }
   return f;
 }
 

@@ -7,14 +7,23 @@
 //                   "published": {...} | absent}],
 //    "rows": [ one object per (scenario, strategy, step) ]}
 //
-// Row keys (required, with their JSON types; metrics are null when the plan is invalid):
+// Row keys (required, with their JSON types; metrics are null when the plan is invalid or does
+// not fit the GPU's memory, "oom": true):
 //   scenario (string), strategy (string), step (int), plan_valid (bool), source (string),
 //   step_time_s, tflops_per_gpu, tokens_per_s_per_gpu, balance, bubble_frac, comm_frac,
 //   plan_efficiency, speedup_vs_packing (number|null), microbatches (int|null).
-// Optional row keys: error (string), solve_ms, lower_bound_s, compute_s, comm_s, bubble_s,
-//   rank), plan ([[ [first_rank, cp_size, samples, tokens] per group ] per micro-batch]).
-// rank_busy_s and plan are kept for step 0 only (the charts draw one step).
-// Readers ignore unknown fields; validate_results() checks the required ones.
+//   speedup_vs_packing is the speedup over the scenario's reference strategy ("reference",
+//   default packing; the key keeps its v1 name).
+// Optional row keys: error (string), oom (bool), setting ("published" | "tuned"), knobs (object:
+//   max_seqlen_per_rank, cp, vpp), reference (string), peak_memory_gib, solve_ms, lower_bound_s,
+//   compute_s, comm_s, overhead_s, bubble_s, imbalance_s, useful_tflop, tokens, samples,
+//   rank_busy_s ([N] per pool rank), plan ([[ [first_rank, cp_size, samples, tokens] per group ]
+//   per micro-batch]). rank_busy_s and plan are kept for step 0 only (the charts draw one step).
+// The file also carries "aggregates" (one per scenario, strategy and setting: report.h's
+// aggregate(), computed once here in C++; the charts draw from them) and, when asked for,
+// "sensitivity" (harness/sensitivity.h).
+// Rows go to and from JSON through nlohmann's NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT
+// (results.cpp). Readers ignore unknown fields; validate_results() checks the required ones.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -27,14 +36,25 @@ namespace dcp::harness {
 
 inline constexpr const char* kResultsSchema = "dcpbench.results.v1";
 
-struct ResultRow {
+// Identity of a row (what was run) and its speed metrics; ResultRow is both plus the optional
+// parts. Split so each half goes through one NLOHMANN_DEFINE_TYPE_* macro.
+struct RowInfo {
   std::string scenario;
   std::string strategy;
   int step = 0;
   bool plan_valid = false;
-  std::string error;   // why the plan is invalid or could not be made (empty if valid)
-  std::string source;  // "simulated:<cost-model>@<calibration>" or "measured:<device>"
-  // Metrics (meaningful only if plan_valid).
+  bool oom = false;          // plan valid but does not fit the GPU's memory: no speed figures
+  std::string error;         // why the plan is invalid or could not be made (empty if valid)
+  std::string source;        // "simulated:<cost-model>@<calibration>" or "measured:<device>"
+  std::string setting = "published";  // "published" (as the scenario sets it) | "tuned"
+  std::string reference = "packing";  // strategy the speedup is measured against
+  double peak_memory_gib = 0;         // simulated peak per GPU (GiB); also set when oom
+  double useful_tflop = 0;  // useful TFLOP of the whole global batch (same for every strategy)
+  int64_t tokens = 0;
+  int64_t samples = 0;
+};
+
+struct RowMetrics {  // meaningful only if plan_valid and not oom
   double step_time_s = 0;
   double tflops_per_gpu = 0;        // useful FLOPs (real lengths, no recompute) / time / GPUs
   double tokens_per_s_per_gpu = 0;
@@ -43,24 +63,28 @@ struct ResultRow {
   double bubble_frac = 0;           // pipeline bubble / step time
   double comm_frac = 0;             // exposed communication / step time
   double plan_efficiency = 0;       // lower bound / step time
-  std::optional<double> speedup_vs_packing;  // packing step time / this step time, same batch
   double solve_ms = 0;
   double lower_bound_s = 0;
   double compute_s = 0;
   double comm_s = 0;
+  double overhead_s = 0;            // host floors, micro-batch and iteration costs
   double bubble_s = 0;
   double imbalance_s = 0;
-  double useful_tflop = 0;  // useful TFLOP of the whole global batch (same for every strategy)
-  int64_t tokens = 0;
-  int64_t samples = 0;
+};
+
+struct ResultRow : RowInfo, RowMetrics {
+  std::optional<double> speedup_vs_packing;  // reference step time / this step time, same batch
+  nlohmann::json knobs;             // the setting's knobs (object) or null
   std::vector<double> rank_busy_s;  // step 0 only
   nlohmann::json plan;              // step 0 only; null otherwise
+  bool has_metrics() const { return plan_valid && !oom; }
 };
 
 struct ResultsFile {
   nlohmann::json context;                // git_sha, date, host, device, cost_model, calibration
   nlohmann::json scenarios = nlohmann::json::array();  // per-scenario facts (see above)
   std::vector<ResultRow> rows;
+  nlohmann::json sensitivity;            // null, or harness/sensitivity.h's section
 };
 
 nlohmann::json row_to_json(const ResultRow& row);

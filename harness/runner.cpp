@@ -5,6 +5,7 @@
 #include "core/files.h"
 #include "core/json_io.h"
 #include "core/text.h"
+#include "harness/tune.h"
 #include "plan/validate.h"
 #include "sim/simulator.h"
 
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <span>
 #include <cstdio>
+#include <map>
 #include <set>
 
 namespace dcp::harness {
@@ -119,11 +121,20 @@ json scenario_facts(const Scenario& s, const cost::CostModel& cm, int steps) {
   f["steps"] = steps;
   f["seed"] = s.training.seed;
   f["strategies"] = s.strategies;
+  f["reference_strategy"] = s.reference_strategy;
+  f["attention_backend"] = s.training.attention_backend;
+  f["distributed_optimizer"] = s.training.distributed_optimizer;
+  f["grad_reduce"] = s.training.grad_reduce;
+  f["overlap_grad_reduce"] = s.training.overlap_grad_reduce;
+  f["nics_per_node"] = s.cluster.nics_per_node;
+  f["memory_gib"] = cm.hardware.memory_bytes / (1024.0 * 1024 * 1024);
   f["notes"] = s.notes;
+  if (!s.sources.empty()) f["sources"] = s.sources;
   if (s.published) {
     json p;
     p["source"] = s.published->source;
     if (!s.published->note.empty()) p["note"] = s.published->note;
+    p["statistic"] = s.published->statistic;
     json vals = json::array();
     for (const auto& v : s.published->values) {
       json e;
@@ -146,7 +157,7 @@ cost::CostModel cost_model_of(const Scenario& s) {
   if (!s.model.preset.empty()) {
     cm.model = at_key(s, "model", json(s.model.preset), [&] { return cost::model_preset(s.model.preset); });
   } else {
-    cm.model.name = "custom";
+    cm.model.name = s.model.name;
     cm.model.layers = s.model.layers;
     cm.model.hidden = s.model.hidden;
     cm.model.ffn = s.model.ffn;
@@ -154,6 +165,10 @@ cost::CostModel cost_model_of(const Scenario& s) {
     cm.model.kv_heads = s.model.kv_heads;
     cm.model.vocab = s.model.vocab;
     cm.model.swiglu = s.model.swiglu;
+    cm.model.tied_embeddings = s.model.tied_embeddings;
+    cm.model.position_embeddings = s.model.position_embeddings;
+    cm.model.linear_bias = s.model.linear_bias;
+    cm.model.layernorm = s.model.norm == "layernorm";
     at_key(s, "model", json("{...}"), [&] { cost::validate_model(cm.model); return 0; });
   }
   cm.hardware = at_key(s, "cluster.hardware", json(s.cluster.hardware),
@@ -168,8 +183,19 @@ cost::CostModel cost_model_of(const Scenario& s) {
   cm.cluster.cp = s.cluster.cp;
   cm.cluster.vpp = s.cluster.vpp;
   cm.cluster.gpus_per_node = s.cluster.gpus_per_node;
+  cm.cluster.nics_per_node = s.cluster.nics_per_node;
   at_key(s, "cluster", json("{...}"), [&] { cost::validate_cluster(cm.cluster); return 0; });
   cm.training.recompute_full = s.training.recompute == "full";
+  cm.training.attention_backend = s.training.attention_backend;
+  cm.training.distributed_optimizer = s.training.distributed_optimizer;
+  cm.training.grad_reduce_fp32 = s.training.grad_reduce == "fp32";
+  cm.training.overlap_grad_reduce = s.training.overlap_grad_reduce;
+  cm.training.cross_entropy_fusion = s.training.cross_entropy_fusion;
+  // The backend must have a table in the profile (a calibration may name others).
+  at_key(s, "training.attention_backend", json(s.training.attention_backend), [&] {
+    return cm.hardware.attn_efficiency(cm.training.attention_backend, cost::AttnKind::fwd_causal, 1024, 1024,
+                                       static_cast<int>(cm.model.head_dim_or_default()));
+  });
   return cm;
 }
 
@@ -187,21 +213,42 @@ data::SamplerConfig sampler_config_of(const Scenario& s) {
   c.short_policy = s.dataset.short_policy == "pad" ? data::ShortPolicy::pad : data::ShortPolicy::drop;
   c.pad_multiple = s.dataset.pad_multiple;
   c.seed = s.training.seed;
+  c.drop_long = s.dataset.long_policy == "drop";
   at_key(s, "training", json("{...}"), [&] { data::validate_sampler(c); return 0; });
   return c;
 }
 
-plan::PlanConfig plan_config_of(const Scenario& s) {
+nlohmann::json Setting::to_json() const {
+  return {{"max_seqlen_per_rank", max_seqlen_per_rank}, {"cp", cp}, {"vpp", vpp}};
+}
+
+Setting published_setting(const Scenario& s) {
+  return Setting{s.training.max_seqlen_per_rank, s.cluster.cp, s.cluster.vpp};
+}
+
+plan::PlanConfig plan_config_of(const Scenario& s, const Setting& st) {
+  const int pool = s.cluster.pool();
+  DCP_REQUIRE(st.cp >= 1 && pool % st.cp == 0, s.file, ": setting cp=", st.cp, " does not divide the pool of ", pool);
   plan::PlanConfig c;
-  c.dp = s.cluster.dp();
-  c.cp = s.cluster.cp;
-  c.max_seqlen_per_rank = s.training.max_seqlen_per_rank;
+  c.dp = pool / st.cp;
+  c.cp = st.cp;
+  c.max_seqlen_per_rank = st.max_seqlen_per_rank;
   c.min_cp = s.training.min_cp;
   // Interleaved 1F1B needs the micro-batch count to be a multiple of the VPP group, which
   // Megatron sets to pp by default (microbatch_group_size_per_vp_stage).
-  if (s.cluster.vpp > 1) c.vpp_group = s.cluster.pp;
+  if (st.vpp > 1) c.vpp_group = s.cluster.pp;
   c.max_seqlen = s.training.max_seqlen;
   return c;
+}
+
+plan::PlanConfig plan_config_of(const Scenario& s) { return plan_config_of(s, published_setting(s)); }
+
+cost::CostModel cost_model_at(const cost::CostModel& base, const Setting& st) {
+  cost::CostModel cm = base;
+  cm.cluster.cp = st.cp;
+  cm.cluster.vpp = st.vpp;
+  cost::validate_cluster(cm.cluster);
+  return cm;
 }
 
 // The scenario's cost model as planner options: time per rank of one sample on a CP group,
@@ -254,109 +301,165 @@ std::vector<std::string> strategies_of(const Scenario& s, const RunOptions& opti
   return out;
 }
 
+PreparedScenario prepare_scenario(const Scenario& s, const RunOptions& options, const plan::PlannerRegistry& registry) {
+  PreparedScenario p;
+  p.scenario = &s;
+  p.cm = cost_model_of(s);
+  p.source = length_source_of(s);
+  p.sampler = sampler_config_of(s);
+  plan_config_of(s);
+  p.strategies = strategies_of(s, options, registry);
+  p.steps = options.steps.value_or(s.training.steps);
+  DCP_REQUIRE(p.steps >= 1, "--steps=", p.steps, " is not >= 1");
+  return p;
+}
+
+namespace {
+
+// The batch a planner sees: dynamic planners get the real lengths padded to their own multiple
+// when the scenario sets one (Megatron pads to 2*dp*cp with dynamic CP, to 2*cp without).
+plan::Batch batch_for(const PreparedScenario& p, const data::SampledBatch& sb, bool dynamic) {
+  const auto& d = p.scenario->dataset;
+  if (!dynamic || d.pad_multiple_dynamic <= 0) return sb.batch;
+  plan::Batch b;
+  const int64_t min_pad = d.short_policy == "pad" ? d.min_seqlen : 1;
+  for (int64_t L : sb.real_lengths) b.lengths.push_back(data::pad_length(L, min_pad, d.pad_multiple_dynamic));
+  return b;
+}
+
+}  // namespace
+
+std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostModel& base_cm, const std::string& strategy,
+                                    const Setting& setting, const std::string& setting_label, const RunOptions& options,
+                                    const plan::PlannerRegistry& registry) {
+  const Scenario& s = *p.scenario;
+  const plan::PlanConfig config = plan_config_of(s, setting);
+  const cost::CostModel cm = cost_model_at(base_cm, setting);
+  const std::string source = cost::source_label(cm);
+  std::vector<ResultRow> rows;
+  for (int step = 0; step < p.steps; ++step) {
+    const data::SampledBatch& sb = p.batches[static_cast<size_t>(step)];
+    ResultRow row;
+    row.scenario = s.name;
+    row.strategy = strategy;
+    row.step = step;
+    row.source = source;
+    row.setting = setting_label;
+    row.reference = s.reference_strategy;
+    row.knobs = setting.to_json();
+    row.samples = sb.batch.size();
+    for (int64_t L : sb.real_lengths) row.tokens += L;
+    row.useful_tflop = cost::useful_flops(cm.model, sb.real_lengths) / 1e12;
+    plan::Plan plan;
+    plan::Batch batch = sb.batch;
+    try {
+      // Planners that use a cost model (dcp) get this setting's time model and simulator.
+      const plan::PlannerOptions planner_options = planner_options_of(cm, sb, config.max_seqlen_per_rank);
+      const auto planner = registry.make(strategy, planner_options);
+      batch = batch_for(p, sb, planner->dynamic());
+      if (config.dp > 0 && s.training.global_batch % config.dp != 0)
+        throw InputError("global_batch " + std::to_string(s.training.global_batch) + " is not a multiple of dp=" +
+                         std::to_string(config.dp));
+      const auto t0 = std::chrono::steady_clock::now();
+      plan = planner->plan(batch, config);
+      row.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (auto v = plan::find_violation(plan, batch, config)) {
+        row.error = "invalid plan: " + *v;
+      } else {
+        row.plan_valid = true;
+      }
+    } catch (const Error& e) {
+      row.error = std::string("planner failed: ") + e.what();
+    }
+    if (row.plan_valid) {
+      const sim::StepResult r = sim::simulate_step(plan, batch, cm, sb.real_lengths);
+      row.peak_memory_gib = r.peak_memory_bytes / (1024.0 * 1024 * 1024);
+      row.oom = !r.fits;
+      row.step_time_s = r.step_s;
+      row.tflops_per_gpu = r.tflops_per_gpu;
+      row.tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;
+      row.microbatches = r.microbatches;
+      row.balance = r.balance;
+      row.bubble_frac = r.bubble_frac;
+      row.comm_frac = r.comm_frac;
+      row.plan_efficiency = r.plan_efficiency;
+      row.lower_bound_s = r.bound_s;
+      row.compute_s = r.schedule.compute_s;
+      row.comm_s = r.schedule.comm_s;
+      row.overhead_s = r.schedule.overhead_s;
+      row.bubble_s = r.schedule.bubble_s;
+      row.imbalance_s = r.schedule.imbalance_s;
+      if (step == 0 && options.detail && setting_label == "published") {
+        row.rank_busy_s = r.rank_busy_s;
+        row.plan = plan_picture(plan, batch);
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+void fill_speedups(std::vector<ResultRow>& rows, size_t first) {
+  for (size_t i = first; i < rows.size(); ++i) {
+    ResultRow& r = rows[i];
+    if (!r.has_metrics() || r.step_time_s <= 0) continue;
+    for (size_t k = first; k < rows.size(); ++k) {
+      const ResultRow& ref = rows[k];
+      if (ref.strategy == r.reference && ref.step == r.step && ref.setting == r.setting && ref.scenario == r.scenario &&
+          ref.has_metrics())
+        r.speedup_vs_packing = ref.step_time_s / r.step_time_s;
+    }
+  }
+}
+
 ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptions& options,
                           const plan::PlannerRegistry& registry) {
   DCP_REQUIRE(!scenarios.empty(), "no scenario given");
-  struct Prepared {
-    const Scenario* s;
-    cost::CostModel cm;
-    data::LengthSource source;
-    data::SamplerConfig sampler;
-    plan::PlanConfig plan_config;
-    std::vector<std::string> strategies;
-    int steps;
-  };
   // Validate everything before the first (possibly long) simulation.
-  std::vector<Prepared> prepared;
+  std::vector<PreparedScenario> prepared;
   std::set<std::string> names, calibrations;
   for (const auto& s : scenarios) {
     DCP_REQUIRE(names.insert(s.name).second, s.file, ": \"name\"=\"", s.name, "\" is used by another scenario of this run");
-    Prepared p{&s, cost_model_of(s), length_source_of(s), sampler_config_of(s), plan_config_of(s),
-               strategies_of(s, options, registry), options.steps.value_or(s.training.steps)};
-    DCP_REQUIRE(p.steps >= 1, "--steps=", p.steps, " is not >= 1");
-    calibrations.insert(p.cm.hardware.calibration);
-    prepared.push_back(std::move(p));
+    prepared.push_back(prepare_scenario(s, options, registry));
+    calibrations.insert(prepared.back().cm.hardware.calibration);
   }
   std::string calibration;
   for (const auto& c : calibrations) calibration += (calibration.empty() ? "" : ",") + c;
 
   ResultsFile out;
   out.context = make_context("none (simulated on the host CPU)", cost::kCostModelName, calibration, options.command);
-  for (const auto& p : prepared) {
-    const Scenario& s = *p.s;
+  json sensitivity = json::array();
+  for (auto& p : prepared) {
+    const Scenario& s = *p.scenario;
     out.scenarios.push_back(scenario_facts(s, p.cm, p.steps));
-    const std::string source = cost::source_label(p.cm);
-    for (int step = 0; step < p.steps; ++step) {
-      const auto t_step = std::chrono::steady_clock::now();
-      const data::SampledBatch sb = at_key(s, "dataset", json(dataset_label(s.dataset)),
-                                           [&] { return data::sample_global_batch(p.source, p.sampler, step); });
-      // Planners that use a cost model (dcp) get this scenario's time model and simulator.
-      const plan::PlannerOptions planner_options = planner_options_of(p.cm, sb, p.plan_config.max_seqlen_per_rank);
-      std::vector<std::unique_ptr<plan::Planner>> planners;
-      for (const auto& name : p.strategies) planners.push_back(registry.make(name, planner_options));
-      const size_t first_row = out.rows.size();
-      for (size_t k = 0; k < planners.size(); ++k) {
-        ResultRow row;
-        row.scenario = s.name;
-        row.strategy = p.strategies[k];
-        row.step = step;
-        row.source = source;
-        row.samples = sb.batch.size();
-        for (int64_t L : sb.real_lengths) row.tokens += L;
-        row.useful_tflop = cost::useful_flops(p.cm.model, sb.real_lengths) / 1e12;
-        plan::Plan plan;
-        try {
-          const auto t0 = std::chrono::steady_clock::now();
-          plan = planners[k]->plan(sb.batch, p.plan_config);
-          row.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-          if (auto v = plan::find_violation(plan, sb.batch, p.plan_config)) {
-            row.error = "invalid plan: " + *v;
-          } else {
-            row.plan_valid = true;
-          }
-        } catch (const Error& e) {
-          row.error = std::string("planner failed: ") + e.what();
-        }
-        if (row.plan_valid) {
-          const sim::StepResult r = sim::simulate_step(plan, sb.batch, p.cm, sb.real_lengths);
-          row.step_time_s = r.step_s;
-          row.tflops_per_gpu = r.tflops_per_gpu;
-          row.tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;
-          row.microbatches = r.microbatches;
-          row.balance = r.balance;
-          row.bubble_frac = r.bubble_frac;
-          row.comm_frac = r.comm_frac;
-          row.plan_efficiency = r.plan_efficiency;
-          row.lower_bound_s = r.bound_s;
-          row.compute_s = r.schedule.compute_s;
-          row.comm_s = r.schedule.comm_s;
-          row.bubble_s = r.schedule.bubble_s;
-          row.imbalance_s = r.schedule.imbalance_s;
-          if (step == 0 && options.detail) {
-            row.rank_busy_s = r.rank_busy_s;
-            row.plan = plan_picture(plan, sb.batch);
-          }
-        }
-        out.rows.push_back(std::move(row));
-      }
-      // Speedups against packing on this same batch.
-      const ResultRow* packing = nullptr;
-      for (size_t i = first_row; i < out.rows.size(); ++i)
-        if (out.rows[i].strategy == "packing" && out.rows[i].plan_valid) packing = &out.rows[i];
-      if (packing) {
-        const double t_pack = packing->step_time_s;
-        for (size_t i = first_row; i < out.rows.size(); ++i)
-          if (out.rows[i].plan_valid && out.rows[i].step_time_s > 0)
-            out.rows[i].speedup_vs_packing = t_pack / out.rows[i].step_time_s;
-      }
-      if (options.progress) {
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
-        *options.progress << "dcpbench run: " << s.name << " step " << (step + 1) << "/" << p.steps << " ("
-                          << sb.batch.size() << " samples, " << p.strategies.size() << " strategies, "
-                          << fmt_g(secs) << " s)" << std::endl;
-      }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int step = 0; step < p.steps; ++step)
+      p.batches.push_back(at_key(s, "dataset", json(dataset_label(s.dataset)),
+                                 [&] { return data::sample_global_batch(p.source, p.sampler, step); }));
+    const size_t first = out.rows.size();
+    for (const auto& name : p.strategies) {
+      auto rows = run_strategy(p, p.cm, name, published_setting(s), "published", options, registry);
+      out.rows.insert(out.rows.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
     }
+    // Rows in (step, strategy) order, as before, so a step's rows sit together.
+    std::stable_sort(out.rows.begin() + static_cast<std::ptrdiff_t>(first), out.rows.end(),
+                     [](const ResultRow& a, const ResultRow& b) { return a.step < b.step; });
+    fill_speedups(out.rows, first);
+    if (options.progress)
+      *options.progress << "dcpbench run: " << s.name << ": " << p.steps << " steps x " << p.strategies.size()
+                        << " strategies (" << fmt_g(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
+                        << " s)" << std::endl;
+    std::map<std::string, Setting> tuned;
+    if (options.tune) {
+      const size_t tuned_first = out.rows.size();
+      auto rows = run_tuned(p, options, registry);
+      tuned = tuned_settings(rows);
+      out.rows.insert(out.rows.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+      fill_speedups(out.rows, tuned_first);
+    }
+    if (options.sensitivity) sensitivity.push_back(run_sensitivity(p, options, registry, tuned));
   }
+  if (options.sensitivity) out.sensitivity = sensitivity_section(sensitivity);
   return out;
 }
 

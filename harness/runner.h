@@ -3,9 +3,15 @@
 // plan::find_violation (an invalid plan or a planner error is recorded in its row, never
 // hidden), simulate the valid ones (impl/sim over impl/cost) and collect result rows.
 //
-// Every row of one (scenario, step) sees the same batch, so the strategies' useful FLOPs are
-// equal and speedup_vs_packing (packing step time / this step time) is a speed ratio.
-// This file is the only place that maps scenario structs onto the impl/ modules.
+// Every row of one (scenario, step) sees the same real lengths, so the strategies' useful FLOPs are
+// equal and speedup_vs_packing (reference step time / this step time; the reference is the
+// scenario's reference_strategy, default packing) is a speed ratio. Dynamic-CP planners may see
+// those lengths padded to a different multiple (dataset.pad_multiple_dynamic), as in Megatron.
+// A plan that does not fit the GPU's memory (impl/cost/memory.h) is recorded as oom, without speed
+// figures. The harness names no strategy: it asks the registry, and the planner whether it is
+// dynamic.
+// This file is the only place that maps scenario structs onto the impl/ modules; tune.h builds
+// the --tune and --sensitivity runs from the pieces declared here.
 #pragma once
 
 #include "cost/time_model.h"
@@ -27,13 +33,51 @@ struct RunOptions {
   std::ostream* progress = nullptr;     // one line per (scenario, step), e.g. std::cerr
   std::string command;                  // recorded in the context
   bool detail = true;                   // step 0 rows keep rank_busy_s and the plan picture
+  bool tune = false;                    // also search each strategy's knobs (tune.h)
+  bool sensitivity = false;             // also vary every uncertain parameter by +-20% (tune.h)
 };
+
+// The knobs a strategy can be run at: per-rank token budget M, static CP size (static planners;
+// dp = pool / cp), virtual pipeline size.
+struct Setting {
+  int64_t max_seqlen_per_rank = 0;
+  int cp = 1;
+  int vpp = 1;
+  nlohmann::json to_json() const;
+};
+
+// Everything of one scenario that does not depend on the strategy or the setting; the batches are
+// sampled once.
+struct PreparedScenario {
+  const Scenario* scenario = nullptr;
+  cost::CostModel cm;
+  data::LengthSource source;
+  data::SamplerConfig sampler;
+  std::vector<std::string> strategies;
+  int steps = 1;
+  std::vector<data::SampledBatch> batches;  // [steps]
+};
+
+PreparedScenario prepare_scenario(const Scenario& s, const RunOptions& options,
+                                  const plan::PlannerRegistry& registry);
+Setting published_setting(const Scenario& s);
+// Plan config and cost model of a setting (throws InputError if the setting is impossible).
+plan::PlanConfig plan_config_of(const Scenario& s, const Setting& setting);
+cost::CostModel cost_model_at(const cost::CostModel& base, const Setting& setting);
+
+// Rows of one strategy at one setting over every step, in step order; speedups not filled.
+// `cm` is the cost model to simulate with (the scenario's, or a sensitivity variant).
+std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostModel& cm, const std::string& strategy,
+                                    const Setting& setting, const std::string& setting_label,
+                                    const RunOptions& options, const plan::PlannerRegistry& registry);
+// Fills speedup_vs_packing of rows[first..] against their reference strategy, step by step.
+void fill_speedups(std::vector<ResultRow>& rows, size_t first);
 
 // Scenario -> impl/ configuration. Each throws InputError naming the scenario file and key.
 cost::CostModel cost_model_of(const Scenario& s);
 data::LengthSource length_source_of(const Scenario& s);
 data::SamplerConfig sampler_config_of(const Scenario& s);
-plan::PlanConfig plan_config_of(const Scenario& s);
+plan::PlanConfig plan_config_of(const Scenario& s);  // at the published setting
 
 // Strategies of the scenario after the RunOptions filter, each checked against the registry.
 std::vector<std::string> strategies_of(const Scenario& s, const RunOptions& options,

@@ -14,6 +14,7 @@
 #include "plan/planner.h"
 
 #include <cctype>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -36,6 +37,7 @@ ModelSpec parse_model(ObjectReader& top) {
   }
   if (!v->is_object()) top.fail("model", *v, "is neither a preset name nor an object");
   ObjectReader r = top.child(*v, "model");
+  m.name = r.get_string("name", false).value_or("custom");
   m.layers = static_cast<int>(*r.get_int("layers", true, 1, 100000));
   m.hidden = static_cast<int>(*r.get_int("hidden", true, 1, 1 << 20));
   m.ffn = static_cast<int>(*r.get_int("ffn", true, 1, 1 << 22));
@@ -43,6 +45,10 @@ ModelSpec parse_model(ObjectReader& top) {
   m.kv_heads = static_cast<int>(r.get_int("kv_heads", false, 1, 1 << 16).value_or(m.heads));
   m.vocab = static_cast<int>(*r.get_int("vocab", true, 1, 1 << 24));
   m.swiglu = r.get_bool("swiglu", false).value_or(true);
+  m.tied_embeddings = r.get_bool("tied_embeddings", false).value_or(false);
+  m.position_embeddings = r.get_int("position_embeddings", false, 0, kMaxInt).value_or(0);
+  m.linear_bias = r.get_bool("linear_bias", false).value_or(false);
+  m.norm = r.get_string("norm", false, {"rmsnorm", "layernorm"}).value_or("rmsnorm");
   if (m.hidden % m.heads != 0) r.fail("hidden", json(m.hidden), "is not a multiple of \"heads\"=" + std::to_string(m.heads));
   if (m.heads % m.kv_heads != 0) r.fail("kv_heads", json(m.kv_heads), "does not divide \"heads\"=" + std::to_string(m.heads));
   r.finish();
@@ -111,6 +117,8 @@ DatasetSpec parse_source(ObjectReader& r, int depth) {
     d.min_seqlen = r.get_int("min_seqlen", false, 1, kMaxInt).value_or(1);
     d.short_policy = r.get_string("short", false, {"drop", "pad"}).value_or("drop");
     d.pad_multiple = r.get_int("pad_multiple", false, 1, 1 << 20).value_or(1);
+    d.pad_multiple_dynamic = r.get_int("pad_multiple_dynamic", false, 1, 1 << 20).value_or(0);
+    d.long_policy = r.get_string("long", false, {"split", "drop"}).value_or("split");
   }
   return d;
 }
@@ -124,6 +132,7 @@ ClusterSpec parse_cluster(ObjectReader& top) {
   c.cp = static_cast<int>(r.get_int("cp", false, 1, 1 << 20).value_or(1));
   c.vpp = static_cast<int>(r.get_int("vpp", false, 1, 1024).value_or(1));
   c.gpus_per_node = static_cast<int>(r.get_int("gpus_per_node", false, 1, 1024).value_or(8));
+  c.nics_per_node = static_cast<int>(r.get_int("nics_per_node", false, 1, 1024).value_or(c.gpus_per_node));
   c.hardware = r.get_string("hardware", false).value_or("h100-sxm");
   if (!plan::is_pow2(c.cp)) r.fail("cp", json(c.cp), "is not a power of two");
   // In int64: tp*pp*cp can exceed int (1024*1024*4096 wraps to 0).
@@ -149,6 +158,11 @@ TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
   t.precision = r.get_string("precision", false, {"bf16"}).value_or("bf16");
   t.steps = static_cast<int>(r.get_int("steps", false, 1, 100000).value_or(1));
   t.seed = static_cast<uint64_t>(r.get_int("seed", false, 0, (1LL << 62)).value_or(0));
+  t.attention_backend = r.get_string("attention_backend", false, {"fa2", "fa3", "cudnn"}).value_or("fa3");
+  t.distributed_optimizer = r.get_bool("distributed_optimizer", false).value_or(false);
+  t.grad_reduce = r.get_string("grad_reduce", false, {"fp32", "bf16"}).value_or("fp32");
+  t.overlap_grad_reduce = r.get_bool("overlap_grad_reduce", false).value_or(false);
+  t.cross_entropy_fusion = r.get_bool("cross_entropy_fusion", false).value_or(false);
   if (!plan::is_pow2(t.min_cp)) r.fail("min_cp", json(t.min_cp), "is not a power of two");
   if (t.min_cp > c.pool())
     r.fail("min_cp", json(t.min_cp), "is larger than the DP x CP pool of " + std::to_string(c.pool()) + " ranks");
@@ -179,6 +193,7 @@ Published parse_published(ObjectReader& top, const json& v) {
   Published p;
   p.source = *r.get_string("source", true);
   p.note = r.get_string("note", false).value_or("");
+  p.statistic = r.get_string("statistic", false, {"mean", "trimmed_mean_10"}).value_or("mean");
   const json* vals = r.get_array("values", true);
   for (size_t i = 0; i < vals->size(); ++i) {
     const std::string key = "values[" + std::to_string(i) + "]";
@@ -237,6 +252,28 @@ Scenario parse_scenario(const json& j, const std::string& file) {
     s.strategies.push_back(v.get<std::string>());
   }
   if (const json* p = r.get_object("published", false)) s.published = parse_published(r, *p);
+  if (auto ref = r.get_string("reference_strategy", false)) {
+    if (std::find(s.strategies.begin(), s.strategies.end(), *ref) == s.strategies.end())
+      r.fail("reference_strategy", json(*ref), "is not one of the scenario's \"strategies\"");
+    s.reference_strategy = *ref;
+  }
+  if (const json* src = r.get_object("sources", false)) {
+    for (const auto& [key, v] : src->items()) {
+      if (!v.is_string() || v.get<std::string>().empty()) r.fail("sources." + key, v, "is not a citation string");
+      // The key must name a value of this scenario (dotted path through objects).
+      const json* at = &j;
+      size_t pos = 0;
+      while (at && pos <= key.size()) {
+        const size_t dot = key.find('.', pos);
+        const std::string part = key.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+        at = at->is_object() && at->contains(part) ? &(*at)[part] : nullptr;
+        if (dot == std::string::npos) break;
+        pos = dot + 1;
+      }
+      if (!at || key.rfind("sources", 0) == 0) r.fail("sources." + key, v, "names no key of this scenario");
+      s.sources[key] = v.get<std::string>();
+    }
+  }
   if (auto cal = r.get_string("calibration", false)) {
     s.calibration = resolve_path(file, *cal);
     if (!std::filesystem::exists(s.calibration))

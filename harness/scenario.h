@@ -23,6 +23,7 @@ namespace dcp::harness {
 // Dense Llama-style transformer. Either a preset name (resolved by impl/cost) or a full config.
 struct ModelSpec {
   std::string preset;  // non-empty: preset name, the fields below are unused
+  std::string name = "custom";  // label of a full config in tables
   int layers = 0;
   int hidden = 0;
   int ffn = 0;
@@ -30,6 +31,10 @@ struct ModelSpec {
   int kv_heads = 0;
   int vocab = 0;
   bool swiglu = true;
+  bool tied_embeddings = false;     // Megatron default true unless --untie-embeddings-and-output-weights
+  int64_t position_embeddings = 0;  // learned absolute position rows (0: RoPE)
+  bool linear_bias = false;         // Megatron default true unless --disable-bias-linear
+  std::string norm = "rmsnorm";     // "rmsnorm" | "layernorm" (Megatron's default)
 };
 
 // Length source. kind: "file" (path), "lognormal" (mean, sigma, clamp to [min,max] by the
@@ -51,6 +56,9 @@ struct DatasetSpec {
   int64_t min_seqlen = 1;           // documents shorter than this are dropped or padded
   std::string short_policy = "drop";  // "drop" | "pad"
   int64_t pad_multiple = 1;         // every sample rounded up to a multiple of this
+  int64_t pad_multiple_dynamic = 0;  // for dynamic-CP plans (Megatron pads to 2*dp*cp there, to
+                                     // 2*cp for static CP); 0 = pad_multiple
+  std::string long_policy = "split";  // documents longer than training.max_seqlen: "split" | "drop"
 };
 
 // One component of a mixture (a separate struct: a std::pair of an incomplete type is not allowed).
@@ -66,6 +74,7 @@ struct ClusterSpec {
   int cp = 1;
   int vpp = 1;
   int gpus_per_node = 8;
+  int nics_per_node = 0;  // NICs per node for collectives (default: one per GPU)
   std::string hardware = "h100-sxm";
   int dp() const { return gpus / (tp * pp * cp); }
   int pool() const { return dp() * cp; }
@@ -80,6 +89,11 @@ struct TrainingSpec {
   std::string precision = "bf16";
   int steps = 1;
   uint64_t seed = 0;
+  std::string attention_backend = "fa3";  // "fa2" | "fa3" | "cudnn"
+  bool distributed_optimizer = false;     // --use-distributed-optimizer
+  std::string grad_reduce = "fp32";       // "fp32" (Megatron's --bf16 default) | "bf16"
+  bool overlap_grad_reduce = false;       // --overlap-grad-reduce (+ --overlap-param-gather)
+  bool cross_entropy_fusion = false;      // --cross-entropy-loss-fusion
 };
 
 // A published number to print beside ours (never mixed with ours: it carries its source).
@@ -93,6 +107,9 @@ struct PublishedValue {
 struct Published {
   std::string source;  // citation
   std::string note;    // what differs from our setup
+  std::string statistic = "mean";  // how their step times were reduced over iterations: "mean" |
+                                   // "trimmed_mean_10" (Megatron's benchmark_dcp.sh); ours are
+                                   // reduced the same way beside them
   std::vector<PublishedValue> values;
 };
 
@@ -108,6 +125,8 @@ struct Scenario {
   std::vector<std::string> strategies;
   std::optional<Published> published;
   std::string calibration;  // optional calibration file (resolved path), empty = profile defaults
+  std::string reference_strategy = "packing";  // speedups are against this strategy
+  std::map<std::string, std::string> sources;  // dotted key -> where its value comes from
 };
 
 // Limits (README "Input limits and errors"): a scenario file is at most kMaxScenarioBytes, JSON nesting at

@@ -28,7 +28,7 @@ plan::Plan BshdPlanner::plan(const plan::Batch& batch, const plan::PlanConfig& c
   out.planner = name();
   out.config = config;
   out.dynamic = false;
-  out.pad_to = padded;
+  out.pad_to = padded;  // the simulator and the executor run every sample at the padded length
   const int64_t n_mb = batch.size() / config.dp;
   for (int64_t i = 0; i < n_mb; ++i) {
     plan::MicroBatch mb;

@@ -5,7 +5,8 @@
 //
 // Requirements (InputError otherwise, naming the value): max_seqlen/cp <= M (the padded sample
 // must fit a rank's budget) and the sample count a multiple of dp*V (no DP replica may idle).
-// The plan's memory check uses real lengths; the padded length is what the simulator charges.
+// The plan's token-budget check uses real lengths; Plan::pad_to carries the padded length, which
+// the simulator charges for compute, memory and communication (useful FLOPs stay on real lengths).
 #pragma once
 
 #include "plan/planner.h"

@@ -4,12 +4,18 @@
 Usage: /usr/bin/python3 harness/plot/plot_results.py RESULTS.json --out DIR
 (normally through `dcpbench plot RESULTS.json --out DIR`). Needs Debian's python3-matplotlib.
 
+Every number comes from the file's "aggregates" (computed once, in C++, by harness/aggregate.cpp);
+this script does not aggregate rows again. Rows are read only for the step-0 pictures.
+
 Writes into DIR:
-  tflops.png               useful TFLOPS/GPU per strategy and scenario (time-weighted over steps),
-                           with published bars (hatched, their source in the legend) beside ours
-  speedup.png              speedup over packing per scenario, ours vs published speedups
-  breakdown.png            mean step time split into compute / exposed comm / pipeline bubble /
-                           imbalance wait, per strategy, one panel per scenario
+  tflops.png               useful TFLOPS/GPU per strategy and scenario (time-weighted over steps):
+                           as published (solid), tuned by `run --tune` (dotted hatch, "(tuned)"),
+                           and the published numbers of others (hatched "//", their source named)
+  speedup.png              speedup over the scenario's reference strategy (default packing):
+                           ours as published, ours tuned, and published speedups
+  breakdown.png            mean step time split into compute / exposed comm / overhead (host floor,
+                           micro-batch and iteration costs) / pipeline bubble / imbalance wait,
+                           per strategy as published, one panel per scenario
   rank_busy_<scenario>.png busy time per DP x CP rank in step 0, one panel per strategy
   plan_<scenario>.png      step-0 plan: ranks x micro-batches, each group coloured by its CP size
 Every chart says in its title or footer that the numbers are simulated and with which cost model
@@ -65,42 +71,30 @@ def safe(name):
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
-def aggregate(rows):
-    """(scenario, strategy) -> dict of time-weighted / mean metrics over valid steps."""
-    groups = {}
-    order = []
-    for r in rows:
-        key = (r["scenario"], r["strategy"])
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(r)
-    out = {}
-    for key in order:
-        rs = groups[key]
-        valid = [r for r in rs if r.get("plan_valid")]
-        a = {"valid": len(valid) == len(rs) and valid != [], "steps": len(rs)}
-        if valid:
-            t = sum(r["step_time_s"] for r in valid)
-            a["step_time_s"] = t / len(valid)
-            a["tflops_per_gpu"] = sum(r["tflops_per_gpu"] * r["step_time_s"] for r in valid) / t if t > 0 else 0
-            for k in ("compute_s", "comm_s", "bubble_s", "imbalance_s"):
-                a[k] = sum(r.get(k, 0) or 0 for r in valid) / len(valid)
-            # As the table (report.cpp aggregate): sum of packing step times over the sum of this
-            # strategy's, over the steps where both are valid.
-            pack = {r["step"]: r["step_time_s"] for r in rows
-                    if r.get("scenario") == key[0] and r.get("strategy") == "packing" and r.get("plan_valid")}
-            paired = [r for r in valid if r.get("step") in pack and r["step_time_s"] > 0]
-            a["speedup"] = (sum(pack[r["step"]] for r in paired) / sum(r["step_time_s"] for r in paired)
-                            if paired else None)
+def aggregates_of(doc):
+    """(scenario, strategy, setting) -> the C++ aggregate, and the scenario/strategy order."""
+    aggs = doc.get("aggregates")
+    if not isinstance(aggs, list):
+        fail("the results file has no \"aggregates\" (written by dcpbench run since cost model v2; re-run it)")
+    out, order = {}, []
+    for a in aggs:
+        key = (a["scenario"], a["strategy"], a.get("setting", "published"))
         out[key] = a
+        if key[2] == "published":
+            order.append((key[0], key[1]))
     return out, order
+
+
+def label_of(a):
+    if a.get("valid"):
+        return None
+    return "out of memory" if a.get("oom_steps") else "invalid plan"
 
 
 def footer(fig, doc):
     ctx = doc.get("context", {})
     sources = sorted({r.get("source", "?") for r in doc["rows"]})
-    kinds = sorted({s.split(":", 1)[0] for s in sources})  # "simulated" and/or "measured"
+    kinds = sorted({s.split(":", 1)[0] for s in sources})  # "simulated" and/or "measured", from the rows
     fig.text(0.01, 0.005, "ours: " + ", ".join(sources) + f" ({' + '.join(kinds)}) | git {ctx.get('git_sha', '?')[:12]}"
              f" | {ctx.get('date', '')}", fontsize=7, color="#555555", ha="left", va="bottom")
 
@@ -128,15 +122,20 @@ def plot_tflops(doc, agg, order, out):
         ax = axes[n // cols][n % cols]
         strategies = sorted({k[1] for k in order if k[0] == sc}, key=strategy_key)
         labels, x = [], 0
+        # (solid: as the scenario sets it; dotted: tuned)
         for s in strategies:
-            a = agg[(sc, s)]
-            if a["valid"]:
-                ax.bar(x, a["tflops_per_gpu"], 0.7, color=color(s))
-                ax.text(x, a["tflops_per_gpu"], f"{a['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=7)
-            else:
-                ax.text(x, 0, "invalid plan", rotation=90, ha="center", va="bottom", fontsize=7, color="red")
-            labels.append(s)
-            x += 1
+            for setting in ("published", "tuned"):
+                a = agg.get((sc, s, setting))
+                if a is None:
+                    continue
+                hatch = ".." if setting == "tuned" else None
+                if a["valid"]:
+                    ax.bar(x, a["tflops_per_gpu"], 0.7, color=color(s), hatch=hatch, edgecolor="white" if hatch else None)
+                    ax.text(x, a["tflops_per_gpu"], f"{a['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=7)
+                else:
+                    ax.text(x, 0, label_of(a), rotation=90, ha="center", va="bottom", fontsize=7, color="red")
+                labels.append(s + (" (tuned)" if setting == "tuned" else ""))
+                x += 1
         for v in (pub.get(sc, {}).get("values") or []):
             if "tflops_per_gpu" not in v:
                 continue
@@ -154,8 +153,8 @@ def plot_tflops(doc, agg, order, out):
             ax.set_ylabel("useful TFLOPS/GPU", fontsize=8)
     for n in range(len(scenarios), rows * cols):
         axes[n // cols][n % cols].axis("off")
-    fig.suptitle("Useful TFLOPS per GPU (Megatron formula, real lengths, no recompute): ours simulated; "
-                 "hatched = published (NVIDIA blog; their GPU, DP and data unpublished)", fontsize=9)
+    fig.suptitle("Useful TFLOPS per GPU (Megatron formula, real lengths, no recompute): ours simulated as published "
+                 "(solid) and tuned (dotted); hatched // = published by others (their hardware)", fontsize=9)
     fig.tight_layout(rect=(0, 0.03, 1, 0.96))
     footer(fig, doc)
     fig.savefig(os.path.join(out, "tflops.png"), dpi=110)
@@ -164,24 +163,31 @@ def plot_tflops(doc, agg, order, out):
 
 def plot_speedup(doc, agg, order, out):
     scenarios = list(dict.fromkeys(k[0] for k in order))
-    strategies = [s for s in sorted({k[1] for k in order}, key=strategy_key) if s != "packing"]
+    refs = {sc: next((a.get("reference", "packing") for k, a in agg.items() if k[0] == sc), "packing") for sc in scenarios}
+    strategies = [s for s in sorted({k[1] for k in order}, key=strategy_key)
+                  if not all(s == refs[sc] for sc in scenarios)]
     pub = published_of(doc)
-    fig, ax = plt.subplots(figsize=(min(16, 4 + 1.0 * len(scenarios)), 5.5))
-    width = 0.8 / (len(strategies) + 1)
+    fig, ax = plt.subplots(figsize=(min(18, 4 + 1.6 * len(scenarios)), 5.5))
+    bars = [(s, setting) for s in strategies for setting in ("published", "tuned")]
+    width = 0.8 / (len(bars) + 1)
     seen = set()
     for i, sc in enumerate(scenarios):
-        for j, s in enumerate(strategies):
-            a = agg.get((sc, s))
-            if not a or not a["valid"] or a.get("speedup") is None:
+        for j, (s, setting) in enumerate(bars):
+            a = agg.get((sc, s, setting))
+            if not a or not a.get("valid") or a.get("speedup_vs_reference") is None or s == refs[sc]:
                 continue
-            x = i + (j - len(strategies) / 2) * width
-            ax.bar(x, a["speedup"], width, color=color(s), label=s if s not in seen else None)
-            seen.add(s)
-            ax.text(x, a["speedup"], f"{a['speedup']:.2f}", ha="center", va="bottom", fontsize=6)
-        x = i + (len(strategies) / 2) * width
+            x = i + (j - len(bars) / 2) * width
+            lab = s + (" (tuned)" if setting == "tuned" else "")
+            ax.bar(x, a["speedup_vs_reference"], width, color=color(s), hatch=".." if setting == "tuned" else None,
+                   edgecolor="white" if setting == "tuned" else None, label=lab if lab not in seen else None)
+            seen.add(lab)
+            ax.text(x, a["speedup_vs_reference"], f"{a['speedup_vs_reference']:.2f}", ha="center", va="bottom", fontsize=5)
+        x = i + (len(bars) / 2) * width
+        drawn = set()  # one bar per published speedup (a scenario may set it beside two of ours)
         for v in (pub.get(sc, {}).get("values") or []):
-            if "speedup_vs_packing" in v:
-                lab = "published (their setup)" if "pub" not in seen else None
+            if "speedup_vs_packing" in v and v["speedup_vs_packing"] not in drawn:
+                drawn.add(v["speedup_vs_packing"])
+                lab = "published (their hardware)" if "pub" not in seen else None
                 seen.add("pub")
                 ax.bar(x, v["speedup_vs_packing"], width, color=color(v["strategy"]), hatch="//",
                        edgecolor="black", alpha=0.55, label=lab)
@@ -189,9 +195,10 @@ def plot_speedup(doc, agg, order, out):
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_xticks(range(len(scenarios)))
     ax.set_xticklabels(scenarios, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("speedup over packing (same batches)")
-    ax.set_title("Speedup over packing (simulated) vs published (NVIDIA blog, Megatron example README)")
-    ax.legend(fontsize=7)
+    ax.set_ylabel("speedup over the reference strategy (same batches)")
+    ax.set_title("Speedup over " + ", ".join(sorted(set(refs.values()))) +
+                 " (simulated): as published (solid), tuned (dotted), published by others (//)")
+    ax.legend(fontsize=6, ncol=2)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     footer(fig, doc)
@@ -205,14 +212,15 @@ def plot_breakdown(doc, agg, order, out):
     rows = math.ceil(len(scenarios) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
     parts = [("compute_s", "compute (incl. recompute)", "#4c72b0"), ("comm_s", "exposed comm", "#dd8452"),
+             ("overhead_s", "overhead (host floor, micro-batch, iteration)", "#8172b3"),
              ("bubble_s", "pipeline bubble", "#c7c7c7"), ("imbalance_s", "imbalance wait", "#c44e52")]
     for n, sc in enumerate(scenarios):
         ax = axes[n // cols][n % cols]
         strategies = sorted({k[1] for k in order if k[0] == sc}, key=strategy_key)
         for j, s in enumerate(strategies):
-            a = agg[(sc, s)]
+            a = agg[(sc, s, "published")]
             if not a["valid"]:
-                ax.text(j, 0, "invalid", rotation=90, ha="center", va="bottom", color="red", fontsize=7)
+                ax.text(j, 0, label_of(a), rotation=90, ha="center", va="bottom", color="red", fontsize=7)
                 continue
             bottom = 0.0
             for k, label, c in parts:
@@ -224,16 +232,18 @@ def plot_breakdown(doc, agg, order, out):
         ax.set_ylabel("seconds per step (mean over GPUs)", fontsize=7)
         ax.set_title(sc, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-        ymax = max((agg[(sc, s)].get("step_time_s", 0) for s in strategies if agg[(sc, s)]["valid"]), default=0)
-        others = [agg[(sc, s)].get("step_time_s", 0) for s in strategies if s != "bshd" and agg[(sc, s)]["valid"]]
-        if others and ymax > 4 * max(others):  # bshd pads to max_seqlen: clip so the others stay readable
-            ax.set_ylim(0, 1.6 * max(others))
-            ax.text(0.01, 0.97, "bars clipped (bshd)", transform=ax.transAxes, fontsize=6, va="top")
+        ymax = max((agg[(sc, s, "published")].get("step_time_s", 0) for s in strategies
+                    if agg[(sc, s, "published")]["valid"]), default=0)
+        times = sorted(agg[(sc, s, "published")].get("step_time_s", 0) for s in strategies
+                       if agg[(sc, s, "published")]["valid"])
+        if len(times) > 2 and ymax > 4 * times[-2]:  # e.g. padded layouts: clip so the others stay readable
+            ax.set_ylim(0, 1.6 * times[-2])
+            ax.text(0.01, 0.97, "slowest bar clipped", transform=ax.transAxes, fontsize=6, va="top")
         if n == 0:
             ax.legend(fontsize=6)
     for n in range(len(scenarios), rows * cols):
         axes[n // cols][n % cols].axis("off")
-    fig.suptitle("Step time breakdown (simulated)", fontsize=11)
+    fig.suptitle("Step time breakdown (simulated; strategies as the scenarios set them)", fontsize=11)
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
     footer(fig, doc)
     fig.savefig(os.path.join(out, "breakdown.png"), dpi=110)
@@ -241,12 +251,13 @@ def plot_breakdown(doc, agg, order, out):
 
 
 def step0_rows(doc, scenario):
-    rs = [r for r in doc["rows"] if r["scenario"] == scenario and r.get("step") == 0]
+    rs = [r for r in doc["rows"] if r["scenario"] == scenario and r.get("step") == 0
+          and r.get("setting", "published") == "published"]
     return sorted(rs, key=lambda r: strategy_key(r["strategy"]))
 
 
 def plot_rank_busy(doc, scenario, out):
-    rs = [r for r in step0_rows(doc, scenario) if r.get("plan_valid") and r.get("rank_busy_s")]
+    rs = [r for r in step0_rows(doc, scenario) if r.get("plan_valid") and r.get("rank_busy_s") and r.get("step_time_s")]
     if not rs:
         return None
     fig, axes = plt.subplots(len(rs), 1, figsize=(9, 1.7 * len(rs) + 0.8), sharex=True, squeeze=False)
@@ -313,7 +324,7 @@ def main():
     args = ap.parse_args()
     doc = load(args.results)
     os.makedirs(args.out, exist_ok=True)
-    agg, order = aggregate(doc["rows"])
+    agg, order = aggregates_of(doc)
     if not order:
         fail(f"{args.results}: no rows")
     written = []

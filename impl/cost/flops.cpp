@@ -16,15 +16,19 @@ struct Preset {
   ModelConfig config;
 };
 
-// Sources: Llama-2-13B and Llama-3-8B model cards (config.json); Megatron-LM dev
-// examples/dynamic_context_parallel/README.md (12 layers, 2048, 8192, 16 heads) for the DCP bench.
+// Sources: Llama-2-13B and Llama-3-8B model cards (config.json). megatron-dcp-bench: Megatron-LM
+// dev (d48bd6b) examples/dynamic_context_parallel/benchmark_dcp.sh lines 22-25 (12 layers, 2048,
+// 8192, 16 heads), 27 (max position embeddings = seq 8192), 40 (vocab 131072, already a multiple
+// of make-vocab-size-divisible-by 128); not set there, so Megatron's defaults
+// (megatron/core/transformer/transformer_config.py: gated_linear_unit False and F.gelu (208-211),
+// add_bias_linear True (199), normalization "LayerNorm" (243), num_query_groups only with
+// --group-query-attention; megatron/training/arguments.py: --position-embedding-type
+// learned_absolute (2865-2868), embeddings tied unless --untie-embeddings-and-output-weights (3006)).
 const Preset kPresets[] = {
     {"llama-13b", {"llama-13b", 40, 5120, 13824, 40, 40, 0, 32000, true}},
     {"llama3-8b", {"llama3-8b", 32, 4096, 14336, 32, 8, 0, 128256, true}},
-    // Vocab is not stated by the example; 128256 (Llama-3 tokenizer) is assumed because current
-    // Megatron/NeMo examples default to it. At 8k tokens the logits are ~22% of its FLOPs, so this
-    // choice matters for absolute TFLOPS but equally for every strategy.
-    {"megatron-dcp-bench", {"megatron-dcp-bench", 12, 2048, 8192, 16, 16, 0, 128256, true}},
+    {"megatron-dcp-bench",
+     {"megatron-dcp-bench", 12, 2048, 8192, 16, 16, 0, 131072, false, true, 8192, true, true}},
     {"tiny", {"tiny", 2, 64, 128, 4, 2, 0, 256, true}},
 };
 
@@ -103,12 +107,24 @@ double layer_params(const ModelConfig& m) {
   const double h = static_cast<double>(m.hidden);
   const double q = static_cast<double>(m.q_dim());
   const double kv = static_cast<double>(m.kv_dim());
-  return h * (q + 2.0 * kv) + q * h + mlp_mult(m) * h * static_cast<double>(m.ffn) + 2.0 * h;
+  const double f = static_cast<double>(m.ffn);
+  double p = h * (q + 2.0 * kv) + q * h + mlp_mult(m) * h * f;
+  p += (m.layernorm ? 4.0 : 2.0) * h;  // two norms: weight (+ bias)
+  if (m.linear_bias) p += (q + 2.0 * kv) + h + (mlp_mult(m) - 1.0) * f + h;  // QKV, proj, fc1, fc2
+  return p;
+}
+
+double embedding_params(const ModelConfig& m) {
+  return (static_cast<double>(m.vocab) + static_cast<double>(m.position_embeddings)) * static_cast<double>(m.hidden);
+}
+
+double output_params(const ModelConfig& m) {
+  const double h = static_cast<double>(m.hidden);
+  return (m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * h) + (m.layernorm ? 2.0 : 1.0) * h;
 }
 
 double total_params(const ModelConfig& m) {
-  const double h = static_cast<double>(m.hidden);
-  return m.layers * layer_params(m) + 2.0 * static_cast<double>(m.vocab) * h + h;
+  return m.layers * layer_params(m) + embedding_params(m) + output_params(m);
 }
 
 }  // namespace dcp::cost

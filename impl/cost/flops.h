@@ -33,6 +33,15 @@ struct ModelConfig {
   int head_dim = 0;       // d; 0 means hidden / heads
   int64_t vocab = 0;      // V (padded vocabulary)
   bool swiglu = true;     // gated MLP (3 weight matrices) vs plain (2)
+  // Parameter-count details (memory and gradient sync; the useful-FLOPs formula ignores them, as
+  // Megatron's does). Defaults are a Llama: untied, RoPE, no biases, RMSNorm.
+  bool tied_embeddings = false;      // output layer shares the embedding (Megatron's default
+                                     // unless --untie-embeddings-and-output-weights)
+  int64_t position_embeddings = 0;   // rows of a learned absolute position table (Megatron's
+                                     // default --position-embedding-type learned_absolute); 0: RoPE
+  bool linear_bias = false;          // biases in every linear layer (Megatron's default
+                                     // add_bias_linear = True; --disable-bias-linear turns it off)
+  bool layernorm = false;            // LayerNorm (weight + bias; Megatron's default) vs RMSNorm
 
   int64_t head_dim_or_default() const { return head_dim > 0 ? head_dim : hidden / heads; }
   int64_t q_dim() const { return heads * head_dim_or_default(); }    // q = a*d
@@ -45,9 +54,10 @@ void validate_model(const ModelConfig& model);
 // Presets:
 //   "llama-13b"          40 layers, h 5120, FFN 13824, 40 heads, 40 KV heads, V 32000, SwiGLU
 //   "llama3-8b"          32 layers, h 4096, FFN 14336, 32 heads, 8 KV heads,  V 128256, SwiGLU
-//   "megatron-dcp-bench" 12 layers, h 2048, FFN 8192, 16 heads, 16 KV heads, V 128256, SwiGLU
-//                        (Megatron examples/dynamic_context_parallel; vocab not stated there —
-//                        128256 assumes the Llama-3 tokenizer of current Megatron/NeMo examples)
+//   "megatron-dcp-bench" Megatron-LM dev examples/dynamic_context_parallel/benchmark_dcp.sh:
+//                        12 layers, h 2048, FFN 8192, 16 heads (MHA), V 131072, and what the
+//                        script leaves at Megatron's defaults: GeLU MLP, LayerNorm, biases,
+//                        tied embeddings, learned absolute positions (8192 rows); see flops.cpp
 //   "tiny"               2 layers, h 64, FFN 128, 4 heads, 2 KV heads, V 256 (tests)
 // Throws InputError naming the unknown name and listing the known ones.
 ModelConfig model_preset(const std::string& name);
@@ -73,9 +83,14 @@ double fwd_layer_gemm_flops_per_token(const ModelConfig& model);
 double fwd_layer_attn_flops_per_token_sq(const ModelConfig& model);
 double fwd_logits_flops_per_token(const ModelConfig& model);
 
-// Parameter counts (untied embedding and output layer, RMSNorm weights included):
-//   per layer: h*(q+2kv) + q*h + m*h*F_ffn + 2*h;  embedding V*h; output V*h; final norm h.
+// Parameter counts:
+//   per layer: h*(q+2kv) + q*h + m*h*F_ffn + norms (2h, 4h with LayerNorm)
+//              + biases when linear_bias: (q+2kv) + h + (m-1)*F_ffn + h
+//   embedding V*h (+ position_embeddings*h); output V*h unless tied; final norm h (2h LayerNorm).
+// embedding_params / output_params: what pipeline stage 0 / the last stage hold besides layers.
 double layer_params(const ModelConfig& model);
+double embedding_params(const ModelConfig& model);  // word (+ position) embeddings
+double output_params(const ModelConfig& model);     // output layer (0 if tied) + final norm
 double total_params(const ModelConfig& model);
 
 }  // namespace dcp::cost

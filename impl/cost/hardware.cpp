@@ -1,7 +1,8 @@
 // Built-in hardware profiles, curve interpolation and calibration files (see hardware.h).
 //
 // Every h100-sxm number carries its source. Where no public measurement exists the number is
-// marked [estimate] with the reasoning, so that a calibration file can replace it.
+// marked [estimate] (or [derived], when computed from sourced numbers and stated counts) with the
+// reasoning, so that a calibration file can replace it and `dcpbench run --sensitivity` can vary it.
 #include "cost/hardware.h"
 
 #include "core/error.h"
@@ -25,6 +26,15 @@ Curve tflops_curve(std::initializer_list<std::pair<double, double>> pts) {
   return c;
 }
 
+// ---- host floor anchors (issue 8 "launch floor") ----
+// One PyTorch op issued from Python on an H100 DGX host: torch.nn.Linear forward (bf16, hidden
+// 2048, 8192 tokens) took 13.48 us of CPU time on an H100 DGX (Xeon 8480C), TransformerEngine
+// issue #2053 (2025-08), table "CPU runtime".
+constexpr double kTorchOpHostS = 13.5e-6;
+// One TransformerEngine module call: the same issue measured te.Linear at 2.7x the CPU time of
+// torch.nn.Linear on the same host (GH200: 90.53 vs 33.17 us); [derived] 2.7 x 13.5 us.
+constexpr double kTeModuleHostS = 2.7 * kTorchOpHostS;
+
 HardwareProfile h100_sxm() {
   HardwareProfile p;
   p.name = "h100-sxm";
@@ -39,25 +49,53 @@ HardwareProfile h100_sxm() {
   //   ~70% of min(roofline, 798) to account for tile/wave quantization.
   p.gemm_efficiency = tflops_curve({{128, 300}, {256, 495}, {512, 640}, {1024, 710},
                                     {2048, 750}, {4096, 780}, {8192, 798}});
-  AttentionCurves a;
-  a.head_dim = 128;
-  // FA3 paper (arXiv 2407.08608) figures, H100 SXM5, hdim 128, bf16, as read in landscape §5
-  // (values read off figure images: approximate). 512..16k are the paper's points; 128 and 256
-  // are [estimate]: the paper's log-linear trend continued (about -45% per halving).
-  a.fwd_causal = tflops_curve({{128, 90}, {256, 165}, {512, 292}, {1024, 423}, {2048, 521},
-                               {4096, 579}, {8192, 602}, {16384, 616}});
-  a.fwd_full = tflops_curve({{128, 200}, {256, 330}, {512, 467}, {1024, 565}, {2048, 625},
-                             {4096, 638}, {8192, 646}, {16384, 648}});
-  // FA3 backward figure (causality not labelled in the source; used for both).
-  a.bwd = tflops_curve({{128, 110}, {256, 200}, {512, 316}, {1024, 424}, {2048, 501},
-                        {4096, 542}, {8192, 559}, {16384, 561}});
-  p.attention.push_back(a);
+  // FA2 / FA3 / cuDNN tables over (query, key) length with the kernels' tile sizes
+  // (attention_table.cpp names every source).
+  p.attention_tables = h100_attention_tables();
   p.intra_node_bytes_per_s = 450e9;  // NVLink 4: 900 GB/s bidirectional = 450 GB/s per direction
   p.intra_node_latency_s = 10e-6;    // [estimate] NCCL p2p small-message latency incl. launch
-  p.inter_node_bytes_per_s = 50e9;   // ConnectX-7 NDR 400 Gb/s = 50 GB/s per GPU per direction
+  p.inter_node_bytes_per_s = 50e9;   // ConnectX-7 NDR 400 Gb/s = 50 GB/s per NIC per direction
   p.inter_node_latency_s = 20e-6;    // [estimate] IB RDMA + NCCL proxy latency
   p.gpus_per_node = 8;               // HGX/DGX H100
-  p.microbatch_overhead_s = 0;       // no fixed overhead by default (calibration may add one)
+  p.nics_per_node = 8;               // DGX H100: one ConnectX-7 compute NIC per GPU
+
+  // Host floors [derived] from the two anchors above and op counts of Megatron's TE layer spec
+  // (TELayerNormColumnParallelLinear for QKV, TEDotProductAttention, TERowParallelLinear for the
+  // projection, TELayerNormColumnParallelLinear + TERowParallelLinear for the MLP: 5 TE modules)
+  // plus 8 torch glue ops (QKV split/views, rotary or position add, 2 bias-dropout-adds, the
+  // activation, 2 reshapes):
+  p.host_layer_fwd_s = 5 * kTeModuleHostS + 8 * kTorchOpHostS;  // 317 us
+  //   backward: TE modules run Python autograd Functions (same order as forward); the glue ops'
+  //   backward runs in autograd's C++ engine, taken as half a Python op.
+  p.host_layer_bwd_s = 5 * kTeModuleHostS + 4 * kTorchOpHostS;  // 236 us
+  // One CP ring step of TE's THD p2p attention (AttnFuncWithCPAndKVP2P, TransformerEngine
+  // d0067d0 transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py):
+  //   forward loop body (lines 1698-1960) + its output correction (1981-2040): ~12 host calls per
+  //   step (receive wait, empty_like, batch_isend_irecv, KV views, read-half, LSE correction,
+  //   out correction, event record/wait) + one flash-attention call of TE-module size;
+  //   backward loop (2385-2800): ~18 calls (2 waits, KV and dKV send/recv, 3 read-halves, dq/dk/dv
+  //   corrections, buffer copies) + one flash-attention backward call.
+  p.ring_step_fwd_s = 12 * kTorchOpHostS + kTeModuleHostS;  // 198 us
+  p.ring_step_bwd_s = 18 * kTorchOpHostS + kTeModuleHostS;  // 279 us
+  // Per micro-batch per virtual stage [derived]: get_batch and PackedSeqParams (cu_seqlens, THD
+  // slicing: ~10 ops), embedding (~3 ops), output layer (1 TE module), loss (~6 ops), 1 module of
+  // pipeline/loss glue: 20 ops + 2 modules, half charged to each pass.
+  p.microbatch_overhead_s = 20 * kTorchOpHostS + 2 * kTeModuleHostS;  // 343 us
+  // Per iteration [derived, op count estimated]: train_step's zero_grad, grad-norm
+  // (multi_tensor_l2norm + all-reduce + .item() sync), loss averaging + .item(), optimizer
+  // multi-tensor launches, timers and --log-interval 1 logging: ~200 host ops.
+  p.iteration_overhead_s = 200 * kTorchOpHostS;  // 2.7 ms
+  // Dynamic-CP data path per iteration [estimate]: the scheduler call and build_packed_microbatches
+  // (Megatron dev data_schedule_utils.py) for the few samples per DP rank of the Megatron example
+  // (~75 host ops). Not valid for large batches: Megatron's Python default_dynamic_cp took ~660 ms
+  // for 2048 samples on 64 ranks (README "Scheduler speed"); NVIDIA's prototype hides its solver in
+  // a background process, which is what the Llama-13B scenarios compare with.
+  p.dynamic_data_overhead_s = 75 * kTorchOpHostS;  // 1.0 ms
+  // reroute_samples_to_dcp_ranks (Megatron dev data_schedule_utils.py:358) all-to-alls the
+  // sample keys of MockVarlenDataset (varlen_dataset.py): tokens int64 (8), labels int64 (8),
+  // loss_mask fp32 (4), position_ids int64 (8) = 28 bytes per token.
+  p.reroute_bytes_per_token = 28;
+
   p.hbm_bytes_per_s = 3.35e12;       // H100 SXM HBM3 (datasheet)
   // [estimate] element-wise traffic per token per layer forward, in units of hidden x 1 byte:
   // 2 RMSNorm (read+write: 4h), 2 residual adds (6h), RoPE on q,k (4h), SwiGLU activation
@@ -66,6 +104,33 @@ HardwareProfile h100_sxm() {
   // [estimate] cross-entropy over the logits (Megatron's fused vocab-parallel CE computes in fp32):
   // read bf16 logits (2), write + read fp32 softmax (8), write bf16 grad (2) = 12 bytes per logit.
   p.loss_bytes_per_token_vocab = 12;
+  // THD ring side kernels per ring step after the first, bytes per local token [derived] from the
+  // TE code above (bf16, 2 bytes per value; "half" kernels touch half the tokens; lower-triangle
+  // steps read half of KV, upper ones half of Q, so per step on average):
+  //   fwd: read-half r+w (KV: 4 B x kv / 2 steps of 2; Q: 2 B x q) -> 2*kv + 1*q;
+  //        out correction: read out_i (1.5 q avg) + r+w the output (3 q avg) -> 4.5 q.
+  p.thd_side_fwd_bytes_q = 5.5;
+  p.thd_side_fwd_bytes_kv = 2.0;
+  //   bwd: read-halves (KV, or q + out + dout) -> 2*kv + 3*q; dq correction r dq_ + r+w dq (4.5 q
+  //        avg); dk/dv corrections (9 kv avg); dKV send-buffer copy r+w (8 kv) -> 7.5 q + 19 kv.
+  p.thd_side_bwd_bytes_q = 7.5;
+  p.thd_side_bwd_bytes_kv = 19.0;
+  // Adam step with fp32 main params [derived]: read fp32 grad (4), r+w fp32 param (8), m (8),
+  // v (8), write the bf16 model copy (2) = 30; grad-norm reads the grads (4); zeroing the grad
+  // buffer writes them (4): 38 bytes per param of the GPU's optimizer shard.
+  p.optimizer_bytes_per_param = 38;
+
+  p.memory_bytes = 80e9;  // H100 SXM 80 GB HBM3 (datasheet)
+  // NVIDIA's prototype rejects a plan whose simulated peak exceeds 70 GiB on these 80 GB GPUs
+  // (PR #2959 hotsim memory model, landscape §3.3): the rest is context, NCCL buffers, workspaces
+  // and allocator slack.
+  p.memory_reserved_bytes = 80e9 - 70.0 * 1024 * 1024 * 1024;
+  // Live bytes per logit [derived]: Megatron's vocab_parallel_cross_entropy keeps the bf16
+  // logits (2), an fp32 copy (4) and the fp32 softmax for backward (4) = 10; the fused
+  // cross-entropy (--cross-entropy-loss-fusion) keeps the bf16 logits and writes a bf16 gradient
+  // in their place (2 + 2) = 4.
+  p.ce_unfused_bytes_per_logit = 10;
+  p.ce_fused_bytes_per_logit = 4;
   return p;
 }
 
@@ -76,43 +141,83 @@ HardwareProfile unit_profile() {
   p.obtained = "synthetic";
   p.peak_flops_per_s = 1e12;
   p.gemm_efficiency.points = {{1, 1.0}};
-  AttentionCurves a;
-  a.head_dim = 128;
-  a.fwd_causal.points = {{1, 1.0}};
-  a.fwd_full.points = {{1, 1.0}};
-  a.bwd.points = {{1, 1.0}};
-  p.attention.push_back(a);
+  for (const auto& backend : attention_backend_names()) {
+    AttentionTable t;
+    t.backend = backend;
+    t.head_dim = 128;
+    t.lengths = {1};
+    t.fwd_causal = t.fwd_full = t.bwd = {1.0};
+    t.fwd_tile_q = t.fwd_tile_k = t.bwd_tile_q = t.bwd_tile_k = 1;
+    p.attention_tables.push_back(t);
+  }
   p.intra_node_bytes_per_s = 1e9;
   p.inter_node_bytes_per_s = 1e9;
   p.gpus_per_node = 4;
+  p.nics_per_node = 1;
+  p.memory_bytes = 1e15;
   return p;
 }
 
-const AttentionCurves* pick(const HardwareProfile& p, int head_dim, const AttentionCurves** hi,
-                            double* w) {
-  DCP_CHECK(!p.attention.empty(), "profile ", p.name, " has no attention curves");
-  const auto& at = p.attention;
-  *w = 0;
-  *hi = nullptr;
-  if (head_dim <= at.front().head_dim) return &at.front();
-  if (head_dim >= at.back().head_dim) return &at.back();
-  for (size_t i = 0; i + 1 < at.size(); ++i) {
-    if (head_dim >= at[i].head_dim && head_dim <= at[i + 1].head_dim) {
-      *hi = &at[i + 1];
-      *w = double(head_dim - at[i].head_dim) / double(at[i + 1].head_dim - at[i].head_dim);
-      return &at[i];
-    }
-  }
-  return &at.back();
+// Every double field of HardwareProfile by calibration key.
+using ScalarField = double HardwareProfile::*;
+const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
+  static const std::vector<std::pair<std::string, ScalarField>> f = {
+      {"peak_flops_per_s", &HardwareProfile::peak_flops_per_s},
+      {"intra_node_bytes_per_s", &HardwareProfile::intra_node_bytes_per_s},
+      {"intra_node_latency_s", &HardwareProfile::intra_node_latency_s},
+      {"inter_node_bytes_per_s", &HardwareProfile::inter_node_bytes_per_s},
+      {"inter_node_latency_s", &HardwareProfile::inter_node_latency_s},
+      {"host_layer_fwd_s", &HardwareProfile::host_layer_fwd_s},
+      {"host_layer_bwd_s", &HardwareProfile::host_layer_bwd_s},
+      {"ring_step_fwd_s", &HardwareProfile::ring_step_fwd_s},
+      {"ring_step_bwd_s", &HardwareProfile::ring_step_bwd_s},
+      {"microbatch_overhead_s", &HardwareProfile::microbatch_overhead_s},
+      {"iteration_overhead_s", &HardwareProfile::iteration_overhead_s},
+      {"dynamic_data_overhead_s", &HardwareProfile::dynamic_data_overhead_s},
+      {"reroute_bytes_per_token", &HardwareProfile::reroute_bytes_per_token},
+      {"hbm_bytes_per_s", &HardwareProfile::hbm_bytes_per_s},
+      {"elementwise_bytes_per_token_hidden", &HardwareProfile::elementwise_bytes_per_token_hidden},
+      {"loss_bytes_per_token_vocab", &HardwareProfile::loss_bytes_per_token_vocab},
+      {"thd_side_fwd_bytes_q", &HardwareProfile::thd_side_fwd_bytes_q},
+      {"thd_side_fwd_bytes_kv", &HardwareProfile::thd_side_fwd_bytes_kv},
+      {"thd_side_bwd_bytes_q", &HardwareProfile::thd_side_bwd_bytes_q},
+      {"thd_side_bwd_bytes_kv", &HardwareProfile::thd_side_bwd_bytes_kv},
+      {"optimizer_bytes_per_param", &HardwareProfile::optimizer_bytes_per_param},
+      {"memory_bytes", &HardwareProfile::memory_bytes},
+      {"memory_reserved_bytes", &HardwareProfile::memory_reserved_bytes},
+      {"ce_fused_bytes_per_logit", &HardwareProfile::ce_fused_bytes_per_logit},
+      {"ce_unfused_bytes_per_logit", &HardwareProfile::ce_unfused_bytes_per_logit},
+  };
+  return f;
 }
 
-template <typename F>
-double attn_eff(const HardwareProfile& p, int head_dim, double x, F member) {
-  const AttentionCurves* hi = nullptr;
-  double w = 0;
-  const AttentionCurves* lo = pick(p, head_dim, &hi, &w);
-  const double a = (lo->*member).at(x);
-  return hi ? (1 - w) * a + w * (hi->*member).at(x) : a;
+const AttentionTable* find_table(const HardwareProfile& p, const std::string& backend, int head_dim,
+                                 const AttentionTable** hi, double* w) {
+  const AttentionTable* lo = nullptr;
+  *hi = nullptr;
+  *w = 0;
+  std::vector<const AttentionTable*> mine;
+  for (const auto& t : p.attention_tables)
+    if (t.backend == backend) mine.push_back(&t);
+  if (mine.empty()) {
+    std::string known;
+    for (const auto& t : p.attention_tables)
+      if (known.find(t.backend) == std::string::npos) known += (known.empty() ? "" : ", ") + t.backend;
+    throw InputError("attention backend \"" + backend + "\" has no table in profile " + p.name + " (known: " +
+                     known + ")");
+  }
+  std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->head_dim < b->head_dim; });
+  if (head_dim <= mine.front()->head_dim) return mine.front();
+  if (head_dim >= mine.back()->head_dim) return mine.back();
+  for (size_t i = 0; i + 1 < mine.size(); ++i) {
+    if (head_dim >= mine[i]->head_dim && head_dim <= mine[i + 1]->head_dim) {
+      lo = mine[i];
+      *hi = mine[i + 1];
+      *w = double(head_dim - lo->head_dim) / double((*hi)->head_dim - lo->head_dim);
+      return lo;
+    }
+  }
+  return mine.back();
 }
 
 void merge_points(Curve& curve, const nlohmann::json& j, const std::string& where) {
@@ -166,14 +271,40 @@ double Curve::at(double x) const {
 }
 
 double HardwareProfile::gemm_efficiency_at(double tokens) const { return gemm_efficiency.at(tokens); }
-double HardwareProfile::attn_fwd_causal_efficiency(double s, int d) const {
-  return attn_eff(*this, d, s, &AttentionCurves::fwd_causal);
+
+double HardwareProfile::attn_efficiency(const std::string& backend, AttnKind kind, double q, double k,
+                                        int head_dim) const {
+  const AttentionTable* hi = nullptr;
+  double w = 0;
+  const AttentionTable* lo = find_table(*this, backend, head_dim, &hi, &w);
+  const double a = lo->at(kind, q, k);
+  return hi ? (1 - w) * a + w * hi->at(kind, q, k) : a;
 }
-double HardwareProfile::attn_fwd_full_efficiency(double s, int d) const {
-  return attn_eff(*this, d, s, &AttentionCurves::fwd_full);
+
+double HardwareProfile::collective_inter_node_bytes_per_s() const {
+  return std::min(intra_node_bytes_per_s, nics_per_node * inter_node_bytes_per_s);
 }
-double HardwareProfile::attn_bwd_efficiency(double s, int d) const {
-  return attn_eff(*this, d, s, &AttentionCurves::bwd);
+
+std::vector<std::string> profile_scalar_keys() {
+  std::vector<std::string> keys;
+  for (const auto& [k, _] : scalar_fields()) keys.push_back(k);
+  return keys;
+}
+
+double profile_scalar(const HardwareProfile& p, const std::string& key) {
+  for (const auto& [k, f] : scalar_fields())
+    if (k == key) return p.*f;
+  DCP_FAIL("unknown profile scalar \"", key, "\"");
+}
+
+void set_profile_scalar(HardwareProfile& p, const std::string& key, double value) {
+  for (const auto& [k, f] : scalar_fields()) {
+    if (k == key) {
+      p.*f = value;
+      return;
+    }
+  }
+  DCP_FAIL("unknown profile scalar \"", key, "\"");
 }
 
 HardwareProfile hardware_preset(const std::string& name) {
@@ -191,36 +322,28 @@ void validate_profile(const HardwareProfile& p) {
               ": intra_node_bytes_per_s=", p.intra_node_bytes_per_s, " must be > 0");
   DCP_REQUIRE(p.inter_node_bytes_per_s > 0, "profile ", p.name,
               ": inter_node_bytes_per_s=", p.inter_node_bytes_per_s, " must be > 0");
-  DCP_REQUIRE(p.intra_node_latency_s >= 0 && p.inter_node_latency_s >= 0 &&
-                  p.microbatch_overhead_s >= 0 && p.hbm_bytes_per_s >= 0 &&
-                  p.elementwise_bytes_per_token_hidden >= 0 && p.loss_bytes_per_token_vocab >= 0,
-              "profile ", p.name, ": latencies, overheads and hbm numbers must be >= 0");
+  for (const auto& [k, f] : scalar_fields())
+    DCP_REQUIRE(std::isfinite(p.*f) && p.*f >= 0, "profile ", p.name, ": ", k, "=", p.*f, " must be >= 0");
+  DCP_REQUIRE(p.memory_bytes > p.memory_reserved_bytes, "profile ", p.name, ": memory_bytes=", p.memory_bytes,
+              " must exceed memory_reserved_bytes=", p.memory_reserved_bytes);
   DCP_REQUIRE(p.gpus_per_node >= 1, "profile ", p.name, ": gpus_per_node=", p.gpus_per_node,
               " must be >= 1");
+  DCP_REQUIRE(p.nics_per_node >= 1, "profile ", p.name, ": nics_per_node=", p.nics_per_node,
+              " must be >= 1");
   check_curve(p.gemm_efficiency, "gemm_efficiency", p.name);
-  DCP_REQUIRE(!p.attention.empty(), "profile ", p.name, ": no attention curves");
-  for (size_t i = 0; i < p.attention.size(); ++i) {
-    const auto& a = p.attention[i];
-    const std::string tag = "attention[head_dim=" + std::to_string(a.head_dim) + "].";
-    check_curve(a.fwd_causal, tag + "fwd_causal", p.name);
-    check_curve(a.fwd_full, tag + "fwd_full", p.name);
-    check_curve(a.bwd, tag + "bwd", p.name);
-    if (i > 0)
-      DCP_REQUIRE(a.head_dim > p.attention[i - 1].head_dim, "profile ", p.name,
-                  ": attention head dims must ascend");
-  }
+  DCP_REQUIRE(!p.attention_tables.empty(), "profile ", p.name, ": no attention tables");
+  for (const auto& t : p.attention_tables) validate_attention_table(t, p.name);
 }
 
 HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::json& j,
                                   const std::string& source) {
   DCP_REQUIRE(j.is_object(), source, ": calibration must be a JSON object");
   HardwareProfile p = base;
-  static const std::set<std::string> kScalars = {
-      "peak_flops_per_s",      "intra_node_bytes_per_s", "intra_node_latency_s",
-      "inter_node_bytes_per_s", "inter_node_latency_s",  "microbatch_overhead_s",
-      "hbm_bytes_per_s",       "elementwise_bytes_per_token_hidden", "loss_bytes_per_token_vocab"};
   for (const auto& [key, value] : j.items()) {
     const std::string at = source + ": \"" + key + "\"";
+    const std::string name = key;  // (clang: a structured binding cannot be captured before C++20 P1091)
+    const auto field = std::find_if(scalar_fields().begin(), scalar_fields().end(),
+                                    [&](const auto& f) { return f.first == name; });
     if (key == "schema") {
       DCP_REQUIRE(value == "dcpbench.calibration.v1", at, "=", value.dump(),
                   " (expected \"dcpbench.calibration.v1\")");
@@ -236,51 +359,25 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
       p.obtained = value.get<std::string>();
     } else if (key == "comment" || key == "sources" || key == "script" || key == "device") {
       // free-form provenance
-    } else if (kScalars.count(key)) {
+    } else if (field != scalar_fields().end()) {
       DCP_REQUIRE(value.is_number(), at, "=", value.dump(), " must be a number");
-      const double v = value.get<double>();
-      if (key == "peak_flops_per_s") p.peak_flops_per_s = v;
-      if (key == "intra_node_bytes_per_s") p.intra_node_bytes_per_s = v;
-      if (key == "intra_node_latency_s") p.intra_node_latency_s = v;
-      if (key == "inter_node_bytes_per_s") p.inter_node_bytes_per_s = v;
-      if (key == "inter_node_latency_s") p.inter_node_latency_s = v;
-      if (key == "microbatch_overhead_s") p.microbatch_overhead_s = v;
-      if (key == "hbm_bytes_per_s") p.hbm_bytes_per_s = v;
-      if (key == "elementwise_bytes_per_token_hidden") p.elementwise_bytes_per_token_hidden = v;
-      if (key == "loss_bytes_per_token_vocab") p.loss_bytes_per_token_vocab = v;
-    } else if (key == "gpus_per_node") {
-      p.gpus_per_node = static_cast<int>(json_int(value, 1, 1 << 20, at));  // range-checked, never wrapped
+      p.*(field->second) = value.get<double>();
+    } else if (key == "gpus_per_node" || key == "nics_per_node") {
+      // range-checked, never wrapped (a JSON 2^40 would become 0)
+      (key == "gpus_per_node" ? p.gpus_per_node : p.nics_per_node) = static_cast<int>(json_int(value, 1, 1 << 20, at));
     } else if (key == "gemm_efficiency") {
       merge_points(p.gemm_efficiency, value, at);
-    } else if (key == "attention") {
+    } else if (key == "attention_tables") {
       DCP_REQUIRE(value.is_array(), at, " must be an array");
-      for (const auto& a : value) {
-        DCP_REQUIRE(a.is_object() && a.contains("head_dim") && a["head_dim"].is_number_integer(),
-                    at, ": every entry needs an integer \"head_dim\"");
-        const int d = static_cast<int>(json_int(a["head_dim"], 1, 1 << 16, at + "[].\"head_dim\""));
-        auto it = std::find_if(p.attention.begin(), p.attention.end(),
-                               [&](const AttentionCurves& c) { return c.head_dim == d; });
-        if (it == p.attention.end()) {
-          AttentionCurves fresh;
-          fresh.head_dim = d;
-          p.attention.push_back(fresh);
-          std::sort(p.attention.begin(), p.attention.end(),
-                    [](const auto& x, const auto& y) { return x.head_dim < y.head_dim; });
-          it = std::find_if(p.attention.begin(), p.attention.end(),
-                            [&](const AttentionCurves& c) { return c.head_dim == d; });
-        }
-        for (const auto& [k, v] : a.items()) {
-          const std::string w = at + "[head_dim=" + std::to_string(d) + "].\"" + k + "\"";
-          if (k == "head_dim") continue;
-          if (k == "fwd_causal")
-            merge_points(it->fwd_causal, v, w);
-          else if (k == "fwd_full")
-            merge_points(it->fwd_full, v, w);
-          else if (k == "bwd")
-            merge_points(it->bwd, v, w);
-          else
-            throw InputError(w + " is not a known key (fwd_causal, fwd_full, bwd)");
-        }
+      for (size_t i = 0; i < value.size(); ++i) {
+        AttentionTable t = attention_table_from_json(value[i], at + "[" + std::to_string(i) + "]");
+        auto it = std::find_if(p.attention_tables.begin(), p.attention_tables.end(), [&](const AttentionTable& x) {
+          return x.backend == t.backend && x.head_dim == t.head_dim;
+        });
+        if (it != p.attention_tables.end())
+          *it = std::move(t);
+        else
+          p.attention_tables.push_back(std::move(t));
       }
     } else {
       throw InputError(at + " is not a known calibration key");
@@ -307,23 +404,12 @@ nlohmann::json profile_to_json(const HardwareProfile& p) {
   j["name"] = p.calibration;
   j["profile"] = p.name;
   j["obtained"] = p.obtained;
-  j["peak_flops_per_s"] = p.peak_flops_per_s;
-  j["intra_node_bytes_per_s"] = p.intra_node_bytes_per_s;
-  j["intra_node_latency_s"] = p.intra_node_latency_s;
-  j["inter_node_bytes_per_s"] = p.inter_node_bytes_per_s;
-  j["inter_node_latency_s"] = p.inter_node_latency_s;
+  for (const auto& [k, f] : scalar_fields()) j[k] = p.*f;
   j["gpus_per_node"] = p.gpus_per_node;
-  j["microbatch_overhead_s"] = p.microbatch_overhead_s;
-  j["hbm_bytes_per_s"] = p.hbm_bytes_per_s;
-  j["elementwise_bytes_per_token_hidden"] = p.elementwise_bytes_per_token_hidden;
-  j["loss_bytes_per_token_vocab"] = p.loss_bytes_per_token_vocab;
+  j["nics_per_node"] = p.nics_per_node;
   j["gemm_efficiency"] = curve_json(p.gemm_efficiency);
-  j["attention"] = nlohmann::json::array();
-  for (const auto& a : p.attention)
-    j["attention"].push_back({{"head_dim", a.head_dim},
-                              {"fwd_causal", curve_json(a.fwd_causal)},
-                              {"fwd_full", curve_json(a.fwd_full)},
-                              {"bwd", curve_json(a.bwd)}});
+  j["attention_tables"] = nlohmann::json::array();
+  for (const auto& t : p.attention_tables) j["attention_tables"].push_back(attention_table_to_json(t));
   return j;
 }
 

@@ -1,24 +1,32 @@
-// Hardware profiles: what one GPU and its links can do, as tables the time model reads.
+// Hardware profiles: what one GPU, its host and its links can do, as numbers the time model and
+// the memory model read.
 //
-//   peak bf16 FLOP/s; GEMM efficiency vs tokens (rows of the GEMM); causal/full attention
-//   efficiency vs per-sequence length, per head dim; intra-node (NVLink) and inter-node (IB)
-//   bandwidth and latency per direction; GPUs per node.
+//   peak bf16 FLOP/s; GEMM efficiency vs tokens (rows of the GEMM); attention efficiency tables
+//   over (query length, key length) per backend (attention_table.h); NVLink and NIC bandwidth and
+//   latency; the host/launch floors of a PyTorch + TransformerEngine training step; the fixed and
+//   per-token costs of the THD ring attention's side kernels; the optimizer step's HBM traffic;
+//   GPU memory capacity.
 // Curves are piecewise linear in log2(x) and clamped (flat) outside their first/last point, so
 // they never extrapolate above the largest measured efficiency. Efficiencies are fractions of
 // peak in (0, 1].
 //
-// Every built-in number names its source in hardware.cpp. A calibration file (JSON, under
-// results/calibration/, schema "dcpbench.calibration.v1") overrides scalars and curve points;
-// its name becomes HardwareProfile::calibration and ends up in every result's source string
-// "simulated:<cost-model>@<calibration>". Calibration format:
+// Every built-in number names its source (or its derivation, marked [derived] / [estimate]) in
+// hardware.cpp. A calibration file (JSON, under results/calibration/, schema
+// "dcpbench.calibration.v1") overrides any scalar below (its calibration key is the field name),
+// curve points and attention tables; its name becomes HardwareProfile::calibration and ends up in
+// every result's source string "simulated:<cost-model>@<calibration>". Calibration format:
 //   {"schema": "dcpbench.calibration.v1", "name": "h100-sxm-public", "profile": "h100-sxm",
 //    "obtained": "public" | "measured",          // how the numbers were obtained
 //    "peak_flops_per_s": 9.89e14,                // any scalar field below, optional
 //    "gemm_efficiency": [[tokens, eff], ...],    // points replace same-x points, others are added
-//    "attention": [{"head_dim": 128, "fwd_causal": [[seqlen, eff], ...], "fwd_full": [...],
-//                   "bwd": [...]}]}
+//    "attention_tables": [{"backend": "fa3", "head_dim": 128, "lengths": [...],
+//                          "fwd_tile": [q, k], "bwd_tile": [q, k],
+//                          "fwd_causal": [[...]], "fwd_full": [[...]], "bwd": [[...]]}]}
+//                                                // a table replaces the same (backend, head_dim)
 // Unknown keys are InputErrors naming the file and key.
 #pragma once
+
+#include "cost/attention_table.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -38,44 +46,80 @@ struct Curve {
   double at(double x) const;  // throws dcp::Error if empty
 };
 
-// Attention efficiency tables for one head dim (fraction of peak). FLOPs are counted as in the
-// FA3 paper: causal forward = 2*q*L^2 per layer (only the unmasked half), backward = 2.5 x fwd.
-struct AttentionCurves {
-  int head_dim = 128;
-  Curve fwd_causal;  // causal forward, x = sequence length (tokens)
-  Curve fwd_full;    // non-causal forward (off-diagonal ring blocks), x = block length
-  Curve bwd;         // backward (used for causal and full blocks)
-};
-
 struct HardwareProfile {
   std::string name;         // "h100-sxm", "unit"
   std::string calibration;  // "public" (built-in), or the calibration file's "name"
   std::string obtained;     // "public" | "measured" | "synthetic"
   double peak_flops_per_s = 0;  // dense bf16 tensor-core peak
   Curve gemm_efficiency;        // x = tokens (GEMM M dimension)
-  std::vector<AttentionCurves> attention;  // by head_dim, ascending
-  double intra_node_bytes_per_s = 0;       // NVLink, per direction per GPU
+  std::vector<AttentionTable> attention_tables;  // per (backend, head_dim)
+
+  // ---- links ----
+  double intra_node_bytes_per_s = 0;  // NVLink, per direction per GPU (p2p and intra-node collectives)
   double intra_node_latency_s = 0;
-  double inter_node_bytes_per_s = 0;       // IB, per direction per GPU
+  double inter_node_bytes_per_s = 0;  // one NIC, per direction (a p2p transfer between two GPUs)
   double inter_node_latency_s = 0;
   int gpus_per_node = 8;
-  double microbatch_overhead_s = 0;        // fixed cost per micro-batch per virtual stage
-  double hbm_bytes_per_s = 0;              // memory bandwidth for element-wise ops (0: ignore)
+  int nics_per_node = 8;              // NCCL rings use every NIC: a collective spanning nodes gets
+                                      // min(NVLink, nics_per_node * inter_node_bytes_per_s)
+
+  // ---- host / launch floors (Megatron + TransformerEngine, PyTorch eager) ----
+  // A pass of one micro-batch through a virtual stage takes max(GPU time, host issue time):
+  // host = layers * host_layer_{fwd,bwd}_s + (k > 1 ? k * ring_step_{fwd,bwd}_s : 0) per layer.
+  double host_layer_fwd_s = 0;   // host time to issue one transformer layer's forward
+  double host_layer_bwd_s = 0;   // ... its backward
+  double ring_step_fwd_s = 0;    // fixed host cost of one CP ring step (TE THD p2p loop body), fwd
+  double ring_step_bwd_s = 0;    // ... bwd
+  double microbatch_overhead_s = 0;  // per micro-batch per virtual stage per pass (data, embedding
+                                     // and loss glue), added to the pass
+  double iteration_overhead_s = 0;   // per training iteration (train_step bookkeeping, grad-norm
+                                     // and loss syncs, logging), serial
+  double dynamic_data_overhead_s = 0;  // per iteration, dynamic-CP plans only: scheduler call,
+                                       // packed-batch building (host); the length all-gather
+                                       // and payload re-route are charged from the links
+  double reroute_bytes_per_token = 0;  // payload a dynamic plan re-routes per token (all-to-all)
+
+  // ---- memory traffic (HBM) ----
+  double hbm_bytes_per_s = 0;              // memory bandwidth for memory-bound ops (0: ignore them)
   double elementwise_bytes_per_token_hidden = 0;  // bytes moved per token per layer fwd / hidden
-  double loss_bytes_per_token_vocab = 0;  // softmax cross-entropy traffic per token / vocab (fwd+bwd)
+  double loss_bytes_per_token_vocab = 0;   // softmax cross-entropy traffic per token / vocab (fwd+bwd)
+  // TE THD ring side kernels (read-half, out/LSE correction, grad correction, buffer copies) per
+  // ring step after the first, per local token: bytes = (a_q * q_dim + a_kv * kv_dim) * T.
+  double thd_side_fwd_bytes_q = 0;
+  double thd_side_fwd_bytes_kv = 0;
+  double thd_side_bwd_bytes_q = 0;
+  double thd_side_bwd_bytes_kv = 0;
+  double optimizer_bytes_per_param = 0;    // Adam step + grad-norm + zeroing, per param of the
+                                           // GPU's optimizer shard
+
+  // ---- memory capacity (the memory model, memory.h) ----
+  double memory_bytes = 0;           // usable device memory
+  double memory_reserved_bytes = 0;  // CUDA context, NCCL buffers, allocator slack
+  double ce_fused_bytes_per_logit = 0;    // live bytes per logit, fused cross-entropy
+  double ce_unfused_bytes_per_logit = 0;  // ... Megatron's unfused vocab-parallel cross-entropy
 
   double gemm_efficiency_at(double tokens) const;
-  // Attention efficiency at a sequence/block length; head dims between tables interpolate
-  // linearly, outside use the nearest table.
-  double attn_fwd_causal_efficiency(double seqlen_tokens, int head_dim) const;
-  double attn_fwd_full_efficiency(double seqlen_tokens, int head_dim) const;
-  double attn_bwd_efficiency(double seqlen_tokens, int head_dim) const;
+  // Attention efficiency of `backend` at (query, key) lengths; head dims between tables of the
+  // backend interpolate linearly, outside use the nearest table. Throws InputError naming the
+  // backend if the profile has no table for it.
+  double attn_efficiency(const std::string& backend, AttnKind kind, double q_tokens, double k_tokens,
+                         int head_dim) const;
+  // Bandwidth of a collective over GPUs spanning nodes: min(NVLink, nics_per_node * NIC).
+  double collective_inter_node_bytes_per_s() const;
 };
 
+// The scalar fields above by calibration key (every double field), for calibration files, the
+// sensitivity study and reports. get/set throw dcp::Error on an unknown key.
+std::vector<std::string> profile_scalar_keys();
+double profile_scalar(const HardwareProfile& p, const std::string& key);
+void set_profile_scalar(HardwareProfile& p, const std::string& key, double value);
+
 // Built-in profiles:
-//   "h100-sxm": public numbers (datasheet peak, measured 8192^3 GEMM, FA3 paper curves, NVLink 4,
-//               ConnectX-7 NDR); calibration "public".
-//   "unit":     peak 1e12 FLOP/s, all efficiencies 1, 1e9 B/s both link kinds, zero latency,
+//   "h100-sxm": public numbers (datasheet peak, measured 8192^3 GEMM, FA2/FA3/cuDNN attention
+//               tables, NVLink 4, ConnectX-7 NDR, host floors from TE/PyTorch measurements);
+//               calibration "h100-sxm-public".
+//   "unit":     peak 1e12 FLOP/s, all efficiencies 1 (attention backends "fa2", "fa3", "cudnn",
+//               tiles of 1), 1e9 B/s both link kinds, zero latency, no host floors or overheads,
 //               4 GPUs per node: costs that are easy to compute by hand in tests.
 HardwareProfile hardware_preset(const std::string& name);
 std::vector<std::string> hardware_preset_names();

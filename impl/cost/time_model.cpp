@@ -1,6 +1,7 @@
 // Time model (formulas and assumptions in time_model.h). Invariants: every time is >= 0; a group
-// of size k = 1 has no CP communication; the FLOPs charged for the forward of one sequence at any
-// k add up to fwd_layer_* x layers (zigzag splits work evenly over the k ring steps).
+// of size k = 1 has no CP communication, no ring steps and no THD side kernels; the FLOPs charged
+// for the forward of one sequence at any k add up to fwd_layer_* x layers (zigzag splits work
+// evenly over the k ring steps).
 #include "cost/time_model.h"
 
 #include "core/error.h"
@@ -32,8 +33,13 @@ Link cp_link(const CostModel& cm, int stage, int first_pool_rank, int k) {
   return {cm.hardware.intra_node_bytes_per_s, cm.hardware.intra_node_latency_s};
 }
 
+double attn_time(const CostModel& cm, AttnKind kind, double flops, double q, double k, int d) {
+  return flops / (cm.hardware.peak_flops_per_s *
+                  cm.hardware.attn_efficiency(cm.training.attention_backend, kind, q, k, d));
+}
+
 // gemm_eff_tokens: tokens at which the GEMM efficiency is read (T for the real model; M for the
-// lower bound). with_comm = false drops CP communication (lower bound).
+// lower bound). with_comm = false drops CP communication and side kernels (lower bound).
 LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, int k,
                        double gemm_eff_tokens, const Link& link, bool with_comm) {
   const auto& m = cm.model;
@@ -64,14 +70,16 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
     double diag_fwd = 0, diag_bwd = 0, off_fwd = 0, off_bwd = 0;
     for (int64_t l : lengths) {
       const double local = static_cast<double>(l) / k;
+      const double half = local / 2;
       const double step_flops = attn_c * local * local;  // = 2q L^2 / k^2 / tp
-      diag_fwd += step_flops / (hw.peak_flops_per_s * hw.attn_fwd_causal_efficiency(local, d));
-      diag_bwd += tr.attn_bwd_factor * step_flops /
-                  (hw.peak_flops_per_s * hw.attn_bwd_efficiency(local, d));
+      diag_fwd += attn_time(cm, AttnKind::fwd_causal, step_flops, local, local, d);
+      diag_bwd += attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * step_flops, local, local, d);
       if (k > 1) {
-        off_fwd += step_flops / (hw.peak_flops_per_s * hw.attn_fwd_full_efficiency(local, d));
-        off_bwd += tr.attn_bwd_factor * step_flops /
-                   (hw.peak_flops_per_s * hw.attn_bwd_efficiency(local, d));
+        // Both half-block shapes run in every step; the group waits for the slower one.
+        off_fwd += std::max(attn_time(cm, AttnKind::fwd_full, step_flops, local, half, d),
+                            attn_time(cm, AttnKind::fwd_full, step_flops, half, local, d));
+        off_bwd += std::max(attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * step_flops, local, half, d),
+                            attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * step_flops, half, local, d));
       }
     }
     // Step 0 (diagonal) .. step k-1; steps 0..k-2 overlap one KV send (bwd: KV + dKV).
@@ -88,15 +96,25 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
         t.bwd_comm_exposed_s += std::max(cb, comm_bwd) - cb + lat;
       }
     }
+    // THD side kernels: HBM traffic per step after the first, proportional to (k-1) * T.
+    if (with_comm && k > 1 && hw.hbm_bytes_per_s > 0) {
+      const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;
+      const double steps = k - 1;
+      t.fwd_compute_s += steps * tokens * (hw.thd_side_fwd_bytes_q * q_dim + hw.thd_side_fwd_bytes_kv * kv_dim) /
+                         hw.hbm_bytes_per_s;
+      t.bwd_compute_s += steps * tokens * (hw.thd_side_bwd_bytes_q * q_dim + hw.thd_side_bwd_bytes_kv * kv_dim) /
+                         hw.hbm_bytes_per_s;
+    }
   } else {
-    // All-gather KV (k-1 ring hops), then the rank's causal share, not overlapped; backward
-    // re-gathers KV and reduce-scatters dKV.
+    // All-gather KV (k-1 ring hops), then the rank's causal share (its L/k queries against the
+    // whole sequence), not overlapped; backward re-gathers KV and reduce-scatters dKV.
     double fwd = 0, bwd = 0;
     for (int64_t l : lengths) {
       const double local = static_cast<double>(l) / k;
-      const double flops = attn_c * static_cast<double>(l) * static_cast<double>(l) / k;
-      fwd += flops / (hw.peak_flops_per_s * hw.attn_fwd_causal_efficiency(local, d));
-      bwd += tr.attn_bwd_factor * flops / (hw.peak_flops_per_s * hw.attn_bwd_efficiency(local, d));
+      const double full = static_cast<double>(l);
+      const double flops = attn_c * full * full / k;
+      fwd += attn_time(cm, AttnKind::fwd_causal, flops, local, full, d);
+      bwd += attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * flops, local, full, d);
     }
     t.fwd_compute_s += fwd;
     t.bwd_compute_s += bwd;
@@ -122,6 +140,18 @@ double loss_s(const CostModel& cm, double tokens) {
          hw.hbm_bytes_per_s;
 }
 
+int nics_per_node(const CostModel& cm) {
+  return cm.cluster.nics_per_node > 0 ? cm.cluster.nics_per_node : cm.hardware.nics_per_node;
+}
+
+// A ring collective over `ranks` pool ranks of stage s moving `frac * bytes` per rank.
+double ring_collective_s(const CostModel& cm, int s, int ranks, double bytes_per_rank) {
+  if (ranks <= 1) return 0.0;
+  const bool inter = group_crosses_nodes(cm.cluster, s, 0, ranks);
+  const double lat = inter ? cm.hardware.inter_node_latency_s : cm.hardware.intra_node_latency_s;
+  return bytes_per_rank / pool_collective_bytes_per_s(cm, s, ranks) + (ranks - 1) * lat;
+}
+
 }  // namespace
 
 void validate_cluster(const ClusterConfig& c) {
@@ -130,6 +160,7 @@ void validate_cluster(const ClusterConfig& c) {
   DCP_REQUIRE(c.cp >= 1, "cluster: \"cp\"=", c.cp, " must be >= 1");
   DCP_REQUIRE(c.vpp >= 1, "cluster: \"vpp\"=", c.vpp, " must be >= 1");
   DCP_REQUIRE(c.gpus_per_node >= 1, "cluster: \"gpus_per_node\"=", c.gpus_per_node, " must be >= 1");
+  DCP_REQUIRE(c.nics_per_node >= 0, "cluster: \"nics_per_node\"=", c.nics_per_node, " must be >= 0");
   DCP_REQUIRE(c.gpus >= 1 && c.gpus % (c.tp * c.pp * c.cp) == 0, "cluster: \"gpus\"=", c.gpus,
               " is not a multiple of tp*pp*cp=", c.tp * c.pp * c.cp);
 }
@@ -161,6 +192,7 @@ int layers_of_virtual_stage(const ModelConfig& m, const ClusterConfig& c, int v)
 StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengths, int k,
                              int first_pool_rank, int v) {
   DCP_CHECK(k >= 1, "cp_size ", k);
+  const auto& hw = cm.hardware;
   const int layers = layers_of_virtual_stage(cm.model, cm.cluster, v);
   double tokens = 0;
   for (int64_t l : lengths) tokens += static_cast<double>(l);
@@ -179,22 +211,30 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
     st.fwd.compute_s += lf + ce / 2;
     st.bwd.compute_s += cm.training.gemm_bwd_factor * lf + ce / 2;
   }
+  // Host issue time of the pass (the launch floor): per layer, plus the ring loop's steps.
+  const double ring_fwd = k > 1 && cm.training.cp_comm == CpComm::ring ? k * hw.ring_step_fwd_s : 0.0;
+  const double ring_bwd = k > 1 && cm.training.cp_comm == CpComm::ring ? k * hw.ring_step_bwd_s : 0.0;
+  double host_fwd = layers * (hw.host_layer_fwd_s + ring_fwd);
+  double host_bwd = layers * (hw.host_layer_bwd_s + ring_bwd);
   if (cm.training.recompute_full) {
     // The transformer layers' forward runs again before the backward (logits are not recomputed).
     st.bwd.recompute_s = layers * lt.fwd_compute_s;
     st.bwd.compute_s += st.bwd.recompute_s;
     st.bwd.comm_exposed_s += layers * lt.fwd_comm_exposed_s;
+    host_bwd += host_fwd;
   }
-  st.fwd.overhead_s = cm.hardware.microbatch_overhead_s;
-  st.bwd.overhead_s = cm.hardware.microbatch_overhead_s;
+  st.fwd.overhead_s = hw.microbatch_overhead_s / 2 +
+                      std::max(0.0, host_fwd - (st.fwd.compute_s + st.fwd.comm_exposed_s));
+  st.bwd.overhead_s = hw.microbatch_overhead_s / 2 +
+                      std::max(0.0, host_bwd - (st.bwd.compute_s + st.bwd.comm_exposed_s));
   if (cm.cluster.pp > 1) {
     const int s = v % cm.cluster.pp;
     const int next = (s + 1) % cm.cluster.pp;
     const int g0 = gpu_id(cm.cluster, s, first_pool_rank, 0);
     const int g1 = gpu_id(cm.cluster, next, first_pool_rank, 0);
     const bool inter = g0 / cm.cluster.gpus_per_node != g1 / cm.cluster.gpus_per_node;
-    const double bw = inter ? cm.hardware.inter_node_bytes_per_s : cm.hardware.intra_node_bytes_per_s;
-    const double lat = inter ? cm.hardware.inter_node_latency_s : cm.hardware.intra_node_latency_s;
+    const double bw = inter ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
+    const double lat = inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
     st.p2p_s = tokens * static_cast<double>(cm.model.hidden) * kBf16Bytes / cm.cluster.tp / bw + lat;
   }
   return st;
@@ -213,27 +253,66 @@ double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_token
   return t;
 }
 
-GradSyncTime grad_sync_time(const CostModel& cm, int s) {
+double stage_params(const CostModel& cm, int s) {
   const auto& c = cm.cluster;
-  const int n = c.pool();
-  GradSyncTime g;
-  if (n <= 1) return g;
   double layers = 0;
-  for (int chunk = 0; chunk < c.vpp; ++chunk)
-    layers += layers_of_virtual_stage(cm.model, c, chunk * c.pp + s);
-  const double h = static_cast<double>(cm.model.hidden);
+  for (int chunk = 0; chunk < c.vpp; ++chunk) layers += layers_of_virtual_stage(cm.model, c, chunk * c.pp + s);
   double params = layers * layer_params(cm.model);
-  if (s == 0) params += static_cast<double>(cm.model.vocab) * h;           // embedding
-  if (s == c.pp - 1) params += static_cast<double>(cm.model.vocab) * h + h;  // output + final norm
-  params /= c.tp;
-  const bool inter = group_crosses_nodes(c, s, 0, n);
-  const double bw = inter ? cm.hardware.inter_node_bytes_per_s : cm.hardware.intra_node_bytes_per_s;
-  const double lat = inter ? cm.hardware.inter_node_latency_s : cm.hardware.intra_node_latency_s;
+  if (s == 0) params += embedding_params(cm.model);
+  if (s == c.pp - 1) params += output_params(cm.model);
+  return params / c.tp;
+}
+
+double pool_collective_bytes_per_s(const CostModel& cm, int s, int ranks) {
+  if (!group_crosses_nodes(cm.cluster, s, 0, ranks)) return cm.hardware.intra_node_bytes_per_s;
+  return std::min(cm.hardware.intra_node_bytes_per_s, nics_per_node(cm) * cm.hardware.inter_node_bytes_per_s);
+}
+
+GradSyncTime grad_sync_time(const CostModel& cm, int s) {
+  const int n = cm.cluster.pool();
+  GradSyncTime g;
+  g.overlap = cm.training.overlap_grad_reduce;
+  if (n <= 1) return g;
+  const double params = stage_params(cm, s);
   const double frac = static_cast<double>(n - 1) / n;  // ring: each rank sends (n-1)/n of the data
   const double grad_bytes = cm.training.grad_reduce_fp32 ? 4.0 : 2.0;
-  g.reduce_scatter_s = frac * params * grad_bytes / bw + (n - 1) * lat;
-  g.all_gather_s = frac * params * kBf16Bytes / bw + (n - 1) * lat;
+  if (cm.training.distributed_optimizer) {
+    g.reduce_s = ring_collective_s(cm, s, n, frac * params * grad_bytes);
+    g.gather_s = ring_collective_s(cm, s, n, frac * params * kBf16Bytes);
+  } else {
+    // Ring all-reduce = reduce-scatter + all-gather of the same buffer: 2 (n-1)/n, 2 (n-1) hops.
+    g.reduce_s = ring_collective_s(cm, s, n, 2.0 * frac * params * grad_bytes) +
+                 (n - 1) * (group_crosses_nodes(cm.cluster, s, 0, n) ? cm.hardware.inter_node_latency_s
+                                                                      : cm.hardware.intra_node_latency_s);
+  }
   return g;
+}
+
+IterationTime iteration_time(const CostModel& cm, bool dynamic_plan, double max_tokens_per_rank) {
+  const auto& hw = cm.hardware;
+  const auto& c = cm.cluster;
+  const int n = c.pool();
+  IterationTime it;
+  if (hw.hbm_bytes_per_s > 0) {
+    double worst = 0;
+    for (int s = 0; s < c.pp; ++s) worst = std::max(worst, stage_params(cm, s));
+    const double shard = cm.training.distributed_optimizer ? worst / n : worst;
+    it.optimizer_s = hw.optimizer_bytes_per_param * shard / hw.hbm_bytes_per_s;
+  }
+  it.fixed_s = hw.iteration_overhead_s;
+  if (dynamic_plan) {
+    // Length all-gather (a few bytes per sample: latency-bound ring) and the payload all-to-all
+    // (every token may move: (n-1)/n of the rank's tokens leave it), both over the pool.
+    const bool inter = group_crosses_nodes(c, 0, 0, n);
+    const double lat = inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
+    const double gather_s = n > 1 ? (n - 1) * lat : 0.0;
+    const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
+    const double reroute_s =
+        n > 1 ? frac * max_tokens_per_rank * hw.reroute_bytes_per_token / pool_collective_bytes_per_s(cm, 0, n) + lat
+              : 0.0;
+    it.data_s = gather_s + reroute_s + hw.dynamic_data_overhead_s;
+  }
+  return it;
 }
 
 }  // namespace dcp::cost

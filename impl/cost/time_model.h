@@ -1,6 +1,6 @@
 // Time model: seconds for one CP group to run one micro-batch through one (virtual) pipeline
-// stage, forward and backward, on each of its ranks; plus DP x CP gradient sync and the helpers
-// the harness needs (useful FLOPs, TFLOPS/GPU, the source label).
+// stage, forward and backward, on each of its ranks; the DP x CP gradient sync; the per-iteration
+// costs; and the helpers the harness needs (useful FLOPs, TFLOPS/GPU, the source label).
 //
 // Cluster mapping (Megatron's default rank order tp-cp-dp-pp, TP fastest):
 //   pool N = dp*cp ranks sharing TP/PP coordinates, j = dp_rank*cp + cp_rank;
@@ -12,19 +12,24 @@
 // T = sum L_i/k), per transformer layer (layers of a virtual stage = layers/(pp*vpp), remainder to
 // the first stages):
 //   GEMM   fwd: fwd_layer_gemm_flops_per_token * T / tp / (peak * gemm_eff(T))
-//   attention, ring (TE p2p, zigzag/DualChunkSwap): k steps. Each step does 1/k of the rank's
-//          attention FLOPs for every sequence (2*q*L^2/k^2 per sequence, / tp): step 0 is the
-//          diagonal (causal kernel, eff = fwd_causal(L/k)), steps 1..k-1 are half blocks
-//          (non-causal kernels, eff = fwd_full(L/k)). Efficiency is looked up per sequence at its
-//          local length L/k (what the kernel sees).
+//   attention, ring (TE p2p, zigzag/DualChunkSwap): k steps. Step 0 is the diagonal (causal
+//          kernel at (q, k) = (L/k, L/k)); steps 1..k-1 are half blocks: a rank either attends its
+//          whole query chunk to half a KV chunk (L/k, L/2k) or half its queries to a whole KV chunk
+//          (L/2k, L/k); both shapes occur in every step, and the group waits for the slower one
+//          (the min efficiency of the two). Each step does 2*q*L^2/k^2 FLOPs per sequence (/ tp).
+//          Efficiency comes from the scenario's attention backend table (attention_table.h) per
+//          sequence at its local lengths, tile quantisation included.
 //          Steps 0..k-2 overlap the send of the local KV to the next rank:
 //            bytes = 2 (K,V) * T * kv_heads/tp * head_dim * 2 (bf16)
 //            step_s = max(compute_s, bytes / bw) + latency; last step = compute_s.
-//          bw/latency are inter-node if the group spans nodes, else intra-node.
+//          bw/latency are inter-node (one NIC) if the group spans nodes, else NVLink.
+//          THD side kernels (read-half, output/LSE and gradient corrections, buffer copies) move
+//          (thd_side_*_bytes_q * q_dim + thd_side_*_bytes_kv * kv_dim) * T / tp bytes of HBM per
+//          step after the first: proportional to (k-1) * T.
 //   attention, all-gather (TE "all_gather"): all-gather of KV before attention, not overlapped:
-//            (k-1) * bytes / bw + (k-1) * latency, then the rank's causal work at fwd_causal(L/k).
+//            (k-1) * bytes / bw + (k-1) * latency, then the rank's causal work.
 //   backward = gemm_bwd_factor (2: dgrad + wgrad) x fwd GEMM FLOPs, attn_bwd_factor (2.5, FA's
-//          5 vs 2 matmuls) x fwd attention FLOPs at the bwd curve; ring bwd moves KV and dKV
+//          5 vs 2 matmuls) x fwd attention FLOPs at the bwd table; ring bwd moves KV and dKV
 //          (2 x bytes per step); all-gather bwd adds a reduce-scatter of dKV (same bytes).
 //   recompute (full): the forward is run again before each backward (compute + its CP comm).
 //   logits: fwd_logits_flops_per_token * T / tp on the last virtual stage (bwd x gemm_bwd_factor),
@@ -32,10 +37,29 @@
 //          (half in fwd, half in bwd).
 //   element-wise (norms, residuals, RoPE, activation): elementwise_bytes_per_token_hidden * h * T
 //          / tp / HBM per layer fwd, 2x in bwd.
+//   host/launch floor: a pass takes max(GPU time, host issue time), host = layers *
+//          (host_layer_{fwd,bwd}_s + [k > 1] k * ring_step_{fwd,bwd}_s) (recompute adds the forward's
+//          host time to the backward); the excess of host over GPU time is reported as overhead.
+//          Plus microbatch_overhead_s per micro-batch per virtual stage, half in each pass.
 //   TP: divides FLOPs and KV heads by tp; TP collectives are not modelled (scenarios use TP1).
 //   PP p2p activations: T*h*2 bytes over the inter-stage link (inter-node if gpus_per_node <=
 //          N*tp, i.e. stages on different nodes), charged to the dependency edge by the simulator.
-//   plus profile.microbatch_overhead_s per pass.
+//
+// DP x CP gradient sync (Megatron DistributedDataParallel, per pipeline stage over the N ranks of
+// the pool), from the flags:
+//   grads in fp32 (4 B) when grad_reduce_fp32 (Megatron sets accumulate_allreduce_grads_in_fp32
+//   for --bf16, arguments.py 1313-1327) else bf16 (2 B);
+//   no distributed optimizer: one ring all-reduce, 2 (N-1)/N * params * grad_bytes;
+//   distributed optimizer: reduce-scatter (N-1)/N * params * grad_bytes, then the bf16 param
+//   all-gather (N-1)/N * params * 2 after the optimizer step;
+//   bandwidth NVLink inside a node, else min(NVLink, nics_per_node x NIC) (NCCL's rings use every
+//   NIC of a node); (N-1) latencies per collective. Overlapped with the last backward / first
+//   forward only with overlap_grad_reduce (--overlap-grad-reduce / --overlap-param-gather).
+//
+// Per iteration (serial, after the pipeline): the optimizer step (optimizer_bytes_per_param x the
+// GPU's shard / HBM), iteration_overhead_s, and for dynamic-CP plans the data path: the length
+// all-gather over the pool ((N-1) latencies), the payload re-route (an all-to-all of
+// reroute_bytes_per_token per local token) and dynamic_data_overhead_s.
 #pragma once
 
 #include "cost/flops.h"
@@ -48,7 +72,7 @@
 namespace dcp::cost {
 
 // Name of this cost model in source labels; bump when formulas change.
-inline constexpr const char* kCostModelName = "dcp-cost-v1";
+inline constexpr const char* kCostModelName = "dcp-cost-v2";
 
 enum class CpComm { ring, all_gather };
 
@@ -59,6 +83,7 @@ struct ClusterConfig {
   int cp = 1;             // static CP (fixes the pool N = dp*cp with dp = gpus/(tp*pp*cp))
   int vpp = 1;            // virtual pipeline chunks per stage (interleaved 1F1B when > 1)
   int gpus_per_node = 8;  // overrides the profile's value (the scenario decides)
+  int nics_per_node = 0;  // NICs per node for collectives; 0 = the profile's value
 
   int pool() const { return gpus / (tp * pp); }  // N = dp*cp
   int dp() const { return pool() / cp; }
@@ -72,11 +97,15 @@ struct TrainingOptions {
   CpComm cp_comm = CpComm::ring;
   double gemm_bwd_factor = 2.0;      // bwd GEMM FLOPs / fwd (dgrad + wgrad)
   double attn_bwd_factor = 2.5;      // bwd attention FLOPs / fwd (FA2/FA3 convention)
-  bool overlap_grad_reduce = true;   // DP reduce-scatter overlaps the last backward, param
-                                     // all-gather overlaps the first forward
-  bool grad_reduce_fp32 = false;     // Megatron DistributedDataParallelConfig.grad_reduce_in_fp32
-                                     // defaults to False (bf16 grads, 2 B); true = 4 B
-                                     // (--accumulate-allreduce-grads-in-fp32)
+  std::string attention_backend = "fa3";  // table of the hardware profile ("fa2", "fa3", "cudnn")
+  bool overlap_grad_reduce = false;  // --overlap-grad-reduce (Megatron default off): the grad
+                                     // reduce overlaps the last backward, the param all-gather
+                                     // the first forward
+  bool grad_reduce_fp32 = true;      // grads reduced in fp32 (4 B): Megatron's --bf16 default
+                                     // (arguments.py 1313-1327); false = bf16 (--grad-reduce-in-bf16)
+  bool distributed_optimizer = false;  // --use-distributed-optimizer: optimizer states and the
+                                       // grad reduce-scatter sharded over the DP x CP pool
+  bool cross_entropy_fusion = false;   // --cross-entropy-loss-fusion (memory of the logits)
 };
 
 struct CostModel {
@@ -107,7 +136,7 @@ struct PassTime {
   double compute_s = 0;         // GEMM + attention kernels (incl. the recompute forward)
   double recompute_s = 0;       // part of compute_s that is the recompute forward (bwd only)
   double comm_exposed_s = 0;    // CP communication not hidden behind compute (+ latencies)
-  double overhead_s = 0;        // profile.microbatch_overhead_s
+  double overhead_s = 0;        // host floor excess over GPU time + half the micro-batch overhead
   double total_s() const { return compute_s + comm_exposed_s + overhead_s; }
 };
 
@@ -129,14 +158,30 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
 // (the lower bound uses the per-rank budget M). Divided by tp (one GPU's share).
 double sequence_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens);
 
-// ---- DP x CP gradient sync (distributed optimizer) ---------------------------------------
+// ---- DP x CP gradient sync -------------------------------------------------------------
 struct GradSyncTime {
-  double reduce_scatter_s = 0;  // grads (fp32 or bf16) over the pool of N ranks, ring
-  double all_gather_s = 0;      // bf16 params
+  double reduce_s = 0;  // all-reduce (no distributed optimizer) or reduce-scatter of the grads
+  double gather_s = 0;  // bf16 param all-gather (distributed optimizer only)
+  bool overlap = false; // training.overlap_grad_reduce
 };
 // For the GPUs of one pipeline stage (parameters of that stage's layers / tp; embedding on stage
-// 0, output layer and final norm on the last stage). Inter-node bandwidth if the pool spans nodes.
+// 0, output layer and final norm on the last stage).
 GradSyncTime grad_sync_time(const CostModel& cm, int pp_stage);
+// Parameters held by one GPU of pipeline stage s (its layers, embedding on stage 0, output layer
+// on the last one; / tp).
+double stage_params(const CostModel& cm, int pp_stage);
+// Bandwidth and latency of a collective over `ranks` pool ranks starting at 0 on stage s.
+double pool_collective_bytes_per_s(const CostModel& cm, int pp_stage, int ranks);
+
+// ---- per iteration ------------------------------------------------------------------------
+struct IterationTime {
+  double optimizer_s = 0;  // Adam step over the GPU's shard (slowest stage)
+  double fixed_s = 0;      // iteration_overhead_s
+  double data_s = 0;       // dynamic plans: length all-gather + payload re-route + host data path
+  double total_s() const { return optimizer_s + fixed_s + data_s; }
+};
+// max_tokens_per_rank: the most tokens one pool rank receives in the step (re-route volume).
+IterationTime iteration_time(const CostModel& cm, bool dynamic_plan, double max_tokens_per_rank);
 
 // ---- harness helpers --------------------------------------------------------------------
 // Useful FLOPs of a batch (Megatron's formula over the real lengths; never includes recompute).

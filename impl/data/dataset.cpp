@@ -283,6 +283,10 @@ SampledBatch sample_global_batch(const LengthSource& source, const SamplerConfig
                 " documents (min_seqlen=", c.min_seqlen, " drops the rest)");
     const int64_t len = draw(source, rng, prep);
     ++out.documents_drawn;
+    if (c.drop_long && c.max_seqlen > 0 && len > c.max_seqlen) {
+      ++out.samples_dropped;
+      continue;
+    }
     // The chunks of split_document(len, max_seqlen), counted, not built: a 10^12-token document
     // with max_seqlen 1 must cost only the chunks the batch takes (the rest are counted as
     // discarded). Full chunks (max_seqlen >= min_seqlen) are never dropped as short.

@@ -92,6 +92,8 @@ struct SamplerConfig {
   ShortPolicy short_policy = ShortPolicy::drop;
   int64_t pad_multiple = 1;     // round every sample up to a multiple of this
   uint64_t seed = 1234;
+  bool drop_long = false;       // documents longer than max_seqlen are dropped, not split (the
+                                // prototype's mock SFT dataset keeps only min <= L <= max)
 };
 
 void validate_sampler(const SamplerConfig& config);
@@ -101,7 +103,8 @@ struct SampledBatch {
   std::vector<int64_t> real_lengths;  // unpadded lengths, [global_batch]
   int64_t documents_drawn = 0;
   int64_t documents_split = 0;        // documents longer than max_seqlen
-  int64_t samples_dropped = 0;        // shorter than min_seqlen with ShortPolicy::drop
+  int64_t samples_dropped = 0;        // shorter than min_seqlen with ShortPolicy::drop, or longer
+                                      // than max_seqlen with drop_long
   int64_t chunks_discarded = 0;       // chunks of the last document that did not fit
   int64_t padding_tokens = 0;         // sum(lengths) - sum(real_lengths)
 };

@@ -49,8 +49,10 @@ struct Plan {
   std::string planner;
   PlanConfig config;
   bool dynamic = true;  // false: static CP, every group has size config.cp
-  // Rows every sample occupies in a static padded layout (bshd: max_seqlen, the padded
-  // [b, s, h, d] tensor); 0 = packed THD, each sample padded only to a multiple of 2*cp.
+  // > 0: every sample runs padded to this length (bshd's [b, s, h, d] layout): compute, memory
+  // and communication are charged on max(L, pad_to) and the executor packs each sample into
+  // max(L, pad_to) rows; useful FLOPs stay on the real lengths. 0 = packed THD, each sample
+  // padded only to a multiple of 2*cp.
   int64_t pad_to = 0;
   std::vector<MicroBatch> microbatches;
 };

@@ -42,7 +42,7 @@ nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann
   summary["tokens"] = tokens;
   summary["microbatch_count"] = plan.microbatches.size();
   summary["dynamic"] = plan.dynamic;  // false: static CP, every group has size cp
-  if (plan.pad_to > 0) summary["pad_to"] = plan.pad_to;  // static padded layout (bshd)
+  if (plan.pad_to > 0) summary["pad_to"] = plan.pad_to;  // every sample padded to this length
   json per_mb = json::array();
   double max_w = 0;
   for (const auto& ms : st.microbatches) {

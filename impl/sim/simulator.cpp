@@ -87,6 +87,43 @@ void check_input(const ScheduleInput& in) {
   }
 }
 
+// Memory peak of every GPU: walk its stage's op order; a forward adds its chunk's stored
+// activations (tokens per rank x stored bytes per token per layer x layers of the chunk), the
+// matching backward releases them; the running op adds its transient.
+void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& order, ScheduleResult& r) {
+  const int n = in.pool, pp = in.pp, stages = pp * in.vpp;
+  DCP_CHECK(static_cast<int>(in.static_bytes.size()) == pp && static_cast<int>(in.transient_bytes_per_token.size()) == pp &&
+                static_cast<int>(in.layers.size()) == stages && in.tokens.size() == in.groups.size(),
+            "memory input sizes do not match the schedule");
+  // tokens per rank: rank_tokens[mb * n + j]
+  std::vector<double> rank_tokens(in.groups.size() * static_cast<size_t>(n), 0.0);
+  for (size_t mb = 0; mb < in.groups.size(); ++mb)
+    for (size_t g = 0; g < in.groups[mb].size(); ++g)
+      for (int j = in.groups[mb][g].first_rank; j < in.groups[mb][g].first_rank + in.groups[mb][g].size; ++j)
+        rank_tokens[mb * n + j] = in.tokens[mb][g];
+  r.fits = true;
+  for (int s = 0; s < pp; ++s) {
+    for (int j = 0; j < n; ++j) {
+      double live = 0, peak = 0;
+      for (const Op& op : order[s]) {
+        const int v = op.chunk * pp + s;
+        const double tok = rank_tokens[static_cast<size_t>(op.mb) * n + j];
+        const double stored = tok * in.stored_bytes_per_token_layer * in.layers[v];
+        if (!op.bwd) live += stored;
+        peak = std::max(peak, live + tok * in.transient_bytes_per_token[s]);
+        if (op.bwd) live -= stored;
+      }
+      GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
+      t.peak_bytes = in.static_bytes[s] + peak;
+      if (t.peak_bytes > r.peak_bytes) {
+        r.peak_bytes = t.peak_bytes;
+        r.peak_gpu = s * n + j;
+      }
+      if (t.peak_bytes > in.capacity_bytes) r.fits = false;
+    }
+  }
+}
+
 }  // namespace
 
 ScheduleResult simulate_schedule(const ScheduleInput& in) {
@@ -152,6 +189,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
             t.compute_s += op.bwd ? c.bwd_compute_s : c.fwd_compute_s;
             t.recompute_s += op.bwd ? c.recompute_s : 0.0;
             t.comm_s += op.bwd ? c.bwd_comm_s : c.fwd_comm_s;
+            t.overhead_s += op.bwd ? c.bwd_overhead_s : c.fwd_overhead_s;
             if (op.bwd) last_bwd_s[gi] = dur;
             if (!op.bwd && first_fwd_s[gi] < 0) first_fwd_s[gi] = dur;
           }
@@ -169,9 +207,10 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   // DP x CP gradient sync per stage: a collective over the pool, after the slowest rank.
   std::vector<double> busy_ops(r.gpu.size());
   for (size_t i = 0; i < r.gpu.size(); ++i) busy_ops[i] = r.gpu[i].busy_s();
+  double finish_all = 0;
   for (int s = 0; s < pp; ++s) {
-    const double rs = in.grad_reduce_scatter_s.empty() ? 0.0 : in.grad_reduce_scatter_s[s];
-    const double ag = in.grad_all_gather_s.empty() ? 0.0 : in.grad_all_gather_s[s];
+    const double rs = in.grad_reduce_s.empty() ? 0.0 : in.grad_reduce_s[s];
+    const double ag = in.grad_gather_s.empty() ? 0.0 : in.grad_gather_s[s];
     int slow = 0;
     for (int j = 1; j < n; ++j)
       if (free_at[static_cast<size_t>(s) * n + j] > free_at[static_cast<size_t>(s) * n + slow]) slow = j;
@@ -186,18 +225,27 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
       t.sync_s = exposed;
       t.finish_s = finish;
     }
-    r.step_s = std::max(r.step_s, finish);
+    finish_all = std::max(finish_all, finish);
   }
+  // The per-iteration cost (optimizer step, fixed cost, dynamic data path) follows the slowest GPU.
+  r.step_s = finish_all + in.iteration_s;
+  for (auto& t : r.gpu) {
+    t.overhead_s += in.iteration_s;
+    t.iteration_s = in.iteration_s;
+    t.finish_s += in.iteration_s;
+  }
+  if (!in.static_bytes.empty()) peak_memory(in, order, r);
 
   const double bubble_share = static_cast<double>(pp - 1) / (static_cast<double>(m) * vpp);
   for (size_t i = 0; i < r.gpu.size(); ++i) {
     GpuTime& t = r.gpu[i];
-    const double idle = std::max(0.0, r.step_s - t.compute_s - t.comm_s);
+    const double idle = std::max(0.0, r.step_s - t.compute_s - t.comm_s - t.overhead_s);
     t.bubble_s = std::min(idle, busy_ops[i] * bubble_share);
     t.imbalance_s = idle - t.bubble_s;
     r.compute_s += t.compute_s;
     r.recompute_s += t.recompute_s;
     r.comm_s += t.comm_s;
+    r.overhead_s += t.overhead_s;
     r.bubble_s += t.bubble_s;
     r.imbalance_s += t.imbalance_s;
   }
@@ -205,6 +253,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   r.compute_s /= count;
   r.recompute_s /= count;
   r.comm_s /= count;
+  r.overhead_s /= count;
   r.bubble_s /= count;
   r.imbalance_s /= count;
   return r;
@@ -227,17 +276,23 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   in.overlap_grad_reduce = cm.training.overlap_grad_reduce;
   const int stages = c.pp * c.vpp;
   std::vector<int64_t> lens;
+  std::vector<double> rank_total(static_cast<size_t>(c.pool()), 0.0);
   for (const auto& mbatch : plan.microbatches) {
     auto& groups = in.groups.emplace_back();
     auto& costs = in.cost.emplace_back();
+    auto& tokens = in.tokens.emplace_back();
     for (const auto& g : mbatch.groups) {
       groups.push_back({g.first_rank, g.cp_size});
       lens.clear();
+      double sum = 0;
       for (int id : g.samples) {
         DCP_REQUIRE(id >= 0 && id < batch.size(), "plan '", plan.planner, "': sample id ", id,
                     " outside the batch of ", batch.size());
-        lens.push_back(batch.lengths[static_cast<size_t>(id)]);
+        lens.push_back(std::max(batch.lengths[static_cast<size_t>(id)], plan.pad_to));
+        sum += static_cast<double>(lens.back());
       }
+      tokens.push_back(sum / g.cp_size);
+      for (int j = g.first_rank; j < g.first_rank + g.cp_size && j < c.pool(); ++j) rank_total[static_cast<size_t>(j)] += sum / g.cp_size;
       auto& per_stage = costs.emplace_back(stages);
       for (int v = 0; v < stages; ++v) {
         const auto st = cost::group_stage_times(cm, lens, g.cp_size, g.first_rank, v);
@@ -247,17 +302,26 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
         o.fwd_compute_s = st.fwd.compute_s;
         o.bwd_compute_s = st.bwd.compute_s;
         o.recompute_s = st.bwd.recompute_s;
-        o.fwd_comm_s = st.fwd.comm_exposed_s + st.fwd.overhead_s;
-        o.bwd_comm_s = st.bwd.comm_exposed_s + st.bwd.overhead_s;
+        o.fwd_comm_s = st.fwd.comm_exposed_s;
+        o.bwd_comm_s = st.bwd.comm_exposed_s;
+        o.fwd_overhead_s = st.fwd.overhead_s;
+        o.bwd_overhead_s = st.bwd.overhead_s;
         o.p2p_s = st.p2p_s;
       }
     }
   }
   for (int s = 0; s < c.pp; ++s) {
     const auto g = cost::grad_sync_time(cm, s);
-    in.grad_reduce_scatter_s.push_back(g.reduce_scatter_s);
-    in.grad_all_gather_s.push_back(g.all_gather_s);
+    in.grad_reduce_s.push_back(g.reduce_s);
+    in.grad_gather_s.push_back(g.gather_s);
+    in.static_bytes.push_back(cost::static_memory(cm, s).total());
+    in.transient_bytes_per_token.push_back(cost::transient_bytes_per_token(cm, s == c.pp - 1));
   }
+  const double max_rank_tokens = *std::max_element(rank_total.begin(), rank_total.end());
+  in.iteration_s = cost::iteration_time(cm, plan.dynamic, max_rank_tokens).total_s();
+  in.stored_bytes_per_token_layer = cost::stored_bytes_per_token_layer(cm);
+  for (int v = 0; v < stages; ++v) in.layers.push_back(cost::layers_of_virtual_stage(cm.model, c, v));
+  in.capacity_bytes = cost::capacity_bytes(cm);
   return in;
 }
 
@@ -291,7 +355,7 @@ StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const
   for (int st = 0; st < pp; ++st)
     for (int j = 0; j < n; ++j) {
       const auto& t = s.gpu[static_cast<size_t>(st) * n + j];
-      out.rank_busy_s[j] += (t.busy_s() - t.sync_s) / pp;
+      out.rank_busy_s[j] += (t.busy_s() - t.sync_s - t.iteration_s) / pp;
     }
   const double mean = std::accumulate(out.rank_busy_s.begin(), out.rank_busy_s.end(), 0.0) / n;
   const double mx = *std::max_element(out.rank_busy_s.begin(), out.rank_busy_s.end());
@@ -300,7 +364,24 @@ StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const
   out.comm_frac = s.comm_s / s.step_s;
   out.bubble_frac = s.bubble_s / s.step_s;
   out.imbalance_frac = s.imbalance_s / s.step_s;
+  out.overhead_frac = s.overhead_s / s.step_s;
   out.source = cost::source_label(cm);
+  {
+    double rank_max = 0;
+    std::vector<double> per_rank(static_cast<size_t>(n), 0.0);
+    for (const auto& mbatch : plan.microbatches)
+      for (const auto& g : mbatch.groups) {
+        double sum = 0;
+        for (int id : g.samples) sum += static_cast<double>(std::max(batch.lengths[static_cast<size_t>(id)], plan.pad_to));
+        for (int j = g.first_rank; j <= g.last_rank(); ++j) per_rank[static_cast<size_t>(j)] += sum / g.cp_size;
+      }
+    for (double t : per_rank) rank_max = std::max(rank_max, t);
+    out.iteration = cost::iteration_time(cm, plan.dynamic, rank_max);
+  }
+  out.peak_memory_bytes = s.peak_bytes;
+  out.fits = s.fits;
+  out.capacity_bytes = cost::capacity_bytes(cm);
+  if (s.peak_gpu >= 0) out.peak_static = cost::static_memory(cm, s.peak_gpu / n);
   return out;
 }
 

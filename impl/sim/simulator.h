@@ -11,10 +11,15 @@
 //     B(mb, v+1) + p2p (and after F(mb, v) on the same GPU by schedule order).
 //   * CP coupling: all members of a CP group start an op together (at the latest of their ready
 //     times) and finish together (identical work).
-//   * DP x CP sync after each stage's last backward: reduce-scatter + all-gather, overlapped with
-//     the last backward / first forward when overlap_grad_reduce (exposed = excess only).
-// Step time = max over GPUs of their finish time. Per GPU the step splits exactly into
-//   compute (useful + recompute) + exposed comm + overhead + pipeline bubble + imbalance wait,
+//   * DP x CP sync after each stage's last backward: all-reduce, or reduce-scatter + all-gather with
+//     the distributed optimizer, overlapped with the last backward / first forward only when
+//     overlap_grad_reduce (exposed = excess only).
+//   * Per iteration, after the slowest GPU: optimizer step, fixed iteration cost and, for dynamic
+//     plans, the data path (cost::iteration_time), serial.
+// Step time = max over GPUs of their finish time + the iteration cost. Per GPU the step splits
+// exactly into
+//   compute (useful + recompute) + exposed comm + overhead (host floor, micro-batch and iteration
+//   costs) + pipeline bubble + imbalance wait,
 // (PP p2p transfers delay the dependent op; that wait shows up as idle time, not as comm)
 // where bubble = min(idle, busy * (pp-1) / (M * vpp)) (the 1F1B bubble a perfectly balanced
 // pipeline with this GPU's work would have) and imbalance wait = the rest of the idle time.
@@ -24,8 +29,15 @@
 //   bound_s = sum_i sequence_compute_s(L_i, M) / (pp * N).
 // plan_efficiency = bound_s / step_s (<= 1 up to efficiency-curve effects). It depends on the
 // batch only, so its ratio between strategies is their speed ratio.
+//
+// Memory (cost/memory.h): each GPU's peak is its static bytes plus the maximum, over its op order,
+// of the stored activations of the micro-batch chunks in flight (real tokens per rank of each
+// micro-batch) plus the running op's transient; a plan whose peak exceeds the capacity on any GPU
+// does not fit (StepResult::fits = false: the harness reports it as oom, never as a number).
+// A plan with pad_to > 0 (bshd) is charged at max(L, pad_to) per sample.
 #pragma once
 
+#include "cost/memory.h"
 #include "cost/time_model.h"
 #include "plan/plan.h"
 
@@ -50,8 +62,10 @@ struct OpCost {
   double fwd_compute_s = 0;   // parts of the durations, for the breakdown
   double bwd_compute_s = 0;
   double recompute_s = 0;     // part of bwd_compute_s
-  double fwd_comm_s = 0;      // exposed CP comm (+ overhead) inside the op
+  double fwd_comm_s = 0;      // exposed CP comm inside the op
   double bwd_comm_s = 0;
+  double fwd_overhead_s = 0;  // host floor excess + micro-batch overhead inside the op
+  double bwd_overhead_s = 0;
   double p2p_s = 0;           // delay on the edge between this stage and the next: F(v)->F(v+1) and B(v+1)->B(v)
 };
 
@@ -69,20 +83,32 @@ struct ScheduleInput {
   // cost[mb][g][v]: the op cost of group g of micro-batch mb at virtual stage v (pp*vpp entries).
   std::vector<std::vector<std::vector<OpCost>>> cost;
   // Per pipeline stage: DP sync after the last backward.
-  std::vector<double> grad_reduce_scatter_s;  // [pp] (empty = 0)
-  std::vector<double> grad_all_gather_s;      // [pp] (empty = 0)
-  bool overlap_grad_reduce = true;
+  std::vector<double> grad_reduce_s;  // [pp] all-reduce or reduce-scatter (empty = 0)
+  std::vector<double> grad_gather_s;  // [pp] param all-gather (empty = 0)
+  bool overlap_grad_reduce = false;
+  double iteration_s = 0;  // serial per-iteration cost after the slowest GPU
+
+  // Memory (optional: empty static_bytes = not checked).
+  std::vector<std::vector<double>> tokens;     // [mb][g] tokens per rank of group g
+  std::vector<double> static_bytes;            // [pp]
+  double stored_bytes_per_token_layer = 0;     // kept between a chunk's forward and backward
+  std::vector<double> transient_bytes_per_token;  // [pp] of the running op
+  std::vector<int> layers;                     // [pp*vpp] layers of each virtual stage
+  double capacity_bytes = 0;
 };
 
 struct GpuTime {
   double finish_s = 0;     // when this GPU's last op (and its exposed sync) ends
   double compute_s = 0;    // incl. recompute
   double recompute_s = 0;
-  double comm_s = 0;       // exposed CP comm + exposed DP sync + overhead
+  double comm_s = 0;       // exposed CP comm + exposed DP sync
   double sync_s = 0;       // part of comm_s: exposed DP x CP gradient sync
+  double overhead_s = 0;   // host floor excess + micro-batch overhead + iteration cost
+  double iteration_s = 0;  // part of overhead_s: the per-iteration cost
   double bubble_s = 0;
-  double imbalance_s = 0;  // step_s - compute - comm - bubble
-  double busy_s() const { return compute_s + comm_s; }
+  double imbalance_s = 0;  // step_s - compute - comm - overhead - bubble
+  double peak_bytes = 0;   // memory peak (0 when not checked)
+  double busy_s() const { return compute_s + comm_s + overhead_s; }
 };
 
 struct ScheduleResult {
@@ -93,9 +119,13 @@ struct ScheduleResult {
   double compute_s = 0;
   double recompute_s = 0;  // part of compute_s
   double comm_s = 0;
+  double overhead_s = 0;
   double bubble_s = 0;
   double imbalance_s = 0;
   int64_t events = 0;  // ops simulated
+  double peak_bytes = 0;      // max over GPUs (0 when not checked)
+  int peak_gpu = -1;          // index into gpu of that maximum
+  bool fits = true;           // every GPU's peak <= capacity_bytes
 };
 
 // Throws dcp::Error on an inconsistent input (sizes, groups not covering the pool, M not a
@@ -112,13 +142,20 @@ struct StepResult {
   double bound_s = 0;               // lower bound (see top)
   double plan_efficiency = 0;       // bound_s / step_s
   std::vector<double> rank_busy_s;  // [N] busy time of pool rank j (compute + exposed CP comm
-                                    // + overhead, no DP sync), mean over its pp stages
+                                    // + op overhead; no DP sync, no iteration cost), mean over
+                                    // its pp stages
   double balance = 0;               // max / mean of rank_busy_s
   double bubble_frac = 0;           // schedule.bubble_s / step_s
   double comm_frac = 0;             // schedule.comm_s / step_s
   double imbalance_frac = 0;
   double compute_frac = 0;
+  double overhead_frac = 0;
   int microbatches = 0;
+  cost::IterationTime iteration;    // the per-iteration parts
+  double peak_memory_bytes = 0;     // worst GPU's peak
+  cost::StaticMemory peak_static;   // that GPU's static part
+  double capacity_bytes = 0;
+  bool fits = true;                 // false: out of memory (the harness reports oom)
   std::string source;               // cost::source_label(cm)
 };
 

@@ -112,10 +112,15 @@ def main():
         deep = "[" * 70000 + "]" * 70000
         write(w("deep.json"), deep)
         write(w("go.txt"), open(os.path.join(repo, "scenarios/data/go.txt")).read())
-        base = json.load(open(os.path.join(repo, "scenarios/megatron-example-4gpu.json")))
-        base.pop("published")
-        base["notes"] = []
-        base["training"]["steps"] = 1
+        # A small valid scenario (scenarios/SCHEMA.md), written here so the committed scenarios can
+        # change without changing what these cases test.
+        base = {"name": "robust", "model": "megatron-dcp-bench",
+                "dataset": {"source": "lognormal", "mean": 1024, "sigma": 1.5, "min": 128, "max": 8192,
+                            "pad_multiple": 8},
+                "cluster": {"gpus": 4, "cp": 4, "gpus_per_node": 4},
+                "training": {"global_batch": 64, "max_seqlen": 8192, "max_seqlen_per_rank": 2048, "steps": 1,
+                             "seed": 7},
+                "strategies": ["packing", "bshd", "megatron-dev", "dcp"]}
 
         def scenario(fname, edit=None, text=None):
             s = json.loads(json.dumps(base))
@@ -139,6 +144,7 @@ def main():
             return m
         scenario("mix-9.json", lambda s: s.__setitem__("dataset", nest(9)))
         scenario("gb-1e7.json", lambda s: s["training"].__setitem__("global_batch", 10**7))
+        scenario("gb-max.json", lambda s: s["training"].__setitem__("global_batch", 2**18))
         scenario("pool-2p20.json", lambda s: (s.__setitem__("cluster", {"gpus": 2**20, "cp": 2**20}),
                                               s["training"].__setitem__("global_batch", 1024)))
         scenario("pp-vpp.json", lambda s: (s.__setitem__("cluster", {"gpus": 1024, "pp": 1024, "vpp": 1024}),
@@ -148,7 +154,7 @@ def main():
         scenario("gpus-float.json", lambda s: s["cluster"].__setitem__("gpus", 4.5))
         scenario("cal-deep.json", lambda s: s.__setitem__("calibration", "deep.json"))
         scenario("name-ctrl.json", lambda s: s.__setitem__("name", "bad\x1b[31mname\n"))
-        scenario("strategy-long.json", lambda s: s.__setitem__("strategies", ["x" * 100000]))
+        scenario("strategy-long.json", lambda s: s.__setitem__("strategies", ["packing", "x" * 100000]))
 
         def huge_doc(s):
             s["dataset"] = {"source": "file", "path": "huge-doc.txt"}
@@ -163,7 +169,7 @@ def main():
         write(w("bad.py"), "raise ValueError('boom\\nsecond line')\n")
         write(w("esc\x1b[31m\nname.txt"), "abc\n")
         write(w("tall.txt"), "3000000\n")  # needs a bigger pool than --dp 1 --cp 1 gives
-        results = json.load(open(os.path.join(repo, "harness/fuzz/corpus_results/no-detail.json")))
+        results = json.load(open(os.path.join(repo, "harness/fuzz/corpus_results/detail.json")))
         write(w("results.json"), json.dumps(results))
         r = json.loads(json.dumps(results))
         r["rows"][0]["step"] = 2**63
@@ -240,7 +246,9 @@ def main():
         case("size/schedule-samples-x-pool", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1048576",
                                               "--cp", "1", "--max-seqlen-per-rank", "4096"], ["more than the limit of 134217728"])
         case("size/result-rows", ["run", "ok.json", "--steps", "30000", "--out", "r.json"],
-             ["up to 150000 result rows", "limit of 100000"])
+             ["up to 120000 result rows", "limit of 100000"])
+        case("size/held-samples", ["run", "gb-max.json", "--steps", "200", "--out", "r.json"],
+             ["would hold 52428800 samples at once", "limit of 33554432"])
         case("size/schedule-300000-samples", ["schedule", "--lengths", "big-lengths.txt"] + sched[1:],
              ["300000 samples, more than the limit of 262144"])
         case("size/cp-attn-4096-heads", ["cp-attn", "--heads", "4096", "--kv-heads", "4096", "--head-dim", "4096"],

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "cost/flops.h"
 #include "cost/hardware.h"
+#include "cost/attention_table.h"
 #include "cost/time_model.h"
 
 #include <gtest/gtest.h>
@@ -95,9 +96,12 @@ TEST(Hardware, H100PublicAnchors) {
   EXPECT_DOUBLE_EQ(p.peak_flops_per_s, 989e12);
   EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(8192) * 989e12, 798e12);
   EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(1 << 20) * 989e12, 798e12);  // flat above the table
-  EXPECT_NEAR(p.attn_fwd_causal_efficiency(16384, 128) * 989, 616, 1e-9);  // FA3 causal fwd
-  EXPECT_NEAR(p.attn_fwd_full_efficiency(1024, 128) * 989, 565, 1e-9);
-  EXPECT_NEAR(p.attn_bwd_efficiency(4096, 128) * 989, 542, 1e-9);
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::fwd_causal, 16384, 16384, 128) * 989, 616, 1e-9);  // FA3 paper
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::fwd_full, 1024, 1024, 128) * 989, 565, 1e-9);
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::bwd, 4096, 4096, 128) * 989, 542, 1e-9);
+  EXPECT_NEAR(p.attn_efficiency("fa2", AttnKind::fwd_causal, 16384, 16384, 128) * 989, 335, 1e-9);  // FA2 series
+  EXPECT_NEAR(p.attn_efficiency("cudnn", AttnKind::bwd, 2048, 2048, 128) * 989, 465, 1e-9);
+  EXPECT_THROW(p.attn_efficiency("fa4", AttnKind::bwd, 2048, 2048, 128), InputError);
   EXPECT_DOUBLE_EQ(p.intra_node_bytes_per_s, 450e9);
   EXPECT_DOUBLE_EQ(p.inter_node_bytes_per_s, 50e9);
   EXPECT_THROW(hardware_preset("a100"), InputError);
@@ -108,18 +112,23 @@ TEST(Hardware, CalibrationOverridesPointsAndNamesTheSource) {
   const auto j = nlohmann::json::parse(R"({"schema": "dcpbench.calibration.v1", "name": "test-cal",
       "profile": "h100-sxm", "obtained": "measured",
       "gemm_efficiency": [[8192, 0.9], [100000, 0.95]],
-      "attention": [{"head_dim": 128, "fwd_causal": [[1024, 0.5]]}],
-      "inter_node_bytes_per_s": 25e9})");
+      "attention_tables": [{"backend": "fa3", "head_dim": 128, "lengths": [1024], "fwd_tile": [1, 1],
+                            "bwd_tile": [1, 1], "fwd_causal": [[0.5]], "fwd_full": [[0.6]], "bwd": [[0.4]]}],
+      "inter_node_bytes_per_s": 25e9, "host_layer_fwd_s": 1e-3})");
   const auto p = apply_calibration(base, j, "test.json");
   EXPECT_EQ(p.calibration, "test-cal");
   EXPECT_EQ(p.obtained, "measured");
   EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(8192), 0.9);
   EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(1e6), 0.95);
   EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(128), base.gemm_efficiency_at(128));  // untouched
-  EXPECT_DOUBLE_EQ(p.attn_fwd_causal_efficiency(1024, 128), 0.5);
+  EXPECT_DOUBLE_EQ(p.attn_efficiency("fa3", AttnKind::fwd_causal, 1024, 1024, 128), 0.5);
+  EXPECT_DOUBLE_EQ(p.attn_efficiency("fa3", AttnKind::bwd, 77, 5000, 128), 0.4);  // one point: flat, tiles of 1
+  EXPECT_DOUBLE_EQ(p.attn_efficiency("fa2", AttnKind::fwd_causal, 1024, 1024, 128),
+                   base.attn_efficiency("fa2", AttnKind::fwd_causal, 1024, 1024, 128));  // other backends kept
   EXPECT_DOUBLE_EQ(p.inter_node_bytes_per_s, 25e9);
+  EXPECT_DOUBLE_EQ(p.host_layer_fwd_s, 1e-3);
   CostModel cm{model_preset("llama-13b"), p, {}, {}};
-  EXPECT_EQ(source_label(cm), "simulated:dcp-cost-v1@test-cal");
+  EXPECT_EQ(source_label(cm), "simulated:dcp-cost-v2@test-cal");
 }
 
 TEST(Hardware, CalibrationRejectsBadInput) {
@@ -130,6 +139,11 @@ TEST(Hardware, CalibrationRejectsBadInput) {
   EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"profile": "unit"})"), "x"), InputError);
   EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"peak_flops_per_s": "fast"})"), "x"),
                InputError);
+  // The 1-D "attention" curves of cost model v1 are gone: tables per backend replace them.
+  EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"attention": []})"), "x"), InputError);
+  EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"attention_tables": [{"backend": "fa3",
+      "lengths": [128, 256], "fwd_causal": [[0.5]], "fwd_full": [[0.5]], "bwd": [[0.5]]}]})"), "x"), InputError);
+  EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"ring_step_fwd_s": -1})"), "x"), InputError);
 }
 
 TEST(Hardware, ProfileJsonRoundTripsAndCommittedFileMatches) {
@@ -142,20 +156,6 @@ TEST(Hardware, ProfileJsonRoundTripsAndCommittedFileMatches) {
   const auto loaded = load_calibration_file(hardware_preset("h100-sxm"), file);
   EXPECT_EQ(loaded.calibration, "h100-sxm-public");
   EXPECT_EQ(profile_to_json(loaded), profile_to_json(base));
-}
-
-TEST(Hardware, Fa2CalibrationFileOverridesOnlyAttention) {
-  const std::string here = __FILE__;
-  const std::string file = here.substr(0, here.find("impl/cost/tests")) +
-                           "results/calibration/h100-sxm-fa2-public.json";
-  const auto base = hardware_preset("h100-sxm");
-  const auto fa2 = load_calibration_file(base, file);
-  EXPECT_EQ(fa2.calibration, "h100-sxm-fa2-public");
-  EXPECT_EQ(fa2.obtained, "public");
-  EXPECT_NEAR(fa2.attn_fwd_causal_efficiency(16384, 128) * 989, 335, 0.01);  // FA2 causal fwd
-  EXPECT_LT(fa2.attn_bwd_efficiency(4096, 128), base.attn_bwd_efficiency(4096, 128));
-  EXPECT_DOUBLE_EQ(fa2.gemm_efficiency_at(8192), base.gemm_efficiency_at(8192));
-  EXPECT_DOUBLE_EQ(fa2.peak_flops_per_s, base.peak_flops_per_s);
 }
 
 // ---- time model on the unit profile ------------------------------------------------------
@@ -264,22 +264,40 @@ TEST(TimeModel, LayersAndLogitsPerVirtualStage) {
   EXPECT_NEAR(first.p2p_s, 2.56e-4, 1e-15);
 }
 
-TEST(TimeModel, GradSyncRingBytes) {
+TEST(TimeModel, GradSyncFromTheFlags) {
   auto cm = unit_model(2);
   // params = 2 layers * 98,560 + 2*1*128 (embedding + output) + 128 = 197,504.
   EXPECT_DOUBLE_EQ(total_params(cm.model), 197504.0);
-  const auto g = grad_sync_time(cm, 0);  // bf16 grads by default
-  EXPECT_NEAR(g.reduce_scatter_s, 0.5 * 197504 * 2 / 1e9, 1e-15);
-  EXPECT_NEAR(g.all_gather_s, 0.5 * 197504 * 2 / 1e9, 1e-15);
-  cm.training.grad_reduce_fp32 = true;
-  EXPECT_NEAR(grad_sync_time(cm, 0).reduce_scatter_s, 0.5 * 197504 * 4 / 1e9, 1e-15);
-  // Pool across nodes: inter-node link.
+  const double p = 197504;
+  // Defaults as Megatron's --bf16 without --use-distributed-optimizer: one fp32 all-reduce,
+  // 2 (n-1)/n of the buffer per rank, nothing gathered, no overlap.
+  auto g = grad_sync_time(cm, 0);
+  EXPECT_NEAR(g.reduce_s, 2 * 0.5 * p * 4 / 1e9, 1e-15);
+  EXPECT_EQ(g.gather_s, 0.0);
+  EXPECT_FALSE(g.overlap);
+  // Distributed optimizer, bf16 reduce: reduce-scatter (n-1)/n x 2 B, then the bf16 param all-gather.
+  cm.training.distributed_optimizer = true;
+  cm.training.grad_reduce_fp32 = false;
+  cm.training.overlap_grad_reduce = true;
+  g = grad_sync_time(cm, 0);
+  EXPECT_NEAR(g.reduce_s, 0.5 * p * 2 / 1e9, 1e-15);
+  EXPECT_NEAR(g.gather_s, 0.5 * p * 2 / 1e9, 1e-15);
+  EXPECT_TRUE(g.overlap);
+  // Pool across nodes: min(NVLink, NICs per node x NIC).
   cm.cluster.gpus = 8;
   cm.cluster.gpus_per_node = 4;
   cm.hardware.inter_node_bytes_per_s = 1e8;
-  EXPECT_NEAR(grad_sync_time(cm, 0).all_gather_s, 7.0 / 8 * 197504 * 2 / 1e8, 1e-12);
+  EXPECT_NEAR(grad_sync_time(cm, 0).gather_s, 7.0 / 8 * p * 2 / 1e8, 1e-12);  // unit profile: 1 NIC per node
+  cm.cluster.nics_per_node = 4;
+  EXPECT_NEAR(grad_sync_time(cm, 0).gather_s, 7.0 / 8 * p * 2 / 4e8, 1e-12);
+  cm.cluster.nics_per_node = 64;  // capped by NVLink (1e9)
+  EXPECT_NEAR(grad_sync_time(cm, 0).gather_s, 7.0 / 8 * p * 2 / 1e9, 1e-12);
+  // Latency: (n-1) per collective, 2 (n-1) for the all-reduce.
+  cm.hardware.inter_node_latency_s = 1e-3;
+  cm.training.distributed_optimizer = false;
+  EXPECT_NEAR(grad_sync_time(cm, 0).reduce_s, 2 * 7.0 / 8 * p * 2 / 1e9 + 14 * 1e-3, 1e-12);
   cm.cluster.gpus = 1;
-  EXPECT_EQ(grad_sync_time(cm, 0).reduce_scatter_s, 0.0);
+  EXPECT_EQ(grad_sync_time(cm, 0).reduce_s, 0.0);
 }
 
 TEST(TimeModel, H100Llama13bSanity) {

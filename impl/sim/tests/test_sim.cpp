@@ -39,9 +39,9 @@ ScheduleInput singles(int pool, int pp, int vpp, int m, OpCost c) {
 }
 
 void expect_breakdown_sums(const ScheduleResult& r) {
-  EXPECT_NEAR(r.compute_s + r.comm_s + r.bubble_s + r.imbalance_s, r.step_s, 1e-9 * r.step_s);
+  EXPECT_NEAR(r.compute_s + r.comm_s + r.overhead_s + r.bubble_s + r.imbalance_s, r.step_s, 1e-9 * r.step_s);
   for (const auto& g : r.gpu)
-    EXPECT_NEAR(g.compute_s + g.comm_s + g.bubble_s + g.imbalance_s, r.step_s, 1e-9 * r.step_s);
+    EXPECT_NEAR(g.compute_s + g.comm_s + g.overhead_s + g.bubble_s + g.imbalance_s, r.step_s, 1e-9 * r.step_s);
 }
 
 TEST(Schedule, P2pEdgeIsTheLinkBetweenTheTwoStagesBothWays) {
@@ -126,13 +126,13 @@ TEST(Schedule, CouplingPropagatesThroughThePipeline) {
 
 TEST(Schedule, DataParallelSync) {
   ScheduleInput in = singles(2, 1, 1, 1, op(1, 2));
-  in.grad_reduce_scatter_s = {0.5};
-  in.grad_all_gather_s = {0.25};
+  in.grad_reduce_s = {0.5};
+  in.grad_gather_s = {0.25};
   in.overlap_grad_reduce = false;
   EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 3.75);
   in.overlap_grad_reduce = true;  // 0.5 hidden by the 2 s backward, 0.25 by the 1 s forward
   EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 3.0);
-  in.grad_reduce_scatter_s = {3.0};  // 1 s exposed
+  in.grad_reduce_s = {3.0};  // 1 s exposed
   const auto r = simulate_schedule(in);
   EXPECT_DOUBLE_EQ(r.step_s, 4.0);
   EXPECT_DOUBLE_EQ(r.gpu[0].sync_s, 1.0);
@@ -155,7 +155,12 @@ cost::CostModel unit_cm(int gpus, int pp, int cp) {
   c.pp = pp;
   c.cp = cp;
   c.gpus_per_node = 64;
-  return cost::CostModel{m, cost::hardware_preset("unit"), c, {}};
+  cost::CostModel cm{m, cost::hardware_preset("unit"), c, {}};
+  // Distributed optimizer, bf16 grads, overlapped: the sync of these tiny models stays hidden.
+  cm.training.distributed_optimizer = true;
+  cm.training.grad_reduce_fp32 = false;
+  cm.training.overlap_grad_reduce = true;
+  return cm;
 }
 
 plan::Plan two_rank_plan() {
@@ -176,7 +181,7 @@ TEST(Step, BalancedPlanReachesTheBound) {
   EXPECT_NEAR(r.step_s, st.fwd.total_s() + st.bwd.total_s(), 1e-15);  // sync hidden
   EXPECT_NEAR(r.plan_efficiency, 1.0, 1e-12);
   EXPECT_NEAR(r.balance, 1.0, 1e-12);
-  EXPECT_EQ(r.source, "simulated:dcp-cost-v1@unit");
+  EXPECT_EQ(r.source, "simulated:dcp-cost-v2@unit");
   EXPECT_NEAR(r.tflops_per_gpu, r.useful_flops / (r.step_s * 2) / 1e12, 1e-12);
   EXPECT_NEAR(r.tokens_per_s_per_gpu, 2000 / (r.step_s * 2), 1e-6);
 }
@@ -298,6 +303,119 @@ TEST(Step, InterleavedPlanUsesTheVppGroup) {
   EXPECT_THROW(simulate_step(p, batch, cm), InputError);
   p.config.vpp_group = 1;                         // smaller than pp
   EXPECT_THROW(simulate_step(p, batch, cm), InputError);
+}
+
+}  // namespace
+}  // namespace dcp::sim
+
+namespace dcp::sim {
+namespace {
+
+cost::CostModel unit_cm2(int gpus, int pp) {
+  cost::ModelConfig m{"unit", 2, 128, 128, 1, 1, 128, 1, false};
+  cost::ClusterConfig c;
+  c.gpus = gpus;
+  c.pp = pp;
+  c.gpus_per_node = 64;
+  return cost::CostModel{m, cost::hardware_preset("unit"), c, {}};
+}
+
+// bshd: a plan with pad_to is charged as if every sample were that long, while useful FLOPs and
+// tokens/s stay on the real lengths.
+TEST(Step, PaddedPlanIsChargedAtThePaddedLength) {
+  const auto cm = unit_cm2(2, 1);
+  plan::Plan p;
+  p.planner = "bshd-like";
+  p.config.dp = 2;
+  p.config.max_seqlen_per_rank = 4096;
+  p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}}});
+  const plan::Batch real{{300, 1000}};
+  const auto unpadded = simulate_step(p, real, cm);
+  p.pad_to = 4096;
+  const auto padded = simulate_step(p, real, cm);
+  plan::Batch explicit_pad{{4096, 4096}};
+  p.pad_to = 0;
+  const auto by_hand = simulate_step(p, explicit_pad, cm, real.lengths);
+  EXPECT_DOUBLE_EQ(padded.step_s, by_hand.step_s);
+  EXPECT_GT(padded.step_s, 3 * unpadded.step_s);
+  EXPECT_DOUBLE_EQ(padded.useful_flops, unpadded.useful_flops);
+  EXPECT_DOUBLE_EQ(padded.useful_flops, cost::train_flops_of_lengths(cm.model, real.lengths));
+  EXPECT_NEAR(padded.tokens_per_s_per_gpu, 1300 / (padded.step_s * 2), 1e-9);
+  // Memory is charged on the padded length too.
+  EXPECT_GT(padded.peak_memory_bytes, unpadded.peak_memory_bytes);
+}
+
+// The simulator's memory walk against memory.h's closed form: 1F1B with pp 4 and 8 equal
+// micro-batches keeps min(pp - s, M) of them in flight on stage s.
+TEST(Step, MemoryPeakFollowsTheMicroBatchesInFlight) {
+  auto cm = unit_cm2(4, 4);
+  cm.model.layers = 4;
+  cm.model.vocab = 1000;
+  cm.hardware.ce_unfused_bytes_per_logit = 10;
+  plan::Plan p;
+  p.planner = "t";
+  p.config.dp = 1;
+  p.config.max_seqlen_per_rank = 4096;
+  plan::Batch batch;
+  for (int mb = 0; mb < 8; ++mb) {
+    p.microbatches.push_back({{{0, 1, {mb}}}});
+    batch.lengths.push_back(1000);
+  }
+  const auto r = simulate_step(p, batch, cm);
+  ASSERT_EQ(r.schedule.gpu.size(), 4u);
+  for (int s = 0; s < 4; ++s)
+    EXPECT_DOUBLE_EQ(r.schedule.gpu[s].peak_bytes, cost::uniform_peak_bytes(cm, s, 4 - s, 1000)) << "stage " << s;
+  EXPECT_TRUE(r.fits);
+  // Full recompute keeps only the layer inputs: a lower peak on stage 0.
+  auto rc = cm;
+  rc.training.recompute_full = true;
+  EXPECT_LT(simulate_step(p, batch, rc).schedule.gpu[0].peak_bytes, r.schedule.gpu[0].peak_bytes);
+  // A capacity below the peak: the plan does not fit.
+  cm.hardware.memory_bytes = r.peak_memory_bytes - 1;
+  const auto tight = simulate_step(p, batch, cm);
+  EXPECT_FALSE(tight.fits);
+  EXPECT_DOUBLE_EQ(tight.step_s, r.step_s);  // the time is still simulated; the harness hides it
+}
+
+// Unequal micro-batches: the peak is the largest running sum, not in_flight x the mean.
+TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
+  ScheduleInput in = singles(1, 2, 1, 3, op(1, 1));
+  in.tokens = {{100}, {1000}, {10}};
+  in.static_bytes = {5, 7};
+  in.stored_bytes_per_token_layer = 2;
+  in.transient_bytes_per_token = {0, 1};
+  in.layers = {3, 3};
+  in.capacity_bytes = 1e9;
+  const auto r = simulate_schedule(in);
+  // Stage 0 (warmup 1): F0 F1 B0 F2 B1 B2 -> live 600, 6600 (peak), 6000, 6060, ...
+  EXPECT_DOUBLE_EQ(r.gpu[0].peak_bytes, 5 + 6 * (100 + 1000));
+  // Stage 1 (no warmup): one at a time; its transient (1 B/token) on top: 6000 + 1000.
+  EXPECT_DOUBLE_EQ(r.gpu[1].peak_bytes, 7 + 6 * 1000 + 1000);
+  EXPECT_DOUBLE_EQ(r.peak_bytes, 7007);
+  EXPECT_EQ(r.peak_gpu, 1);
+  EXPECT_TRUE(r.fits);
+}
+
+TEST(Step, IterationCostFollowsTheSlowestGpu) {
+  auto cm = unit_cm2(2, 1);
+  cm.hardware.iteration_overhead_s = 0.5;
+  cm.hardware.dynamic_data_overhead_s = 0.25;
+  plan::Plan p;
+  p.planner = "t";
+  p.config.dp = 2;
+  p.config.max_seqlen_per_rank = 4096;
+  p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}}});
+  const plan::Batch batch{{1000, 3000}};
+  p.dynamic = false;
+  const auto st = simulate_step(p, batch, cm);
+  p.dynamic = true;
+  const auto dyn = simulate_step(p, batch, cm);
+  EXPECT_NEAR(dyn.step_s - st.step_s, 0.25, 1e-12);  // unit links: no latency, 1e9 B/s re-route
+  cm.hardware.iteration_overhead_s = 0;
+  p.dynamic = false;
+  EXPECT_NEAR(st.step_s - simulate_step(p, batch, cm).step_s, 0.5, 1e-12);
+  expect_breakdown_sums(st.schedule);
+  EXPECT_NEAR(st.schedule.gpu[0].iteration_s, 0.5, 1e-12);
 }
 
 }  // namespace

@@ -1,0 +1,222 @@
+// Issue 8's harness pieces: oom rows (no speed figures, written and read back), the reference
+// strategy field, the aggregates written into the results file, Megatron's trimmed mean, the
+// scenario "sources" check, the --tune search space and best-setting choice, and the speedup /
+// ranking summary the sensitivity study reports.
+#include "baselines/planners.h"
+#include "core/error.h"
+#include "harness/aggregate.h"
+#include "harness/results.h"
+#include "harness/runner.h"
+#include "harness/scenario.h"
+#include "harness/tune.h"
+
+#include <gtest/gtest.h>
+
+namespace dcp::harness {
+namespace {
+
+using nlohmann::json;
+
+json tiny_json() {
+  return json::parse(R"({
+    "name": "tiny-tune", "model": "tiny",
+    "dataset": {"source": "lognormal", "mean": 300, "sigma": 1.0, "min": 16, "max": 4096},
+    "cluster": {"gpus": 8, "tp": 1, "pp": 2, "cp": 2, "gpus_per_node": 4},
+    "training": {"global_batch": 32, "max_seqlen": 4096, "max_seqlen_per_rank": 2048, "steps": 2, "seed": 3},
+    "strategies": ["packing", "bshd"]
+  })");
+}
+
+plan::PlannerRegistry registry() {
+  plan::PlannerRegistry r;
+  baselines::register_baseline_planners(r);
+  return r;
+}
+
+ResultRow row(const std::string& strategy, int step, double t) {
+  ResultRow r;
+  r.scenario = "s";
+  r.strategy = strategy;
+  r.step = step;
+  r.plan_valid = true;
+  r.source = "simulated:x@y";
+  r.step_time_s = t;
+  r.tflops_per_gpu = 1 / t;
+  r.microbatches = 1;
+  return r;
+}
+
+TEST(Results, OomRowHasNoSpeedFiguresAndRoundTrips) {
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  f.rows.push_back(row("packing", 0, 2.0));
+  ResultRow oom = row("dyn", 0, 1.0);
+  oom.oom = true;
+  oom.peak_memory_gib = 91.5;
+  f.rows.push_back(oom);
+  const json j = results_to_json(f);
+  EXPECT_TRUE(validate_results(j).empty());
+  EXPECT_TRUE(j["rows"][1]["oom"].get<bool>());
+  EXPECT_TRUE(j["rows"][1]["step_time_s"].is_null());  // never a number
+  EXPECT_TRUE(j["rows"][1]["tflops_per_gpu"].is_null());
+  EXPECT_DOUBLE_EQ(j["rows"][1]["peak_memory_gib"].get<double>(), 91.5);
+  EXPECT_FALSE(j["rows"][0].contains("oom"));
+  const ResultRow back = row_from_json(j["rows"][1]);
+  EXPECT_TRUE(back.oom);
+  EXPECT_FALSE(back.has_metrics());
+  EXPECT_EQ(row_to_json(back), j["rows"][1]);
+  // The aggregates are in the file: the oom strategy is reported as such, without numbers.
+  ASSERT_EQ(j["aggregates"].size(), 2u);
+  EXPECT_EQ(j["aggregates"][1]["oom_steps"], 1);
+  EXPECT_FALSE(j["aggregates"][1]["valid"].get<bool>());
+  EXPECT_FALSE(j["aggregates"][1].contains("step_time_s"));
+  // A valid row with a null metric but no oom flag is still rejected.
+  json bad = j;
+  bad["rows"][1].erase("oom");
+  EXPECT_FALSE(validate_results(bad).empty());
+}
+
+TEST(Aggregate, ReferenceStrategyAndMegatronsTrimmedMean) {
+  // Megatron's statistic: 20 values, drop int(2.0) = 2 from each end.
+  std::vector<double> v;
+  for (int i = 1; i <= 20; ++i) v.push_back(i);
+  v[0] = 1000;  // an outlier at one end is trimmed
+  EXPECT_DOUBLE_EQ(trimmed_mean(v), 11.5);  // sorted 2..20, 1000: drop 2, 3 and 20, 1000 -> mean of 4..19
+  EXPECT_DOUBLE_EQ(trimmed_mean({5, 7}), 6);                // n < 10: nothing trimmed
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  for (int s = 0; s < 2; ++s) {
+    f.rows.push_back(row("a", s, 4.0));
+    f.rows.push_back(row("b", s, 2.0));
+  }
+  for (auto& r : f.rows) r.reference = "b";  // speedups against b, not packing
+  const auto aggs = aggregate(f);
+  ASSERT_EQ(aggs.size(), 2u);
+  EXPECT_DOUBLE_EQ(*aggs[0].speedup_vs_reference, 0.5);
+  EXPECT_DOUBLE_EQ(*aggs[1].speedup_vs_reference, 1.0);
+  EXPECT_DOUBLE_EQ(*aggs[0].trimmed_speedup_vs_reference, 0.5);
+  EXPECT_EQ(how_obtained(f), "simulated");
+  f.rows[0].source = "measured:H100";
+  EXPECT_EQ(how_obtained(f), "simulated and measured");
+}
+
+TEST(Scenario, SourcesMustNameKeysOfTheScenarioAndReferenceMustBeAStrategy) {
+  json j = tiny_json();
+  j["sources"] = {{"training.global_batch", "script:12"}, {"cluster.cp", "script:3"}};
+  const Scenario s = parse_scenario(j, "t.json");
+  EXPECT_EQ(s.sources.at("cluster.cp"), "script:3");
+  EXPECT_EQ(s.reference_strategy, "packing");
+  j["sources"]["training.warp"] = "nowhere";
+  try {
+    parse_scenario(j, "t.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sources.training.warp"), std::string::npos) << e.what();
+  }
+  j = tiny_json();
+  j["reference_strategy"] = "megatron-dev";
+  EXPECT_THROW(parse_scenario(j, "t.json"), InputError);
+  j["reference_strategy"] = "bshd";
+  EXPECT_EQ(parse_scenario(j, "t.json").reference_strategy, "bshd");
+  j["training"]["attention_backend"] = "fa9";
+  EXPECT_THROW(parse_scenario(j, "t.json"), InputError);
+}
+
+TEST(Tune, SearchSpaceHoldsThePublishedSettingAndOnlyLegalKnobs) {
+  json j = tiny_json();
+  j["training"]["global_batch"] = 64;
+  const Scenario s = parse_scenario(j, "t.json");
+  const int layers = 4;  // pp 2: vpp 2 (4 % (2*2) == 0) is legal, vpp 3 is not
+  const auto dyn = tune_space(s, layers, true);
+  const auto stat = tune_space(s, layers, false);
+  auto has = [](const std::vector<Setting>& v, int64_t m, int cp, int vpp) {
+    for (const auto& x : v)
+      if (x.max_seqlen_per_rank == m && x.cp == cp && x.vpp == vpp) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(dyn, 2048, 2, 1));  // the published setting
+  EXPECT_TRUE(has(dyn, 512, 2, 2));
+  EXPECT_FALSE(has(dyn, 2048, 1, 1));  // dynamic planners keep the pool's static cp
+  EXPECT_TRUE(has(stat, 2048, 1, 1));
+  EXPECT_TRUE(has(stat, 4096, 4, 2));
+  for (const auto& x : stat) {
+    EXPECT_NE(x.vpp, 3);
+    EXPECT_EQ(64 % (4 / x.cp), 0);
+    EXPECT_GE(x.max_seqlen_per_rank, 512);
+    EXPECT_LE(x.max_seqlen_per_rank, 4096);
+  }
+}
+
+TEST(Tune, TunedRowsAreTheBestFittingSettingAndNeverWorse) {
+  const Scenario s = parse_scenario(tiny_json(), "t.json");
+  const auto reg = registry();
+  RunOptions opt;
+  opt.tune = true;
+  const ResultsFile f = run_scenarios({s}, opt, reg);
+  for (const std::string st : {"packing", "bshd"}) {
+    double pub = 0, tuned = 0;
+    int tuned_rows = 0;
+    for (const auto& r : f.rows) {
+      if (r.strategy != st || !r.has_metrics()) continue;
+      (r.setting == "tuned" ? tuned : pub) += r.step_time_s;
+      if (r.setting == "tuned") {
+        ++tuned_rows;
+        EXPECT_TRUE(r.knobs.is_object());
+        EXPECT_EQ(r.reference, "packing");
+      }
+    }
+    EXPECT_EQ(tuned_rows, 2) << st;
+    EXPECT_LE(tuned, pub * (1 + 1e-12)) << st;  // the published setting is in the search space
+  }
+  // Tuned speedups are against tuned packing: packing (tuned) is exactly 1.
+  for (const auto& a : aggregate(f)) {
+    if (a.strategy == "packing" && a.setting == "tuned") {
+      EXPECT_DOUBLE_EQ(*a.speedup_vs_reference, 1.0);
+    }
+  }
+}
+
+TEST(Sensitivity, SummaryRanksByTimeAndDropsStrategiesWithoutNumbers) {
+  std::vector<ResultRow> rows = {row("packing", 0, 2.0), row("packing", 1, 2.0), row("fast", 0, 1.0),
+                                 row("fast", 1, 1.0), row("oomy", 0, 0.1), row("oomy", 1, 0.1)};
+  rows[4].oom = true;
+  const auto s = summarize_speedups(rows, {"packing", "fast", "oomy"}, "packing");
+  EXPECT_DOUBLE_EQ(s.speedup.at("fast"), 2.0);
+  EXPECT_DOUBLE_EQ(s.speedup.at("packing"), 1.0);
+  EXPECT_FALSE(s.speedup.count("oomy"));
+  EXPECT_EQ(s.ranking, (std::vector<std::string>{"fast", "packing", "oomy"}));
+  // Every parameter of the study scales something: a variant differs from the nominal model.
+  const Scenario sc = parse_scenario(tiny_json(), "t.json");
+  const cost::CostModel base = cost_model_of(sc);
+  for (const auto& p : sensitivity_parameters()) {
+    cost::CostModel up = base;
+    p.scale(up, kSensitivityHigh);
+    EXPECT_NE(cost::profile_to_json(up.hardware), cost::profile_to_json(base.hardware)) << p.name;
+  }
+}
+
+TEST(Sensitivity, SectionReportsRangesAndRanking) {
+  json j = tiny_json();
+  j["training"]["steps"] = 1;
+  const Scenario s = parse_scenario(j, "t.json");
+  const auto reg = registry();
+  RunOptions opt;
+  opt.sensitivity = true;
+  opt.tune = true;
+  const ResultsFile f = run_scenarios({s}, opt, reg);
+  ASSERT_TRUE(f.sensitivity.is_object());
+  // With --tune the study is repeated at each strategy's tuned setting.
+  ASSERT_TRUE(f.sensitivity["scenarios"][0].contains("tuned"));
+  EXPECT_EQ(f.sensitivity["scenarios"][0]["tuned"]["variants"].size(), 2 * sensitivity_parameters().size());
+  const json& sc = f.sensitivity["scenarios"][0];
+  EXPECT_EQ(sc["variants"].size(), 2 * sensitivity_parameters().size());
+  for (const auto& [strategy, v] : sc["speedups"].items()) {
+    EXPECT_LE(v["min"].get<double>(), v["nominal"].get<double>());
+    EXPECT_GE(v["max"].get<double>(), v["nominal"].get<double>());
+  }
+  EXPECT_EQ(sc["ranking"].size(), 2u);
+  EXPECT_TRUE(validate_results(results_to_json(f)).empty());
+}
+
+}  // namespace
+}  // namespace dcp::harness

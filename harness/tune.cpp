@@ -1,0 +1,267 @@
+// --tune and --sensitivity (see tune.h).
+#include "harness/tune.h"
+
+#include "core/error.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace dcp::harness {
+namespace {
+
+using nlohmann::json;
+
+bool every_step_has_numbers(const std::vector<ResultRow>& rows) {
+  if (rows.empty()) return false;
+  for (const auto& r : rows)
+    if (!r.has_metrics()) return false;
+  return true;
+}
+
+double total_time(const std::vector<ResultRow>& rows) {
+  double t = 0;
+  for (const auto& r : rows) t += r.step_time_s;
+  return t;
+}
+
+void scale_curve(cost::Curve& c, double f) {
+  for (auto& p : c.points) p.y = std::min(1.0, p.y * f);
+}
+
+// Scales a hardware scalar (by calibration key).
+std::function<void(cost::CostModel&, double)> scalar(std::vector<std::string> keys) {
+  return [keys](cost::CostModel& cm, double f) {
+    for (const auto& k : keys) cost::set_profile_scalar(cm.hardware, k, cost::profile_scalar(cm.hardware, k) * f);
+  };
+}
+
+}  // namespace
+
+std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic) {
+  const int64_t m0 = s.training.max_seqlen_per_rank;
+  std::set<int64_t> ms{m0};
+  const int64_t lo = std::max<int64_t>(512, m0 / 8), hi = std::max<int64_t>(2 * m0, s.training.max_seqlen);
+  for (int64_t m = 1; m <= hi; m *= 2)
+    if (m >= lo) ms.insert(m);
+  std::vector<int> cps{s.cluster.cp};
+  const int pool = s.cluster.pool();
+  if (!dynamic) {
+    cps.clear();
+    for (int cp = 1; cp <= pool; cp *= 2)
+      if (pool % cp == 0 && s.training.global_batch % (pool / cp) == 0) cps.push_back(cp);
+  }
+  std::vector<int> vpps{1};
+  if (s.cluster.pp > 1) {
+    for (int v = 2; v <= layers / s.cluster.pp; ++v)
+      if (layers % (s.cluster.pp * v) == 0) vpps.push_back(v);
+  }
+  if (std::find(vpps.begin(), vpps.end(), s.cluster.vpp) == vpps.end()) vpps.push_back(s.cluster.vpp);
+  std::vector<Setting> out;
+  for (int64_t m : ms)
+    for (int cp : cps)
+      for (int v : vpps) out.push_back(Setting{m, cp, v});
+  return out;
+}
+
+std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& options,
+                                 const plan::PlannerRegistry& registry) {
+  const Scenario& s = *p.scenario;
+  RunOptions quiet = options;
+  quiet.detail = false;
+  std::vector<ResultRow> out;
+  for (const auto& strategy : p.strategies) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool dynamic = registry.make(strategy)->dynamic();
+    const std::vector<Setting> space = tune_space(s, p.cm.model.layers, dynamic);
+    std::vector<ResultRow> best;
+    double best_t = 0;
+    int tried = 0;
+    for (const auto& setting : space) {
+      std::vector<ResultRow> rows;
+      try {
+        rows = run_strategy(p, p.cm, strategy, setting, "tuned", quiet, registry);
+      } catch (const InputError&) {
+        continue;  // an impossible setting (cp not dividing the pool, ...)
+      }
+      ++tried;
+      if (!every_step_has_numbers(rows)) continue;
+      const double t = total_time(rows);
+      if (best.empty() || t < best_t) {
+        best = std::move(rows);
+        best_t = t;
+      }
+    }
+    if (best.empty()) best = run_strategy(p, p.cm, strategy, published_setting(s), "tuned", quiet, registry);
+    if (options.progress)
+      *options.progress << "dcpbench run --tune: " << s.name << " " << strategy << ": " << tried << " settings ("
+                        << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s), best "
+                        << best.front().knobs.dump() << std::endl;
+    out.insert(out.end(), std::make_move_iterator(best.begin()), std::make_move_iterator(best.end()));
+  }
+  return out;
+}
+
+std::vector<SensitivityParameter> sensitivity_parameters() {
+  // The parameters marked [estimate] or [derived] in impl/cost/hardware.cpp and
+  // attention_table.cpp; datasheet numbers (peak FLOP/s, HBM and NVLink bandwidth) are not varied.
+  return {
+      {"gemm_efficiency", [](cost::CostModel& cm, double f) { scale_curve(cm.hardware.gemm_efficiency, f); }},
+      {"attention_efficiency",
+       [](cost::CostModel& cm, double f) {
+         for (auto& t : cm.hardware.attention_tables)
+           for (auto* g : {&t.fwd_causal, &t.fwd_full, &t.bwd})
+             for (double& v : *g) v = std::min(1.0, v * f);
+       }},
+      {"host_layer_s", scalar({"host_layer_fwd_s", "host_layer_bwd_s"})},
+      {"ring_step_s", scalar({"ring_step_fwd_s", "ring_step_bwd_s"})},
+      {"microbatch_overhead_s", scalar({"microbatch_overhead_s"})},
+      {"iteration_overhead_s", scalar({"iteration_overhead_s"})},
+      {"dynamic_data_overhead_s", scalar({"dynamic_data_overhead_s"})},
+      {"thd_side_bytes", scalar({"thd_side_fwd_bytes_q", "thd_side_fwd_bytes_kv", "thd_side_bwd_bytes_q",
+                                 "thd_side_bwd_bytes_kv"})},
+      {"optimizer_bytes_per_param", scalar({"optimizer_bytes_per_param"})},
+      {"elementwise_bytes", scalar({"elementwise_bytes_per_token_hidden", "loss_bytes_per_token_vocab"})},
+      {"link_latency_s", scalar({"intra_node_latency_s", "inter_node_latency_s"})},
+      {"nic_bytes_per_s", scalar({"inter_node_bytes_per_s"})},
+      {"memory_reserved_bytes", scalar({"memory_reserved_bytes"})},
+  };
+}
+
+SpeedupSummary summarize_speedups(const std::vector<ResultRow>& rows, const std::vector<std::string>& strategies,
+                                  const std::string& reference) {
+  std::map<std::string, std::map<int, double>> t;  // strategy -> step -> time (rows with numbers)
+  std::map<std::string, bool> complete;
+  for (const auto& st : strategies) complete[st] = true;
+  for (const auto& r : rows) {
+    if (r.has_metrics()) t[r.strategy][r.step] = r.step_time_s;
+    else complete[r.strategy] = false;
+  }
+  SpeedupSummary out;
+  std::vector<std::pair<double, std::string>> order;
+  std::vector<std::string> without;
+  for (const auto& st : strategies) {
+    if (!complete[st] || t[st].empty()) {
+      without.push_back(st);
+      continue;
+    }
+    double mine = 0;
+    for (const auto& [step, x] : t[st]) mine += x;
+    order.push_back({mine, st});
+    if (complete.count(reference) && complete[reference] && !t[reference].empty()) {
+      double ref = 0, paired = 0;
+      for (const auto& [step, x] : t[st]) {
+        auto it = t[reference].find(step);
+        if (it != t[reference].end()) {
+          ref += it->second;
+          paired += x;
+        }
+      }
+      if (paired > 0) out.speedup[st] = ref / paired;
+    }
+  }
+  std::stable_sort(order.begin(), order.end());
+  for (const auto& [_, st] : order) out.ranking.push_back(st);
+  out.ranking.insert(out.ranking.end(), without.begin(), without.end());
+  return out;
+}
+
+std::map<std::string, Setting> tuned_settings(const std::vector<ResultRow>& rows) {
+  std::map<std::string, Setting> out;
+  for (const auto& r : rows) {
+    if (r.setting != "tuned" || !r.knobs.is_object()) continue;
+    out[r.strategy] = Setting{r.knobs.value("max_seqlen_per_rank", int64_t{0}), r.knobs.value("cp", 1),
+                              r.knobs.value("vpp", 1)};
+  }
+  return out;
+}
+
+namespace {
+
+// Nominal summary and its range over every variant, for one choice of settings per strategy.
+json study(const PreparedScenario& p, const RunOptions& quiet, const plan::PlannerRegistry& registry,
+           const std::function<Setting(const std::string&)>& setting_of, const std::string& label) {
+  const Scenario& s = *p.scenario;
+  auto run_all = [&](const cost::CostModel& cm) {
+    std::vector<ResultRow> rows;
+    for (const auto& st : p.strategies) {
+      auto r = run_strategy(p, cm, st, setting_of(st), label, quiet, registry);
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+    return summarize_speedups(rows, p.strategies, s.reference_strategy);
+  };
+  const SpeedupSummary nominal = run_all(p.cm);
+  json speedups = json::object();
+  for (const auto& [st, x] : nominal.speedup)
+    speedups[st] = {{"nominal", x}, {"min", x}, {"max", x}, {"widest_parameter", "-"}};
+  std::map<std::string, double> widest;  // strategy -> largest |variant - nominal|
+  json variants = json::array();
+  json changed_by = json::array();
+  for (const auto& param : sensitivity_parameters()) {
+    for (double f : {kSensitivityLow, kSensitivityHigh}) {
+      cost::CostModel cm = p.cm;
+      param.scale(cm, f);
+      const SpeedupSummary v = run_all(cm);
+      json vs = json::object();
+      for (const auto& [st, x] : v.speedup) {
+        vs[st] = x;
+        if (!speedups.contains(st)) continue;
+        auto& e = speedups[st];
+        e["min"] = std::min(e["min"].get<double>(), x);
+        e["max"] = std::max(e["max"].get<double>(), x);
+        const double d = std::abs(x - e["nominal"].get<double>());
+        if (d > widest[st]) {
+          widest[st] = d;
+          e["widest_parameter"] = param.name;
+        }
+      }
+      const std::string name = param.name + " x" + (f < 1 ? "0.8" : "1.2");
+      if (v.ranking != nominal.ranking) changed_by.push_back(name);
+      variants.push_back({{"parameter", param.name}, {"factor", f}, {"speedups", vs}, {"ranking", v.ranking}});
+    }
+  }
+  return {{"ranking", nominal.ranking},
+          {"ranking_changes", !changed_by.empty()},
+          {"ranking_changed_by", changed_by},
+          {"speedups", speedups},
+          {"variants", variants}};
+}
+
+}  // namespace
+
+json run_sensitivity(const PreparedScenario& p, const RunOptions& options, const plan::PlannerRegistry& registry,
+                     const std::map<std::string, Setting>& tuned) {
+  const Scenario& s = *p.scenario;
+  RunOptions quiet = options;
+  quiet.detail = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  json out = study(p, quiet, registry, [&](const std::string&) { return published_setting(s); }, "published");
+  out["scenario"] = s.name;
+  out["reference"] = s.reference_strategy;
+  if (!tuned.empty()) {
+    out["tuned"] = study(p, quiet, registry, [&](const std::string& st) {
+      auto it = tuned.find(st);
+      return it != tuned.end() ? it->second : published_setting(s);
+    }, "tuned");
+  }
+  if (options.progress)
+    *options.progress << "dcpbench run --sensitivity: " << s.name << ": " << out["variants"].size()
+                      << " variants" << (tuned.empty() ? "" : " x 2 (published, tuned settings)") << " ("
+                      << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)"
+                      << std::endl;
+  return out;
+}
+
+json sensitivity_section(const json& scenarios) {
+  json params = json::array();
+  for (const auto& p : sensitivity_parameters()) params.push_back(p.name);
+  return {{"low", kSensitivityLow},
+          {"high", kSensitivityHigh},
+          {"setting", "published (and tuned, when run with --tune: each strategy's tuned setting held fixed)"},
+          {"parameters", params},
+          {"scenarios", scenarios}};
+}
+
+}  // namespace dcp::harness

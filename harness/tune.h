@@ -1,0 +1,71 @@
+// `dcpbench run --tune` and `--sensitivity` (issue 8: "best against best" and how far the
+// uncertain parameters move the answer).
+//
+// --tune: for every strategy, search its own knobs under the memory model and keep the setting
+// with the smallest total step time over the scenario's steps whose every step has a valid plan
+// that fits the GPU's memory. Knobs (tune_space()):
+//   max_seqlen_per_rank M: powers of two from max(512, M0/8) to max(2*M0, max_seqlen), plus M0
+//                          (the published value);
+//   static CP size (static planners only; dp = pool / cp): powers of two dividing the pool with
+//                          global_batch a multiple of dp;
+//   VPP: 1 and every v > 1 with layers a multiple of pp*v (pp > 1).
+// The best setting's rows are added with setting "tuned" and its knobs; speedups of tuned rows
+// are against the reference strategy's tuned rows. A strategy with no fitting setting gets its
+// published-setting rows labelled tuned (oom or invalid).
+//
+// --sensitivity: every uncertain cost-model parameter (sensitivity_parameters()) is scaled by 0.8
+// and by 1.2, one at a time (efficiencies capped at 1), and the scenario re-run at the published
+// setting; the section reports, per strategy, the nominal speedup and its range over the
+// variants, the parameter that moves it most, and whether the ranking of strategies by step time
+// changes (and which variants change it).
+#pragma once
+
+#include "harness/runner.h"
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace dcp::harness {
+
+// The settings --tune tries for a strategy (dynamic: whether its planner is dynamic-CP).
+std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic);
+
+// Tuned rows of every strategy of the prepared scenario (speedups not filled).
+std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& options,
+                                 const plan::PlannerRegistry& registry);
+
+struct SensitivityParameter {
+  std::string name;
+  std::function<void(cost::CostModel&, double factor)> scale;
+};
+std::vector<SensitivityParameter> sensitivity_parameters();
+
+inline constexpr double kSensitivityLow = 0.8;
+inline constexpr double kSensitivityHigh = 1.2;
+
+// The sensitivity of one scenario (one element of the section's "scenarios"): at the published
+// setting ("speedups", "ranking", ...) and, when `tuned` names a setting per strategy (after
+// --tune), at those settings held fixed ("tuned": the same fields; settings are not re-searched
+// per variant).
+nlohmann::json run_sensitivity(const PreparedScenario& p, const RunOptions& options,
+                               const plan::PlannerRegistry& registry,
+                               const std::map<std::string, Setting>& tuned = {});
+// The setting each strategy's tuned rows were run at (from their knobs).
+std::map<std::string, Setting> tuned_settings(const std::vector<ResultRow>& rows);
+// The results file's "sensitivity" section around the per-scenario elements.
+nlohmann::json sensitivity_section(const nlohmann::json& scenarios);
+
+// Speedup of every strategy over the reference (sum of the reference's step times over the sum of
+// the strategy's, over steps where both have numbers) and the ranking by total step time, from
+// rows of one scenario and setting. Exposed for tests.
+struct SpeedupSummary {
+  std::map<std::string, double> speedup;  // strategies with numbers on every step
+  std::vector<std::string> ranking;       // fastest first; strategies without numbers last
+};
+SpeedupSummary summarize_speedups(const std::vector<ResultRow>& rows, const std::vector<std::string>& strategies,
+                                  const std::string& reference);
+
+}  // namespace dcp::harness

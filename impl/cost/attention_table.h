@@ -1,0 +1,66 @@
+// Attention kernel efficiency as a table over (query length, key length), one table per backend
+// ("fa2", "fa3", "cudnn") and head dim.
+//
+// Efficiency = fraction of the GPU's peak at which one varlen attention kernel processes a
+// sequence whose query block has q tokens and whose key/value block has k tokens, counting the
+// FLOPs the way the FA3 paper does (causal forward = half of 4*d*q*k; backward = 2.5 x forward):
+//
+//   eff(kind, q, k) = grid(kind, q, k) * util(q, tile_q) * util(k, tile_k)
+//   util(x, B)      = x / (ceil(x / B) * B)       (a partial tile costs a whole tile)
+//
+// grid() is bilinear in (log2 q, log2 k) between the grid points and flat outside them; it holds
+// the efficiency of whole tiles. The tile factor is what makes short sequences honest: a 40-token
+// sequence still runs one 128-row tile, so it gets 40/128 of the 128-token efficiency instead of
+// the flat clamp of the old 1-D curves (issue 8). Tile sizes are the kernels' own (attention_table.cpp
+// cites them).
+//
+// Why the grid depends on one axis in the built-in tables: the forward kernel gives each CTA one
+// q tile and loops over the k tiles, so the fixed prologue/epilogue of a CTA is amortised over k;
+// the backward kernel gives each CTA one k tile and loops over q. The published curves (FA3
+// paper, q = k) therefore fill the forward grid along k and the backward grid along q. A measured
+// calibration may give a full 2-D grid.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <string>
+#include <vector>
+
+namespace dcp::cost {
+
+enum class AttnKind { fwd_causal, fwd_full, bwd };
+
+struct AttentionTable {
+  std::string backend;          // "fa2" | "fa3" | "cudnn" (or a calibration's own name)
+  int head_dim = 128;
+  std::vector<double> lengths;  // grid points in tokens, ascending, > 0; both axes
+  // Row-major [iq * n + ik], n = lengths.size(); fractions of peak in (0, 1].
+  std::vector<double> fwd_causal;
+  std::vector<double> fwd_full;
+  std::vector<double> bwd;
+  int fwd_tile_q = 128;  // forward CTA tile: query rows, key rows per iteration
+  int fwd_tile_k = 128;
+  int bwd_tile_q = 64;   // backward CTA tile
+  int bwd_tile_k = 128;
+
+  // Efficiency at query length q and key length k (tokens, > 0; fractional local lengths allowed).
+  double at(AttnKind kind, double q_tokens, double k_tokens) const;
+};
+
+// Backends with built-in H100 tables (head dim 128).
+std::vector<std::string> attention_backend_names();
+
+// Built-in H100 SXM tables, one per backend (sources in attention_table.cpp).
+std::vector<AttentionTable> h100_attention_tables();
+
+// Tile-quantisation factor util(x, B) above.
+double tile_utilization(double tokens, int tile);
+
+// Throws InputError naming the first bad field.
+void validate_attention_table(const AttentionTable& t, const std::string& profile);
+
+nlohmann::json attention_table_to_json(const AttentionTable& t);
+// Parses one table object; `where` names it in messages. Unknown keys are InputErrors.
+AttentionTable attention_table_from_json(const nlohmann::json& j, const std::string& where);
+
+}  // namespace dcp::cost

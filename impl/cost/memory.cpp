@@ -1,0 +1,52 @@
+// Memory model (formulas and sources in memory.h).
+#include "cost/memory.h"
+
+#include "core/error.h"
+
+namespace dcp::cost {
+
+StaticMemory static_memory(const CostModel& cm, int s) {
+  const double params = stage_params(cm, s);
+  StaticMemory m;
+  m.weights_bytes = 2.0 * params;
+  m.grads_bytes = (cm.training.grad_reduce_fp32 ? 4.0 : 2.0) * params;
+  const double shard = cm.training.distributed_optimizer ? static_cast<double>(cm.cluster.pool()) : 1.0;
+  m.optimizer_bytes = 12.0 * params / shard;
+  m.reserved_bytes = cm.hardware.memory_reserved_bytes;
+  return m;
+}
+
+double activation_bytes_per_token_layer(const CostModel& cm) {
+  const auto& m = cm.model;
+  const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.q_dim()),
+               kv = static_cast<double>(m.kv_dim()), f = static_cast<double>(m.ffn);
+  const double mlp_mult = m.swiglu ? 3.0 : 2.0;
+  const double values = 4.0 * h + (q + 2.0 * kv) + q + (mlp_mult - 1.0) * f + f;
+  return (2.0 * values + 4.0 * m.heads) / cm.cluster.tp;
+}
+
+double stored_bytes_per_token_layer(const CostModel& cm) {
+  if (cm.training.recompute_full) return 2.0 * static_cast<double>(cm.model.hidden) / cm.cluster.tp;
+  return activation_bytes_per_token_layer(cm);
+}
+
+double transient_bytes_per_token(const CostModel& cm, bool last_stage) {
+  double t = cm.training.recompute_full ? activation_bytes_per_token_layer(cm) : 0.0;
+  if (last_stage) {
+    const double per_logit = cm.training.cross_entropy_fusion ? cm.hardware.ce_fused_bytes_per_logit
+                                                              : cm.hardware.ce_unfused_bytes_per_logit;
+    t += static_cast<double>(cm.model.vocab) / cm.cluster.tp * per_logit;
+  }
+  return t;
+}
+
+double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double tokens) {
+  DCP_CHECK(s >= 0 && s < cm.cluster.pp, "stage ", s);
+  double layers = 0;
+  for (int chunk = 0; chunk < cm.cluster.vpp; ++chunk)
+    layers += layers_of_virtual_stage(cm.model, cm.cluster, chunk * cm.cluster.pp + s);
+  const double stored = in_flight * tokens * stored_bytes_per_token_layer(cm) * layers / cm.cluster.vpp;
+  return static_memory(cm, s).total() + stored + tokens * transient_bytes_per_token(cm, s == cm.cluster.pp - 1);
+}
+
+}  // namespace dcp::cost

@@ -1,0 +1,63 @@
+// Memory model: peak bytes per GPU of a training step (issue 8).
+//
+//   peak(stage s, rank j) = reserved + weights + grads + optimizer states
+//                         + max over the stage's op order of
+//                             (stored activations of the micro-batches in flight
+//                              + the transient of the running op)
+//
+//   weights    = params(s) * 2                       (bf16 model params; params(s) = stage_params)
+//   grads      = params(s) * (4 if grad_reduce_fp32 else 2)   (Megatron DDP main-grad buffer)
+//   optimizer  = params(s) * 12 / (N if distributed_optimizer else 1)
+//                (fp32 main params 4 + Adam exp_avg 4 + exp_avg_sq 4, sharded over the DP x CP pool
+//                 by the distributed optimizer)
+//   stored activations per token per layer (bf16, TP = 1 shares divided by tp) [derived from
+//   Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" §4.1,
+//   with flash attention (no s^2 term), no dropout masks (dropout 0), SwiGLU and GQA]:
+//       2 * (4h          norm inputs and outputs of both blocks
+//            + q + 2kv   Q, K, V kept by the attention kernel
+//            + q         attention output (also the projection's input)
+//            + (m-1)F    first MLP GEMM's output (2F values with SwiGLU, F without)
+//            + F)        activation output (second MLP GEMM's input)
+//       + 4 * heads      fp32 softmax LSE
+//     (GPT: 32h + 4a, the paper's 34h minus its dropout masks). With full recompute only the layer
+//     input (2h) is stored, and the backward of a layer re-materialises that layer's activations
+//     for one micro-batch (the transient).
+//   logits (last stage, transient of the running micro-batch): T * V / tp * bytes per logit
+//     (ce_fused_bytes_per_logit or ce_unfused_bytes_per_logit of the hardware profile).
+// In-flight micro-batches follow the schedule (1F1B: min(pp - s, M) on stage s; interleaved 1F1B:
+// its warm-up), which the simulator walks op by op with each micro-batch's real token count.
+#pragma once
+
+#include "cost/time_model.h"
+
+namespace dcp::cost {
+
+struct StaticMemory {
+  double weights_bytes = 0;
+  double grads_bytes = 0;
+  double optimizer_bytes = 0;
+  double reserved_bytes = 0;
+  double total() const { return weights_bytes + grads_bytes + optimizer_bytes + reserved_bytes; }
+};
+
+// Static bytes of one GPU of pipeline stage s.
+StaticMemory static_memory(const CostModel& cm, int pp_stage);
+
+// Bytes one token keeps per transformer layer without recompute (formula above).
+double activation_bytes_per_token_layer(const CostModel& cm);
+// Bytes stored per token per layer between a micro-batch's forward and backward: the full
+// activations, or the layer input (2h / tp) with full recompute.
+double stored_bytes_per_token_layer(const CostModel& cm);
+// Transient of a backward op per token of its micro-batch on a stage with `layers` layers:
+// one layer's re-materialised activations with full recompute, else 0; plus, on the last stage,
+// the logits (V / tp * bytes per logit).
+double transient_bytes_per_token(const CostModel& cm, bool last_stage);
+
+// Hand-checkable peak of stage s under a schedule with `in_flight` micro-batches of `tokens`
+// tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s) + transient.
+double uniform_peak_bytes(const CostModel& cm, int pp_stage, int in_flight, double tokens_per_rank);
+
+// Usable capacity: hardware.memory_bytes (the reserve is counted in static_memory).
+inline double capacity_bytes(const CostModel& cm) { return cm.hardware.memory_bytes; }
+
+}  // namespace dcp::cost

@@ -1,0 +1,224 @@
+// Tests of the costs added by cost model v2 (issue 8), each against a hand-computed value:
+// attention tables with tile quantisation, the host/launch floor and ring-step costs, the THD
+// side kernels, the per-iteration costs, and the memory model.
+#include "core/error.h"
+#include "cost/attention_table.h"
+#include "cost/flops.h"
+#include "cost/hardware.h"
+#include "cost/memory.h"
+#include "cost/time_model.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <vector>
+
+namespace dcp::cost {
+namespace {
+
+// Same unit model as test_cost.cpp: 2 layers, h 128, FFN 128 (GeLU), 1 head of dim 128, vocab 1;
+// fwd GEMM flops/token/layer 196,608; attention 256 per token^2 per layer; logits 256 per token.
+CostModel unit_model(int gpus = 2, int pp = 1) {
+  ModelConfig m{"unit", 2, 128, 128, 1, 1, 128, 1, false};
+  ClusterConfig c;
+  c.gpus = gpus;
+  c.pp = pp;
+  c.gpus_per_node = 64;
+  return CostModel{m, hardware_preset("unit"), c, {}};
+}
+
+TEST(AttentionTable, ShortSequencesPayWholeTiles) {
+  const auto p = hardware_preset("h100-sxm");
+  const double at128 = p.attn_efficiency("fa3", AttnKind::fwd_causal, 128, 128, 128);
+  EXPECT_NEAR(at128 * 989, 90, 1e-9);
+  // 64 tokens still run one 128 x 128 tile: a quarter of the work per tile.
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::fwd_causal, 64, 64, 128), at128 * 0.25, 1e-12);
+  // 200 tokens run 2 tiles of 128 along each axis: 200/256 used; grid value between 128 and 256.
+  const double grid200 = (90 + (165 - 90) * std::log2(200.0 / 128)) / 989;
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::fwd_causal, 200, 200, 128),
+              grid200 * (200.0 / 256) * (200.0 / 256), 1e-12);
+  // FA2's forward K tile is 64 rows: 64 keys fill it; FA3's 128-row tile is half used.
+  EXPECT_NEAR(p.attn_efficiency("fa2", AttnKind::fwd_full, 128, 64, 128),
+              p.attn_efficiency("fa2", AttnKind::fwd_full, 128, 128, 128), 1e-12);
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::fwd_full, 128, 64, 128),
+              0.5 * p.attn_efficiency("fa3", AttnKind::fwd_full, 128, 128, 128), 1e-12);
+  EXPECT_DOUBLE_EQ(tile_utilization(1, 128), 1.0 / 128);
+  EXPECT_DOUBLE_EQ(tile_utilization(256, 128), 1.0);
+}
+
+TEST(AttentionTable, ForwardAmortisesOverKeysBackwardOverQueries) {
+  const auto p = hardware_preset("h100-sxm");
+  // Forward: the key length sets the efficiency (565 at 1k keys, whatever the queries).
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::fwd_full, 16384, 1024, 128) * 989, 565, 1e-9);
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::fwd_full, 512, 1024, 128) * 989, 565, 1e-9);
+  // Backward: the query length does (424 at 1k queries).
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::bwd, 1024, 16384, 128) * 989, 424, 1e-9);
+  // Between grid points: linear in log2 (geometric midpoint of 512 and 1024 keys = 724.08, which
+  // runs 6 key tiles of 128: 724.08 / 768 of them used).
+  const double k = std::sqrt(512.0 * 1024);
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::fwd_full, 1024, k, 128) * 989, (467 + 565) / 2.0 * k / 768, 1e-9);
+  // Flat above the table.
+  EXPECT_NEAR(p.attn_efficiency("cudnn", AttnKind::fwd_full, 1 << 20, 1 << 20, 128) * 989, 595, 1e-9);
+}
+
+TEST(AttentionTable, JsonRoundTripAndValidation) {
+  const auto tables = h100_attention_tables();
+  ASSERT_EQ(tables.size(), 3u);
+  for (const auto& t : tables) {
+    const auto back = attention_table_from_json(attention_table_to_json(t), "t");
+    EXPECT_EQ(attention_table_to_json(back), attention_table_to_json(t));
+    EXPECT_NO_THROW(validate_attention_table(back, "p"));
+  }
+  auto bad = tables[0];
+  bad.fwd_full[3] = 1.5;
+  EXPECT_THROW(validate_attention_table(bad, "p"), InputError);
+  EXPECT_THROW(attention_table_from_json(nlohmann::json::parse(R"({"backend": "x", "lengths": [1],
+      "fwd_causal": [[1]], "fwd_full": [[1]], "bwd": [[1]], "tiles": 3})"), "t"), InputError);
+}
+
+TEST(HostFloor, PassTakesTheLongerOfGpuAndHostTime) {
+  auto cm = unit_model();
+  cm.hardware.host_layer_fwd_s = 1e-3;
+  cm.hardware.host_layer_bwd_s = 2e-3;
+  cm.hardware.ring_step_fwd_s = 1e-4;
+  cm.hardware.ring_step_bwd_s = 3e-4;
+  cm.hardware.microbatch_overhead_s = 4e-5;
+  const std::vector<int64_t> l{1000};
+  // k = 1: GPU fwd 905,472,000 flops = 9.05472e-4 s < host 2 layers x 1 ms.
+  const auto one = group_stage_times(cm, l, 1, 0, 0);
+  EXPECT_NEAR(one.fwd.total_s(), 2e-3 + 2e-5, 1e-12);
+  EXPECT_NEAR(one.fwd.overhead_s, 2e-3 - 9.05472e-4 + 2e-5, 1e-12);
+  EXPECT_NEAR(one.bwd.total_s(), std::max(2.066944e-3, 4e-3) + 2e-5, 1e-12);
+  // k = 2: the ring loop adds k steps per layer to the host time; no ring steps at k = 1.
+  const auto two = group_stage_times(cm, l, 2, 0, 0);
+  EXPECT_NEAR(two.fwd.total_s(), 2 * (1e-3 + 2 * 1e-4) + 2e-5, 1e-12);
+  EXPECT_NEAR(two.bwd.total_s(), 2 * (2e-3 + 2 * 3e-4) + 2e-5, 1e-12);
+  // Recompute: the backward also issues the forward's host work.
+  cm.training.recompute_full = true;
+  const auto rc = group_stage_times(cm, l, 2, 0, 0);
+  EXPECT_NEAR(rc.bwd.total_s(), 2 * (2e-3 + 2 * 3e-4) + 2 * (1e-3 + 2 * 1e-4) + 2e-5, 1e-12);
+  // A GPU-bound pass keeps its GPU time: no overhead beyond the micro-batch's share.
+  cm.hardware.host_layer_fwd_s = 1e-9;
+  cm.hardware.ring_step_fwd_s = 0;
+  EXPECT_NEAR(group_stage_times(cm, l, 1, 0, 0).fwd.overhead_s, 2e-5, 1e-15);
+}
+
+TEST(ThdSideKernels, HbmTrafficProportionalToStepsAfterTheFirstTimesTokens) {
+  auto cm = unit_model();
+  const std::vector<int64_t> l{1000};
+  const auto none = group_stage_times(cm, l, 2, 0, 0);
+  cm.hardware.hbm_bytes_per_s = 1e9;
+  cm.hardware.thd_side_fwd_bytes_q = 1;
+  cm.hardware.thd_side_fwd_bytes_kv = 2;
+  cm.hardware.thd_side_bwd_bytes_q = 3;
+  cm.hardware.thd_side_bwd_bytes_kv = 4;
+  // k = 2: (k-1) * T * (1 * 128 + 2 * 128) = 1 * 500 * 384 = 192,000 B per layer, 2 layers.
+  const auto two = group_stage_times(cm, l, 2, 0, 0);
+  EXPECT_NEAR(two.fwd.compute_s - none.fwd.compute_s, 2 * 192000 / 1e9, 1e-15);
+  EXPECT_NEAR(two.bwd.compute_s - none.bwd.compute_s, 2 * 500 * (3 * 128 + 4 * 128) / 1e9, 1e-15);
+  // k = 4: 3 steps x 250 tokens x 384 B.
+  const auto four = group_stage_times(cm, l, 4, 0, 0);
+  cm.hardware.hbm_bytes_per_s = 0;
+  const auto four0 = group_stage_times(cm, l, 4, 0, 0);
+  EXPECT_NEAR(four.fwd.compute_s - four0.fwd.compute_s, 2 * 3 * 250 * 384 / 1e9, 1e-15);
+  // k = 1: no ring, no side kernels.
+  cm.hardware.hbm_bytes_per_s = 1e9;
+  const auto one = group_stage_times(cm, l, 1, 0, 0);
+  cm.hardware.hbm_bytes_per_s = 0;
+  EXPECT_DOUBLE_EQ(one.fwd.compute_s, group_stage_times(cm, l, 1, 0, 0).fwd.compute_s);
+}
+
+TEST(IterationCost, OptimizerShardFixedCostAndTheDynamicDataPath) {
+  auto cm = unit_model(2);
+  cm.hardware.hbm_bytes_per_s = 1e9;
+  cm.hardware.optimizer_bytes_per_param = 10;
+  cm.hardware.iteration_overhead_s = 1e-3;
+  cm.hardware.dynamic_data_overhead_s = 2e-3;
+  cm.hardware.reroute_bytes_per_token = 28;
+  cm.hardware.intra_node_latency_s = 1e-5;
+  const double p = 197504;
+  auto it = iteration_time(cm, false, 4096);
+  EXPECT_NEAR(it.optimizer_s, 10 * p / 1e9, 1e-15);  // whole model: no distributed optimizer
+  EXPECT_DOUBLE_EQ(it.fixed_s, 1e-3);
+  EXPECT_EQ(it.data_s, 0.0);  // static plans move no data
+  cm.training.distributed_optimizer = true;
+  it = iteration_time(cm, true, 4096);
+  EXPECT_NEAR(it.optimizer_s, 10 * p / 2 / 1e9, 1e-15);  // sharded over the pool of 2
+  // Length all-gather (n-1) latencies + re-route (n-1)/n x 4096 x 28 B / 1e9 + latency + host.
+  EXPECT_NEAR(it.data_s, 1e-5 + 0.5 * 4096 * 28 / 1e9 + 1e-5 + 2e-3, 1e-15);
+  EXPECT_NEAR(it.total_s(), it.optimizer_s + it.fixed_s + it.data_s, 1e-15);
+}
+
+TEST(Memory, HandComputedStaticActivationsAndLogits) {
+  auto cm = unit_model(2);
+  const double p = 197504;
+  auto st = static_memory(cm, 0);
+  EXPECT_DOUBLE_EQ(st.weights_bytes, 2 * p);
+  EXPECT_DOUBLE_EQ(st.grads_bytes, 4 * p);  // fp32 main grads (Megatron's --bf16 default)
+  EXPECT_DOUBLE_EQ(st.optimizer_bytes, 12 * p);
+  cm.training.distributed_optimizer = true;
+  cm.training.grad_reduce_fp32 = false;
+  st = static_memory(cm, 0);
+  EXPECT_DOUBLE_EQ(st.grads_bytes, 2 * p);
+  EXPECT_DOUBLE_EQ(st.optimizer_bytes, 12 * p / 2);  // sharded over the pool of 2
+  // Per token per layer: 2 * (4h + (q + 2kv) + q + fc1 output F + activation F) + 4 * heads
+  //   = 2 * (512 + 384 + 128 + 128 + 128) + 4 = 2564 (GeLU MLP).
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token_layer(cm), 2564);
+  cm.model.swiglu = true;  // fc1 output 2F values
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token_layer(cm), 2564 + 2 * 128);
+  cm.model.swiglu = false;
+  EXPECT_DOUBLE_EQ(stored_bytes_per_token_layer(cm), 2564);
+  cm.training.recompute_full = true;
+  EXPECT_DOUBLE_EQ(stored_bytes_per_token_layer(cm), 256);  // the layer input only
+  EXPECT_DOUBLE_EQ(transient_bytes_per_token(cm, false), 2564);
+  // Logits on the last stage: V / tp x bytes per logit.
+  cm.model.vocab = 1000;
+  cm.hardware.ce_unfused_bytes_per_logit = 10;
+  cm.hardware.ce_fused_bytes_per_logit = 4;
+  EXPECT_DOUBLE_EQ(transient_bytes_per_token(cm, true), 2564 + 10000);
+  cm.training.cross_entropy_fusion = true;
+  EXPECT_DOUBLE_EQ(transient_bytes_per_token(cm, true), 2564 + 4000);
+  // 3 micro-batches of 1000 tokens in flight, 2 layers, plus the transient of one.
+  cm.hardware.memory_reserved_bytes = 1e6;
+  const double expect = static_memory(cm, 0).total() + 3 * 1000.0 * 256 * 2 + 1000.0 * (2564 + 4000);
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), expect);
+  EXPECT_DOUBLE_EQ(static_memory(cm, 0).reserved_bytes, 1e6);
+}
+
+TEST(Memory, Llama13bPipelineStageOfThePrototype) {
+  // run_hybrid_cp.sh: PP8, distributed optimizer over the pool of 8, fp32 grads, full recompute.
+  ClusterConfig c;
+  c.gpus = 64;
+  c.pp = 8;
+  c.cp = 8;
+  CostModel cm{model_preset("llama-13b"), hardware_preset("h100-sxm"), c, {}};
+  cm.training.distributed_optimizer = true;
+  cm.training.recompute_full = true;
+  // Stage 1 holds 5 layers of 202,383,360 params (4h^2 + 3hF + 2h).
+  EXPECT_DOUBLE_EQ(layer_params(cm.model), 4.0 * 5120 * 5120 + 3.0 * 5120 * 13824 + 2 * 5120);
+  const double params = 5 * layer_params(cm.model);
+  const auto st = static_memory(cm, 1);
+  EXPECT_DOUBLE_EQ(st.weights_bytes + st.grads_bytes + st.optimizer_bytes, params * (2 + 4 + 12.0 / 8));
+  // 8 micro-batches of 65,536 tokens in flight keep 8 x 65,536 x 5 layers x 2h bytes.
+  const double peak = uniform_peak_bytes(cm, 1, 8, 65536);
+  EXPECT_NEAR(peak - st.total(), 8.0 * 65536 * 5 * 2 * 5120 + 65536.0 * activation_bytes_per_token_layer(cm), 1);
+  EXPECT_LT(peak, capacity_bytes(cm));  // it fits an 80 GB H100
+}
+
+TEST(Hardware, ScalarKeysRoundTripAndCollectiveBandwidth) {
+  auto p = hardware_preset("h100-sxm");
+  for (const auto& k : profile_scalar_keys()) {
+    const double v = profile_scalar(p, k);
+    set_profile_scalar(p, k, v * 2);
+    EXPECT_DOUBLE_EQ(profile_scalar(p, k), v * 2) << k;
+    set_profile_scalar(p, k, v);
+  }
+  EXPECT_THROW(profile_scalar(p, "warp_speed"), Error);
+  EXPECT_DOUBLE_EQ(p.collective_inter_node_bytes_per_s(), 400e9);  // 8 NICs x 50 GB/s < 450 NVLink
+  p.nics_per_node = 4;
+  EXPECT_DOUBLE_EQ(p.collective_inter_node_bytes_per_s(), 200e9);
+}
+
+}  // namespace
+}  // namespace dcp::cost
