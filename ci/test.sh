@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs every test through CTest.
 #   1. build/       : RelWithDebInfo, CUDA when nvcc is present; ctest labels cpu, mpi, converge
-#                     (dcpbench converge on scenarios/converge-short.json) and gpu (whose tests
-#                     skip with a message without a device).
+#                     (dcpbench converge on scenarios/converge-short.json), robustness (the CLI on
+#                     a corpus of bad inputs: exit 2, one line, nothing written) and gpu (whose
+#                     tests skip with a message without a device).
 #   2. build-asan/  : clang + AddressSanitizer + UndefinedBehaviorSanitizer, CPU only; ctest
-#                     labels cpu and fuzz (the libFuzzer target of the length parsers, bounded time).
+#                     labels cpu and fuzz (libFuzzer targets of the length, scenario, results and
+#                     plan readers, each for a bounded time with a fixed -seed).
 #   3. ci/gate.sh   : the simulated scenario suite against results/baseline/ (when present).
 # Environment: DCP_JOBS (parallel build jobs, default nproc), DCP_SKIP_ASAN=1 to skip step 2.
 set -euo pipefail
@@ -16,8 +18,8 @@ ci/install.sh
 echo "== build (RelWithDebInfo) =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON
 cmake --build build -j "$jobs"
-echo "== tests: cpu, mpi, gpu, converge =="
-(cd build && ctest --output-on-failure -j 2 -L "cpu|mpi|gpu|converge")
+echo "== tests: cpu, mpi, gpu, converge, robustness =="
+(cd build && ctest --output-on-failure -j 2 -L "cpu|mpi|gpu|converge|robustness")
 
 if [ "${DCP_SKIP_ASAN:-0}" != "1" ]; then
   echo "== build (clang, ASan + UBSan, CPU only) =="

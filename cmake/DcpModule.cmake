@@ -57,3 +57,33 @@ function(dcp_mpi_test)
     set_tests_properties(${A_NAME} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
   endif()
 endfunction()
+
+# dcp_fuzz(NAME name SOURCE file DEPS libs... CORPUS dir [SECONDS s] [MAX_LEN n])
+#   libFuzzer target (only with DCP_FUZZ and clang) run as a CTest labelled "fuzz" for a bounded
+#   time, seeded (-seed=1) for reproducibility, from the committed seed corpus CORPUS plus a
+#   build-tree corpus it grows. A crash, UB report, leak or uncaught exception fails the test and
+#   leaves the input in the build folder (artifact_prefix).
+set(DCP_FUZZ_TARGET_SECONDS 15 CACHE STRING "Seconds each fuzz CTest runs (the length-file target runs twice as long)")
+function(dcp_fuzz)
+  cmake_parse_arguments(A "" "NAME;SOURCE;CORPUS;SECONDS;MAX_LEN" "DEPS" ${ARGN})
+  if(NOT DCP_FUZZ OR NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    return()
+  endif()
+  if(NOT A_SECONDS)
+    set(A_SECONDS ${DCP_FUZZ_TARGET_SECONDS})
+  endif()
+  if(NOT A_MAX_LEN)
+    set(A_MAX_LEN 4096)
+  endif()
+  add_executable(${A_NAME} ${A_SOURCE})
+  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
+  target_compile_options(${A_NAME} PRIVATE -fsanitize=fuzzer)
+  target_link_options(${A_NAME} PRIVATE -fsanitize=fuzzer)
+  file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/${A_NAME}-corpus)
+  add_test(NAME ${A_NAME}
+           COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=1
+                   $<TARGET_FILE:${A_NAME}> -max_total_time=${A_SECONDS} -max_len=${A_MAX_LEN} -seed=1
+                   -rss_limit_mb=2048 -artifact_prefix=${CMAKE_CURRENT_BINARY_DIR}/${A_NAME}-
+                   -print_final_stats=1 ${CMAKE_CURRENT_BINARY_DIR}/${A_NAME}-corpus ${A_CORPUS})
+  set_tests_properties(${A_NAME} PROPERTIES LABELS fuzz TIMEOUT 300)
+endfunction()

@@ -7,8 +7,10 @@
 // get_groups_and_subsamples returns it; --dp, --cp and --max-seqlen-per-rank are then required).
 // Prints one line. Exit 0: valid; 1: invalid, with the first violation; 2: bad input.
 #include "core/error.h"
+#include "core/files.h"
 #include "core/json_io.h"
 #include "data/lengths_file.h"
+#include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/conform.h"
 #include "plan/planner.h"
@@ -45,13 +47,13 @@ int run_check(const CheckArgs& a, const CLI::App& cmd) {
   plan::Batch batch{data::read_lengths_file(a.lengths)};
   const plan::conformance::Outcome answer = read_plan_answer(j);
   if (answer.kind != plan::conformance::Outcome::kPlan)
-    throw InputError(a.plan + ": " + answer.message);
+    throw InputError(show_path(a.plan) + ": " + answer.message);
 
   plan::PlanConfig cfg;
   const bool megatron_format = answer.lists.has_value();
   if (megatron_format) {
     for (const char* flag : {"--dp", "--cp", "--max-seqlen-per-rank"})
-      DCP_REQUIRE(cmd.count(flag), a.plan, " is a plan in Megatron's format: ", flag, " is required");
+      DCP_REQUIRE(cmd.count(flag), show_path(a.plan), " is a plan in Megatron's format: ", flag, " is required");
   } else {
     cfg = answer.plan->config;
   }
@@ -90,13 +92,15 @@ void add_check_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--lengths", args->lengths,
                   "Sample lengths: text (one integer per line), JSON array, or Megatron .idx")
       ->required();
-  cmd->add_option("--dp", args->dp, "Data-parallel size D (required for Megatron's format)");
-  cmd->add_option("--cp", args->cp, "Static CP size C; the pool is D*C (required for Megatron's format)");
-  cmd->add_option("--max-seqlen-per-rank", args->max_seqlen_per_rank,
-                  "Token budget per rank M (required for Megatron's format)");
-  cmd->add_option("--min-cp", args->min_cp, "Smallest dynamic CP group (power of two)");
-  cmd->add_option("--vpp-group", args->vpp_group, "Micro-batch count must be a multiple of V");
-  cmd->add_option("--max-seqlen", args->max_seqlen, "Maximum sample length");
+  add_int_option(cmd, "--dp", args->dp, 1, plan::kMaxPool, "Data-parallel size D (required for Megatron's format)");
+  add_int_option(cmd, "--cp", args->cp, 1, plan::kMaxPool,
+                 "Static CP size C; the pool is D*C (required for Megatron's format)");
+  add_int_option(cmd, "--max-seqlen-per-rank", args->max_seqlen_per_rank, 1, plan::kMaxTokensPerRank,
+                 "Token budget per rank M (required for Megatron's format)");
+  add_int_option(cmd, "--min-cp", args->min_cp, 1, plan::kMaxPool, "Smallest dynamic CP group (power of two)");
+  add_int_option(cmd, "--vpp-group", args->vpp_group, 1, plan::kMaxPool, "Micro-batch count must be a multiple of V");
+  add_int_option(cmd, "--max-seqlen", args->max_seqlen, 1, plan::kMaxPool * plan::kMaxTokensPerRank,
+                 "Maximum sample length");
   cmd->callback([args, cmd, &exit_code] { exit_code = run_check(*args, *cmd); });
 }
 

@@ -7,6 +7,7 @@
 // family) and writes the report (schema dcpbench.conform.v1) atomically to --out. Exit code 0
 // when every case passes, 1 when one fails, 2 for bad input (one line on stderr).
 #include "core/error.h"
+#include "core/files.h"
 #include "core/json_io.h"
 #include "harness/commands.h"
 #include "harness/conform.h"
@@ -39,6 +40,7 @@ struct ConformArgs {
   std::string filter;
   bool all = false;
   std::string out;
+  bool out_given = false;
 };
 
 struct Row {
@@ -85,6 +87,7 @@ int run_conform(const ConformArgs& a, const std::string& command_line) {
   DCP_REQUIRE(a.timeout_s > 0 && a.timeout_s <= 3600, "--timeout ", a.timeout_s, " must be in (0, 3600] seconds");
   DCP_REQUIRE(a.reference == "megatron-dev" || a.reference == "megatron-pr2000" || a.reference == "none",
               "--reference ", a.reference, " is not one of megatron-dev, megatron-pr2000, none");
+  if (a.out_given) check_output_path(a.out);  // core/files.h policy, before any case runs
   std::unique_ptr<plan::Planner> planner;
   if (!a.planner.empty()) planner = builtin_planners().make(a.planner);  // InputError names the known ones
   const std::vector<Case> cases = plan::conformance::read_cases(a.cases);
@@ -141,7 +144,7 @@ int run_conform(const ConformArgs& a, const std::string& command_line) {
   std::printf("\ndcpbench conform: %s: %zu passed, %d failed in %.2f s\n", failed ? "FAILED" : "PASSED",
               rows.size() - failed, failed, wall_s);
 
-  if (!a.out.empty()) {
+  if (a.out_given) {
     json rep;
     rep["schema"] = "dcpbench.conform.v1";
     rep["context"] = make_context("cpu", "none", "none", command_line);
@@ -195,8 +198,11 @@ void add_conform_command(CLI::App& app, int& exit_code) {
       ->default_val(10);
   cmd->add_option("--filter", args->filter, "Only the cases whose name contains TEXT or that carry the tag TEXT");
   cmd->add_flag("--all", args->all, "Print a row for every case, not only the failures");
-  cmd->add_option("--out", args->out, "Write the report (schema dcpbench.conform.v1) here, atomically");
-  cmd->callback([args, &exit_code] {
+  CLI::Option* out = cmd->add_option("--out", args->out,
+                                     "Write the report (schema dcpbench.conform.v1) here, atomically (a regular file "
+                                     "or a new path in an existing folder)");
+  cmd->callback([args, &exit_code, out] {
+    args->out_given = out->count() > 0;
     std::string line = "dcpbench conform";
     if (!args->planner.empty()) line += " --planner " + args->planner;
     if (!args->planner_cmd.empty()) line += " --planner-cmd '" + args->planner_cmd + "'";

@@ -15,7 +15,9 @@
 
 #include "comm/thread_comm.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/json_io.h"
+#include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/converge.h"
 #include "harness/converge_data.h"
@@ -31,6 +33,7 @@ namespace {
 struct ConvergeArgs {
   std::string scenario;
   std::string out;
+  bool out_given = false;
   std::string backend = "threads";
   std::string dtype;
   std::string attention;
@@ -48,8 +51,9 @@ comm::CommOptions converge_comm_options() {
 }
 
 int finish(const ConvergeOutcome& out, const ConvergeArgs& a) {
-  if (!a.out.empty()) write_json_atomic(a.out, out.report);
-  std::cout << converge_table(out.report) << std::flush;
+  if (a.out_given) write_json_atomic(a.out, out.report);
+  // With --out - the report is on stdout, so the table goes to stderr.
+  (a.out_given && is_stdout_path(a.out) ? std::cerr : std::cout) << converge_table(out.report) << std::flush;
   for (const auto& f : out.failures) std::cerr << "dcpbench converge: FAIL " << f << "\n";
   return out.pass() ? 0 : 1;
 }
@@ -61,10 +65,12 @@ int run(const ConvergeArgs& a, const std::string& command) {
               "\" is not one of f64, f32");
   DCP_REQUIRE(a.attention.empty() || a.attention == "ring" || a.attention == "all_gather",
               "--attention=\"", a.attention, "\" is not one of ring, all_gather");
+  DCP_REQUIRE(a.bound >= 0 && std::isfinite(a.bound), "--bound=", a.bound, " must be a finite number > 0");
   ConvergeScenario s = load_converge_scenario(a.scenario);
   if (!a.attention.empty()) s.model.attn_algo = a.attention == "ring" ? attn::CpAlgo::ring : attn::CpAlgo::all_gather;
   load_text_corpus(s);  // bad data (too few documents) is an input error before anything runs
-  if (!a.out.empty()) write_file_atomic(a.out, "");  // fail on an unwritable --out before training
+  // A bad --out fails before training, and nothing is written (core/files.h output policy).
+  if (a.out_given) check_output_path(a.out);
   ConvergeOptions o;
   o.backend = a.backend;
   if (!a.dtype.empty()) o.dtype = a.dtype;
@@ -82,6 +88,16 @@ int run(const ConvergeArgs& a, const std::string& command) {
   }
 #ifdef DCP_HAVE_MPI
   comm::MpiRuntime mpi(nullptr, nullptr);
+  int world_size = 0, world_rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  if (world_size != s.pool()) {
+    // Bad input, not a failure: exit 2 on every process, one line (from rank 0), no MPI_Abort.
+    if (world_rank != 0) return 2;
+    throw InputError(s.file + ": the pool has " + std::to_string(s.pool()) + " ranks (pool.dp " +
+                     std::to_string(s.dp) + " x pool.cp " + std::to_string(s.cp) + ") but mpirun started " +
+                     std::to_string(world_size) + " processes (use mpirun -np " + std::to_string(s.pool()) + ")");
+  }
   int code = 0;
   comm::run_mpi([&](comm::Communicator& world) {
     ConvergeOutcome r = run_converge(world, s, o, std::cerr);
@@ -106,19 +122,21 @@ void add_converge_command(CLI::App& app, int& exit_code) {
       "Train the same model under a single-rank reference and every strategy of a convergence "
       "scenario; exit 1 if any loss or gradient leaves its bound (README \"Convergence\")");
   cmd->add_option("--scenario", args->scenario, "Convergence scenario (scenarios/converge-*.json)")->required();
-  cmd->add_option("--out", args->out, "Write the dcpbench.converge.v1 report here (atomically)");
+  CLI::Option* out = cmd->add_option("--out", args->out,
+                                     "Write the dcpbench.converge.v1 report here (atomically; a regular file or a "
+                                     "new path in an existing folder; - = stdout)");
   cmd->add_option("--backend", args->backend,
                   "threads (one process, a thread per rank; default) or mpi (mpirun -np <pool>)");
   cmd->add_option("--dtype", args->dtype, "f64 or f32 (default: the scenario's training.dtype)");
   cmd->add_option("--attention", args->attention, "ring or all_gather (default: the scenario's model.attention)");
-  cmd->add_option("--steps", args->steps,
-                  "Main steps, >= 2 so the loss-drop check compares two steps (default: training.steps)")
-      ->check(CLI::Range(2, 100000));
+  add_int_option(cmd, "--steps", args->steps, 2, 100000,
+                 "Main steps, >= 2 so the loss-drop check compares two steps (default: training.steps)");
   cmd->add_option("--bound", args->bound,
                   "Override the float64 bound / float32 floor, > 0 (to see the check fail; default 1e-10 / 1e-5)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
-  cmd->callback([args, &exit_code, cmd] {
+  cmd->callback([args, &exit_code, cmd, out] {
+    args->out_given = out->count() > 0;
     std::string command = "dcpbench converge";
     for (const auto& o : cmd->get_options())
       if (o->count() > 0 && !o->get_lnames().empty())

@@ -22,6 +22,7 @@
 #include "comm/thread_comm.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/cp_attn_check.h"
 
@@ -29,6 +30,7 @@
 #include "comm/mpi_comm.h"
 #endif
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -44,6 +46,7 @@ namespace {
 
 constexpr int kMaxThreadRanks = 64;
 constexpr int64_t kMaxTotalTokens = 1 << 16;  // the O(T^2) reference runs on every rank
+constexpr int kMaxHeads = 1 << 12;            // heads, kv_heads, head_dim each (the budgets below bind first)
 
 using attn::global_tensor;
 using attn::kDout;
@@ -219,6 +222,53 @@ void validate(const CpAttnArgs& a) {
               a.kv_heads);
   DCP_REQUIRE(a.tolerance >= 0 && std::isfinite(a.tolerance), "--tolerance=", a.tolerance,
               " must be a finite number >= 0 (0 = the dtype's table value)");
+  // Size the work before any backend starts: the float64 reference is O(sum L^2) per head.
+  const CpAttnCost cost = estimate_cost(a);
+  char buf[400];
+  if (cost.reference_units > kMaxReferenceUnits) {
+    std::snprintf(buf, sizeof buf,
+                  "--lengths/--heads/--head-dim: the float64 reference needs an estimated %.3g units of work "
+                  "(sum L^2 * heads * head_dim = %.3g per run x %d runs: ranks x group sizes), over the budget "
+                  "of %.3g (about %.0f s here); use shorter --lengths, fewer --ranks or fewer heads",
+                  cost.reference_units, cost.units_per_run, cost.runs, kMaxReferenceUnits, kBudgetSeconds);
+    throw InputError(buf);
+  }
+  if (cost.bytes > kMaxCheckBytes) {
+    std::snprintf(buf, sizeof buf,
+                  "--lengths/--heads/--kv-heads/--head-dim: the check needs an estimated %.3g GiB of memory, over "
+                  "the limit of %.3g GiB; use shorter --lengths, fewer heads or a smaller --head-dim",
+                  cost.bytes / double(1 << 30), kMaxCheckBytes / double(1 << 30));
+    throw InputError(buf);
+  }
+}
+
+CpAttnCost estimate_cost(const CpAttnArgs& a) {
+  const int pool = a.backend == "threads" ? a.ranks : 1;  // mpi: the world size is unknown here
+  std::vector<int> sizes;
+  if (a.all_groups) {
+    for (int k = 1; k <= pool; k *= 2) sizes.push_back(k);
+    if (sizes.back() != pool) sizes.push_back(pool);
+  } else {
+    sizes = {pool};
+  }
+  const double per_head = static_cast<double>(a.heads) * a.head_dim;
+  const double row_elems = 2.0 * a.heads * a.head_dim + 2.0 * a.kv_heads * a.head_dim + a.heads;
+  CpAttnCost c;
+  for (int cp : sizes) {
+    double sum_sq = 0, tokens = 0;
+    for (int32_t len : a.lengths) {
+      const double padded = std::ceil(static_cast<double>(len) / (2.0 * cp)) * 2.0 * cp;
+      sum_sq += padded * padded;
+      tokens += padded;
+    }
+    c.units_per_run = std::max(c.units_per_run, sum_sq * per_head);
+    c.reference_units += sum_sq * per_head * (a.backend == "threads" ? a.ranks : 1);
+    // Per rank: inputs + reference outputs of the whole batch and gradients (about 2 x row_elems
+    // doubles per token), plus the shards; every thread rank holds its own.
+    c.bytes = std::max(c.bytes, 8.0 * tokens * row_elems * 2.5 * (a.backend == "threads" ? a.ranks : 1));
+  }
+  c.runs = static_cast<int>(sizes.size()) * (a.backend == "threads" ? a.ranks : 1);
+  return c;
 }
 
 int run_cp_attn(const CpAttnArgs& a, std::ostream& out) {
@@ -251,23 +301,29 @@ void add_cp_attn_command(CLI::App& app, int& exit_code) {
       "size and check each rank's rows against the float64 reference; exit 1 on any FAIL");
   cmd->add_option("--backend", args->backend,
                   "threads (one process, a thread per rank) or mpi (run under mpirun -np N)");
-  CLI::Option* ranks = cmd->add_option("--ranks", args->ranks,
-                                       "Number of ranks for --backend threads (default 4); with "
-                                       "mpi the world size is used");
+  CLI::Option* ranks = add_int_option(cmd, "--ranks", args->ranks, 1, kMaxThreadRanks,
+                                      "Number of ranks for --backend threads (default 4); with "
+                                      "mpi the world size is used");
   cmd->add_option("--algo", args->algo, "ring or all_gather (default ring)");
   cmd->add_option("--dtype", args->dtype, "f64 or f32 (default f64)");
-  cmd->add_option("--lengths", args->lengths,
-                  "Comma-separated real sequence lengths (default 1,7,8,9,300); each is padded "
-                  "to a multiple of 2*cp")
+  add_int_option(cmd, "--lengths", args->lengths, 0, kMaxTotalTokens,
+                 "Comma-separated real sequence lengths (default 1,7,8,9,300; at most " +
+                     std::to_string(kMaxTotalTokens) + " tokens in all); each is padded to a multiple of 2*cp")
       ->delimiter(',');
-  cmd->add_option("--heads", args->heads, "Query heads (default 4)");
-  cmd->add_option("--kv-heads", args->kv_heads, "Key/value heads, dividing --heads (default 2)");
-  cmd->add_option("--head-dim", args->head_dim, "Head dimension (default 64)");
-  cmd->add_option("--seed", args->seed, "Seed of the generated inputs (default 1)");
+  add_int_option(cmd, "--heads", args->heads, 1, kMaxHeads, "Query heads (default 4)");
+  add_int_option(cmd, "--kv-heads", args->kv_heads, 1, kMaxHeads, "Key/value heads, dividing --heads (default 2)");
+  add_int_option(cmd, "--head-dim", args->head_dim, 1, kMaxHeads, "Head dimension (default 64)");
+  add_int_option(cmd, "--seed", args->seed, 0, kMaxI64, "Seed of the generated inputs (default 1)");
   cmd->add_flag("--all-groups,!--no-all-groups", args->all_groups,
                 "Run every group size of the registry (default), or only the whole pool");
   cmd->add_option("--tolerance", args->tolerance,
                   "Relative tolerance (default: attn/tolerances.h for the dtype)");
+  char footer[300];
+  std::snprintf(footer, sizeof footer,
+                "Limits: the float64 reference's work, estimated as sum L^2 * heads * head_dim over its runs "
+                "(ranks x group sizes), at most %.3g (about %.0f s here); the tensors at most %.0f GiB.",
+                kMaxReferenceUnits, kBudgetSeconds, kMaxCheckBytes / double(1 << 30));
+  cmd->footer(footer);
   cmd->callback([args, ranks, &exit_code] {
     DCP_REQUIRE(args->backend != "mpi" || ranks->count() == 0, "--ranks=", args->ranks,
                 " is for --backend threads; with --backend mpi the ranks are the mpirun "

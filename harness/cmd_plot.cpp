@@ -1,11 +1,17 @@
 // `dcpbench plot RESULTS.json --out DIR [--script FILE]`: draws the charts of a results file by
 // running harness/plot/plot_results.py with /usr/bin/python3 (Debian's python3-matplotlib), or of
 // a convergence report (dcpbench.converge.v1) with harness/plot/plot_converge.py.
-// The results file is validated first, so the script only ever sees schema-valid JSON.
+// The file is validated first, so the script only ever sees schema-valid JSON. The script
+// draws into a staging folder beside DIR; only when it succeeds are the PNGs moved into DIR
+// (core/files.h publish_dir: DIR is a folder or a new path, each PNG replaces only a regular file),
+// so a failed plot writes nothing. The script's output is captured: a failure is one line (its
+// last line of output), exit 2 for a --script given by the user, 1 for the built-in script.
 // The script (plot_results.py or plot_converge.py) is looked up, in order: --script; <source
 // tree>/harness/plot/<script> (the tree this binary was configured from, DCP_SOURCE_DIR);
 // <script> next to the binary; ../harness/plot/<script> relative to the binary's folder.
 #include "core/error.h"
+#include "core/files.h"
+#include "core/text.h"
 #include "harness/commands.h"
 #include "core/json_io.h"
 #include "harness/converge.h"
@@ -13,9 +19,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -31,22 +42,64 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kDefaultPython = "/usr/bin/python3";
+
 struct PlotArgs {
   std::string results;
   std::string out;
   std::string script;
-  std::string python = "/usr/bin/python3";
+  std::string python = kDefaultPython;
 };
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
+// Runs argv[0] with argv (no shell), stdout and stderr captured together (the last 64 KiB), so
+// a failure can be reported as one line and a success can name DIR instead of the staging
+// folder. Returns the wait status.
+int run_capturing_output(const std::vector<std::string>& argv, std::string& err) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw Error(std::string("plot: pipe failed: ") + std::strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  posix_spawn_file_actions_addclose(&fa, fds[1]);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    throw InputError("plot: cannot run " + quote(argv[0], 120) + " (" + std::strerror(rc) + ")");
+  }
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    err.append(buf, static_cast<size_t>(n));
+    if (err.size() > (64u << 10)) err.erase(0, err.size() - (64u << 10));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+std::string last_line(const std::string& text) {
+  size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return "";
+  const size_t begin = text.find_last_of('\n', end);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
 }
 
 std::string find_script(const std::string& given, const std::string& name) {
   if (!given.empty()) {
-    DCP_REQUIRE(fs::exists(given), "--script=", given, ": file not found");
+    std::error_code ec;
+    DCP_REQUIRE(fs::is_regular_file(given, ec), "--script=", quote(given, 120), ": not a regular file");
     return given;
   }
   std::vector<fs::path> candidates = {fs::path(DCP_SOURCE_DIR) / "harness" / "plot" / name};
@@ -68,24 +121,42 @@ int run_plot(const PlotArgs& a) {
   // Results files go to plot_results.py, convergence reports to plot_converge.py; either is
   // schema-checked first (InputError, exit 2).
   const nlohmann::json j = read_json_file(a.results);
-  const bool converge = j.is_object() && j.value("schema", "") == "dcpbench.converge.v1";
+  const bool converge = j.is_object() && j.contains("schema") && j["schema"] == "dcpbench.converge.v1";
   if (converge) {
     validate_converge_report(j, a.results);
   } else {
     read_results(a.results);
   }
   const std::string script = find_script(a.script, converge ? "plot_converge.py" : "plot_results.py");
-  DCP_REQUIRE(fs::exists(a.python), "--python=", a.python,
+  DCP_REQUIRE(fs::exists(a.python), "--python=", quote(a.python, 120),
               ": not found (install Debian's python3 and python3-matplotlib)");
-  std::error_code ec;
-  fs::create_directories(a.out, ec);
-  DCP_REQUIRE(!ec, "--out=", a.out, ": cannot create directory (", ec.message(), ")");
-  const std::string cmd = shell_quote(a.python) + " " + shell_quote(script) + " " + shell_quote(a.results) +
-                          " --out " + shell_quote(a.out);
-  const int status = std::system(cmd.c_str());
-  if (status == -1 || !WIFEXITED(status)) throw Error("plot: could not run " + cmd);
-  const int rc = WEXITSTATUS(status);
-  if (rc != 0) throw Error("plot: " + script + " exited with status " + std::to_string(rc));
+  const std::string staging = make_staging_dir(a.out);  // checks --out first
+  std::string err;
+  int status = 0;
+  try {
+    status = run_capturing_output({a.python, script, "--out", staging, "--", a.results}, err);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!ok) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    const std::string why = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                              : "was killed by signal " + std::to_string(WTERMSIG(status));
+    const std::string line = last_line(err);
+    const std::string msg = "plot: " + quote(script, 120) + " " + why + (line.empty() ? "" : ": " + quote(line, 160));
+    // The user's script or interpreter failing is bad input (exit 2); the built-in pair, exit 1.
+    if (!a.script.empty() || a.python != kDefaultPython) throw InputError(msg);
+    throw Error(msg);
+  }
+  publish_dir(staging, a.out);
+  // The script's report of a successful run, naming DIR rather than the staging folder.
+  for (size_t at = err.find(staging); at != std::string::npos; at = err.find(staging, at + a.out.size()))
+    err.replace(at, staging.size(), a.out);
+  std::cout << err;
   return 0;
 }
 
@@ -95,7 +166,10 @@ void add_plot_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<PlotArgs>();
   CLI::App* cmd = app.add_subcommand("plot", "Draw PNG charts from a results file or a convergence report (harness/plot/*.py)");
   cmd->add_option("results", args->results, "Results JSON (dcpbench.results.v1) or convergence report (dcpbench.converge.v1)")->required();
-  cmd->add_option("--out", args->out, "Output folder for the PNGs")->required();
+  cmd->add_option("--out", args->out,
+                  "Output folder for the PNGs: an existing folder (not a symlink) or a new one in an existing "
+                  "folder; a PNG replaces only a regular file")
+      ->required();
   cmd->add_option("--script", args->script, "Path of the plot script (default: plot_results.py or plot_converge.py, found automatically)");
   cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
   cmd->callback([args, &exit_code] { exit_code = run_plot(*args); });

@@ -4,6 +4,11 @@
 // and prints the fixed-width table (harness/report.h) on stdout. Progress lines go to stderr.
 // `dcpbench table RESULTS.json` reprints the table of an existing results file.
 #include "core/error.h"
+#include "core/files.h"
+#include "core/json_io.h"
+#include "data/dataset.h"
+#include "plan/planner.h"
+#include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/registry.h"
 #include "harness/report.h"
@@ -11,7 +16,7 @@
 #include "harness/runner.h"
 #include "harness/scenario.h"
 
-#include <filesystem>
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -20,6 +25,14 @@
 namespace dcp::harness {
 
 namespace {
+
+// Rows a run may write: a results file must stay readable by table/plot/gate, whose JSON limit is
+// core's kMaxJsonFileBytes (64 MiB). A row without the step-0 detail is ~400-500 bytes (measured
+// on results/demo.json), so 100,000 rows are ~50 MB.
+constexpr int64_t kMaxResultRows = 100000;
+// Samples of all the steps' global batches of one scenario, held at once by the runner (two
+// int64 lengths each, ~16-24 bytes with the vectors): 2^25 is under 1 GiB.
+constexpr int64_t kMaxHeldSamples = int64_t{1} << 25;
 
 struct RunArgs {
   std::vector<std::string> scenarios;
@@ -44,13 +57,32 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   opt.detail = !a.no_detail;
   opt.tune = a.tune;
   opt.sensitivity = a.sensitivity;
-  // Fail on an unwritable --out before the (possibly long) run, not after it.
-  const std::filesystem::path parent = std::filesystem::path(a.out).parent_path();
-  std::error_code ec;
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  DCP_REQUIRE(!ec, "--out=", a.out, ": cannot create its folder (", ec.message(), ")");
+  // Fail on a bad --out before the (possibly long) run, not after it (core/files.h policy: a
+  // regular file or a new path in an existing folder; no folder is created).
+  check_output_path(a.out);
+  // Size the run before it starts: its rows (an upper bound: steps x strategies of every scenario,
+  // twice with --tune) and the samples of the global batches it holds (every step's batch is
+  // drawn before the strategies run).
+  int64_t rows = 0, held_samples = 0;
+  for (const auto& s : scenarios) {
+    const int64_t strategies = static_cast<int64_t>(
+        a.strategies.empty() ? s.strategies.size() : std::min(a.strategies.size(), s.strategies.size()));
+    const int64_t steps = opt.steps.value_or(s.training.steps);
+    rows += steps * strategies * (a.tune ? 2 : 1);
+    held_samples = std::max(held_samples, steps * s.training.global_batch);
+  }
+  DCP_REQUIRE(rows <= kMaxResultRows, "the run would write up to ", rows,
+              " result rows (steps x strategies of every scenario), more than the limit of ", kMaxResultRows,
+              " (a results file must stay under the 64 MiB that table, plot and gate read)");
+  DCP_REQUIRE(held_samples <= kMaxHeldSamples, "the run would hold ", held_samples,
+              " samples at once (steps x training.global_batch of one scenario), more than the limit of ",
+              kMaxHeldSamples, "; use fewer --steps or a smaller global batch");
   const ResultsFile results = run_scenarios(scenarios, opt, builtin_planners());
   write_results(a.out, results);
+  if (is_stdout_path(a.out)) {  // the JSON went to stdout: the table goes to stderr
+    print_table(std::cerr, results);
+    return 0;
+  }
   print_table(std::cout, results);
   std::cout << "\n# results: " << a.out << " (" << results.rows.size() << " rows, schema " << kResultsSchema
             << "); charts: dcpbench plot " << a.out << " --out DIR\n";
@@ -68,10 +100,19 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run scenarios (simulated): results JSON + table");
   cmd->add_option("scenarios", args->scenarios, "Scenario files (scenarios/*.json)")->required();
-  cmd->add_option("--steps", args->steps, "Steps per scenario (overrides training.steps)")->check(CLI::Range(1, 100000));
-  cmd->add_option("--out", args->out, "Results JSON to write (default dcpbench-results.json)");
+  add_int_option(cmd, "--steps", args->steps, 1, 100000, "Steps per scenario (overrides training.steps)");
+  cmd->add_option("--out", args->out,
+                  "Results JSON to write (default dcpbench-results.json; a regular file or a new path in an "
+                  "existing folder; - = stdout, the table then goes to stderr)");
   cmd->add_option("--strategies", args->strategies, "Only these strategies (comma-separated)")->delimiter(',');
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
+  cmd->footer("Limits: a scenario file at most " + std::to_string(kMaxScenarioBytes >> 20) +
+              " MiB, JSON nested at most " + std::to_string(kMaxJsonDepth) + " levels, mixtures at most " +
+              std::to_string(data::kMaxMixtureDepth) + " levels, training.global_batch at most " +
+              std::to_string(plan::kMaxBatchSamples) + " samples, global_batch x DP x CP pool at most " +
+              std::to_string(plan::kMaxSamplesTimesPool) + ", global_batch x pp x vpp at most 8388608, at most " +
+              std::to_string(kMaxResultRows) + " result rows, steps x global_batch at most " +
+              std::to_string(kMaxHeldSamples) + " (README.md, \"Input limits and errors\").");
   cmd->add_flag("--no-detail", args->no_detail,
                 "Leave out the step-0 per-rank busy times and plan pictures (smaller file; no rank/plan charts)");
   cmd->add_flag("--tune", args->tune,

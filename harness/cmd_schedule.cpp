@@ -3,13 +3,17 @@
 //   dcpbench schedule --lengths FILE --planner NAME --dp D --cp C --max-seqlen-per-rank M
 //                     [--min-cp K] [--vpp-group V] [--max-seqlen S] [--out PLAN.json]
 // Bad input exits 2 with one line naming the value, and nothing is written to --out (the file
-// is written atomically, after the plan has been built and validated).
+// is written atomically, after the plan has been built and validated, under the output policy
+// of core/files.h: checked before any work, "-" = stdout, never a device, FIFO, folder or link).
 #include "core/error.h"
+#include "core/files.h"
 #include "core/json_io.h"
 #include "data/lengths_file.h"
+#include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/registry.h"
 #include "plan/plan_json.h"
+#include "plan/planner.h"
 #include "plan/validate.h"
 
 #include <nlohmann/json.hpp>
@@ -38,6 +42,8 @@ struct ScheduleArgs {
 int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   const auto& registry = builtin_planners();
   auto planner = registry.make(a.planner);  // unknown planner: InputError before any file I/O
+  const bool to_file = cmd.count("--out") > 0;
+  if (to_file) check_output_path(a.out);   // a bad --out fails before any work
 
   plan::PlanConfig cfg;
   cfg.dp = a.dp;
@@ -58,11 +64,7 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   nlohmann::json extra;
   extra["solve_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();
   const nlohmann::json j = plan::plan_to_json(p, batch, extra);
-  if (a.out.empty()) {
-    std::cout << j.dump(1) << "\n";
-  } else {
-    write_json_atomic(a.out, j);
-  }
+  write_output(to_file ? a.out : "-", j.dump(1) + "\n");
   return 0;
 }
 
@@ -75,13 +77,24 @@ void add_schedule_command(CLI::App& app, int& exit_code) {
                   "Sample lengths: text (one integer per line, # comments), JSON array, or Megatron .idx")
       ->required();
   cmd->add_option("--planner", args->planner, "megatron-pr2000 | megatron-dev | dcp | packing | bshd")->required();
-  cmd->add_option("--dp", args->dp, "Data-parallel size D")->required();
-  cmd->add_option("--cp", args->cp, "Static CP size C (dynamic planners use the pool N = D*C)")->required();
-  cmd->add_option("--max-seqlen-per-rank", args->max_seqlen_per_rank, "Token budget per rank M")->required();
-  cmd->add_option("--min-cp", args->min_cp, "Smallest dynamic CP group (power of two)")->default_val(1);
-  cmd->add_option("--vpp-group", args->vpp_group, "Micro-batch count must be a multiple of V (interleaved VPP)");
-  cmd->add_option("--max-seqlen", args->max_seqlen, "Maximum sample length (bshd pads every sample to it)");
-  cmd->add_option("--out", args->out, "Write the plan JSON here (atomically) instead of stdout");
+  add_int_option(cmd, "--dp", args->dp, 1, plan::kMaxPool, "Data-parallel size D")->required();
+  add_int_option(cmd, "--cp", args->cp, 1, plan::kMaxPool, "Static CP size C (dynamic planners use the pool N = D*C)")
+      ->required();
+  add_int_option(cmd, "--max-seqlen-per-rank", args->max_seqlen_per_rank, 1, plan::kMaxTokensPerRank,
+                 "Token budget per rank M")
+      ->required();
+  add_int_option(cmd, "--min-cp", args->min_cp, 1, plan::kMaxPool, "Smallest dynamic CP group (power of two)")
+      ->default_val(1);
+  add_int_option(cmd, "--vpp-group", args->vpp_group, 1, plan::kMaxPool,
+                 "Micro-batch count must be a multiple of V (interleaved VPP)");
+  add_int_option(cmd, "--max-seqlen", args->max_seqlen, 1, plan::kMaxPool * plan::kMaxTokensPerRank,
+                 "Maximum sample length (bshd pads every sample to it)");
+  cmd->add_option("--out", args->out,
+                  "Write the plan JSON here (atomically; a regular file or a new path in an existing folder; "
+                  "- = stdout, the default)");
+  cmd->footer("Limits: the lengths file at most " + std::to_string(data::kMaxLengthsFileBytes >> 30) + " GiB, " +
+              std::to_string(plan::kMaxBatchSamples) + " samples, JSON nested at most " + std::to_string(kMaxJsonDepth) +
+              " levels (README.md, \"Input limits and errors\").");
   cmd->callback([args, cmd, &exit_code] { exit_code = run_schedule(*args, *cmd); });
 }
 

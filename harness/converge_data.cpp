@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/rng.h"
 
 namespace dcp::harness {
@@ -49,9 +50,8 @@ TextCorpus load_text_corpus(const ConvergeScenario& s) {
   TextCorpus c;
   Rng rng(s.data_seed);
   for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    DCP_REQUIRE(in, s.file, ": cannot read ", f.string());
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Bounded read (core/files.h): a huge file is refused before it is read into memory.
+    const std::string text = read_file_bounded(f.string(), kMaxTextBytes, "text file");
     c.bytes += static_cast<int64_t>(text.size());
     DCP_REQUIRE(c.bytes <= kMaxTextBytes, s.file, ": \"data.text_dir\" holds more than ",
                 kMaxTextBytes >> 20, " MiB of text");

@@ -28,7 +28,7 @@ double mean_of(const json& a) {
 void validate_converge_report(const json& j, const std::string& what) {
   auto bad = [&](const std::string& why) { throw InputError(what + ": not a dcpbench.converge.v1 report: " + why); };
   if (!j.is_object()) bad("not a JSON object");
-  if (j.value("schema", "") != "dcpbench.converge.v1") bad("\"schema\" is not \"dcpbench.converge.v1\"");
+  if (!(j.contains("schema") && j["schema"] == "dcpbench.converge.v1")) bad("\"schema\" is not \"dcpbench.converge.v1\"");
   if (!j.contains("context") || !j["context"].is_object()) bad("no \"context\" object");
   if (!j.contains("dtype") || !j["dtype"].is_string()) bad("no \"dtype\"");
   if (!j.contains("steps") || !j["steps"].is_number_integer() || j["steps"].get<int64_t>() < 1) bad("no positive \"steps\"");

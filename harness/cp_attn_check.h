@@ -34,7 +34,30 @@ struct CpAttnArgs {
   double tolerance = 0;  // relative tolerance; 0 = the table in attn/tolerances.h for the dtype
 };
 
-// Throws InputError for arguments no backend could run (does not start any backend).
+// The size of the check, estimated from the arguments alone (before anything is allocated).
+// reference_units = sum over the runs of the float64 reference of sum_i L_i^2 * heads * head_dim
+// (L_i padded to 2*cp), where every rank of every group size runs the whole-batch reference
+// (--backend threads: ranks x group sizes runs in this process; mpi: one per group size per
+// process). bytes: peak memory of the tensors of all ranks in this process.
+struct CpAttnCost {
+  double units_per_run = 0;
+  double reference_units = 0;
+  int runs = 0;
+  double bytes = 0;
+};
+CpAttnCost estimate_cost(const CpAttnArgs& a);
+
+// Budgets of validate(). kMaxReferenceUnits: measured on this project's 2-core machine
+// (RelWithDebInfo, `cp-attn --ranks 1 --lengths 2048|4096`: 1.07e9 units in 7.0 s, 4.29e9 in
+// 32 s), the whole check runs ~1.3e8 units per second, so 8e9 units is about kBudgetSeconds; the
+// default check (lengths 1,7,8,9,300, 4 ranks x 3 group sizes) is 2.8e8 units (1.4 s).
+// kMaxCheckBytes: tensors of all ranks of this process.
+inline constexpr double kBudgetSeconds = 60;
+inline constexpr double kMaxReferenceUnits = 8e9;
+inline constexpr double kMaxCheckBytes = 2.0 * (1 << 30);
+
+// Throws InputError for arguments no backend could run (does not start any backend), and for
+// work over the budgets above (the message gives the estimate).
 void validate(const CpAttnArgs& a);
 
 // Runs the check; rank 0 writes the report to `out`. Returns the exit code (0 pass, 1 fail).

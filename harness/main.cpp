@@ -1,42 +1,78 @@
 // dcpbench: the command-line entry point. The only place that catches errors: every failure is
-// printed as one line "dcpbench: error: <message>" on stderr, with exit code 2 for bad input
-// (unknown flag, bad value, unreadable file, unplaceable sample) and 1 for internal errors.
+// printed as one line "dcpbench: error: <message>" on stderr (core/text.h one_line: at most ~300
+// characters, control and invalid bytes escaped), with exit code 2 for bad input (unknown
+// command or flag, bad value, unreadable or oversized file, work over a stated limit, and
+// running out of memory, which only an input too large for this machine can cause) and 1 for
+// internal errors.
 #include "core/error.h"
+#include "core/text.h"
 #include "harness/commands.h"
 
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace {
+
+int report(const std::string& message, int code) {
+  std::fprintf(stderr, "dcpbench: error: %s\n", dcp::one_line(message).c_str());
+  return code;
+}
+
+// `dcpbench frob`: CLI11 would say only "A subcommand is required"; name the word instead.
+std::string unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return {};
+  const std::string word = argv[1];
+  std::string known;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->check_name(word)) return {};
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+  }
+  return "unknown command " + dcp::quote(word) + " (commands: " + known + "; see dcpbench --help)";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"dcpbench: Dynamic Context Parallelism scheduler, simulator and benchmark harness"};
-  app.require_subcommand(1);
-  app.set_help_all_flag("--help-all", "Print help for every sub-command");
-  int exit_code = 0;
-  dcp::harness::add_schedule_command(app, exit_code);
-  dcp::harness::add_run_command(app, exit_code);
-  dcp::harness::add_plot_command(app, exit_code);
-  dcp::harness::add_gate_command(app, exit_code);
-  dcp::harness::add_cp_attn_command(app, exit_code);
-  dcp::harness::add_converge_command(app, exit_code);
-  dcp::harness::add_conform_command(app, exit_code);
-  dcp::harness::add_check_command(app, exit_code);
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "dcpbench: error: %s\n", e.what());
-    return 2;
+    CLI::App app{"dcpbench: Dynamic Context Parallelism scheduler, simulator and benchmark harness.\n"
+                 "Limits on every input are listed in README.md (\"Input limits and errors\"); going over one is\n"
+                 "an error (exit 2) that names the value and the limit."};
+    app.require_subcommand(1);
+    app.set_help_all_flag("--help-all", "Print help for every sub-command");
+    int exit_code = 0;
+    dcp::harness::add_schedule_command(app, exit_code);
+    dcp::harness::add_run_command(app, exit_code);
+    dcp::harness::add_plot_command(app, exit_code);
+    dcp::harness::add_gate_command(app, exit_code);
+    dcp::harness::add_cp_attn_command(app, exit_code);
+    dcp::harness::add_converge_command(app, exit_code);
+    dcp::harness::add_conform_command(app, exit_code);
+    dcp::harness::add_check_command(app, exit_code);
+    if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) return report(bad, 2);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      return report(e.what(), 2);
+    }
+    return exit_code;
   } catch (const dcp::InputError& e) {
-    std::fprintf(stderr, "dcpbench: error: %s\n", e.what());
-    return 2;
+    return report(e.what(), 2);
+  } catch (const std::bad_alloc&) {
+    // Every size we can compute is checked before allocating; this is what is left.
+    return report("out of memory: the input needs more memory than this machine has (see README.md, "
+                  "\"Input limits and errors\", and make the input smaller)", 2);
+  } catch (const std::length_error& e) {
+    return report(std::string("input too large: ") + e.what(), 2);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dcpbench: error: %s\n", e.what());
-    return 1;
+    return report(e.what(), 1);
   }
-  return exit_code;
 }

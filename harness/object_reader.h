@@ -15,22 +15,22 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/files.h"
+#include "core/json_io.h"
+#include "core/text.h"
 
 namespace dcp::harness {
 
 using nlohmann::json;
 
-// A JSON value for an error message, cut to 80 characters.
-inline std::string show(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
-  return s;
-}
+// A JSON value for an error message: a bounded excerpt of about 80 characters (core/json_io.h),
+// never a dump of the whole (possibly huge) value.
+inline std::string show(const json& v) { return json_excerpt(v, 80); }
 
 class ObjectReader {
  public:
-  ObjectReader(const json& obj, std::string file, std::string prefix)
-      : obj_(obj), file_(std::move(file)), prefix_(std::move(prefix)) {}
+  ObjectReader(const json& obj, const std::string& file, std::string prefix)
+      : obj_(obj), file_(show_path(file)), raw_file_(file), prefix_(std::move(prefix)) {}
 
   [[noreturn]] void fail(const std::string& key, const json& value, const std::string& what) const {
     throw InputError(file_ + ": \"" + path(key) + "\"=" + show(value) + " " + what);
@@ -39,7 +39,7 @@ class ObjectReader {
     throw InputError(file_ + ": \"" + path(key) + "\" is missing (required)");
   }
   std::string path(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
-  const std::string& file() const { return file_; }
+  const std::string& file() const { return raw_file_; }  // as given (to resolve relative paths)
 
   bool has(const std::string& key) const { return obj_.contains(key); }
 
@@ -76,6 +76,8 @@ class ObjectReader {
     const json* v = find(key, required);
     if (!v) return std::nullopt;
     if (!v->is_number_integer()) fail(key, *v, "is not an integer");
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi))
+      fail(key, *v, "is above the maximum " + std::to_string(hi));  // before get<int64_t> could wrap
     const int64_t x = v->get<int64_t>();
     if (x < lo) fail(key, *v, "is below the minimum " + std::to_string(lo));
     if (x > hi) fail(key, *v, "is above the maximum " + std::to_string(hi));
@@ -115,17 +117,18 @@ class ObjectReader {
   void finish() const {
     for (auto it = obj_.begin(); it != obj_.end(); ++it) {
       if (!used_.count(it.key())) {
-        throw InputError(file_ + ": \"" + path(it.key()) + "\"=" + show(it.value()) +
+        throw InputError(file_ + ": " + quote(path(it.key()), 80) + "=" + show(it.value()) +
                          " is not a known key (see scenarios/SCHEMA.md)");
       }
     }
   }
 
-  ObjectReader child(const json& obj, const std::string& key) const { return ObjectReader(obj, file_, path(key)); }
+  ObjectReader child(const json& obj, const std::string& key) const { return ObjectReader(obj, raw_file_, path(key)); }
 
  private:
   const json& obj_;
-  std::string file_;
+  std::string file_;      // for messages (escaped, shortened: core/files.h show_path)
+  std::string raw_file_;  // as given
   std::string prefix_;
   std::set<std::string> used_;
 };

@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/json_io.h"
+#include "core/text.h"
 #include "harness/aggregate.h"
 
 #include <array>
@@ -61,6 +63,161 @@ std::string git_sha() {
     }
   }
   return "unknown";
+}
+
+// Row integers: steps and micro-batch counts fit an int; token and sample counts an int64 with room.
+constexpr int64_t kMaxRowInt = 2147483647;
+constexpr int64_t kMaxRowCount = int64_t{1} << 62;
+
+bool int_in(const json& v, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(hi);
+  const int64_t x = v.get<int64_t>();
+  return x >= lo && x <= hi;
+}
+
+bool is_number_array(const json& v) {
+  if (!v.is_array()) return false;
+  for (const auto& e : v)
+    if (!e.is_number()) return false;
+  return true;
+}
+
+// [[ [first_rank, cp_size, samples, tokens] per group ] per micro-batch], all non-negative integers.
+bool is_plan_picture(const json& v) {
+  if (!v.is_array()) return false;
+  for (const auto& mb : v) {
+    if (!mb.is_array()) return false;
+    for (const auto& g : mb) {
+      if (!g.is_array() || g.size() != 4) return false;
+      for (const auto& x : g)
+        if (!int_in(x, 0, kMaxRowCount)) return false;
+    }
+  }
+  return true;
+}
+
+// The per-scenario facts the table and the charts print: the keys they read must have the types
+// they read them as (a reader must not fail, or wrap, on a hand-edited file).
+void check_scenario_facts(const json& scenarios, std::vector<std::string>& errs) {
+  if (!scenarios.is_array()) {
+    errs.push_back("\"scenarios\" is not an array");
+    return;
+  }
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    const json& f = scenarios[i];
+    const std::string at = "scenarios[" + std::to_string(i) + "]";
+    if (!f.is_object()) {
+      errs.push_back(at + " is not an object");
+      continue;
+    }
+    for (const char* k : {"name", "model", "dataset", "file", "hardware", "calibration"})
+      if (f.contains(k) && !f[k].is_string()) errs.push_back(at + ".\"" + k + "\" is not a string");
+    for (const char* k : {"gpus", "tp", "pp", "cp", "vpp", "dp", "pool", "gpus_per_node", "global_batch", "steps"})
+      if (f.contains(k) && !int_in(f[k], 0, kMaxRowInt))
+        errs.push_back(at + ".\"" + k + "\" is not an integer in [0, " + std::to_string(kMaxRowInt) + "]");
+    if (!f.contains("published")) continue;
+    const json& p = f["published"];
+    const bool values_ok = p.is_object() && (!p.contains("values") || p["values"].is_array());
+    if (!values_ok || (p.contains("source") && !p["source"].is_string()) || (p.contains("note") && !p["note"].is_string())) {
+      errs.push_back(at + ".\"published\" is not an object with a string source/note and a values array");
+      continue;
+    }
+    if (!p.contains("values")) continue;
+    for (const auto& v : p["values"]) {
+      bool ok = v.is_object() && (!v.contains("strategy") || v["strategy"].is_string());
+      for (const char* k : {"tflops_per_gpu", "step_time_ms", "speedup_vs_packing"})
+        ok = ok && (!v.contains(k) || v[k].is_number());
+      if (!ok) {
+        errs.push_back(at + ".\"published.values\" has an entry that is not {strategy: string, numbers}");
+        break;
+      }
+    }
+  }
+}
+
+// The sensitivity section the table prints (report.cpp print_sensitivity / print_study): the
+// types it reads, so printing a loaded file never meets a value of another type.
+bool is_string_array(const json& v) {
+  if (!v.is_array()) return false;
+  for (const auto& e : v)
+    if (!e.is_string()) return false;
+  return true;
+}
+
+bool is_study(const json& st) {
+  if (!st.is_object()) return false;
+  if (st.contains("ranking_changes") && !st["ranking_changes"].is_boolean()) return false;
+  for (const char* k : {"ranking", "ranking_changed_by"})
+    if (st.contains(k) && !is_string_array(st[k])) return false;
+  if (!st.contains("speedups")) return true;
+  if (!st["speedups"].is_object()) return false;
+  for (const auto& [name, v] : st["speedups"].items()) {
+    if (!v.is_object()) return false;
+    for (const char* k : {"nominal", "min", "max"})
+      if (v.contains(k) && !v[k].is_number()) return false;
+    if (v.contains("widest_parameter") && !v["widest_parameter"].is_string()) return false;
+  }
+  return true;
+}
+
+void check_sensitivity(const json& sens, std::vector<std::string>& errs) {
+  if (sens.is_null()) return;
+  bool ok = sens.is_object();
+  for (const char* k : {"low", "high"})
+    ok = ok && (!sens.contains(k) || sens[k].is_number());
+  ok = ok && (!sens.contains("parameters") || is_string_array(sens["parameters"]));
+  ok = ok && (!sens.contains("scenarios") || sens["scenarios"].is_array());
+  if (ok && sens.contains("scenarios")) {
+    for (const auto& sc : sens["scenarios"]) {
+      ok = ok && is_study(sc) && (!sc.contains("scenario") || sc["scenario"].is_string()) &&
+           (!sc.contains("tuned") || is_study(sc["tuned"]));
+    }
+  }
+  if (!ok) errs.push_back("\"sensitivity\" has a value of the wrong type");
+}
+
+// A row's knobs (report.cpp knobs_text): integers in range.
+bool is_knobs(const json& k) {
+  if (k.is_null()) return true;
+  if (!k.is_object()) return false;
+  for (const char* key : {"max_seqlen_per_rank", "cp", "vpp"})
+    if (k.contains(key) && !int_in(k[key], 0, key[0] == 'm' ? kMaxRowCount : kMaxRowInt)) return false;
+  return true;
+}
+
+// The aggregates the charts draw from (harness/aggregate.cpp aggregate_to_json): every key they
+// read must have the type they read it as.
+void check_aggregates(const json& aggs, std::vector<std::string>& errs) {
+  if (!aggs.is_array()) {
+    errs.push_back("\"aggregates\" is not an array");
+    return;
+  }
+  for (size_t i = 0; i < aggs.size(); ++i) {
+    const json& a = aggs[i];
+    const std::string at = "aggregates[" + std::to_string(i) + "]";
+    if (!a.is_object()) {
+      errs.push_back(at + " is not an object");
+      continue;
+    }
+    for (const auto& [k, v] : a.items()) {
+      bool ok = true;
+      if (k == "scenario" || k == "strategy" || k == "setting" || k == "reference" || k == "source" || k == "error")
+        ok = v.is_string();
+      else if (k == "steps" || k == "invalid_steps" || k == "oom_steps")
+        ok = int_in(v, 0, kMaxRowInt);
+      else if (k == "valid")
+        ok = v.is_boolean();
+      else if (k == "knobs")
+        ok = v.is_object() || v.is_null();
+      else
+        ok = v.is_number() || v.is_null();
+      if (!ok) {
+        errs.push_back(at + "." + quote(k, 40) + " has the wrong type");
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -178,7 +335,7 @@ std::vector<std::string> validate_results(const json& j) {
     if (r.contains("source") && r["source"].is_string()) {
       const std::string s = r["source"].get<std::string>();
       if (s.rfind("simulated:", 0) != 0 && s.rfind("measured:", 0) != 0)
-        errs.push_back(at + ".\"source\"=\"" + s + "\" is neither simulated:... nor measured:...");
+        errs.push_back(at + ".\"source\"=" + quote(s) + " is neither simulated:... nor measured:...");
     }
     const bool oom = r.contains("oom") && r["oom"].is_boolean() && r["oom"].get<bool>();
     const bool valid = has_valid && r["plan_valid"].get<bool>() && !oom;
@@ -198,7 +355,27 @@ std::vector<std::string> validate_results(const json& j) {
     const bool mb_ok = r.contains("microbatches") &&
                        (r["microbatches"].is_number_integer() || (!valid && r["microbatches"].is_null()));
     need("microbatches", mb_ok, valid ? "an integer" : "an integer or null");
+    // Integers are range-checked (a JSON 2^63 must not wrap into a negative step, a 1e300 must not
+    // reach an integer conversion in row_from_json).
+    for (const char* k : {"step", "microbatches"})
+      if (r.contains(k) && r[k].is_number_integer() && !int_in(r[k], 0, kMaxRowInt))
+        errs.push_back(at + ".\"" + k + "\"=" + json_excerpt(r[k], 24) + " is not in [0, " + std::to_string(kMaxRowInt) + "]");
+    for (const char* k : {"tokens", "samples"})
+      if (r.contains(k) && !r[k].is_null() && !(r[k].is_number_integer() && int_in(r[k], 0, kMaxRowCount)))
+        errs.push_back(at + ".\"" + k + "\" is not an integer in [0, " + std::to_string(kMaxRowCount) + "]");
+    for (const char* k : {"useful_tflop", "peak_memory_gib", "solve_ms", "lower_bound_s", "compute_s", "comm_s",
+                          "overhead_s", "bubble_s", "imbalance_s"})
+      if (r.contains(k) && !r[k].is_number() && !r[k].is_null()) errs.push_back(at + ".\"" + k + "\" is not a number");
+    if (r.contains("knobs") && !is_knobs(r["knobs"]))
+      errs.push_back(at + ".\"knobs\" is not an object of integer max_seqlen_per_rank, cp, vpp");
+    if (r.contains("rank_busy_s") && !is_number_array(r["rank_busy_s"]))
+      errs.push_back(at + ".\"rank_busy_s\" is not an array of numbers");
+    if (r.contains("plan") && !r["plan"].is_null() && !is_plan_picture(r["plan"]))
+      errs.push_back(at + ".\"plan\" is not an array of micro-batches of [first_rank, cp_size, samples, tokens] groups");
   }
+  if (j.contains("scenarios")) check_scenario_facts(j["scenarios"], errs);
+  if (j.contains("aggregates")) check_aggregates(j["aggregates"], errs);
+  if (j.contains("sensitivity")) check_sensitivity(j["sensitivity"], errs);
   return errs;
 }
 
@@ -207,7 +384,7 @@ ResultsFile read_results(const std::string& path) {
   const auto errs = validate_results(j);
   if (!errs.empty()) {
     std::string more = errs.size() > 1 ? " (and " + std::to_string(errs.size() - 1) + " more problems)" : "";
-    throw InputError(path + ": not a valid " + kResultsSchema + " file: " + errs.front() + more);
+    throw InputError(show_path(path) + ": not a valid " + kResultsSchema + " file: " + errs.front() + more);
   }
   ResultsFile f;
   f.context = j["context"];
@@ -216,7 +393,7 @@ ResultsFile read_results(const std::string& path) {
   try {
     for (const auto& r : j["rows"]) f.rows.push_back(row_from_json(r));
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": a row has a key of the wrong type (" + e.what() + ")");
+    throw InputError(show_path(path) + ": a row has a key of the wrong type (" + e.what() + ")");
   }
   return f;
 }

@@ -2,6 +2,9 @@
 #include "harness/runner.h"
 
 #include "core/error.h"
+#include "core/files.h"
+#include "core/json_io.h"
+#include "core/text.h"
 #include "harness/tune.h"
 #include "plan/validate.h"
 #include "sim/simulator.h"
@@ -24,7 +27,7 @@ auto at_key(const Scenario& s, const std::string& key, const json& value, F&& f)
   try {
     return f();
   } catch (const InputError& e) {
-    throw InputError(s.file + ": \"" + key + "\"=" + value.dump() + ": " + e.what());
+    throw InputError(show_path(s.file) + ": \"" + key + "\"=" + json_excerpt(value, 80) + ": " + e.what());
   }
 }
 
@@ -284,13 +287,13 @@ std::vector<std::string> strategies_of(const Scenario& s, const RunOptions& opti
   for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
   for (size_t i = 0; i < s.strategies.size(); ++i) {
     if (!registry.contains(s.strategies[i]))
-      throw InputError(s.file + ": \"strategies[" + std::to_string(i) + "]\"=\"" + s.strategies[i] +
-                       "\" is not a known planner (known: " + known + ")");
+      throw InputError(show_path(s.file) + ": \"strategies[" + std::to_string(i) + "]\"=" + quote(s.strategies[i]) +
+                       " is not a known planner (known: " + known + ")");
   }
   if (options.strategies.empty()) return s.strategies;
   std::vector<std::string> out;
   for (const auto& want : options.strategies) {
-    DCP_REQUIRE(registry.contains(want), "--strategies: \"", want, "\" is not a known planner (known: ", known, ")");
+    DCP_REQUIRE(registry.contains(want), "--strategies: ", quote(want), " is not a known planner (known: ", known, ")");
     for (const auto& have : s.strategies)
       if (have == want) out.push_back(want);
   }

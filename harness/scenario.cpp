@@ -6,8 +6,12 @@
 #include "harness/object_reader.h"
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/json_io.h"
+#include "core/text.h"
+#include "data/dataset.h"
 #include "plan/cp_rule.h"
+#include "plan/planner.h"
 
 #include <cctype>
 #include <algorithm>
@@ -21,6 +25,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kMaxInt = 1LL << 40;
+constexpr int64_t kMaxSamplesTimesStages = int64_t{1} << 23;
 
 ModelSpec parse_model(ObjectReader& top) {
   ModelSpec m;
@@ -50,13 +55,16 @@ ModelSpec parse_model(ObjectReader& top) {
   return m;
 }
 
-DatasetSpec parse_source(ObjectReader& r, bool nested) {
+// `depth`: mixtures around this source (0 at the top); each level recurses once, so the nesting
+// is limited to data::kMaxMixtureDepth before the component is parsed.
+DatasetSpec parse_source(ObjectReader& r, int depth) {
   DatasetSpec d;
   d.kind = *r.get_string("source", true, {"file", "lognormal", "mixture", "quantiles"});
   if (d.kind == "file") {
     d.path_as_written = *r.get_string("path", true);
     d.path = resolve_path(r.file(), d.path_as_written);
-    if (!std::filesystem::exists(d.path)) r.fail("path", json(d.path_as_written), "does not exist (looked for " + d.path + ")");
+    if (!std::filesystem::exists(d.path))
+      r.fail("path", json(d.path_as_written), "does not exist (looked for " + quote(d.path, 120) + ")");
   } else if (d.kind == "lognormal") {
     d.mean = *r.get_number("mean", true, 1.0, 1e9);
     d.sigma = *r.get_number("sigma", true, 0.0, 10.0);
@@ -68,6 +76,9 @@ DatasetSpec parse_source(ObjectReader& r, bool nested) {
     d.clamp = r.get_string("clamp", false, {"clamp", "resample"}).value_or("clamp");
   } else if (d.kind == "mixture") {
     const json* comps = r.get_array("components", true);
+    if (depth + 1 >= data::kMaxMixtureDepth)
+      r.fail("components", *comps,
+             "nests mixtures deeper than the limit of " + std::to_string(data::kMaxMixtureDepth) + " levels");
     double total = 0;
     for (size_t i = 0; i < comps->size(); ++i) {
       const std::string key = "components[" + std::to_string(i) + "]";
@@ -76,7 +87,7 @@ DatasetSpec parse_source(ObjectReader& r, bool nested) {
       const double share = *c.get_number("share", true, 0.0, 1.0);
       if (share <= 0) c.fail("share", json(share), "is not positive");
       total += share;
-      d.components.push_back(DatasetComponent{share, parse_source(c, true)});
+      d.components.push_back(DatasetComponent{share, parse_source(c, depth + 1)});
       c.finish();
     }
     if (std::abs(total - 1.0) > 1e-6) r.fail("components", *comps, "shares sum to " + show(json(total)) + ", not 1");
@@ -89,6 +100,8 @@ DatasetSpec parse_source(ObjectReader& r, bool nested) {
       const std::string key = "quantiles[" + std::to_string(i) + "]";
       if (!e.is_array() || e.size() != 2 || !e[0].is_number() || !e[1].is_number_integer())
         r.fail(key, e, "is not a [probability, length] pair");
+      if (e[1].is_number_unsigned() && e[1].get<uint64_t>() > static_cast<uint64_t>(kMaxInt))
+        r.fail(key, e, "length is above the maximum " + std::to_string(kMaxInt));
       const double p = e[0].get<double>();
       const int64_t len = e[1].get<int64_t>();
       if (p < 0 || p > 1 || p <= last_p) r.fail(key, e, "probability is not increasing within [0, 1]");
@@ -100,7 +113,7 @@ DatasetSpec parse_source(ObjectReader& r, bool nested) {
       r.fail("quantiles", *q, "must start at probability 0 and end at 1");
     for (const auto& e : *q) d.quantiles.emplace_back(e[0].get<double>(), e[1].get<int64_t>());
   }
-  if (!nested) {
+  if (depth == 0) {
     d.min_seqlen = r.get_int("min_seqlen", false, 1, kMaxInt).value_or(1);
     d.short_policy = r.get_string("short", false, {"drop", "pad"}).value_or("drop");
     d.pad_multiple = r.get_int("pad_multiple", false, 1, 1 << 20).value_or(1);
@@ -137,7 +150,7 @@ ClusterSpec parse_cluster(ObjectReader& top) {
 TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
   ObjectReader r = top.child(*top.get_object("training", true), "training");
   TrainingSpec t;
-  t.global_batch = *r.get_int("global_batch", true, 1, 1 << 24);
+  t.global_batch = *r.get_int("global_batch", true, 1, plan::kMaxBatchSamples);
   t.max_seqlen = *r.get_int("max_seqlen", true, 1, kMaxInt);
   t.max_seqlen_per_rank = *r.get_int("max_seqlen_per_rank", true, 1, kMaxInt);
   t.min_cp = static_cast<int>(r.get_int("min_cp", false, 1, 1 << 20).value_or(1));
@@ -155,6 +168,19 @@ TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
     r.fail("min_cp", json(t.min_cp), "is larger than the DP x CP pool of " + std::to_string(c.pool()) + " ranks");
   if (t.global_batch % c.dp() != 0)
     r.fail("global_batch", json(t.global_batch), "is not a multiple of DP=" + std::to_string(c.dp()));
+  if (t.global_batch * c.pool() > plan::kMaxSamplesTimesPool)
+    r.fail("global_batch", json(t.global_batch),
+           "x the DP x CP pool of " + std::to_string(c.pool()) + " ranks = " + std::to_string(t.global_batch * c.pool()) +
+               " is above the limit of " + std::to_string(plan::kMaxSamplesTimesPool) +
+               " (samples x ranks: the simulator keeps every rank of every micro-batch)");
+  // The per-sample cost model loops over every virtual pipeline stage, and the simulator keeps an
+  // op per (micro-batch, virtual stage): measured here, global_batch x pp x vpp = 2^23 (1024
+  // samples, pp 1024, vpp 8) took 19 s and 0.9 GB for the five strategies; 2^27 ran out of memory.
+  const int64_t stages = static_cast<int64_t>(c.pp) * c.vpp;
+  if (t.global_batch * stages > kMaxSamplesTimesStages)
+    r.fail("global_batch", json(t.global_batch),
+           "x pp x vpp = " + std::to_string(t.global_batch * stages) + " is above the limit of " +
+               std::to_string(kMaxSamplesTimesStages) + " (the simulator keeps every micro-batch on every stage)");
   const int64_t fits = static_cast<int64_t>(c.pool()) * t.max_seqlen_per_rank;
   if (t.max_seqlen > fits)
     r.fail("max_seqlen", json(t.max_seqlen), "does not fit the pool: DP x CP x max_seqlen_per_rank = " + std::to_string(fits));
@@ -190,7 +216,7 @@ Published parse_published(ObjectReader& top, const json& v) {
 }  // namespace
 
 Scenario parse_scenario(const json& j, const std::string& file) {
-  if (!j.is_object()) throw InputError(file + ": the scenario is not a JSON object");
+  if (!j.is_object()) throw InputError(show_path(file) + ": the scenario is not a JSON object");
   ObjectReader r(j, file, "");
   Scenario s;
   s.file = file;
@@ -209,7 +235,7 @@ Scenario parse_scenario(const json& j, const std::string& file) {
   s.model = parse_model(r);
   {
     ObjectReader d = r.child(*r.get_object("dataset", true), "dataset");
-    s.dataset = parse_source(d, false);
+    s.dataset = parse_source(d, 0);
     d.finish();
   }
   s.cluster = parse_cluster(r);
@@ -251,12 +277,14 @@ Scenario parse_scenario(const json& j, const std::string& file) {
   if (auto cal = r.get_string("calibration", false)) {
     s.calibration = resolve_path(file, *cal);
     if (!std::filesystem::exists(s.calibration))
-      r.fail("calibration", json(*cal), "does not exist (looked for " + s.calibration + ")");
+      r.fail("calibration", json(*cal), "does not exist (looked for " + quote(s.calibration, 120) + ")");
   }
   r.finish();
   return s;
 }
 
-Scenario load_scenario(const std::string& path) { return parse_scenario(read_json_file(path), path); }
+Scenario load_scenario(const std::string& path) {
+  return parse_scenario(read_json_file(path, kMaxScenarioBytes), path);
+}
 
 }  // namespace dcp::harness

@@ -129,6 +129,11 @@ struct Scenario {
   std::map<std::string, std::string> sources;  // dotted key -> where its value comes from
 };
 
+// Limits (README "Input limits and errors"): a scenario file is at most kMaxScenarioBytes, JSON nesting at
+// most core's kMaxJsonDepth (checked while parsing), mixtures nest at most
+// data::kMaxMixtureDepth levels, training.global_batch at most plan::kMaxBatchSamples.
+inline constexpr int64_t kMaxScenarioBytes = int64_t{16} << 20;  // 16 MiB (ours are ~4 KB)
+
 // Reads and validates a scenario file. Throws InputError (file, key, value) on any problem.
 Scenario load_scenario(const std::string& path);
 

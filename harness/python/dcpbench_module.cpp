@@ -16,6 +16,7 @@
 // Errors: bad input raises ValueError with the one line `dcpbench schedule` prints for the same
 // input (dcp::InputError); an internal error raises RuntimeError. The GIL is released while the
 // planner runs, so other Python threads (a data loader) keep running.
+#include "core/checked_int.h"
 #include "core/error.h"
 #include "harness/registry.h"
 #include "plan/plan_json.h"
@@ -58,12 +59,6 @@ int64_t to_int64(PyObject* obj, const std::string& what) {
   return v;
 }
 
-int to_int(const py::object& obj, const std::string& flag) {
-  const int64_t v = to_int64(obj.ptr(), flag);
-  if (v < INT_MIN || v > INT_MAX) value_error(flag + " " + std::to_string(v) + " is out of range");
-  return static_cast<int>(v);
-}
-
 std::vector<int64_t> to_lengths(const py::handle& seqlens) {
   PyObject* seq = PySequence_Fast(seqlens.ptr(), "seqlens must be a sequence of integers");
   if (!seq) throw py::error_already_set();
@@ -95,15 +90,28 @@ struct ConfigArgs {
   py::object dp, cp, max_seqlen_per_dp_cp_rank, min_cp, vpp_group, max_seqlen;
 };
 
-// The CLI's flag names in messages, so they are the lines `dcpbench schedule` prints.
+// The range check of the CLI's integer flags (harness/cli_options.h add_int_option), with the
+// same message, so a bad value gives the line `dcpbench schedule` prints.
+int64_t in_range(int64_t v, int64_t lo, int64_t hi, const std::string& flag) {
+  if (const auto e = int_error(std::to_string(v), lo, hi)) value_error(flag + ": " + *e);
+  return v;
+}
+
+// The CLI's flag names and ranges in messages, so they are the lines `dcpbench schedule` prints.
 plan::PlanConfig to_config(const ConfigArgs& a) {
   plan::PlanConfig c;
-  c.dp = to_int(a.dp, "--dp");
-  c.cp = to_int(a.cp, "--cp");
-  c.max_seqlen_per_rank = to_int64(a.max_seqlen_per_dp_cp_rank.ptr(), "--max-seqlen-per-rank");
-  if (!a.min_cp.is_none()) c.min_cp = to_int(a.min_cp, "--min-cp");
-  if (!a.vpp_group.is_none()) c.vpp_group = to_int(a.vpp_group, "--vpp-group");
-  if (!a.max_seqlen.is_none()) c.max_seqlen = to_int64(a.max_seqlen.ptr(), "--max-seqlen");
+  c.dp = static_cast<int>(in_range(to_int64(a.dp.ptr(), "--dp"), 1, plan::kMaxPool, "--dp"));
+  c.cp = static_cast<int>(in_range(to_int64(a.cp.ptr(), "--cp"), 1, plan::kMaxPool, "--cp"));
+  c.max_seqlen_per_rank = in_range(to_int64(a.max_seqlen_per_dp_cp_rank.ptr(), "--max-seqlen-per-rank"), 1,
+                                   plan::kMaxTokensPerRank, "--max-seqlen-per-rank");
+  if (!a.min_cp.is_none())
+    c.min_cp = static_cast<int>(in_range(to_int64(a.min_cp.ptr(), "--min-cp"), 1, plan::kMaxPool, "--min-cp"));
+  if (!a.vpp_group.is_none())
+    c.vpp_group =
+        static_cast<int>(in_range(to_int64(a.vpp_group.ptr(), "--vpp-group"), 1, plan::kMaxPool, "--vpp-group"));
+  if (!a.max_seqlen.is_none())
+    c.max_seqlen = in_range(to_int64(a.max_seqlen.ptr(), "--max-seqlen"), 1, plan::kMaxPool * plan::kMaxTokensPerRank,
+                            "--max-seqlen");
   return c;
 }
 
@@ -206,12 +214,17 @@ std::optional<std::string> violation_of(const py::object& plan_obj, const py::ha
   if (py::isinstance<PyPlan>(plan_obj)) {
     const PyPlan& p = plan_obj.cast<const PyPlan&>();
     plan::PlanConfig cfg = p.plan.config;
-    if (!a.dp.is_none()) cfg.dp = to_int(a.dp, "--dp");
-    if (!a.cp.is_none()) cfg.cp = to_int(a.cp, "--cp");
-    if (!a.max_seqlen_per_dp_cp_rank.is_none())
-      cfg.max_seqlen_per_rank = to_int64(a.max_seqlen_per_dp_cp_rank.ptr(), "--max-seqlen-per-rank");
-    if (!a.min_cp.is_none()) cfg.min_cp = to_int(a.min_cp, "--min-cp");
-    if (!a.vpp_group.is_none()) cfg.vpp_group = to_int(a.vpp_group, "--vpp-group");
+    // The flags given override the plan's own config (as `dcpbench check` does).
+    ConfigArgs full = a;
+    if (a.dp.is_none()) full.dp = py::int_(cfg.dp);
+    if (a.cp.is_none()) full.cp = py::int_(cfg.cp);
+    if (a.max_seqlen_per_dp_cp_rank.is_none()) full.max_seqlen_per_dp_cp_rank = py::int_(cfg.max_seqlen_per_rank);
+    const plan::PlanConfig given = to_config(full);
+    cfg.dp = given.dp;
+    cfg.cp = given.cp;
+    cfg.max_seqlen_per_rank = given.max_seqlen_per_rank;
+    if (!a.min_cp.is_none()) cfg.min_cp = given.min_cp;
+    if (!a.vpp_group.is_none()) cfg.vpp_group = given.vpp_group;
     plan::check_config(batch, cfg);
     return plan::find_violation(p.plan, batch, cfg);
   }

@@ -2,48 +2,115 @@
 #include "core/json_io.h"
 
 #include "core/error.h"
+#include "core/files.h"
+#include "core/text.h"
 
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
-#include <unistd.h>
+#include <limits>
 
 namespace dcp {
+namespace {
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  DCP_REQUIRE(in.good(), path, ": cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for number overflow
-    throw InputError(detail::concat(path, ": invalid JSON (", e.what(), ")"));
-  }
+struct TooDeep {};
+
+// nlohmann's message with the "last read: '<token>'" part cut to a short, escaped prefix (the
+// token can be a whole multi-megabyte string of the input).
+std::string parse_error_text(const std::string& what) {
+  static constexpr std::string_view kLastRead = "last read: '";
+  const size_t at = what.find(kLastRead);
+  if (at == std::string::npos) return escape_bytes(what.substr(0, 200));
+  std::string token = what.substr(at + kLastRead.size());
+  if (!token.empty() && token.back() == '\'') token.pop_back();
+  return escape_bytes(what.substr(0, at)) + "last read: " + quote(token, 40);
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    DCP_REQUIRE(out.good(), path, ": cannot write file");
-    out << text;
-    out.flush();
-    if (!out.good()) {
-      std::remove(tmp.c_str());
-      throw InputError(detail::concat(path, ": write failed"));
+void excerpt_into(const nlohmann::json& v, std::string& out, size_t max_chars, int depth) {
+  using nlohmann::json;
+  if (out.size() > max_chars) return;
+  if (v.is_array() || v.is_object()) {
+    const bool arr = v.is_array();
+    if (v.empty()) {
+      out += arr ? "[]" : "{}";
+      return;
     }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw InputError(detail::concat(path, ": cannot rename temporary file into place"));
+    if (depth >= 6) {
+      out += arr ? "[...]" : "{...}";
+      return;
+    }
+    out += arr ? '[' : '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!first) out += ',';
+      first = false;
+      if (out.size() > max_chars) break;
+      if (!arr) {
+        excerpt_into(json(it.key()), out, max_chars, depth + 1);
+        out += ':';
+      }
+      excerpt_into(*it, out, max_chars, depth + 1);
+    }
+    out += arr ? ']' : '}';
+  } else if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    const json cut = s.size() > max_chars ? json(s.substr(0, max_chars + 1)) : v;
+    out += cut.dump(-1, ' ', false, json::error_handler_t::replace);
+  } else {
+    out += v.dump();
   }
 }
+
+}  // namespace
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& source, int max_depth) {
+  const auto limit_depth = [max_depth](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    // `depth` of an object/array start is the number of containers already open around it.
+    if ((event == nlohmann::json::parse_event_t::object_start || event == nlohmann::json::parse_event_t::array_start) &&
+        depth >= max_depth)
+      throw TooDeep{};
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text.begin(), text.end(), limit_depth);
+  } catch (const TooDeep&) {
+    throw InputError(show_path(source) + ": JSON nested deeper than the limit of " + std::to_string(max_depth) +
+                     " levels");
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for number overflow
+    throw InputError(show_path(source) + ": invalid JSON (" + parse_error_text(e.what()) + ")");
+  }
+}
+
+nlohmann::json read_json_file(const std::string& path, int64_t max_bytes, int max_depth) {
+  return parse_json_text(read_file_bounded(path, max_bytes, "JSON file"), path, max_depth);
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) { write_output(path, text, ""); }
 
 void write_json_atomic(const std::string& path, const nlohmann::json& j, int indent) {
   write_file_atomic(path, j.dump(indent) + "\n");
+}
+
+std::string json_excerpt(const nlohmann::json& value, size_t max_chars) {
+  std::string out;
+  excerpt_into(value, out, max_chars, 0);
+  if (out.size() > max_chars) {
+    size_t cut = max_chars;  // not inside a UTF-8 sequence
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+    out = out.substr(0, cut) + "...";
+  }
+  return escape_bytes(out, false);  // the dump escaped quotes and controls already
+}
+
+int64_t json_int(const nlohmann::json& value, int64_t lo, int64_t hi, std::string_view name) {
+  const std::string at = std::string(name) + "=" + json_excerpt(value, 40);
+  if (!value.is_number_integer()) throw InputError(at + " is not an integer");
+  if (value.is_number_unsigned() &&
+      value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    throw InputError(at + " is above the maximum " + std::to_string(hi));
+  const int64_t x = value.get<int64_t>();
+  if (x < lo) throw InputError(at + " is below the minimum " + std::to_string(lo));
+  if (x > hi) throw InputError(at + " is above the maximum " + std::to_string(hi));
+  return x;
 }
 
 }  // namespace dcp

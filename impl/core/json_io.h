@@ -1,20 +1,47 @@
-// JSON file I/O through nlohmann/json. Writes are atomic (temp file in the same folder, then
-// rename), so a failed run never leaves a half-written results or plan file.
+// JSON file I/O through nlohmann/json, bounded (every reader of user JSON goes through here).
+//
+// Reading: at most kMaxJsonFileBytes bytes (core/files.h), and nesting at most kMaxJsonDepth
+// levels, checked by a parser callback *while* parsing, before anything recurses over the value
+// (printing, destroying or walking a 70,000-level array would overflow the stack). Errors are
+// InputErrors naming the file; nlohmann's parse messages are cut so that no raw token of the
+// input is copied into them whole.
+// Writing: atomic, through the output-path policy of core/files.h (a device, FIFO, folder or
+// symlink is refused; "-" is stdout).
+// Values in messages: json_excerpt() prints a bounded prefix of any value (no full dump).
+// Integers: json_int() is the checked getter (type, int64 range incl. unsigned JSON integers
+// >= 2^63, and [lo, hi]); nlohmann's get<int>() would wrap or be undefined on such values.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace dcp {
 
-// Parses a JSON file; throws InputError naming the file on I/O or parse errors.
-nlohmann::json read_json_file(const std::string& path);
+inline constexpr int kMaxJsonDepth = 64;                        // levels of [ and { (scenarios use <= 8)
+inline constexpr int64_t kMaxJsonFileBytes = int64_t{64} << 20;  // 64 MiB (a 20-step suite is ~1 MB)
 
-// Writes text atomically: `path`.tmp.<pid> then rename. Creates no directories.
+// Parses a JSON file; throws InputError naming the file on I/O, size, depth or parse errors.
+nlohmann::json read_json_file(const std::string& path, int64_t max_bytes = kMaxJsonFileBytes,
+                              int max_depth = kMaxJsonDepth);
+
+// Parses JSON text (`source` names it in messages) with the same depth limit.
+nlohmann::json parse_json_text(std::string_view text, const std::string& source, int max_depth = kMaxJsonDepth);
+
+// Writes text atomically under the output policy (core/files.h: write_output). "-" = stdout.
 void write_file_atomic(const std::string& path, const std::string& text);
 
 // Pretty-printed (indent 1) JSON, atomically.
 void write_json_atomic(const std::string& path, const nlohmann::json& j, int indent = 1);
+
+// At most ~max_chars characters of the value as JSON ("..." where cut); never dumps it whole.
+std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 64);
+
+// The value as an integer in [lo, hi]; InputError "<name>=<excerpt> is not an integer" or
+// "... is below the minimum lo" / "... is above the maximum hi".
+int64_t json_int(const nlohmann::json& value, int64_t lo, int64_t hi, std::string_view name);
 
 }  // namespace dcp

@@ -17,6 +17,7 @@
 #include "cost/attention_table.h"
 
 #include "core/error.h"
+#include "core/json_io.h"
 
 #include <nlohmann/json.hpp>
 
@@ -185,8 +186,7 @@ AttentionTable attention_table_from_json(const nlohmann::json& j, const std::str
   DCP_REQUIRE(j["backend"].is_string(), where, ".\"backend\" must be a string");
   t.backend = j["backend"].get<std::string>();
   if (j.contains("head_dim")) {
-    DCP_REQUIRE(j["head_dim"].is_number_integer(), where, ".\"head_dim\" must be an integer");
-    t.head_dim = j["head_dim"].get<int>();
+    t.head_dim = static_cast<int>(json_int(j["head_dim"], 1, 1 << 16, where + ".\"head_dim\""));  // never wrapped
   }
   DCP_REQUIRE(j["lengths"].is_array(), where, ".\"lengths\" must be an array of numbers");
   for (const auto& v : j["lengths"]) {
@@ -198,8 +198,8 @@ AttentionTable attention_table_from_json(const nlohmann::json& j, const std::str
     const auto& v = j[key];
     DCP_REQUIRE(v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer(), where,
                 ".\"", key, "\" must be [query rows, key rows]");
-    *a = v[0].get<int>();
-    *b = v[1].get<int>();
+    *a = static_cast<int>(json_int(v[0], 1, 1 << 20, where + "." + key + "[0]"));  // never wrapped
+    *b = static_cast<int>(json_int(v[1], 1, 1 << 20, where + "." + key + "[1]"));
   };
   tile("fwd_tile", &t.fwd_tile_q, &t.fwd_tile_k);
   tile("bwd_tile", &t.bwd_tile_q, &t.bwd_tile_k);

@@ -363,8 +363,8 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
       DCP_REQUIRE(value.is_number(), at, "=", value.dump(), " must be a number");
       p.*(field->second) = value.get<double>();
     } else if (key == "gpus_per_node" || key == "nics_per_node") {
-      DCP_REQUIRE(value.is_number_integer(), at, "=", value.dump(), " must be an integer");
-      (key == "gpus_per_node" ? p.gpus_per_node : p.nics_per_node) = value.get<int>();
+      // range-checked, never wrapped (a JSON 2^40 would become 0)
+      (key == "gpus_per_node" ? p.gpus_per_node : p.nics_per_node) = static_cast<int>(json_int(value, 1, 1 << 20, at));
     } else if (key == "gemm_efficiency") {
       merge_points(p.gemm_efficiency, value, at);
     } else if (key == "attention_tables") {

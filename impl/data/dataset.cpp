@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/nvtx.h"
 #include "data/lengths_file.h"
+#include "plan/planner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -126,7 +127,17 @@ LengthSource quantile_source(std::vector<QuantilePoint> points, std::string name
   return s;
 }
 
+int mixture_depth(const LengthSource& s) {
+  if (s.kind != SourceKind::mixture) return 0;
+  int d = 0;
+  for (const auto& c : s.components) d = std::max(d, mixture_depth(c));
+  return d + 1;
+}
+
 LengthSource mixture_source(std::vector<LengthSource> components, std::vector<double> shares) {
+  for (const auto& c : components)
+    DCP_REQUIRE(mixture_depth(c) < kMaxMixtureDepth, "mixture: nested deeper than the limit of ",
+                kMaxMixtureDepth, " levels");
   LengthSource s;
   s.kind = SourceKind::mixture;
   s.components = std::move(components);
@@ -227,6 +238,12 @@ int64_t draw_length(const LengthSource& source, Rng& rng) { return draw(source, 
 
 void validate_sampler(const SamplerConfig& c) {
   DCP_REQUIRE(c.global_batch >= 1, "\"global_batch\"=", c.global_batch, " must be >= 1");
+  DCP_REQUIRE(c.global_batch <= plan::kMaxBatchSamples, "\"global_batch\"=", c.global_batch,
+              " is above the limit of ", plan::kMaxBatchSamples, " samples per global batch");
+  DCP_REQUIRE(c.max_seqlen <= kMaxSampleTokens, "\"max_seqlen\"=", c.max_seqlen, " is above the limit of ",
+              kMaxSampleTokens, " tokens");
+  DCP_REQUIRE(c.pad_multiple <= kMaxPadMultiple, "\"pad_multiple\"=", c.pad_multiple,
+              " is above the limit of ", kMaxPadMultiple);
   DCP_REQUIRE(c.max_seqlen >= 0, "\"max_seqlen\"=", c.max_seqlen, " must be >= 0");
   DCP_REQUIRE(c.min_seqlen >= 1, "\"min_seqlen\"=", c.min_seqlen, " must be >= 1");
   DCP_REQUIRE(c.max_seqlen == 0 || c.min_seqlen <= c.max_seqlen, "\"min_seqlen\"=", c.min_seqlen,
@@ -237,6 +254,8 @@ void validate_sampler(const SamplerConfig& c) {
 std::vector<int64_t> split_document(int64_t length, int64_t max_seqlen) {
   DCP_CHECK(length >= 1, "document length ", length);
   if (max_seqlen <= 0 || length <= max_seqlen) return {length};
+  DCP_REQUIRE(length / max_seqlen <= plan::kMaxBatchSamples, "document of ", length, " tokens splits into ",
+              length / max_seqlen, " chunks of ", max_seqlen, ", more than the limit of ", plan::kMaxBatchSamples);
   std::vector<int64_t> out(static_cast<size_t>(length / max_seqlen), max_seqlen);
   if (length % max_seqlen) out.push_back(length % max_seqlen);
   return out;
@@ -268,17 +287,25 @@ SampledBatch sample_global_batch(const LengthSource& source, const SamplerConfig
       ++out.samples_dropped;
       continue;
     }
-    const auto chunks = split_document(len, c.max_seqlen);
-    if (chunks.size() > 1) ++out.documents_split;
-    for (int64_t piece : chunks) {
+    // The chunks of split_document(len, max_seqlen), counted, not built: a 10^12-token document
+    // with max_seqlen 1 must cost only the chunks the batch takes (the rest are counted as
+    // discarded). Full chunks (max_seqlen >= min_seqlen) are never dropped as short.
+    const int64_t n_full = (c.max_seqlen > 0 && len > c.max_seqlen) ? len / c.max_seqlen : 0;
+    const int64_t rest = n_full > 0 ? len % c.max_seqlen : len;
+    const int64_t n_pieces = n_full + (rest > 0 ? 1 : 0);
+    if (n_pieces > 1) ++out.documents_split;
+    for (int64_t k = 0; k < n_pieces; ++k) {
       if (out.real_lengths.size() == g) {
-        ++out.chunks_discarded;
-        continue;
+        out.chunks_discarded += n_pieces - k;
+        break;
       }
+      const int64_t piece = k < n_full ? c.max_seqlen : rest;
       if (piece < c.min_seqlen && c.short_policy == ShortPolicy::drop) {
         ++out.samples_dropped;
         continue;
       }
+      DCP_REQUIRE(piece <= kMaxSampleTokens, source.name, ": a sample of ", piece,
+                  " tokens is over the limit of ", kMaxSampleTokens, " (set max_seqlen to split documents)");
       const int64_t padded = pad_length(piece, c.min_seqlen, c.pad_multiple);
       out.real_lengths.push_back(piece);
       out.batch.lengths.push_back(padded);

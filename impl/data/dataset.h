@@ -31,6 +31,14 @@
 namespace dcp::data {
 
 enum class SourceKind { list, lognormal, quantiles, mixture };
+
+// Limits (README "Input limits and errors"): mixtures nest at most kMaxMixtureDepth levels (the mixture
+// code recurses once per level); a sample is at most kMaxSampleTokens tokens (2^40, plan's
+// kMaxTokensPerRank: sums of a whole batch stay far below 2^63); pad_multiple at most 2^20.
+// The global batch is at most plan::kMaxBatchSamples samples, checked before anything is drawn.
+inline constexpr int kMaxMixtureDepth = 8;
+inline constexpr int64_t kMaxSampleTokens = int64_t{1} << 40;
+inline constexpr int64_t kMaxPadMultiple = int64_t{1} << 20;
 enum class ClampMode { clamp, resample };
 
 struct QuantilePoint {
@@ -60,7 +68,10 @@ LengthSource lognormal_source(double mu, double sigma, int64_t min_tokens, int64
 LengthSource lognormal_source_from_mean(double mean_tokens, double sigma, int64_t min_tokens,
                                         int64_t max_tokens, ClampMode clamp = ClampMode::clamp);
 LengthSource quantile_source(std::vector<QuantilePoint> points, std::string name);
+// Throws InputError if a component nests kMaxMixtureDepth mixtures already.
 LengthSource mixture_source(std::vector<LengthSource> components, std::vector<double> token_shares);
+// Levels of mixture in `source` (0 for a plain source).
+int mixture_depth(const LengthSource& source);
 
 // Throws InputError naming the bad parameter.
 void validate_source(const LengthSource& source);
@@ -103,7 +114,8 @@ struct SampledBatch {
 SampledBatch sample_global_batch(const LengthSource& source, const SamplerConfig& config,
                                  int64_t step);
 
-// Splitting and padding of one document, exposed for tests: the sample lengths (real) it yields.
+// Splitting and padding of one document, exposed for tests: the sample lengths (real) it yields
+// (InputError if that is more than plan::kMaxBatchSamples chunks; the sampler counts, never builds).
 std::vector<int64_t> split_document(int64_t length_tokens, int64_t max_seqlen);
 int64_t pad_length(int64_t length_tokens, int64_t min_seqlen, int64_t pad_multiple);
 

@@ -2,14 +2,14 @@
 #include "data/lengths_file.h"
 
 #include "core/error.h"
+#include "core/files.h"
+#include "core/json_io.h"
+#include "core/text.h"
 
 #include <nlohmann/json.hpp>
 
 #include <charconv>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 
 namespace dcp::data {
@@ -53,10 +53,13 @@ std::vector<int64_t> parse_lengths_text(std::string_view text, const std::string
     if (line.empty()) continue;
     int64_t v = 0;
     const auto [ptr, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
-    DCP_REQUIRE(ec != std::errc::result_out_of_range, source, ":", line_no, ": length '", line, "' is out of range");
-    DCP_REQUIRE(ec == std::errc() && ptr == line.data() + line.size(), source, ":", line_no, ": '", line,
-                "' is not an integer length");
-    DCP_REQUIRE(v >= 1, source, ":", line_no, ": length ", v, " must be >= 1");
+    DCP_REQUIRE(ec != std::errc::result_out_of_range, show_path(source), ":", line_no, ": length ", quote(line),
+                " is out of range");
+    DCP_REQUIRE(ec == std::errc() && ptr == line.data() + line.size(), show_path(source), ":", line_no, ": ",
+                quote(line), " is not an integer length");
+    DCP_REQUIRE(v >= 1, show_path(source), ":", line_no, ": length ", v, " must be >= 1");
+    DCP_REQUIRE(static_cast<int64_t>(out.size()) < kMaxLengths, show_path(source), ":", line_no,
+                ": more than the limit of ", kMaxLengths, " lengths");
     out.push_back(v);
     if (nl == text.size()) break;
   }
@@ -64,30 +67,31 @@ std::vector<int64_t> parse_lengths_text(std::string_view text, const std::string
 }
 
 std::vector<int64_t> parse_lengths_json(std::string_view text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for number overflow
-    throw InputError(concat(source, ": invalid JSON (", e.what(), ")"));
-  }
-  DCP_REQUIRE(j.is_array(), source, ": JSON lengths must be an array of integers");
+  // Depth-limited while parsing (core/json_io.h): a deeply nested array never reaches a recursion.
+  const nlohmann::json j = parse_json_text(text, source);
+  DCP_REQUIRE(j.is_array(), show_path(source), ": JSON lengths must be an array of integers");
+  DCP_REQUIRE(static_cast<int64_t>(j.size()) <= kMaxLengths, show_path(source), ": ", j.size(),
+              " lengths, more than the limit of ", kMaxLengths);
   std::vector<int64_t> out;
   out.reserve(j.size());
   for (size_t i = 0; i < j.size(); ++i) {
     const auto& e = j[i];
-    DCP_REQUIRE(e.is_number_integer(), source, ": element ", i, " (", e.dump(), ") is not an integer length");
+    DCP_REQUIRE(e.is_number_integer(), show_path(source), ": element ", i, " (", json_excerpt(e, 40),
+                ") is not an integer length");
     DCP_REQUIRE(!e.is_number_unsigned() || e.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
-                source, ": element ", i, " (", e.dump(), ") is out of range");
+                show_path(source), ": element ", i, " (", json_excerpt(e, 40), ") is out of range");
     const int64_t v = e.get<int64_t>();
-    DCP_REQUIRE(v >= 1, source, ": element ", i, " has length ", v, " (must be >= 1)");
+    DCP_REQUIRE(v >= 1, show_path(source), ": element ", i, " has length ", v, " (must be >= 1)");
     out.push_back(v);
   }
   return out;
 }
 
-std::vector<int64_t> parse_megatron_idx(std::string_view b, const std::string& source) {
+std::vector<int64_t> parse_megatron_idx(std::string_view b, const std::string& source_path) {
+  const std::string source = show_path(source_path);
+  DCP_REQUIRE(b.size() >= sizeof kIdxMagic && std::memcmp(b.data(), kIdxMagic, sizeof kIdxMagic) == 0, source,
+              ": not a Megatron .idx file (bad magic)");
   DCP_REQUIRE(b.size() >= kIdxHeader, source, ": .idx file too short (", b.size(), " bytes, header needs 34)");
-  DCP_REQUIRE(std::memcmp(b.data(), kIdxMagic, sizeof kIdxMagic) == 0, source, ": not a Megatron .idx file (bad magic)");
   const uint64_t version = load_le<uint64_t>(b, 9);
   DCP_REQUIRE(version == 1, source, ": unsupported .idx version ", version, " (expected 1)");
   const uint8_t dtype = load_le<uint8_t>(b, 17);
@@ -103,6 +107,8 @@ std::vector<int64_t> parse_megatron_idx(std::string_view b, const std::string& s
               n_seq, " sequences and ", n_doc, " document boundaries (expected ", kIdxHeader + body, " or ",
               kIdxHeader + body + n_seq, ")");
   DCP_REQUIRE(n_doc >= 1, source, ": .idx has no document boundaries");
+  DCP_REQUIRE(n_doc - 1 <= static_cast<uint64_t>(kMaxLengths), source, ": .idx has ", n_doc - 1,
+              " documents, more than the limit of ", kMaxLengths);
   const size_t off_len = kIdxHeader;
   const size_t off_doc = kIdxHeader + 12 * n_seq;
   int64_t prev = load_le<int64_t>(b, off_doc);
@@ -129,26 +135,21 @@ std::vector<int64_t> parse_megatron_idx(std::string_view b, const std::string& s
 }
 
 std::vector<int64_t> parse_lengths(std::string_view content, const std::string& source) {
-  if (content.size() >= sizeof kIdxMagic && std::memcmp(content.data(), kIdxMagic, sizeof kIdxMagic) == 0)
-    return parse_megatron_idx(content, source);
+  // "MMID" starts the .idx magic: such a file is a (possibly damaged) .idx, never text.
+  if (content.substr(0, 4) == std::string_view(kIdxMagic, 4)) return parse_megatron_idx(content, source);
   const std::string_view t = trim(content);
   if (!t.empty() && t.front() == '[') return parse_lengths_json(content, source);
+  if (const size_t nul = content.find('\0'); nul != std::string_view::npos)
+    throw InputError(concat(show_path(source), ": binary content (a NUL byte at offset ", nul,
+                            "), not a text, JSON or Megatron .idx lengths file"));
   return parse_lengths_text(content, source);
 }
 
 std::vector<int64_t> read_lengths_file(const std::string& path) {
-  std::error_code ec;
-  DCP_REQUIRE(!std::filesystem::is_directory(path, ec), path, ": is a directory, not a lengths file");
-  std::ifstream in(path, std::ios::binary);
-  DCP_REQUIRE(in.good(), path, ": cannot open lengths file");
-  std::string content;
-  try {
-    content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  } catch (const std::ios_base::failure& e) {  // libstdc++ throws on some read errors
-    throw InputError(concat(path, ": cannot read (", e.what(), ")"));
-  }
-  auto out = parse_lengths(content, path);
-  DCP_REQUIRE(!out.empty(), path, ": no sample lengths in file");
+  const std::string content = read_file_bounded(path, kMaxLengthsFileBytes, "lengths file");
+  const bool idx_name = path.size() >= 4 && path.compare(path.size() - 4, 4, ".idx") == 0;
+  auto out = idx_name ? parse_megatron_idx(content, path) : parse_lengths(content, path);
+  DCP_REQUIRE(!out.empty(), show_path(path), ": no sample lengths in file");
   return out;
 }
 

@@ -2,6 +2,8 @@
 #include "plan/plan_json.h"
 
 #include "core/error.h"
+#include "core/json_io.h"
+#include "plan/planner.h"
 #include "plan/summary.h"
 
 #include <nlohmann/json.hpp>
@@ -66,25 +68,43 @@ nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann
 }
 
 Plan plan_from_json(const nlohmann::json& j) {
+  // Every integer through json_int (core/json_io.h): a 2^63, a negative count or a 1e300 is an
+  // InputError naming the key, never a wrapped or undefined conversion.
+  const auto int_at = [](const nlohmann::json& obj, const char* key, int64_t lo, int64_t hi) {
+    return json_int(obj.at(key), lo, hi, std::string("plan JSON: \"") + key + "\"");
+  };
   try {
+    DCP_REQUIRE(j.is_object(), "plan JSON: not an object");
     Plan p;
     p.planner = j.at("planner").get<std::string>();
-    p.config.dp = j.at("dp").get<int>();
-    p.config.cp = j.at("cp").get<int>();
-    p.config.max_seqlen_per_rank = j.at("max_seqlen_per_rank").get<int64_t>();
-    p.config.min_cp = j.value("min_cp", 1);
-    if (j.contains("vpp_group") && !j["vpp_group"].is_null()) p.config.vpp_group = j["vpp_group"].get<int>();
+    p.config.dp = static_cast<int>(int_at(j, "dp", 1, kMaxPool));
+    p.config.cp = static_cast<int>(int_at(j, "cp", 1, kMaxPool));
+    DCP_REQUIRE(int64_t{p.config.dp} * p.config.cp <= kMaxPool, "plan JSON: dp x cp = ",
+                int64_t{p.config.dp} * p.config.cp, " is above the supported pool of ", kMaxPool, " ranks");
+    p.config.max_seqlen_per_rank = int_at(j, "max_seqlen_per_rank", 1, kMaxTokensPerRank);
+    p.config.min_cp = j.contains("min_cp") ? static_cast<int>(int_at(j, "min_cp", 1, kMaxPool)) : 1;
+    if (j.contains("vpp_group") && !j["vpp_group"].is_null())
+      p.config.vpp_group = static_cast<int>(int_at(j, "vpp_group", 1, kMaxPool));
     p.dynamic = j.contains("summary") ? j["summary"].value("dynamic", true) : true;
-    p.pad_to = j.contains("summary") ? j["summary"].value("pad_to", int64_t{0}) : 0;
-    for (const auto& mb : j.at("microbatches")) {
+    if (j.contains("summary") && j["summary"].is_object() && j["summary"].contains("pad_to"))
+      p.pad_to = int_at(j["summary"], "pad_to", 0, kMaxPool * kMaxTokensPerRank);
+    const auto& mbs = j.at("microbatches");
+    DCP_REQUIRE(mbs.is_array(), "plan JSON: \"microbatches\" is not an array");
+    for (const auto& mb : mbs) {
       MicroBatch m;
-      for (const auto& g : mb.at("groups")) {
+      const auto& groups = mb.at("groups");
+      DCP_REQUIRE(groups.is_array(), "plan JSON: \"groups\" is not an array");
+      for (const auto& g : groups) {
         Group gr;
         const auto& ranks = g.at("ranks");
-        DCP_REQUIRE(!ranks.empty(), "plan group with no ranks");
-        gr.first_rank = ranks.front().get<int>();
-        gr.cp_size = g.at("cp_size").get<int>();
-        gr.samples = g.at("samples").get<std::vector<int>>();
+        DCP_REQUIRE(ranks.is_array() && !ranks.empty(), "plan JSON: plan group with no ranks");
+        gr.first_rank = static_cast<int>(json_int(ranks.front(), 0, kMaxPool - 1, "plan JSON: \"ranks\"[0]"));
+        gr.cp_size = static_cast<int>(int_at(g, "cp_size", 1, kMaxPool));
+        const auto& samples = g.at("samples");
+        DCP_REQUIRE(samples.is_array(), "plan JSON: \"samples\" is not an array");
+        gr.samples.reserve(samples.size());
+        for (const auto& id : samples)
+          gr.samples.push_back(static_cast<int>(json_int(id, 0, kMaxBatchSamples - 1, "plan JSON: sample id")));
         m.groups.push_back(std::move(gr));
       }
       p.microbatches.push_back(std::move(m));

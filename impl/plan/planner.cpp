@@ -2,6 +2,7 @@
 #include "plan/planner.h"
 
 #include "core/error.h"
+#include "core/text.h"
 #include "plan/cp_rule.h"
 
 namespace dcp::plan {
@@ -28,7 +29,7 @@ std::unique_ptr<Planner> PlannerRegistry::make(const std::string& name, const Pl
   if (it == factories_.end()) {
     std::string known;
     for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError(detail::concat("unknown planner '", name, "' (known: ", known, ")"));
+    throw InputError(detail::concat("unknown planner ", quote(name), " (known: ", known, ")"));
   }
   return it->second(options);
 }
@@ -46,6 +47,11 @@ void check_config(const Batch& batch, const PlanConfig& c) {
   DCP_REQUIRE(c.min_cp <= c.pool(), "--min-cp ", c.min_cp, " is larger than the pool dp*cp = ", c.pool());
   DCP_REQUIRE(!c.vpp_group || *c.vpp_group >= 1, "--vpp-group ", c.vpp_group.value_or(0), " must be >= 1");
   DCP_REQUIRE(!c.max_seqlen || *c.max_seqlen >= 1, "--max-seqlen ", c.max_seqlen.value_or(0), " must be >= 1");
+  DCP_REQUIRE(batch.size() <= kMaxBatchSamples, "the batch has ", batch.size(),
+              " samples, more than the limit of ", kMaxBatchSamples, " per global batch");
+  DCP_REQUIRE(batch.size() * c.pool() <= kMaxSamplesTimesPool, "the batch has ", batch.size(), " samples x a pool of ",
+              c.pool(), " ranks = ", batch.size() * c.pool(), ", more than the limit of ", kMaxSamplesTimesPool,
+              " (samples x ranks: a plan lists every rank of every micro-batch)");
   // Token sums stay below 2^60 (= kMaxPool * kMaxTokensPerRank), so no total can overflow int64.
   constexpr int64_t kMaxTotalTokens = kMaxPool * kMaxTokensPerRank;
   int64_t total = 0;

@@ -58,10 +58,21 @@ class PlannerRegistry {
 // Largest supported per-rank budget and pool: their products stay far below 2^63.
 inline constexpr int64_t kMaxTokensPerRank = int64_t{1} << 40;
 inline constexpr int64_t kMaxPool = int64_t{1} << 20;
+// Largest global batch (samples) any planner is given. Measured on this project's 2-core CI-class
+// machine: a run of every strategy on 2^18 log-normal samples (64 GPUs) takes ~4 min per step and
+// ~200 MB, and time grows about quadratically beyond (the dcp solver); 10^7 samples ran out of
+// memory. Real global batches are ~10^3-10^5 samples.
+inline constexpr int64_t kMaxBatchSamples = int64_t{1} << 18;
+// Largest G x N (samples x DP*CP ranks). A plan can have up to G micro-batches, each covering all
+// N ranks, and the simulator and the plan JSON hold per-rank entries for every micro-batch.
+// Measured here: bshd at G = 1024, N = 2^20 (2^30) ran 49 s and peaked at 16.9 GB in `run`;
+// megatron-pr2000 at G = 2^16, N = 2^20 planned for 123 s. 2^27 keeps either to ~2 GB / seconds.
+inline constexpr int64_t kMaxSamplesTimesPool = int64_t{1} << 27;
 
 // Checks the config against the batch the way every planner needs it (dp, cp >= 1,
 // 1 <= M <= kMaxTokensPerRank, dp*cp <= kMaxPool, min_cp power of two <= N, lengths >= 1,
-// V >= 1). Throws InputError naming the bad value.
+// V >= 1, at most kMaxBatchSamples samples, samples x pool at most kMaxSamplesTimesPool). Throws
+// InputError naming the bad value.
 void check_config(const Batch& batch, const PlanConfig& config);
 
 // Throws InputError if some sample needs more than the pool's ranks: names the first such

@@ -128,6 +128,13 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
 
 ScheduleResult simulate_schedule(const ScheduleInput& in) {
   DCP_NVTX_RANGE();
+  {  // Size the work before checking or allocating anything (kMaxScheduleEntries).
+    const int64_t mbs = static_cast<int64_t>(in.groups.size()), stages = int64_t{in.pp} * in.vpp;
+    const int64_t entries = mbs * stages * (int64_t{in.pool} + 8);
+    DCP_REQUIRE(entries <= kMaxScheduleEntries, "simulating this plan needs ", mbs, " micro-batches x ", stages,
+                " pipeline stages x (", in.pool, " ranks + 8) = ", entries, " entries, more than the limit of ",
+                kMaxScheduleEntries, " (about 2 GiB); use fewer samples, fewer ranks or fewer pipeline stages");
+  }
   check_input(in);
   const int n = in.pool, pp = in.pp, vpp = in.vpp, stages = pp * vpp;
   const int m = static_cast<int>(in.groups.size());

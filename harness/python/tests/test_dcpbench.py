@@ -127,13 +127,13 @@ def test_bad_length_names_the_sample():
 
 
 def test_unknown_planner_and_bad_types():
-    with pytest.raises(ValueError, match="unknown planner 'megatron-main'"):
+    with pytest.raises(ValueError, match='unknown planner "megatron-main"'):
         dcpbench.schedule([1, 2], "megatron-main", dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
     with pytest.raises(TypeError):
         dcpbench.schedule([1, "2"], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
     with pytest.raises(ValueError, match="out of range"):
         dcpbench.schedule([1, 2**70], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
-    with pytest.raises(ValueError, match="--dp 4294967296 is out of range"):
+    with pytest.raises(ValueError, match="--dp: \"4294967296\" is above the maximum 1048576"):
         dcpbench.schedule([1], dp=2**32, cp=1, max_seqlen_per_dp_cp_rank=10)
 
 

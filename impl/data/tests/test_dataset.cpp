@@ -2,6 +2,7 @@
 // (splitting, dropping, padding, determinism).
 #include "core/error.h"
 #include "data/dataset.h"
+#include "plan/planner.h"
 
 #include <gtest/gtest.h>
 
@@ -183,6 +184,88 @@ TEST(Sampler, ValidatesConfig) {
   EXPECT_THROW(validate_sampler(c), InputError);
   EXPECT_THROW(lognormal_source(1, -1, 1, 10), InputError);
   EXPECT_THROW(lognormal_source(1, 1, 100, 10), InputError);
+}
+
+}  // namespace
+}  // namespace dcp::data
+
+namespace dcp::data {
+namespace {
+
+// Issue 11: a 10^12-token document with max_seqlen 1 used to allocate 10^12 chunks; the sampler
+// now counts them and builds only those the batch takes.
+TEST(Sampler, HugeDocumentIsCountedNotBuilt) {
+  SamplerConfig c;
+  c.global_batch = 64;
+  c.max_seqlen = 1;
+  c.seed = 3;
+  const auto sb = sample_global_batch(list_source({1000000000000}, "huge"), c, 0);
+  EXPECT_EQ(sb.real_lengths, std::vector<int64_t>(64, 1));
+  EXPECT_EQ(sb.documents_drawn, 1);
+  EXPECT_EQ(sb.documents_split, 1);
+  EXPECT_EQ(sb.chunks_discarded, 1000000000000 - 64);
+  // Same counts as building the chunks, on seeded random documents and awkward sizes.
+  Rng rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<int64_t> docs;
+    for (int i = 0; i < 20; ++i) docs.push_back(rng.uniform_int(1, 3000));
+    SamplerConfig k;
+    k.global_batch = rng.uniform_int(1, 97);
+    k.max_seqlen = rng.uniform_int(1, 2048);
+    k.min_seqlen = rng.uniform_int(1, k.max_seqlen);
+    k.seed = static_cast<uint64_t>(trial);
+    const auto got = sample_global_batch(list_source(docs, "r"), k, trial);
+    // Reference: draw the same documents (same stream) and split them with split_document.
+    Rng ref_rng(hash_u64(k.seed, static_cast<uint64_t>(trial)));
+    std::vector<int64_t> want;
+    int64_t discarded = 0, dropped = 0;
+    for (int64_t d = 0; d < got.documents_drawn; ++d) {
+      const int64_t len = draw_length(list_source(docs, "r"), ref_rng);
+      for (int64_t piece : split_document(len, k.max_seqlen)) {
+        if (static_cast<int64_t>(want.size()) == k.global_batch) {
+          ++discarded;
+        } else if (piece < k.min_seqlen) {
+          ++dropped;
+        } else {
+          want.push_back(piece);
+        }
+      }
+    }
+    EXPECT_EQ(got.real_lengths, want) << trial;
+    EXPECT_EQ(got.chunks_discarded, discarded) << trial;
+    EXPECT_EQ(got.samples_dropped, dropped) << trial;
+  }
+}
+
+TEST(Sampler, SizesAreRefusedBeforeAnythingIsDrawn) {
+  SamplerConfig c;
+  c.global_batch = plan::kMaxBatchSamples + 1;
+  try {
+    sample_global_batch(list_source({5}, "x"), c, 0);
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is above the limit of 262144 samples per global batch"), std::string::npos)
+        << e.what();
+  }
+  c.global_batch = 4;
+  c.pad_multiple = kMaxPadMultiple + 1;
+  EXPECT_THROW(validate_sampler(c), InputError);
+  EXPECT_THROW(split_document(int64_t{1} << 40, 1), InputError);  // 2^40 chunks: never built
+  EXPECT_EQ(split_document(10, 3), (std::vector<int64_t>{3, 3, 3, 1}));
+}
+
+TEST(LengthSource, MixtureNestingIsLimited) {
+  LengthSource s = lognormal_source_from_mean(100, 1, 1, 0);
+  for (int level = 1; level <= kMaxMixtureDepth; ++level) {
+    s = mixture_source({s}, {1.0});
+    EXPECT_EQ(mixture_depth(s), level);
+  }
+  try {
+    mixture_source({s}, {1.0});
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than the limit of 8 levels"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

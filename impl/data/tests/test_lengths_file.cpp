@@ -29,8 +29,8 @@ TEST(LengthsText, CommentsBlankLinesAndWhitespace) {
 }
 
 TEST(LengthsText, RejectsNonIntegersAndNonPositive) {
-  expect_error([] { parse_lengths_text("1\n2x\n", "f.txt"); }, "f.txt:2: '2x' is not an integer length");
-  expect_error([] { parse_lengths_text("1\n1.5\n", "f.txt"); }, "f.txt:2: '1.5'");
+  expect_error([] { parse_lengths_text("1\n2x\n", "f.txt"); }, "f.txt:2: \"2x\" is not an integer length");
+  expect_error([] { parse_lengths_text("1\n1.5\n", "f.txt"); }, "f.txt:2: \"1.5\"");
   expect_error([] { parse_lengths_text("4\n0\n", "f.txt"); }, "f.txt:2: length 0 must be >= 1");
   expect_error([] { parse_lengths_text("-3\n", "f.txt"); }, "f.txt:1: length -3 must be >= 1");
   expect_error([] { parse_lengths_text("99999999999999999999999\n", "f.txt"); }, "out of range");
@@ -104,6 +104,50 @@ TEST(LengthsFile, ReadsFileAndRejectsMissingOrEmpty) {
   expect_error([&] { read_lengths_file((dir / "empty.txt").string()); }, "no sample lengths");
   expect_error([&] { read_lengths_file((dir / "missing.txt").string()); }, "cannot open lengths file");
   expect_error([&] { read_lengths_file(dir.string()); }, "is a directory");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace dcp::data
+
+namespace dcp::data {
+namespace {
+
+// Issue 11: inputs a robustness run found. Each is refused with a one-line message that names
+// the limit or the problem, never a crash, a binary dump or a text reading of a damaged .idx.
+TEST(LengthsFile, BadInputsGiveShortPrintableErrors) {
+  // JSON nesting: refused while parsing (was a SIGSEGV when the error printed the value).
+  expect_error([] { parse_lengths(std::string(70000, '[') + std::string(70000, ']'), "d.json"); },
+               "d.json: JSON nested deeper than the limit of 64 levels");
+  // Binary content is named, not copied.
+  std::string bin = "12\n";
+  bin += std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 11);
+  expect_error([&] { parse_lengths(bin, "ls"); }, "ls: binary content (a NUL byte at offset 10)");
+  // Control bytes in a bad text line are escaped, a long line is cut.
+  try {
+    parse_lengths_text("3\n\x1b[31m" + std::string(5000, '9') + "x\n", "f.txt");
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("f.txt:2: \"\\x1b[31m"), std::string::npos) << m;
+    EXPECT_LT(m.size(), 200u);
+    for (unsigned char c : m) EXPECT_GE(c, 0x20);
+  }
+  // A damaged .idx (starts like the magic) is never read as text.
+  using namespace std::string_view_literals;
+  expect_error([] { parse_lengths("MMIDIDX\0X1\n2\n"sv, "a.txt"); }, "not a Megatron .idx file (bad magic)");
+}
+
+TEST(LengthsFile, IdxByNameAndSizeLimit) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dcp_len11_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "text.idx") << "12\n34\n";  // a text file named .idx: checked as .idx
+  expect_error([&] { read_lengths_file((dir / "text.idx").string()); }, "not a Megatron .idx file (bad magic)");
+  // Over the size limit (a sparse file: refused from its size, before reading).
+  { std::ofstream(dir / "big.txt") << "1\n"; }
+  std::filesystem::resize_file(dir / "big.txt", kMaxLengthsFileBytes + 1);
+  expect_error([&] { read_lengths_file((dir / "big.txt").string()); },
+               "lengths file is larger than the limit of 1 GiB (1073741825 bytes)");
   std::filesystem::remove_all(dir);
 }
 

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -229,6 +230,44 @@ TEST(PlanJson, SchemaKeysAndRoundTrip) {
   Plan st = p;
   st.dynamic = false;
   EXPECT_FALSE(plan_from_json(plan_to_json(st, kBatch, nlohmann::json::object())).dynamic);
+}
+
+// Issue 11: every integer of a plan file is range-checked (a 2^63, a negative id or a 1e300
+// would otherwise wrap or be an undefined conversion), and a huge batch is refused up front.
+TEST(PlanJson, ReaderRangeChecksEveryInteger) {
+  const auto good = plan_to_json(two_mb_plan(), kBatch, nlohmann::json::object());
+  auto expect_bad = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& sub) {
+    nlohmann::json j = good;
+    edit(j);
+    try {
+      plan_from_json(j);
+      ADD_FAILURE() << "accepted: " << sub;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(sub), std::string::npos) << e.what();
+    }
+  };
+  expect_bad([](auto& j) { j["dp"] = nlohmann::json::parse("9223372036854775808"); }, "\"dp\"=9223372036854775808 is above");
+  expect_bad([](auto& j) { j["cp"] = 1e300; }, "\"cp\"=1e+300 is not an integer");
+  expect_bad([](auto& j) { j["dp"] = 1 << 20; j["cp"] = 2; }, "dp x cp = 2097152 is above the supported pool");
+  expect_bad([](auto& j) { j["max_seqlen_per_rank"] = 0; }, "below the minimum 1");
+  expect_bad([](auto& j) { j["vpp_group"] = -3; }, "\"vpp_group\"=-3 is below the minimum 1");
+  expect_bad([](auto& j) { j["microbatches"][0]["groups"][0]["samples"][0] = -1; }, "sample id=-1 is below");
+  expect_bad([](auto& j) { j["microbatches"][0]["groups"][0]["cp_size"] = "2"; }, "\"cp_size\"=\"2\" is not an integer");
+  expect_bad([](auto& j) { j["microbatches"][0]["groups"][0]["ranks"] = 7; }, "plan group with no ranks");
+  expect_bad([](auto& j) { j["microbatches"] = nlohmann::json::object(); }, "\"microbatches\" is not an array");
+  expect_bad([](auto& j) { j = nlohmann::json::array(); }, "not an object");
+  EXPECT_NO_THROW(plan_from_json(good));
+}
+
+TEST(CheckConfig, RefusesBatchesOverTheSampleLimit) {
+  const Batch b{std::vector<int64_t>(static_cast<size_t>(kMaxBatchSamples) + 1, 1)};
+  try {
+    check_config(b, cfg(1, 1, 8));
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("262145 samples, more than the limit of 262144"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(CheckConfig, NamesTheBadValue) {

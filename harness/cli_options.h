@@ -1,0 +1,31 @@
+// CLI11 helpers shared by the sub-commands.
+//
+// add_int_option: an integer flag whose text is checked by dcp::int_error (core/checked_int.h)
+// *before* CLI11 converts it, so "-1" for an unsigned, "1e9", "0x10" or 2^63 is an error naming
+// the flag and the value ("--seed: \"-1\" is below the minimum 0"), never a silently wrapped
+// number. The range is appended to the help text. Works for vector targets (each element).
+#pragma once
+
+#include "core/checked_int.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace dcp::harness {
+
+template <typename T>
+CLI::Option* add_int_option(CLI::App* cmd, const std::string& flag, T& target, int64_t lo, int64_t hi,
+                            const std::string& help) {
+  const CLI::Validator range(
+      [lo, hi](std::string& text) {
+        const auto e = int_error(text, lo, hi);
+        return e ? *e : std::string();
+      },
+      "", "int_range");
+  return cmd->add_option(flag, target, help + " [" + std::to_string(lo) + ".." + std::to_string(hi) + "]")
+      ->check(range);
+}
+
+}  // namespace dcp::harness

@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""The `robustness` CTest (issue 11): runs the dcpbench CLI on a corpus of bad inputs and checks
+the contract "bad input: exit 2, one line on stderr naming the bad value, nothing written".
+
+For every case: exit code 2 (unless the case says otherwise), stdout empty, stderr exactly one
+line "dcpbench: error: ..." of at most 317 characters (the 300 of core/text.h one_line plus the
+prefix) with no control byte, the expected fragments in it (so the right check fired, not a
+later out-of-memory), within the time limit, and the work folder unchanged: no file created,
+none replaced or modified (lstat of every entry: type, inode, size, mtime), including the
+FIFO, symlink, folder and (as root) character device that --out points at.
+
+Usage: run_robustness.py DCPBENCH REPO_ROOT [-k SUBSTRING]
+The inputs are generated here (deep JSON, binary bytes from a seeded RNG, ...) in a temporary
+folder; nothing in the source tree is written. Cases are grouped by the class of bug they guard.
+"""
+import json
+import os
+import random
+import resource
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+MAX_LINE = 300 + len("dcpbench: error: ")
+TIMEOUT_S = 60  # every refusal is a check before the work; a case near this is a regression
+MEM_LIMIT = 6 << 30  # address space of the child: a regression fails here instead of eating the machine
+
+
+def snapshot(root):
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            out[os.path.relpath(p, root)] = (stat.S_IFMT(st.st_mode), st.st_ino, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def limit_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (MEM_LIMIT, MEM_LIMIT))
+
+
+class Runner:
+    def __init__(self, exe, repo, work):
+        self.exe, self.repo, self.work = exe, repo, work
+        self.failures, self.count = [], 0
+
+    def case(self, name, args, expect=(), rc=2, stdout_ok=False, timeout=TIMEOUT_S, stdout_file=None):
+        self.count += 1
+        before = snapshot(self.work)
+        t0 = time.monotonic()
+        try:
+            out = open(stdout_file, "wb") if stdout_file else subprocess.PIPE
+            p = subprocess.run([self.exe] + args, cwd=self.work, stdout=out, stderr=subprocess.PIPE, timeout=timeout,
+                               preexec_fn=limit_memory)
+            if stdout_file:
+                out.close()
+                p.stdout = b""
+        except subprocess.TimeoutExpired:
+            self.failures.append(f"{name}: still running after {timeout} s")
+            return
+        secs = time.monotonic() - t0
+        problems = []
+        if p.returncode != rc:
+            problems.append(f"exit {p.returncode}, expected {rc}")
+        err = p.stderr
+        if rc == 2:
+            if not stdout_ok and p.stdout:
+                problems.append(f"stdout not empty: {p.stdout[:120]!r}")
+            if err.count(b"\n") != 1 or not err.endswith(b"\n"):
+                problems.append(f"stderr is {err.count(chr(10).encode())} lines: {err[:400]!r}")
+            line = err.rstrip(b"\n")
+            if not line.startswith(b"dcpbench: error: "):
+                problems.append(f"stderr does not start with 'dcpbench: error: ': {line[:200]!r}")
+            if any(b < 0x20 or b == 0x7F for b in line):
+                problems.append(f"control byte in the message: {line[:400]!r}")
+            text = line.decode("utf-8", errors="replace")
+            if len(text) > MAX_LINE:
+                problems.append(f"message is {len(text)} characters (> {MAX_LINE})")
+            for frag in expect:
+                if frag not in text:
+                    problems.append(f"message lacks {frag!r}: {text!r}")
+        after = snapshot(self.work)
+        if after != before:
+            added = sorted(set(after) - set(before))
+            removed = sorted(set(before) - set(after))
+            changed = sorted(k for k in set(after) & set(before) if after[k] != before[k])
+            problems.append(f"work folder changed: added {added[:5]}, removed {removed[:5]}, changed {changed[:5]}")
+        status = "ok  " if not problems else "FAIL"
+        shown = err.decode("utf-8", errors="replace").rstrip("\n")[:160] if rc == 2 else f"exit {p.returncode}"
+        print(f"{status} {name} ({secs:.2f} s): {shown}")
+        if problems:
+            self.failures.append(f"{name}: " + "; ".join(problems))
+
+
+def write(path, data):
+    with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+
+
+def main():
+    exe, repo = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    only = sys.argv[sys.argv.index("-k") + 1] if "-k" in sys.argv else None
+    rng = random.Random(11)
+    work = tempfile.mkdtemp(prefix="dcp_robust_")
+    try:
+        w = lambda *p: os.path.join(work, *p)
+        # ---- inputs -------------------------------------------------------------------------
+        deep = "[" * 70000 + "]" * 70000
+        write(w("deep.json"), deep)
+        write(w("go.txt"), open(os.path.join(repo, "scenarios/data/go.txt")).read())
+        # A small valid scenario (scenarios/SCHEMA.md), written here so the committed scenarios can
+        # change without changing what these cases test.
+        base = {"name": "robust", "model": "megatron-dcp-bench",
+                "dataset": {"source": "lognormal", "mean": 1024, "sigma": 1.5, "min": 128, "max": 8192,
+                            "pad_multiple": 8},
+                "cluster": {"gpus": 4, "cp": 4, "gpus_per_node": 4},
+                "training": {"global_batch": 64, "max_seqlen": 8192, "max_seqlen_per_rank": 2048, "steps": 1,
+                             "seed": 7},
+                "strategies": ["packing", "bshd", "megatron-dev", "dcp"]}
+
+        def scenario(fname, edit=None, text=None):
+            s = json.loads(json.dumps(base))
+            if edit:
+                edit(s)
+            write(w(fname), text if text is not None else json.dumps(s))
+
+        scenario("ok.json")
+        scenario("ds-deep.json", lambda s: s.__setitem__("dataset", {"source": "file", "path": "deep.json"}))
+        scenario("unknown-deep.json", text=json.dumps(base)[:-1] + ', "extra": ' + deep + "}")
+        mix = '{"source":"mixture","components":[' + '{"share":1,"source":"mixture","components":[' * 20000
+        mix += '{"share":1,"source":"lognormal","mean":100,"sigma":1}' + "]}" * 20000 + "]}"
+        no_ds = json.loads(json.dumps(base))
+        no_ds.pop("dataset")
+        scenario("mix-deep.json", text=json.dumps(no_ds)[:-1] + ', "dataset": ' + mix + "}")
+
+        def nest(levels):
+            m = {"source": "lognormal", "mean": 100, "sigma": 1}
+            for _ in range(levels):
+                m = {"source": "mixture", "components": [dict(m, share=1)]}
+            return m
+        scenario("mix-9.json", lambda s: s.__setitem__("dataset", nest(9)))
+        scenario("gb-1e7.json", lambda s: s["training"].__setitem__("global_batch", 10**7))
+        scenario("gb-max.json", lambda s: s["training"].__setitem__("global_batch", 2**18))
+        scenario("pool-2p20.json", lambda s: (s.__setitem__("cluster", {"gpus": 2**20, "cp": 2**20}),
+                                              s["training"].__setitem__("global_batch", 1024)))
+        scenario("pp-vpp.json", lambda s: (s.__setitem__("cluster", {"gpus": 1024, "pp": 1024, "vpp": 1024}),
+                                           s["training"].update(global_batch=4096, max_seqlen_per_rank=8192)))
+        scenario("gb-2p63.json", text=json.dumps(base).replace('"global_batch": 64', '"global_batch": 9223372036854775808'))
+        scenario("seed-2p64.json", text=json.dumps(base).replace('"seed": 7', '"seed": 18446744073709551615'))
+        scenario("gpus-float.json", lambda s: s["cluster"].__setitem__("gpus", 4.5))
+        scenario("cal-deep.json", lambda s: s.__setitem__("calibration", "deep.json"))
+        scenario("name-ctrl.json", lambda s: s.__setitem__("name", "bad\x1b[31mname\n"))
+        scenario("strategy-long.json", lambda s: s.__setitem__("strategies", ["packing", "x" * 100000]))
+
+        def huge_doc(s):
+            s["dataset"] = {"source": "file", "path": "huge-doc.txt"}
+            s["training"].update(max_seqlen=1, max_seqlen_per_rank=1)
+        write(w("huge-doc.txt"), "1000000000000\n")
+        scenario("huge-doc.json", huge_doc)
+        write(w("big-lengths.txt"), "5\n" * 300000)
+        write(w("binary.bin"), b"\x7fELF" + bytes(rng.randrange(256) for _ in range(4096)) + b"\0")
+        write(w("high-bytes.txt"), "12\n".encode() + bytes(rng.randrange(128, 256) for _ in range(2000)) + b"\n")
+        write(w("garbage-line.txt"), "12\n" + "9" * 1000000 + "x\n")
+        write(w("text.idx"), "100\n200\n")
+        write(w("bad.py"), "raise ValueError('boom\\nsecond line')\n")
+        write(w("esc\x1b[31m\nname.txt"), "abc\n")
+        write(w("tall.txt"), "3000000\n")  # needs a bigger pool than --dp 1 --cp 1 gives
+        results = json.load(open(os.path.join(repo, "harness/fuzz/corpus_results/detail.json")))
+        write(w("results.json"), json.dumps(results))
+        r = json.loads(json.dumps(results))
+        r["rows"][0]["step"] = 2**63
+        write(w("step-2p63.json"), json.dumps(r))
+        r = json.loads(json.dumps(results))
+        r["rows"][0]["tokens"] = 1e300
+        write(w("tokens-1e300.json"), json.dumps(r))
+        r = json.loads(json.dumps(results))
+        r["scenarios"][0]["gpus"] = "many"
+        write(w("facts-type.json"), json.dumps(r))
+        # Output targets that must never be replaced.
+        write(w("existing.json"), "keep me\n")
+        os.symlink("existing.json", w("link.json"))
+        os.mkdir(w("folder"))
+        os.mkdir(w("charts"))
+        os.symlink("../existing.json", w("charts", "tflops.png"))
+        os.mkfifo(w("fifo"))
+        cal = {"schema": "dcpbench.calibration.v1", "name": "robust", "profile": "h100-sxm", "obtained": "synthetic",
+               "gpus_per_node": 2**40}
+        write(w("cal-2p40.json"), json.dumps(cal))
+        scenario("cal-2p40-scenario.json", lambda s: s.__setitem__("calibration", "cal-2p40.json"))
+        targets = {"link.json": "is a symbolic link", "folder": "is a directory", "fifo": "is a FIFO",
+                   "": "empty path", "missing/x.json": "does not exist", "folder/": "names a folder"}
+        if os.geteuid() == 0:
+            os.mknod(w("chardev"), 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a copy of /dev/null
+            targets["chardev"] = "is a character device"
+
+        R = Runner(exe, repo, work)
+        case = R.case if only is None else (lambda n, *a, **k: R.case(n, *a, **k) if only in n else None)
+        sched = ["schedule", "--planner", "dcp", "--dp", "1", "--cp", "8", "--max-seqlen-per-rank", "3000000"]
+
+        # ---- 1. JSON nested deeply: refused while parsing, before anything recurses --------------
+        for cmd, args in [("schedule", ["schedule", "--lengths", "deep.json", "--planner", "dcp", "--dp", "1",
+                                        "--cp", "1", "--max-seqlen-per-rank", "10"]),
+                          ("run", ["run", "deep.json", "--out", "r.json"]), ("table", ["table", "deep.json"]),
+                          ("gate", ["gate", "--baseline", "deep.json", "--current", "results.json"]),
+                          ("plot", ["plot", "deep.json", "--out", "charts-new"])]:
+            case(f"json-depth/{cmd}", args, ["nested deeper than the limit of 64 levels"])
+        case("json-depth/check", ["check", "--plan", "deep.json", "--lengths", "go.txt"], ["nested deeper than the limit"])
+        case("json-depth/scenario-dataset-file", ["run", "ds-deep.json", "--out", "r.json"],
+             ["ds-deep.json", "dataset.path", "nested deeper than the limit of 64"])
+        case("json-depth/scenario-unknown-key", ["run", "unknown-deep.json", "--out", "r.json"], ["nested deeper"])
+        case("json-depth/scenario-calibration", ["run", "cal-deep.json", "--out", "r.json"], ["nested deeper"])
+        # ---- 2. scenario nesting ------------------------------------------------------------------
+        case("scenario-depth/mixture-20000", ["run", "mix-deep.json", "--out", "r.json"], ["nested deeper"])
+        case("scenario-depth/mixture-9", ["run", "mix-9.json", "--out", "r.json"],
+             ["nests mixtures deeper than the limit of 8 levels"])
+        # ---- 3. output policy: every command with --out, every kind of target ---------------------
+        for target, says in targets.items():
+            case(f"out/schedule/{target or 'empty'}", ["schedule", "--lengths", "go.txt"] + sched[1:] + ["--out", target], [says])
+            case(f"out/run/{target or 'empty'}", ["run", "ok.json", "--out", target], [says])
+        for target, says in targets.items():
+            case(f"out/conform/{target or 'empty'}", ["conform", "--planner", "packing", "--out", target], [says])
+            case(f"out/converge/{target or 'empty'}", ["converge", "--scenario",
+                                                        os.path.join(repo, "scenarios/converge-short.json"),
+                                                        "--out", target], [says])
+        for target, says in [("existing.json", "not a folder"), ("link.json", "not a folder"),
+                             ("fifo", "not a folder"), ("missing/charts", "does not exist"), ("", "empty path")]:
+            case(f"out/plot/{target or 'empty'}", ["plot", "results.json", "--out", target], [says])
+        have_mpl = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"], capture_output=True).returncode == 0
+        if have_mpl:  # the real script draws; the PNG that would replace a symlink stops every move
+            case("out/plot/symlink-inside-folder", ["plot", "results.json", "--out", "charts"],
+                 ['charts/tflops.png": is a symbolic link'], timeout=120)
+        case("out/bad-input-leaves-existing-file", ["schedule", "--lengths", "deep.json"] + sched[1:] + ["--out", "existing.json"],
+             ["nested deeper"])
+        case("out/second-scenario-bad", ["run", "ok.json", "gb-1e7.json", "--out", "r.json"], ["global_batch"])
+        # ---- 4. sizes computed before allocating ------------------------------------------------
+        case("size/global-batch-1e7", ["run", "gb-1e7.json", "--out", "r.json"],
+             ["\"training.global_batch\"=10000000 is above the maximum 262144"])
+        case("size/samples-x-pool", ["run", "pool-2p20.json", "--out", "r.json"],
+             ["x the DP x CP pool of 1048576 ranks = 1073741824 is above the limit of 134217728"])
+        case("size/samples-x-stages", ["run", "pp-vpp.json", "--out", "r.json"],
+             ["x pp x vpp = 4294967296 is above the limit of 8388608"])
+        case("size/schedule-samples-x-pool", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1048576",
+                                              "--cp", "1", "--max-seqlen-per-rank", "4096"], ["more than the limit of 134217728"])
+        case("size/result-rows", ["run", "ok.json", "--steps", "30000", "--out", "r.json"],
+             ["up to 120000 result rows", "limit of 100000"])
+        case("size/held-samples", ["run", "gb-max.json", "--steps", "200", "--out", "r.json"],
+             ["would hold 52428800 samples at once", "limit of 33554432"])
+        case("size/schedule-300000-samples", ["schedule", "--lengths", "big-lengths.txt"] + sched[1:],
+             ["300000 samples, more than the limit of 262144"])
+        case("size/cp-attn-4096-heads", ["cp-attn", "--heads", "4096", "--kv-heads", "4096", "--head-dim", "4096"],
+             ["estimated 1.83e+13 units of work", "budget"])
+        case("size/cp-attn-memory", ["cp-attn", "--ranks", "1", "--no-all-groups", "--lengths", "2", "--heads", "4096",
+                                     "--kv-heads", "4096", "--head-dim", "4096"], ["GiB of memory, over the limit"])
+        # ---- 5. input file size -----------------------------------------------------------------
+        case("file-size/schedule-dev-zero", ["schedule", "--lengths", "/dev/zero"] + sched[1:],
+             ["/dev/zero: lengths file is larger than the limit of 1 GiB"])
+        case("file-size/run-dev-zero", ["run", "/dev/zero", "--out", "r.json"], ["larger than the limit of 16 MiB"])
+        case("file-size/table-dev-zero", ["table", "/dev/zero"], ["larger than the limit of 64 MiB"])
+        case("file-size/check-dev-zero", ["check", "--plan", "/dev/zero", "--lengths", "go.txt"], ["64 MiB"])
+        case("file-size/gate-dev-zero", ["gate", "--baseline", "/dev/zero", "--current", "results.json"], ["64 MiB"])
+        # ---- 6. cp-attn work budget -------------------------------------------------------------
+        case("budget/cp-attn-16384", ["cp-attn", "--ranks", "1", "--lengths", "16384"], ["6.87e+10 units", "budget"])
+        case("budget/cp-attn-65536", ["cp-attn", "--lengths", "65536"], ["units of work"])
+        # ---- 7. one line, no raw bytes, values quoted short -------------------------------------
+        case("text/planner-newline", ["schedule", "--lengths", "go.txt", "--planner", "dc\np", "--dp", "1", "--cp", "8",
+                                      "--max-seqlen-per-rank", "3000000"], ['unknown planner "dc\\np"'])
+        case("text/planner-100k", ["schedule", "--lengths", "go.txt", "--planner", "y" * 100000, "--dp", "1", "--cp", "8",
+                                   "--max-seqlen-per-rank", "3000000"], ["(100000 bytes)"])
+        case("text/path-newline-escape", ["schedule", "--lengths", "no\nsuch\x1b[31m.txt"] + sched[1:], ["cannot open"])
+        case("text/path-with-escape-exists", ["schedule", "--lengths", "esc\x1b[31m\nname.txt"] + sched[1:],
+             ["esc\\x1b[31m\\nname.txt", "is not an integer length"])
+        case("text/binary-lengths", ["schedule", "--lengths", "binary.bin"] + sched[1:], ["binary content"])
+        case("text/high-bytes-lengths", ["schedule", "--lengths", "high-bytes.txt"] + sched[1:], ["is not an integer length"])
+        case("text/megabyte-line", ["schedule", "--lengths", "garbage-line.txt"] + sched[1:], ["(1000001 bytes)"])
+        case("text/idx-bad-magic", ["schedule", "--lengths", "text.idx"] + sched[1:], ["not a Megatron .idx file (bad magic)"])
+        case("text/scenario-name-control", ["run", "name-ctrl.json", "--out", "r.json"], ['"bad\\u001b[31mname\\n"'])
+        case("text/strategy-100k", ["run", "strategy-long.json", "--out", "r.json"], ["(100000 bytes)"])
+        case("text/plot-bad-script", ["plot", "results.json", "--out", "charts-new", "--script", "bad.py"],
+             ["exited with status 1", "second line"])
+        case("text/unknown-command", ["frob"], ['unknown command "frob"'])
+        case("text/no-command", [], ["subcommand is required"])
+        case("text/unknown-flag", ["schedule", "--lengths", "go.txt"] + sched[1:] + ["--frob", "1"], ["--frob"])
+        # ---- 8. integers range-checked ------------------------------------------------------------
+        case("int/cp-attn-seed-minus-1", ["cp-attn", "--seed", "-1"], ['--seed: "-1" is below the minimum 0'])
+        case("int/cp-attn-ranks-2p64", ["cp-attn", "--ranks", "18446744073709551616"], ["--ranks", "out of range"])
+        case("int/cp-attn-heads-hex", ["cp-attn", "--heads", "0x10"], ['"0x10" is not an integer'])
+        case("int/cp-attn-lengths-negative", ["cp-attn", "--lengths", "1,-2"], ['"-2" is below the minimum 0'])
+        case("int/schedule-dp-minus-1", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "-1", "--cp", "8",
+                                         "--max-seqlen-per-rank", "3000000"], ['--dp: "-1" is below the minimum 1'])
+        case("int/schedule-m-2p63", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1", "--cp", "8",
+                                     "--max-seqlen-per-rank", "9223372036854775808"], ["--max-seqlen-per-rank"])
+        case("int/schedule-dp-float", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1e3", "--cp", "8",
+                                       "--max-seqlen-per-rank", "3000000"], ['"1e3" is not an integer'])
+        case("int/check-dp-minus-1", ["check", "--plan", "results.json", "--lengths", "go.txt", "--dp", "-1"],
+             ['--dp: "-1" is below the minimum 1'])
+        case("int/converge-steps-2p63", ["converge", "--scenario", os.path.join(repo, "scenarios/converge-short.json"),
+                                         "--steps", "9223372036854775808"], ["--steps", "out of range"])
+        case("int/run-steps-0", ["run", "ok.json", "--steps", "0", "--out", "r.json"], ['--steps: "0" is below the minimum 1'])
+        case("int/gate-step-2p63", ["gate", "--baseline", "results.json", "--current", "step-2p63.json"],
+             ['"step"=9223372036854775808 is not in [0, 2147483647]'])
+        case("int/table-tokens-1e300", ["table", "tokens-1e300.json"], ['"tokens" is not an integer'])
+        case("int/table-facts-type", ["table", "facts-type.json"], ['scenarios[0]."gpus" is not an integer'])
+        case("int/scenario-global-batch-2p63", ["run", "gb-2p63.json", "--out", "r.json"], ["is above the maximum 262144"])
+        case("int/scenario-seed-2p64", ["run", "seed-2p64.json", "--out", "r.json"], ['"training.seed"=18446744073709551615'])
+        case("int/scenario-gpus-float", ["run", "gpus-float.json", "--out", "r.json"], ['"cluster.gpus"=4.5 is not an integer'])
+        # ---- the contract's classes ---------------------------------------------------------------
+        case("int/calibration-gpus-per-node-2p40", ["run", "cal-2p40-scenario.json", "--out", "r.json"],
+             ['"gpus_per_node"=1099511627776 is above the maximum 1048576'])
+        case("file/fifo-without-writer-as-lengths", ["schedule", "--lengths", "fifo"] + sched[1:], ["no sample lengths"],
+             timeout=10)
+        if os.path.exists("/dev/full"):
+            case("file/stdout-full", ["schedule", "--lengths", "go.txt"] + sched[1:], ["stdout: write failed"],
+                 stdout_file="/dev/full")
+        case("contract/missing-file", ["schedule", "--lengths", "nope.txt"] + sched[1:], ["nope.txt: cannot open"])
+        case("contract/folder-as-lengths", ["schedule", "--lengths", "folder"] + sched[1:], ["is a directory"])
+        case("contract/unplaceable-sample", ["schedule", "--lengths", "tall.txt", "--planner", "dcp", "--dp", "1", "--cp", "1",
+                                             "--max-seqlen-per-rank", "1000"], ["sample 0 has length 3000000"])
+        case("contract/missing-required", ["schedule", "--lengths", "go.txt"], ["--planner"])
+        # ---- sized, not refused: a 10^12-token document is counted, not split into 10^12 chunks ---
+        case("size/huge-document-runs", ["run", "huge-doc.json", "--out", "-", "--quiet"], rc=0, timeout=30)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"robustness: {R.count - len(R.failures)} of {R.count} cases pass")
+    for f in R.failures:
+        print("FAIL " + f)
+    return 1 if R.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
