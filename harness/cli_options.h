@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/checked_int.h"
+#include "plan/plan.h"
 
 #include <CLI/CLI.hpp>
 
@@ -27,5 +28,23 @@ CLI::Option* add_int_option(CLI::App* cmd, const std::string& flag, T& target, i
   return cmd->add_option(flag, target, help + " [" + std::to_string(lo) + ".." + std::to_string(hi) + "]")
       ->check(range);
 }
+
+// The plan-config flags shared by `schedule` and `check` (--dp, --cp, --max-seqlen-per-rank,
+// --min-cp, --vpp-group, --max-seqlen), one set of ranges and help texts for both.
+struct PlanConfigFlags {
+  int dp = 0;
+  int cp = 0;
+  int64_t max_seqlen_per_rank = 0;
+  int min_cp = 1;
+  int vpp_group = 0;
+  int64_t max_seqlen = 0;
+};
+
+// Registers the flags; --dp, --cp and --max-seqlen-per-rank are required when `required`, else
+// `optional_note` is appended to their help (e.g. "(required for Megatron's format)").
+void add_plan_config_flags(CLI::App* cmd, PlanConfigFlags& f, bool required, const std::string& optional_note = "");
+
+// Copies every flag given on the command line into cfg (flags not given leave cfg as it is).
+void apply_plan_config_flags(const CLI::App& cmd, const PlanConfigFlags& f, plan::PlanConfig& cfg);
 
 }  // namespace dcp::harness

@@ -29,12 +29,7 @@ namespace {
 struct CheckArgs {
   std::string plan;
   std::string lengths;
-  int dp = 0;
-  int cp = 0;
-  int64_t max_seqlen_per_rank = 0;
-  int min_cp = 1;
-  int vpp_group = 0;
-  int64_t max_seqlen = 0;
+  PlanConfigFlags config;
 };
 
 int invalid(const std::string& violation) {
@@ -57,12 +52,7 @@ int run_check(const CheckArgs& a, const CLI::App& cmd) {
   } else {
     cfg = answer.plan->config;
   }
-  if (cmd.count("--dp")) cfg.dp = a.dp;
-  if (cmd.count("--cp")) cfg.cp = a.cp;
-  if (cmd.count("--max-seqlen-per-rank")) cfg.max_seqlen_per_rank = a.max_seqlen_per_rank;
-  if (cmd.count("--min-cp")) cfg.min_cp = a.min_cp;
-  if (cmd.count("--vpp-group")) cfg.vpp_group = a.vpp_group;
-  if (cmd.count("--max-seqlen")) cfg.max_seqlen = a.max_seqlen;
+  apply_plan_config_flags(cmd, a.config, cfg);
   plan::check_config(batch, cfg);  // a bad flag or length is bad input (exit 2), not an invalid plan
 
   plan::Plan p;
@@ -92,15 +82,7 @@ void add_check_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--lengths", args->lengths,
                   "Sample lengths: text (one integer per line), JSON array, or Megatron .idx")
       ->required();
-  add_int_option(cmd, "--dp", args->dp, 1, plan::kMaxPool, "Data-parallel size D (required for Megatron's format)");
-  add_int_option(cmd, "--cp", args->cp, 1, plan::kMaxPool,
-                 "Static CP size C; the pool is D*C (required for Megatron's format)");
-  add_int_option(cmd, "--max-seqlen-per-rank", args->max_seqlen_per_rank, 1, plan::kMaxTokensPerRank,
-                 "Token budget per rank M (required for Megatron's format)");
-  add_int_option(cmd, "--min-cp", args->min_cp, 1, plan::kMaxPool, "Smallest dynamic CP group (power of two)");
-  add_int_option(cmd, "--vpp-group", args->vpp_group, 1, plan::kMaxPool, "Micro-batch count must be a multiple of V");
-  add_int_option(cmd, "--max-seqlen", args->max_seqlen, 1, plan::kMaxPool * plan::kMaxTokensPerRank,
-                 "Maximum sample length");
+  add_plan_config_flags(cmd, args->config, false, "(required for Megatron's format)");
   cmd->callback([args, cmd, &exit_code] { exit_code = run_check(*args, *cmd); });
 }
 

@@ -30,12 +30,7 @@ namespace {
 struct ScheduleArgs {
   std::string lengths;
   std::string planner;
-  int dp = 0;
-  int cp = 0;
-  int64_t max_seqlen_per_rank = 0;
-  int min_cp = 1;
-  int vpp_group = 0;
-  int64_t max_seqlen = 0;
+  PlanConfigFlags config;
   std::string out;
 };
 
@@ -46,12 +41,7 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   if (to_file) check_output_path(a.out);   // a bad --out fails before any work
 
   plan::PlanConfig cfg;
-  cfg.dp = a.dp;
-  cfg.cp = a.cp;
-  cfg.max_seqlen_per_rank = a.max_seqlen_per_rank;
-  cfg.min_cp = a.min_cp;
-  if (cmd.count("--vpp-group")) cfg.vpp_group = a.vpp_group;
-  if (cmd.count("--max-seqlen")) cfg.max_seqlen = a.max_seqlen;
+  apply_plan_config_flags(cmd, a.config, cfg);
 
   plan::Batch batch{data::read_lengths_file(a.lengths)};
   plan::check_config(batch, cfg);
@@ -77,18 +67,7 @@ void add_schedule_command(CLI::App& app, int& exit_code) {
                   "Sample lengths: text (one integer per line, # comments), JSON array, or Megatron .idx")
       ->required();
   cmd->add_option("--planner", args->planner, "megatron-pr2000 | megatron-dev | dcp | packing | bshd")->required();
-  add_int_option(cmd, "--dp", args->dp, 1, plan::kMaxPool, "Data-parallel size D")->required();
-  add_int_option(cmd, "--cp", args->cp, 1, plan::kMaxPool, "Static CP size C (dynamic planners use the pool N = D*C)")
-      ->required();
-  add_int_option(cmd, "--max-seqlen-per-rank", args->max_seqlen_per_rank, 1, plan::kMaxTokensPerRank,
-                 "Token budget per rank M")
-      ->required();
-  add_int_option(cmd, "--min-cp", args->min_cp, 1, plan::kMaxPool, "Smallest dynamic CP group (power of two)")
-      ->default_val(1);
-  add_int_option(cmd, "--vpp-group", args->vpp_group, 1, plan::kMaxPool,
-                 "Micro-batch count must be a multiple of V (interleaved VPP)");
-  add_int_option(cmd, "--max-seqlen", args->max_seqlen, 1, plan::kMaxPool * plan::kMaxTokensPerRank,
-                 "Maximum sample length (bshd pads every sample to it)");
+  add_plan_config_flags(cmd, args->config, true);
   cmd->add_option("--out", args->out,
                   "Write the plan JSON here (atomically; a regular file or a new path in an existing folder; "
                   "- = stdout, the default)");
