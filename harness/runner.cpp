@@ -277,6 +277,10 @@ plan::PlannerOptions planner_options_of(const cost::CostModel& cm, const data::S
   o.step_time_s = [&cm, &sb](const plan::Plan& plan) {
     return sim::simulate_step(plan, sb.batch, cm, sb.real_lengths).step_s;
   };
+  o.estimate = [&cm, &sb](const plan::Plan& plan) {
+    const sim::StepResult r = sim::simulate_step(plan, sb.batch, cm, sb.real_lengths);
+    return plan::PlannerOptions::Estimate{r.step_s, r.fits, r.peak_memory_bytes};
+  };
   o.cost_label = cost::source_label(cm);
   return o;
 }

@@ -28,6 +28,15 @@ struct PlannerOptions {
   // Simulated step time of a whole plan (e.g. the discrete-event simulator). Empty: the
   // planner's own estimate.
   std::function<double(const Plan&)> step_time_s;
+  // The same simulation with the memory model: step time, and whether every GPU's peak fits
+  // the GPU (a planner that searches must not return a plan the harness would report as oom
+  // when a fitting one exists). Empty: no memory model (the token cap M is the only limit).
+  struct Estimate {
+    double step_s = 0;
+    bool fits = true;
+    double peak_bytes = 0;
+  };
+  std::function<Estimate(const Plan&)> estimate;
   std::string cost_label;  // how sample_time_s / step_time_s were obtained, for reports
 };
 
