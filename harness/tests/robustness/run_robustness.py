@@ -261,6 +261,9 @@ def main():
         case("file-size/run-dev-zero", ["run", "/dev/zero", "--out", "r.json"], ["larger than the limit of 16 MiB"])
         case("file-size/table-dev-zero", ["table", "/dev/zero"], ["larger than the limit of 64 MiB"])
         case("file-size/check-dev-zero", ["check", "--plan", "/dev/zero", "--lengths", "go.txt"], ["64 MiB"])
+        case("file-size/evaluate-dev-zero", ["evaluate", "/dev/zero", "--out", "e.md"], ["larger than the limit of 64 MiB"])
+        case("contract/evaluate-focus-absent", ["evaluate", "results.json", "--focus", "nope", "--out", "e.md"],
+             ['no rows of strategy "nope"'])
         case("file-size/gate-dev-zero", ["gate", "--baseline", "/dev/zero", "--current", "results.json"], ["64 MiB"])
         # ---- 6. cp-attn work budget -------------------------------------------------------------
         case("budget/cp-attn-16384", ["cp-attn", "--ranks", "1", "--lengths", "16384"], ["6.87e+10 units", "budget"])

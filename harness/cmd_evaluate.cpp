@@ -1,0 +1,77 @@
+// `dcpbench evaluate RESULTS.json... [--focus dcp] [--peers a,b,...] [--out FILE.md]`: the planner
+// evaluation report (harness/evaluation.h) from existing results files (their rows together; a
+// scenario may appear in only one of them; the provenance is the first file's): one strategy against its
+// peers per scenario and setting, where the step-time difference comes from, and the issue-13
+// targets as met / not met. Markdown on stdout or into --out (the output policy of core/files.h:
+// written whole or not at all). Exit 0 when written, 2 for bad input; `--strict` exits 1 when a
+// target is not met.
+#include "core/error.h"
+#include "core/files.h"
+#include "core/text.h"
+#include "harness/commands.h"
+#include "harness/evaluation.h"
+#include "harness/results.h"
+
+#include <iostream>
+#include <memory>
+#include <set>
+#include <vector>
+#include <sstream>
+#include <string>
+
+namespace dcp::harness {
+
+namespace {
+
+struct EvaluateArgs {
+  std::vector<std::string> results;
+  std::string out = "-";
+  EvaluationOptions options;
+  bool strict = false;
+};
+
+int run_evaluate(const EvaluateArgs& a) {
+  check_output_path(a.out);
+  ResultsFile results = read_results(a.results.front());
+  std::set<std::string> seen;
+  for (const auto& r : results.rows) seen.insert(r.scenario);
+  for (size_t i = 1; i < a.results.size(); ++i) {
+    ResultsFile more = read_results(a.results[i]);
+    std::set<std::string> here;
+    for (auto& r : more.rows) {
+      if (seen.count(r.scenario))
+        throw InputError(show_path(a.results[i]) + ": scenario " + quote(r.scenario) +
+                         " is also in an earlier results file (each scenario must come from one run)");
+      here.insert(r.scenario);
+      results.rows.push_back(std::move(r));
+    }
+    seen.insert(here.begin(), here.end());
+  }
+  std::ostringstream md;
+  write_evaluation_markdown(md, results, a.options);
+  write_output(a.out, md.str());
+  if (!is_stdout_path(a.out)) std::cerr << "dcpbench evaluate: wrote " << a.out << "\n";
+  if (a.strict)
+    for (const auto& c : evaluate_targets(results, a.options))
+      if (!c.met) return 1;
+  return 0;
+}
+
+}  // namespace
+
+void add_evaluate_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<EvaluateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "evaluate", "Planner evaluation (Markdown) from a results file: one strategy vs its peers, gain breakdown, targets");
+  cmd->add_option("results", args->results, "Results JSON files of dcpbench run (dcpbench.results.v1)")->required();
+  cmd->add_option("--out", args->out, "Markdown file to write (default - = stdout)");
+  cmd->add_option("--focus", args->options.focus, "The strategy evaluated (default dcp)");
+  cmd->add_option("--peers", args->options.peers,
+                  "Strategies it is compared with, in this order (default nvidia-prototype,megatron-dev,megatron-pr2000,packing; "
+                  "those absent from the file are skipped)")
+      ->delimiter(',');
+  cmd->add_flag("--strict", args->strict, "Exit 1 when a target is not met");
+  cmd->callback([args, &exit_code] { exit_code = run_evaluate(*args); });
+}
+
+}  // namespace dcp::harness
