@@ -41,7 +41,9 @@ class Packing {
   // kmin when nothing has room), then every empty rank covered by merging groups into the
   // smallest enclosing block that holds work. False if some sample fits nowhere or some
   // micro-batch stays empty (this count cannot hold the batch).
-  bool build(const std::vector<int>& level);
+  // `spread`: open new groups in the micro-batch with the least work and let samples join
+  // groups of any size >= kmin, instead of the first micro-batch with room and sizes <= level.
+  bool build(const std::vector<int>& level, bool spread = false);
 
   // The state of an existing valid plan (e.g. Megatron's) with this packing's m, cap and sizes:
   // false if some group size is not one of the levels or a group exceeds cap.

@@ -41,6 +41,8 @@ struct Scored {
   bool fits = false;
   double step = kInf;
   bool better_than(const Scored& o) const { return fits != o.fits ? fits : step < o.step; }
+  // One number ordering like better_than: non-fitting plans after every fitting one.
+  double rank() const { return fits ? step : 1e300 + step; }
 };
 
 class Solver {
@@ -172,17 +174,20 @@ class Solver {
     const int64_t m_hi = (g / v) * v;
     std::vector<int64_t> ms;
     for (double f : {1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0}) ms.push_back(static_cast<int64_t>(std::ceil(m_lo * f)));
-    for (int64_t f : {1, 2, 4}) ms.push_back(f * opt_.pp);
+    for (int64_t f : {1, 2, 4, 8, 16}) ms.push_back(f * opt_.pp);
     for (auto& m : ms) m = std::min(plan::ceil_div(std::max(m, m_lo), v) * v, m_hi);
     std::sort(ms.begin(), ms.end());
     ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
 
     struct Packed {
       std::unique_ptr<detail::Packing> p;
-      double est = kInf;
+      double est = kInf;            // ranking: simulated score when simulated, else the 1F1B estimate
+      std::optional<Scored> pre;    // the simulated plan before the local search
     };
     std::vector<Packed> packed;
     std::vector<int> level(g);
+    // With a simulator every packed count is simulated and the finalists are the best by it.
+    const bool simulated = static_cast<bool>(opt_.estimate) || static_cast<bool>(opt_.step_time_s);
     // Counts that fail to pack are skipped; beyond the list counts grow until one packs (bounded:
     // with m = G every sample gets a micro-batch of its own).
     int64_t extra = 0;
@@ -197,10 +202,21 @@ class Solver {
         ++extra;
       }
       choose_levels(kmin, total_work, static_cast<int>(m), level);
-      auto p = std::make_unique<detail::Packing>(batch_, times_, n_, static_cast<int>(m), cap, kmin);
-      if (!p->build(level)) continue;
-      const double est = detail::pipeline_estimate(p->surrogate(), static_cast<int>(m), opt_.pp);
-      packed.push_back(Packed{std::move(p), est});
+      // With the caller's simulator both placements are candidates (the simulations dominate
+      // the cost then); with the built-in estimate only the first-fit one (faster, and better
+      // under that estimate: see dcp_search.cpp).
+      for (const bool spread : {false, true}) {
+        if (spread && !simulated) break;
+        auto p = std::make_unique<detail::Packing>(batch_, times_, n_, static_cast<int>(m), cap, kmin);
+        if (!p->build(level, spread)) continue;
+        const double est = detail::pipeline_estimate(p->surrogate(), static_cast<int>(m), opt_.pp);
+        Packed c{std::move(p), est, {}};
+        if (simulated) {
+          c.pre = score(c.p->to_plan(cfg_));
+          c.est = c.pre->rank();
+        }
+        packed.push_back(std::move(c));
+      }
     }
     // Finalists: the best counts by the pipeline estimate, and the seeds (each as its own
     // micro-batch count); the budget is shared among them.
@@ -214,6 +230,9 @@ class Solver {
     const int64_t budget = dcp_budget_units(opt_.time_budget_ms);
     for (auto& fin : packed) {
       auto& p = *fin.p;
+      // The local search lowers the surrogate, not necessarily the simulated step: the plan
+      // before it stays a candidate.
+      if (fin.pre && fin.pre->better_than(best)) best = std::move(*fin.pre);
       p.improve(budget / static_cast<int64_t>(packed.size()));
       Scored s = score(p.to_plan(cfg_));
       if (s.better_than(best)) best = std::move(s);
