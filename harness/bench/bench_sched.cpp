@@ -17,6 +17,7 @@
 // Run (from the source tree; the JSON keeps the context below):
 //   build/harness/bench_sched --benchmark_out=results/bench/bench_sched.json --benchmark_out_format=json
 #include "core/rng.h"
+#include "data/dataset.h"
 #include "data/lengths_file.h"
 #include "harness/registry.h"
 #include "harness/runner.h"
@@ -104,7 +105,7 @@ void bm_cost(benchmark::State& state, const std::string& planner_name) {
   const auto& registry = dcp::harness::builtin_planners();
   const auto prepared = dcp::harness::prepare_scenario(scenario, run, registry);
   const auto cfg = dcp::harness::plan_config_of(scenario);
-  const auto& sb = prepared.batches.at(0);
+  const auto sb = dcp::data::sample_global_batch(prepared.source, prepared.sampler, 0);  // step 0, as `run` draws it
   const auto options = dcp::harness::planner_options_of(prepared.cm, sb, cfg.max_seqlen_per_rank);
   state.SetLabel(kScenarios[state.range(0)]);
   time_plans(state, *registry.make(planner_name, options), sb.batch, cfg);
