@@ -15,7 +15,8 @@
 //   3. Per count: CP size per sample by marginal step time: the level k >= kmin (the smallest
 //      group holding L within the token cap) minimising k t(L,k) / (N m) (its share of the
 //      balanced micro-batch time) + max(0, t(L,k) - target) (how far it alone exceeds that
-//      target, a lower bound on its micro-batch's critical path).
+//      target, a lower bound on its micro-batch's critical path); target = the balanced time
+//      per micro-batch, and with a simulator also 2x and 4x it (fewer, smaller groups).
 //   4. Longest-processing-time-first placement (by k t(L, k)): a sample opens a new aligned
 //      group of its size in the first micro-batch with a free block of that size (long samples
 //      together, short ones together: each micro-batch balanced within itself), or joins the
@@ -24,8 +25,8 @@
 //      resort a larger group with room. Buddy bookkeeping per micro-batch (used ranks per block
 //      and level, forward-only cursors: blocks are only consumed), lazy heaps of groups per
 //      level (the 4 lightest probed, then the one with the most room). O(G log G + G levels
-//      log G + m N levels). With a simulator, a second placement per count is also built
-//      ("spread": the micro-batch with the least work, joins of any size >= kmin).
+//      log G + m N levels). With a simulator, a second placement per count and target is also
+//      built ("spread": the micro-batch with the least work, joins of any size >= kmin).
 //   5. Empty ranks are covered by merging the groups of the smallest enclosing block that holds
 //      work into one group (memory per rank only shrinks), so every state is a valid plan.
 //   6. Finalists: the best 2 packings, by the simulator when the caller gives one (every packed
