@@ -102,6 +102,7 @@ class Solver {
     // to exceed G, which no plan can do (Megatron asserts, §7g).
     DCP_REQUIRE(std::isfinite(best.step), "dcp: no micro-batch count that is a multiple of vpp_group ", v,
                 " and at most the ", g, " samples holds them within max_seqlen_per_rank ", m_cap);
+    if (opt_.pp > 1 && (opt_.estimate || opt_.step_time_s)) reorder(best);
     plan::validate(best.plan, batch_, cfg_);  // the one validity check: a packing bug is an internal error
     return std::move(best.plan);
   }
@@ -134,6 +135,53 @@ class Solver {
                                            static_cast<double>(kDcpDefaultBudgetUnits));
     return static_cast<double>(batch_.size()) * static_cast<double>(std::max<int64_t>(1, m_lo)) <=
            static_cast<double>(int64_t{1} << 25) * scale;
+  }
+
+  // Micro-batch order matters to a pipeline (1F1B stalls on micro-batches of unequal length),
+  // not to the surrogate. Orders by critical path (built-in per-group time): descending,
+  // ascending, heavy/light alternating, pyramid (light ... heavy ... light: the heaviest in the
+  // pipeline's steady state) and valley (its reverse).
+  std::vector<std::vector<size_t>> orders(const plan::Plan& plan) const {
+    const auto& sizes = times_.sizes();
+    const size_t m = plan.microbatches.size();
+    std::vector<double> crit(m, 0.0);
+    for (size_t i = 0; i < m; ++i)
+      for (const auto& gr : plan.microbatches[i].groups) {
+        const int lv = static_cast<int>(std::lower_bound(sizes.begin(), sizes.end(), gr.cp_size) - sizes.begin());
+        double l = 0;
+        for (int smp : gr.samples) l += times_(smp, lv);
+        crit[i] = std::max(crit[i], l);
+      }
+    std::vector<size_t> desc(m);
+    for (size_t i = 0; i < m; ++i) desc[i] = i;
+    std::stable_sort(desc.begin(), desc.end(), [&](size_t a, size_t b) { return crit[a] > crit[b]; });
+    std::vector<size_t> asc(desc.rbegin(), desc.rend()), alt, pyramid(m), valley(m);
+    for (size_t lo = 0, hi = m; lo < hi;) {
+      alt.push_back(desc[lo++]);
+      if (lo < hi) alt.push_back(desc[--hi]);
+    }
+    for (size_t i = 0, lo = 0, hi = m; i < m; ++i) (i % 2 == 0 ? pyramid[--hi] : pyramid[lo++]) = desc[m - 1 - i];
+    for (size_t i = 0, lo = 0, hi = m; i < m; ++i) (i % 2 == 0 ? valley[--hi] : valley[lo++]) = desc[i];
+    return {pyramid, desc, asc, alt, valley};
+  }
+  static plan::Plan permuted(const plan::Plan& plan, const std::vector<size_t>& order) {
+    plan::Plan p = plan;
+    for (size_t i = 0; i < order.size(); ++i) p.microbatches[i] = plan.microbatches[order[i]];
+    return p;
+  }
+  // Pyramid order (the one that won most often on the Llama and code/prose scenarios).
+  plan::Plan pipeline_ordered(plan::Plan plan) const {
+    if (opt_.pp <= 1 || plan.microbatches.size() < 3) return plan;
+    return permuted(plan, orders(plan).front());
+  }
+  // The best of the five orders under the scorer.
+  void reorder(Scored& best) const {
+    if (best.plan.microbatches.size() < 2) return;
+    const Scored original = best;
+    for (const auto& order : orders(original.plan)) {
+      Scored c = score(permuted(original.plan, order));
+      if (c.better_than(best)) best = std::move(c);
+    }
   }
 
   // 1F1B estimate of any plan with the built-in per-group critical path.
@@ -218,7 +266,7 @@ class Solver {
         const double est = detail::pipeline_estimate(p->surrogate(), static_cast<int>(m), opt_.pp);
         Packed c{std::move(p), est, {}};
         if (simulated) {
-          c.pre = score(c.p->to_plan(cfg_));
+          c.pre = score(pipeline_ordered(c.p->to_plan(cfg_)));
           c.est = c.pre->rank();
         }
         packed.push_back(std::move(c));
@@ -241,7 +289,8 @@ class Solver {
       // before it stays a candidate.
       if (fin.pre && fin.pre->better_than(best)) best = std::move(*fin.pre);
       p.improve(budget / static_cast<int64_t>(packed.size()));
-      Scored s = score(p.to_plan(cfg_));
+      Scored s = score(pipeline_ordered(p.to_plan(cfg_)));
+      if (simulated && opt_.pp > 1) reorder(s);
       if (s.better_than(best)) best = std::move(s);
     }
     return best;
