@@ -42,10 +42,15 @@
 //      S, or keeps S and lowers sum(size x load^2) (plateaus: several groups share a critical
 //      path); so the search never raises the surrogate, terminates, and the state is always a
 //      valid plan (anytime).
-//   8. The best scored plan wins: the finalists before and after the search and the portfolio
+//   8. Pipeline-aware order (pp > 1 with a simulator): the order of micro-batches does not
+//      change the surrogate but does change a 1F1B pipeline (it stalls on micro-batches of
+//      unequal length). Candidates are simulated in pyramid order by critical path (light ...
+//      heavy ... light); the finalists after the search and the winner are simulated in five
+//      orders (pyramid, descending, ascending, alternating, valley) and keep the best.
+//   9. The best scored plan wins: the finalists before and after the search and the portfolio
 //      plans, fitting ones first, so under the caller's scorer dcp is never worse than Megatron's
 //      plans (whenever the portfolio runs, see below).
-//   9. Memory: when no candidate fits, steps 2-8 rerun with a smaller token cap per rank
+//  10. Memory: when no candidate fits, steps 2-9 rerun with a smaller token cap per rank
 //      (0.75, 0.5, 0.375, 0.25, 0.125 x M, never below what the longest sample needs) until one
 //      fits; if none does, the best non-fitting plan is returned (the harness reports oom).
 //
