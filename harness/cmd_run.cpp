@@ -43,6 +43,7 @@ struct RunArgs {
   bool no_detail = false;
   bool tune = false;
   bool sensitivity = false;
+  int64_t time_budget_ms = 0;
   std::string command;
 };
 
@@ -57,6 +58,7 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   opt.detail = !a.no_detail;
   opt.tune = a.tune;
   opt.sensitivity = a.sensitivity;
+  if (cmd.count("--time-budget-ms")) opt.time_budget_ms = static_cast<double>(a.time_budget_ms);
   // Fail on a bad --out before the (possibly long) run, not after it (core/files.h policy: a
   // regular file or a new path in an existing folder; no folder is created).
   check_output_path(a.out);
@@ -105,6 +107,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "Results JSON to write (default dcpbench-results.json; a regular file or a new path in an "
                   "existing folder; - = stdout, the table then goes to stderr)");
   cmd->add_option("--strategies", args->strategies, "Only these strategies (comma-separated)")->delimiter(',');
+  add_int_option(cmd, "--time-budget-ms", args->time_budget_ms, 1, 3600000,
+                 "Search budget of the searching planners (dcp's local search), converted to work units by a "
+                 "fixed calibration so plans are deterministic (default: the planner's own)");
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   cmd->footer("Limits: a scenario file at most " + std::to_string(kMaxScenarioBytes >> 20) +
               " MiB, JSON nested at most " + std::to_string(kMaxJsonDepth) + " levels, mixtures at most " +

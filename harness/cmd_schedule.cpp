@@ -1,7 +1,7 @@
 // `dcpbench schedule`: plan one global batch with one planner and print the plan JSON
 // (schema dcpbench.plan.v1, DESIGN.md). Stable interface: scripts and CI depend on it.
 //   dcpbench schedule --lengths FILE --planner NAME --dp D --cp C --max-seqlen-per-rank M
-//                     [--min-cp K] [--vpp-group V] [--max-seqlen S] [--out PLAN.json]
+//                     [--min-cp K] [--vpp-group V] [--max-seqlen S] [--time-budget-ms B] [--out PLAN.json]
 // Bad input exits 2 with one line naming the value, and nothing is written to --out (the file
 // is written atomically, after the plan has been built and validated, under the output policy
 // of core/files.h: checked before any work, "-" = stdout, never a device, FIFO, folder or link).
@@ -31,12 +31,15 @@ struct ScheduleArgs {
   std::string lengths;
   std::string planner;
   PlanConfigFlags config;
+  int64_t time_budget_ms = 0;
   std::string out;
 };
 
 int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   const auto& registry = builtin_planners();
-  auto planner = registry.make(a.planner);  // unknown planner: InputError before any file I/O
+  plan::PlannerOptions options;
+  if (cmd.count("--time-budget-ms")) options.time_budget_ms = static_cast<double>(a.time_budget_ms);
+  auto planner = registry.make(a.planner, options);  // unknown planner: InputError before any file I/O
   const bool to_file = cmd.count("--out") > 0;
   if (to_file) check_output_path(a.out);   // a bad --out fails before any work
 
@@ -68,6 +71,9 @@ void add_schedule_command(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--planner", args->planner, "megatron-pr2000 | megatron-dev | dcp | packing | bshd")->required();
   add_plan_config_flags(cmd, args->config, true);
+  add_int_option(cmd, "--time-budget-ms", args->time_budget_ms, 1, 3600000,
+                 "Search budget of the searching planners (dcp's local search), converted to work units by a "
+                 "fixed calibration so plans are deterministic (default: the planner's own)");
   cmd->add_option("--out", args->out,
                   "Write the plan JSON here (atomically; a regular file or a new path in an existing folder; "
                   "- = stdout, the default)");

@@ -358,7 +358,8 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
     plan::Batch batch = sb.batch;
     try {
       // Planners that use a cost model (dcp) get this setting's time model and simulator.
-      const plan::PlannerOptions planner_options = planner_options_of(cm, sb, config.max_seqlen_per_rank);
+      plan::PlannerOptions planner_options = planner_options_of(cm, sb, config.max_seqlen_per_rank);
+      planner_options.time_budget_ms = options.time_budget_ms;
       const auto planner = registry.make(strategy, planner_options);
       batch = batch_for(p, sb, planner->dynamic());
       if (config.dp > 0 && s.training.global_batch % config.dp != 0)

@@ -35,6 +35,7 @@ struct RunOptions {
   bool detail = true;                   // step 0 rows keep rank_busy_s and the plan picture
   bool tune = false;                    // also search each strategy's knobs (tune.h)
   bool sensitivity = false;             // also vary every uncertain parameter by +-20% (tune.h)
+  double time_budget_ms = 0;            // PlannerOptions::time_budget_ms of every planner (0: their default)
 };
 
 // The knobs a strategy can be run at: per-rank token budget M, static CP size (static planners;
@@ -74,6 +75,10 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
 void fill_speedups(std::vector<ResultRow>& rows, size_t first);
 
 // Scenario -> impl/ configuration. Each throws InputError naming the scenario file and key.
+// The scenario's cost model as planner options (time per rank of a sample on a CP group, the
+// simulated step time and the estimate with the memory model on this batch); the returned
+// callbacks refer to cm and sb, which must outlive them.
+plan::PlannerOptions planner_options_of(const cost::CostModel& cm, const data::SampledBatch& sb, int64_t m_tokens);
 cost::CostModel cost_model_of(const Scenario& s);
 data::LengthSource length_source_of(const Scenario& s);
 data::SamplerConfig sampler_config_of(const Scenario& s);

@@ -1,20 +1,39 @@
-// bench_sched: scheduler solve time (single-threaded) for every registered planner over
-// G in {256, 2048, 16384} samples x pool N in {8, 64, 256, 1024} ranks, log-normal lengths
-// (mean 2000 tokens, sigma 1.7; mu = ln(mean) - sigma^2/2), M = 8192 tokens per rank.
-// The pool is dp x cp with static cp = 8 (dp = N/8), so the static baselines see the same batch:
-// lengths are clamped to [1, cp*M] = [1, 65536], the largest a static CP-8 group can hold.
+// bench_sched: scheduler solve time (single-threaded) of every registered planner.
+//   plan/NAME/G/N: log-normal lengths (mean 2000 tokens, sigma 1.7; mu = ln(mean) - sigma^2/2),
+//     M = 8192 tokens per rank, G in {256, 2048, 16384} x pool N in {8, 64, 256, 1024}, plus the
+//     scale points (2048, 4096) and (262144, 64). The pool is dp x cp with static cp = 8 (dp =
+//     N/8), so the static baselines see the same batch: lengths are clamped to [1, cp*M] =
+//     [1, 65536], the largest a static CP-8 group can hold. No planner options: dcp uses its
+//     built-in time model and 1F1B estimate.
+//   file/NAME/F/N: the real length files of scenarios/data (F: 0 go, 1 pydoc_rst, 2 sotu,
+//     3 spamassassin_emails; the whole file is the batch), M = 16384 (the scenarios' budget),
+//     N in {8, 64, 512, 4096}, lengths clamped to [1, 8*M] (static cp = 8 again).
+//   cost/NAME/S: the harness's cost model (planner options built as `dcpbench run` builds them:
+//     runner.h planner_options_of, i.e. the marginal sample time and the discrete-event simulator
+//     with the memory model) on step 0 of a Llama-13B scenario at its published setting (S: 0
+//     llama13b-github, 1 llama13b-commoncrawl).
 // Reference: Megatron's Python default_dynamic_cp (dev) takes ~660 ms (G=2048, N=64), ~3.6 s
 // (G=2048, N=256) and ~33 s (G=16384, N=64); the goal is >= 100x less with identical plans.
-// Run: build/harness/bench_sched --benchmark_out=results/bench/bench_sched.json --benchmark_out_format=json
+// Run (from the source tree; the JSON keeps the context below):
+//   build/harness/bench_sched --benchmark_out=results/bench/bench_sched.json --benchmark_out_format=json
 #include "core/rng.h"
+#include "data/dataset.h"
+#include "data/lengths_file.h"
 #include "harness/registry.h"
+#include "harness/runner.h"
+#include "harness/scenario.h"
 #include "plan/validate.h"
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
+
+#ifndef DCP_SOURCE_DIR
+#define DCP_SOURCE_DIR "."
+#endif
 
 namespace {
 
@@ -31,18 +50,11 @@ dcp::plan::Batch lognormal_batch(int g, uint64_t seed) {
   return b;
 }
 
-void bm_plan(benchmark::State& state, const std::string& planner_name) {
-  const int g = static_cast<int>(state.range(0));
-  const int n = static_cast<int>(state.range(1));
-  const auto batch = lognormal_batch(g, 1234 + g);
-  dcp::plan::PlanConfig cfg;
-  cfg.cp = 8;
-  cfg.dp = n / 8;
-  cfg.max_seqlen_per_rank = 8192;
-  const auto planner = dcp::harness::builtin_planners().make(planner_name);
+void time_plans(benchmark::State& state, const dcp::plan::Planner& planner, const dcp::plan::Batch& batch,
+                const dcp::plan::PlanConfig& cfg) {
   size_t microbatches = 0;
   try {
-    const auto check = planner->plan(batch, cfg);
+    const auto check = planner.plan(batch, cfg);
     dcp::plan::validate(check, batch);
     microbatches = check.microbatches.size();
   } catch (const std::exception& e) {
@@ -50,11 +62,53 @@ void bm_plan(benchmark::State& state, const std::string& planner_name) {
     return;
   }
   for (auto _ : state) {
-    auto p = planner->plan(batch, cfg);
+    auto p = planner.plan(batch, cfg);
     benchmark::DoNotOptimize(p.microbatches.data());
   }
   state.counters["microbatches"] = static_cast<double>(microbatches);
-  state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(g), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(batch.size()), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+dcp::plan::PlanConfig static8(int n, int64_t m) {
+  dcp::plan::PlanConfig cfg;
+  cfg.cp = 8;
+  cfg.dp = n / 8;
+  cfg.max_seqlen_per_rank = m;
+  return cfg;
+}
+
+void bm_plan(benchmark::State& state, const std::string& planner_name) {
+  const int g = static_cast<int>(state.range(0));
+  const int n = static_cast<int>(state.range(1));
+  const auto batch = lognormal_batch(g, 1234 + g);
+  time_plans(state, *dcp::harness::builtin_planners().make(planner_name), batch, static8(n, 8192));
+}
+
+const char* const kFiles[] = {"go.txt", "pydoc_rst.txt", "sotu.txt", "spamassassin_emails.txt"};
+
+void bm_file(benchmark::State& state, const std::string& planner_name) {
+  const int n = static_cast<int>(state.range(1));
+  const int64_t m = 16384;
+  dcp::plan::Batch batch{dcp::data::read_lengths_file(std::string(DCP_SOURCE_DIR) + "/scenarios/data/" +
+                                                      kFiles[state.range(0)])};
+  for (auto& L : batch.lengths) L = std::clamp<int64_t>(L, 1, 8 * m);
+  state.SetLabel(kFiles[state.range(0)]);
+  time_plans(state, *dcp::harness::builtin_planners().make(planner_name), batch, static8(n, m));
+}
+
+const char* const kScenarios[] = {"llama13b-github.json", "llama13b-commoncrawl.json"};
+
+void bm_cost(benchmark::State& state, const std::string& planner_name) {
+  const auto scenario = dcp::harness::load_scenario(std::string(DCP_SOURCE_DIR) + "/scenarios/" + kScenarios[state.range(0)]);
+  dcp::harness::RunOptions run;
+  run.steps = 1;
+  const auto& registry = dcp::harness::builtin_planners();
+  const auto prepared = dcp::harness::prepare_scenario(scenario, run, registry);
+  const auto cfg = dcp::harness::plan_config_of(scenario);
+  const auto sb = dcp::data::sample_global_batch(prepared.source, prepared.sampler, 0);  // step 0, as `run` draws it
+  const auto options = dcp::harness::planner_options_of(prepared.cm, sb, cfg.max_seqlen_per_rank);
+  state.SetLabel(kScenarios[state.range(0)]);
+  time_plans(state, *registry.make(planner_name, options), sb.batch, cfg);
 }
 
 void register_all() {
@@ -64,6 +118,15 @@ void register_all() {
     for (int g : {256, 2048, 16384}) {
       for (int n : {8, 64, 256, 1024}) b->Args({g, n});
     }
+    b->Args({2048, 4096})->Args({262144, 64});
+    auto* f = benchmark::RegisterBenchmark(("file/" + name).c_str(), bm_file, name);
+    f->Unit(benchmark::kMillisecond)->ArgNames({"F", "N"});
+    for (int file = 0; file < 4; ++file)
+      for (int n : {8, 64, 512, 4096}) f->Args({file, n});
+  }
+  for (const std::string name : {"dcp", "megatron-dev", "packing"}) {
+    auto* c = benchmark::RegisterBenchmark(("cost/" + name).c_str(), bm_cost, name);
+    c->Unit(benchmark::kMillisecond)->ArgNames({"S"})->Arg(0)->Arg(1);
   }
 }
 
@@ -71,7 +134,10 @@ void register_all() {
 
 int main(int argc, char** argv) {
   register_all();
-  benchmark::AddCustomContext("lengths", "lognormal mean 2000 sigma 1.7, clamp [1, 65536], M 8192, cp 8, dp N/8");
+  benchmark::AddCustomContext("lengths", "plan/: lognormal mean 2000 sigma 1.7, clamp [1, 65536], M 8192, cp 8, dp N/8; "
+                                         "file/: scenarios/data files, clamp [1, 131072], M 16384, cp 8, dp N/8; "
+                                         "cost/: step 0 of the scenario at its published setting, harness cost model");
+  benchmark::AddCustomContext("machine", "the project's 2-core VM, single-threaded, RelWithDebInfo");
 #ifdef DCP_GIT_SHA
   benchmark::AddCustomContext("git_sha", DCP_GIT_SHA);
 #endif

@@ -38,6 +38,10 @@ struct PlannerOptions {
   };
   std::function<Estimate(const Plan&)> estimate;
   std::string cost_label;  // how sample_time_s / step_time_s were obtained, for reports
+  // Search budget of planners that search (dcp: its local search), in milliseconds; 0: the
+  // planner's default. Planners convert it to a count of work units by a fixed calibration, so
+  // the same input and budget give the same plan on any machine (see the planner's header).
+  double time_budget_ms = 0;
 };
 
 class Planner {

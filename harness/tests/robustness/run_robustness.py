@@ -303,6 +303,10 @@ def main():
         case("int/converge-steps-2p63", ["converge", "--scenario", os.path.join(repo, "scenarios/converge-short.json"),
                                          "--steps", "9223372036854775808"], ["--steps", "out of range"])
         case("int/run-steps-0", ["run", "ok.json", "--steps", "0", "--out", "r.json"], ['--steps: "0" is below the minimum 1'])
+        case("int/run-time-budget-0", ["run", "ok.json", "--time-budget-ms", "0", "--out", "r.json"],
+             ['--time-budget-ms: "0" is below the minimum 1'])
+        case("int/schedule-time-budget-float", ["schedule", "--lengths", "go.txt"] + sched[1:] + ["--time-budget-ms", "1.5"],
+             ['--time-budget-ms: "1.5" is not an integer'])
         case("int/gate-step-2p63", ["gate", "--baseline", "results.json", "--current", "step-2p63.json"],
              ['"step"=9223372036854775808 is not in [0, 2147483647]'])
         case("int/table-tokens-1e300", ["table", "tokens-1e300.json"], ['"tokens" is not an integer'])

@@ -4,10 +4,15 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "plan/validate.h"
+#include "plan/cp_rule.h"
+#include "plan/geometry.h"
+#include "sched/dcp_search.h"
 #include "sched/dcp_solver.h"
+#include "sched/megatron_dev.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace dcp::sched {
@@ -138,6 +143,170 @@ TEST(DcpSolver, NonPowerOfTwoPoolUsesOnlyExistingSizes) {
 TEST(DcpSolver, DefaultTimeModelIsLinearPlusQuadratic) {
   EXPECT_DOUBLE_EQ(dcp_default_sample_time(62000, 1), 124000.0);
   EXPECT_NEAR(dcp_default_sample_time(62000, 2), 62000.0 + 0.02 * 31000, 1e-6);
+}
+
+
+// Sum over micro-batches of the largest time per rank of a group, under the built-in model.
+double builtin_critical_paths(const plan::Plan& p, const plan::Batch& b) {
+  double sum = 0;
+  for (const auto& mb : p.microbatches) {
+    double mx = 0;
+    for (const auto& g : mb.groups) {
+      double l = 0;
+      for (int s : g.samples) l += dcp_default_sample_time(b.lengths[s], g.cp_size);
+      mx = std::max(mx, l);
+    }
+    sum += mx;
+  }
+  return sum;
+}
+
+plan::Batch lognormal(Rng& rng, int g, int64_t m, int64_t cap) {
+  plan::Batch b;
+  for (int i = 0; i < g; ++i)
+    b.lengths.push_back(std::clamp<int64_t>(std::llround(rng.lognormal(std::log(static_cast<double>(m)) - 1.5, 1.7)), 1, cap));
+  return b;
+}
+
+TEST(DcpSolver, NeverWorseThanMegatronDevUnderTheBuiltInModel) {
+  Rng rng(77);
+  for (int t = 0; t < 40; ++t) {
+    const int n = t % 3 == 0 ? 12 : 1 << rng.uniform_int(2, 6);  // 12: a pool that is not a power of two
+    const int64_t m = rng.uniform_int(256, 4096);
+    const auto b = lognormal(rng, static_cast<int>(rng.uniform_int(20, 400)), m, m * n);
+    const auto c = cfg(n, 1, m);
+    const auto ours = DcpPlanner().plan(b, c);
+    const auto theirs = megatron_dev_plan(b, c);
+    ASSERT_FALSE(plan::find_violation(ours, b, c).has_value());
+    // The built-in score is the 1F1B estimate of these sums (pp = 1: the sums themselves).
+    EXPECT_LE(builtin_critical_paths(ours, b), builtin_critical_paths(theirs, b) * (1 + 1e-12)) << "case " << t;
+  }
+}
+
+TEST(DcpSolver, ReturnsAFittingPlanWhenTheMemoryModelRejectsTheFirstChoice) {
+  // Memory stand-in: a plan fits when no rank holds more than `peak` tokens in a micro-batch; the
+  // step time favours few micro-batches, so the unconstrained choice packs ranks full.
+  Rng rng(5);
+  for (int t = 0; t < 12; ++t) {
+    const int n = 1 << rng.uniform_int(1, 5);
+    const int64_t m = 1000;
+    const auto b = lognormal(rng, static_cast<int>(rng.uniform_int(30, 200)), m, m * n / 4);
+    const int64_t peak = m / 3;
+    auto max_rank_tokens = [&](const plan::Plan& p) {
+      double mx = 0;
+      for (const auto& mb : p.microbatches)
+        for (const auto& g : mb.groups) {
+          int64_t tok = 0;
+          for (int s : g.samples) tok += b.lengths[s];
+          mx = std::max(mx, static_cast<double>(tok) / g.cp_size);
+        }
+      return mx;
+    };
+    plan::PlannerOptions o;
+    o.estimate = [&](const plan::Plan& p) {
+      const double peak_tokens = max_rank_tokens(p);
+      return plan::PlannerOptions::Estimate{static_cast<double>(p.microbatches.size()), peak_tokens <= peak, peak_tokens};
+    };
+    const auto c = cfg(n, 1, m);
+    const auto p = DcpPlanner(o).plan(b, c);
+    ASSERT_FALSE(plan::find_violation(p, b, c).has_value());
+    EXPECT_LE(max_rank_tokens(p), static_cast<double>(peak)) << "case " << t << " n=" << n;
+  }
+}
+
+TEST(DcpSolver, PipelineOrderFollowsTheScorer) {
+  // A scorer that charges early micro-batches more (weights decreasing with the position): the
+  // best order puts the lightest first, so the returned plan's critical paths ascend.
+  Rng rng(9);
+  const auto b = lognormal(rng, 300, 1024, 1024 * 8);
+  auto crits = [&](const plan::Plan& p) {
+    std::vector<double> c;
+    for (const auto& mb : p.microbatches) {
+      double mx = 0;
+      for (const auto& g : mb.groups) {
+        double l = 0;
+        for (int s : g.samples) l += dcp_default_sample_time(b.lengths[s], g.cp_size);
+        mx = std::max(mx, l);
+      }
+      c.push_back(mx);
+    }
+    return c;
+  };
+  plan::PlannerOptions o;
+  o.pp = 4;
+  o.step_time_s = [&](const plan::Plan& p) {
+    const auto c = crits(p);
+    double t = 0;
+    for (size_t i = 0; i < c.size(); ++i) t += c[i] * (1.0 + 1.0 / static_cast<double>(i + 1));
+    return t;
+  };
+  const auto p = DcpPlanner(o).plan(b, cfg(8, 1, 1024));
+  ASSERT_FALSE(plan::find_violation(p, b).has_value());
+  const auto c = crits(p);
+  ASSERT_GE(c.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(c.begin(), c.end()));
+}
+
+// Smallest level (index into the group sizes) holding each sample within m tokens per rank.
+std::vector<int> min_levels(const plan::Batch& b, const detail::SampleTimes& times, int64_t m) {
+  std::vector<int> kmin(b.lengths.size(), 0);
+  for (size_t i = 0; i < kmin.size(); ++i) {
+    const int64_t need = plan::ceil_div(b.lengths[i], m);
+    while (kmin[i] + 1 < times.levels() && times.sizes()[kmin[i]] < need) ++kmin[i];
+  }
+  return kmin;
+}
+
+TEST(DcpSearch, LocalSearchNeverRaisesTheSurrogateAndKeepsPlansValid) {
+  Rng rng(11);
+  int improved = 0;
+  for (int t = 0; t < 60; ++t) {
+    const bool pow2 = t % 4 != 0;
+    const int n = pow2 ? 1 << rng.uniform_int(0, 6) : static_cast<int>(rng.uniform_int(3, 24));
+    const int64_t m = rng.uniform_int(64, 2048);
+    const auto b = lognormal(rng, static_cast<int>(rng.uniform_int(5, 300)), m, m * n);
+    const auto c = cfg(n, 1, m);
+    const detail::SampleTimes times(b, plan::group_sizes(n), dcp_default_sample_time);
+    const auto kmin = min_levels(b, times, m);
+    const int mbs = static_cast<int>(std::min<int64_t>(static_cast<int64_t>(b.lengths.size()), rng.uniform_int(1, 12)));
+    detail::Packing pk(b, times, n, mbs, m, kmin);
+    if (!pk.build(kmin)) continue;
+    const double before = pk.surrogate();
+    EXPECT_NEAR(before, builtin_critical_paths(pk.to_plan(c), b), 1e-9 * before);
+    const int64_t used = pk.improve(20000);
+    const auto p = pk.to_plan(c);
+    ASSERT_FALSE(plan::find_violation(p, b, c).has_value()) << "case " << t;
+    EXPECT_LE(pk.surrogate(), before * (1 + 1e-12)) << "case " << t;
+    // The surrogate the search maintains incrementally is the plan's.
+    EXPECT_NEAR(pk.surrogate(), builtin_critical_paths(p, b), 1e-9 * before) << "case " << t;
+    EXPECT_LE(used, 20000 + 20000) << "case " << t;  // the budget, overshot by at most one step
+    if (pk.surrogate() < before * (1 - 1e-9)) ++improved;
+  }
+  EXPECT_GT(improved, 5);  // the search does something on these inputs
+}
+
+TEST(DcpSearch, BudgetIsCountedInWorkUnitsSoPlansAreDeterministic) {
+  EXPECT_EQ(dcp_budget_units(0), kDcpDefaultBudgetUnits);
+  EXPECT_EQ(dcp_budget_units(-3), kDcpDefaultBudgetUnits);
+  EXPECT_EQ(dcp_budget_units(2), static_cast<int64_t>(2 * kDcpUnitsPerMs));
+  EXPECT_EQ(dcp_budget_units(1e-9), 1);
+  Rng rng(3);
+  const auto b = lognormal(rng, 600, 1024, 1024 * 16);
+  const auto c = cfg(16, 1, 1024);
+  for (double ms : {0.01, 0.5, 5.0}) {
+    plan::PlannerOptions o;
+    o.time_budget_ms = ms;
+    const auto p = DcpPlanner(o).plan(b, c);
+    const auto q = DcpPlanner(o).plan(b, c);
+    ASSERT_FALSE(plan::find_violation(p, b, c).has_value());
+    EXPECT_EQ(plan::rank_lists_of(p), plan::rank_lists_of(q)) << "budget " << ms;
+  }
+  // A search that stops early: the units used stay within the budget plus one step.
+  const detail::SampleTimes times(b, plan::group_sizes(16), dcp_default_sample_time);
+  const auto kmin = min_levels(b, times, 1024);
+  detail::Packing pk(b, times, 16, 40, 1024, kmin);
+  ASSERT_TRUE(pk.build(kmin));
+  EXPECT_LE(pk.improve(50), 50 + 2000);
 }
 
 }  // namespace

@@ -1,0 +1,103 @@
+// Internals of the "dcp" solver (dcp_solver.h describes the algorithm): the packing state of one
+// micro-batch count, its longest-processing-time-first construction, the local search on the
+// surrogate objective and the conversion to a plan::Plan. Not a public interface: only
+// dcp_solver.cpp and the unit tests use it.
+#pragma once
+
+#include "plan/plan.h"
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace dcp::sched::detail {
+
+// t(L_i, k) per sample and group-size level, memoised per distinct length (real batches repeat
+// lengths; the cost callback may run a whole time model).
+class SampleTimes {
+ public:
+  SampleTimes(const plan::Batch& batch, std::vector<int> sizes, std::function<double(int64_t, int)> fn);
+  double operator()(int sample, int level) const;
+  const std::vector<int>& sizes() const { return sizes_; }
+  int levels() const { return static_cast<int>(sizes_.size()); }
+
+ private:
+  std::vector<int> sizes_;
+  std::function<double(int64_t, int)> fn_;
+  std::vector<int64_t> unique_;  // distinct lengths, ascending
+  std::vector<int> uid_;         // sample -> index into unique_
+  mutable std::vector<double> cache_;  // [unique x levels], NaN = not computed
+};
+
+// One micro-batch count's packing. Groups are aligned blocks of plan/geometry's sizes (levels
+// index the ascending size list; sizes are nested: each divides the next).
+class Packing {
+ public:
+  // `cap`: token budget per rank (M, or less when the memory model rejects M's plans);
+  // `kmin[i]`: the smallest level holding sample i within cap.
+  Packing(const plan::Batch& batch, const SampleTimes& times, int n, int m, int64_t cap, const std::vector<int>& kmin);
+
+  // LPT placement of every sample at its preferred level `level[i]` (smaller levels down to
+  // kmin when nothing has room), then every empty rank covered by merging groups into the
+  // smallest enclosing block that holds work. False if some sample fits nowhere or some
+  // micro-batch stays empty (this count cannot hold the batch).
+  // `spread`: open new groups in the micro-batch with the least work and let samples join
+  // groups of any size >= kmin, instead of the first micro-batch with room and sizes <= level.
+  bool build(const std::vector<int>& level, bool spread = false);
+
+  // The state of an existing valid plan (e.g. Megatron's) with this packing's m, cap and sizes:
+  // false if some group size is not one of the levels or a group exceeds cap.
+  bool load(const plan::Plan& plan);
+
+  // Local search on the surrogate (sum over micro-batches of their critical path, the largest
+  // time per rank of a group): moves a sample of a critical group to another group, swaps it
+  // with a shorter one, merges the groups of a buddy block, splits a group into its child
+  // blocks; a step is applied only if it lowers the surrogate. Stops at a local optimum or after
+  // `budget` work units (one unit = one candidate step evaluated); returns the units used.
+  int64_t improve(int64_t budget);
+
+  double surrogate() const { return total_; }  // sum of per-micro-batch critical paths
+  int microbatches() const { return m_; }
+  plan::Plan to_plan(const plan::PlanConfig& config) const;
+
+ private:
+  struct Group {
+    int mb = 0;
+    int first = 0;
+    int level = 0;
+    int64_t tokens = 0;
+    double load = 0;  // time per rank
+    bool alive = true;
+    std::vector<int> samples;
+  };
+  int size_of(int level) const { return times_.sizes()[level]; }
+  int64_t room(const Group& g) const { return cap_ * size_of(g.level) - g.tokens; }
+  double t(int sample, int level) const { return times_(sample, level); }
+  int new_group(int mb, int first, int level);
+  void add_sample(int gid, int sample);
+  void refresh_mb(int mb);  // recomputes crit_[mb] and total_
+  bool cover_empty_ranks();
+  bool try_move_or_swap(int gid, int64_t& units, int64_t budget);
+  bool try_merge(int gid, int64_t& units);
+  bool try_split(int gid, int64_t& units);
+  double max_load_excluding(int mb, int gid_a, int gid_b) const;
+  void rebuild_slack_lists();
+
+  const plan::Batch& batch_;
+  const SampleTimes& times_;
+  const int n_;
+  const int m_;
+  const int64_t cap_;
+  const std::vector<int>& kmin_;
+  std::vector<Group> groups_;
+  std::vector<std::vector<int>> mb_groups_;  // live group ids per micro-batch
+  std::vector<double> crit_;                 // critical path per micro-batch
+  double total_ = 0;
+  std::vector<std::vector<int>> slack_;      // per level: group ids by slack (crit - load), descending
+};
+
+// The built-in 1F1B estimate of a packing's step (surrogate S over m micro-batches, pp stages):
+// (S + (pp - 1) * S / m) / pp.
+double pipeline_estimate(double surrogate, int m, int pp);
+
+}  // namespace dcp::sched::detail
