@@ -99,6 +99,24 @@ std::string converge_table(const json& r) {
                   sizes_str(s["cp_sizes"]).c_str(), mean_of(s["microbatches"]), result.c_str());
     os << line;
   }
+  // Planning times (measured, rank 0): how much of each strategy's planning the training hid.
+  bool planning_header = false;
+  for (const std::string& name : order) {
+    const json& s = st[name];
+    if (!s.contains("planning") || !s["planning"].is_object()) continue;
+    const json& p = s["planning"];
+    if (!planning_header) {
+      os << "planning (measured wall clock on this host, rank 0; " << p.value("mode", "?")
+         << (p.value("mode", "") == "async" ? ": step i+1 planned on a background thread while step i trains)\n"
+                                            : ": planned inside the training loop)\n");
+      planning_header = true;
+    }
+    const double plan_ms = p.value("plan_ms_total", 0.0), hidden_ms = p.value("hidden_ms_total", 0.0);
+    std::snprintf(line, sizeof line, "  %-16s planned %9.2f ms, training waited %9.2f ms, hidden %9.2f ms (%.0f%%)\n",
+                  name.c_str(), plan_ms, p.value("wait_ms_total", 0.0), hidden_ms,
+                  plan_ms > 0 ? 100.0 * hidden_ms / plan_ms : 0.0);
+    os << line;
+  }
   const json& d = r["reference_loss_drop"];
   char tail[200];
   std::snprintf(tail, sizeof tail, "reference loss %.4f -> %.4f over the main steps (%.1f%% drop; at least %.0f%% required)\n",
