@@ -35,6 +35,9 @@ struct RunOptions {
   bool detail = true;                   // step 0 rows keep rank_busy_s and the plan picture
   bool tune = false;                    // also search each strategy's knobs (tune.h)
   bool sensitivity = false;             // also vary every uncertain parameter by +-20% (tune.h)
+  // Plan every step inside the loop instead of step i+1 on a background thread while step i is
+  // simulated (plan/async_planner.h; README "Async planning"). The plans are the same.
+  bool sync_planning = false;
 };
 
 // The knobs a strategy can be run at: per-rank token budget M, static CP size (static planners;
