@@ -46,6 +46,20 @@ void validate_converge_report(const json& j, const std::string& what) {
     if (it.key() != "reference" && it.key() != "reference_f64")
       for (const char* k : {"max_abs_dloss", "max_rel_grad_diff", "bitwise_repeat", "bound", "pass"})
         if (!s.contains(k)) bad("strategy \"" + it.key() + "\" has no \"" + std::string(k) + "\"");
+    if (s.contains("planning")) {  // optional (README "Async planning"): what converge_table prints
+      const json& p = s["planning"];
+      bool ok = p.is_object() && p.value("mode", json()).is_string();
+      for (const char* k : {"plan_ms", "wait_ms"}) {
+        ok = ok && p.contains(k) && p[k].is_array() && p[k].size() == s["losses"].size();
+        if (ok)
+          for (const auto& v : p[k]) ok = ok && v.is_number();
+      }
+      for (const char* k : {"plan_ms_total", "wait_ms_total", "hidden_ms_total"})
+        ok = ok && p.contains(k) && p[k].is_number();
+      if (!ok)
+        bad("strategy \"" + it.key() + "\" has a \"planning\" that is not {mode, plan_ms and wait_ms per step, " +
+            "plan_ms_total, wait_ms_total, hidden_ms_total}");
+    }
   }
 }
 
