@@ -2,6 +2,7 @@
 #include "exec/planned_training.h"
 
 #include "core/error.h"
+#include "core/nvtx.h"
 
 namespace dcp::exec {
 
@@ -9,6 +10,7 @@ template <typename T>
 PlannedRun train_planned(Executor<T>& executor, plan::AsyncPlanner& planner,
                          const std::function<const GlobalBatch&(int64_t step)>& batch_of,
                          const AfterPlannedStep& after_step) {
+  DCP_NVTX_RANGE();
   PlannedRun run;
   for (;;) {
     std::optional<plan::PlannedStep> p;

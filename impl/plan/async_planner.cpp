@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/nvtx.h"
 
 namespace dcp::plan {
 
@@ -42,6 +43,7 @@ AsyncPlanner::Outcome AsyncPlanner::run_step(const RequestSource& source, int64_
     std::optional<PlanRequest> req = source(step);
     if (!req) return out;  // the end: neither a plan nor an error
     DCP_CHECK(req->planner != nullptr, "AsyncPlanner: the source gave no planner for step ", step);
+    DCP_NVTX_RANGE();
     PlannedStep ps;
     ps.step = step;
     const auto t0 = Clock::now();
@@ -75,6 +77,7 @@ void AsyncPlanner::worker(std::stop_token stop) {
 }
 
 std::optional<PlannedStep> AsyncPlanner::next() {
+  DCP_NVTX_RANGE();  // on a profile, the exposed planning wait of the training loop
   const auto t0 = Clock::now();
   Outcome out;
   if (mode_ == PlanningMode::sync) {
