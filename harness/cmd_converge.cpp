@@ -4,6 +4,7 @@
  *
  *   dcpbench converge --scenario scenarios/converge-moby.json [--out C.json] [--backend threads|mpi]
  *                     [--dtype f64|f32] [--attention ring|all_gather] [--steps N] [--quiet]
+ *                     [--sync-planning]
  *   mpirun -np 8 build/dcpbench converge --backend mpi --scenario ...   (one process per rank)
  *
  * Prints the agreement table (stdout), progress lines (stderr), writes the dcpbench.converge.v1
@@ -40,6 +41,7 @@ struct ConvergeArgs {
   int steps = 0;
   double bound = 0;
   bool quiet = false;
+  bool sync_planning = false;
 };
 
 // The longest single wait is one training step of the slowest rank (the references send a
@@ -78,6 +80,7 @@ int run(const ConvergeArgs& a, const std::string& command) {
   if (a.bound > 0) o.bound = a.bound;
   o.command = command;
   o.quiet = a.quiet;
+  o.sync_planning = a.sync_planning;
   if (a.backend == "threads") {
     ConvergeOutcome out;
     comm::run_threads(s.pool(), [&](comm::Communicator& world) {
@@ -135,6 +138,9 @@ void add_converge_command(CLI::App& app, int& exit_code) {
                   "Override the float64 bound / float32 floor, > 0 (to see the check fail; default 1e-10 / 1e-5)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
+  cmd->add_flag("--sync-planning", args->sync_planning,
+                "Plan each step inside the training loop instead of one step ahead on a background thread "
+                "(same losses, bitwise; the report's planning times then show nothing hidden)");
   cmd->callback([args, &exit_code, cmd, out] {
     args->out_given = out->count() > 0;
     std::string command = "dcpbench converge";

@@ -1,5 +1,5 @@
 // `dcpbench run SCENARIO... [--steps N] [--out FILE] [--strategies a,b] [--quiet] [--no-detail]
-// [--tune] [--sensitivity]`: runs the
+// [--tune] [--sensitivity] [--sync-planning]`: runs the
 // scenarios (harness/runner.h), writes the results JSON (schema dcpbench.results.v1, atomically)
 // and prints the fixed-width table (harness/report.h) on stdout. Progress lines go to stderr.
 // `dcpbench table RESULTS.json` reprints the table of an existing results file.
@@ -44,6 +44,7 @@ struct RunArgs {
   bool tune = false;
   bool sensitivity = false;
   int64_t time_budget_ms = 0;
+  bool sync_planning = false;
   std::string command;
 };
 
@@ -59,6 +60,7 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   opt.tune = a.tune;
   opt.sensitivity = a.sensitivity;
   if (cmd.count("--time-budget-ms")) opt.time_budget_ms = static_cast<double>(a.time_budget_ms);
+  opt.sync_planning = a.sync_planning;
   // Fail on a bad --out before the (possibly long) run, not after it (core/files.h policy: a
   // regular file or a new path in an existing folder; no folder is created).
   check_output_path(a.out);
@@ -126,12 +128,17 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--sensitivity", args->sensitivity,
                 "Also re-run with every uncertain cost-model parameter at x0.8 and x1.2: range of every speedup "
                 "and whether the ranking of strategies changes");
+  cmd->add_flag("--sync-planning", args->sync_planning,
+                "Plan each step inside the loop instead of step i+1 on a background thread while step i is "
+                "simulated (same plans; every row's planning then counts as exposed; README \"Async planning\")");
   cmd->callback([args, cmd, &exit_code, &app] {
     args->command = "dcpbench run";
     for (const auto& s : args->scenarios) args->command += " " + s;
     if (cmd->count("--steps")) args->command += " --steps " + std::to_string(args->steps);
     if (args->tune) args->command += " --tune";
     if (args->sensitivity) args->command += " --sensitivity";
+    if (args->sync_planning) args->command += " --sync-planning";
+    if (cmd->count("--time-budget-ms")) args->command += " --time-budget-ms " + std::to_string(args->time_budget_ms);
     if (!args->strategies.empty()) {  // the recorded command must reproduce the same rows
       args->command += " --strategies ";
       for (size_t i = 0; i < args->strategies.size(); ++i) args->command += (i ? "," : "") + args->strategies[i];

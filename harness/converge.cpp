@@ -19,9 +19,11 @@
 #include "core/rng.h"
 #include "core/error.h"
 #include "exec/executor.h"
+#include "exec/planned_training.h"
 #include "harness/converge_data.h"
 #include "harness/registry.h"
 #include "harness/results.h"
+#include "plan/async_planner.h"
 #include "plan/validate.h"
 
 namespace dcp::harness {
@@ -43,6 +45,7 @@ struct Trace {
   std::vector<int> microbatches;
   std::map<int, int> group_sizes;  // CP size -> groups, summed over steps
   std::vector<double> dloss_rel, dloss_abs, grad_rel;  // vs the reference (strategies)
+  std::vector<double> plan_s, wait_s;  // per step, this rank's planner (strategies' first run)
 };
 
 // max |got - ref| / max |ref| (attn/compare.h); any non-finite mismatch (NaN, one-sided inf)
@@ -90,6 +93,20 @@ class Progress {
 template <typename T>
 using StepHook = std::function<void(int step, std::span<const T> grads)>;
 
+// Appends one trained step to the trace and runs the hook and the progress line.
+template <typename T>
+void record(Trace& t, int i, const exec::StepStats& st, exec::Executor<T>& ex, const StepHook<T>& hook,
+            Progress* progress) {
+  t.loss.push_back(st.loss);
+  t.mtp_loss.push_back(st.mtp_loss);
+  t.grad_norm.push_back(st.grad_norm);
+  t.grad_hash.push_back(fnv1a(ex.last_grads().data(), ex.last_grads().size_bytes()));
+  t.microbatches.push_back(st.microbatches);
+  for (const auto& [size, n] : st.group_sizes) t.group_sizes[size] += n;
+  if (hook) hook(i, ex.last_grads());
+  if (progress) progress->step(i, st.loss);
+}
+
 // Trains plans[0..steps) on `pool` (every rank of the pool calls it); returns the trace.
 // after_step (may be empty) runs after every step: the references' heartbeat.
 template <typename T>
@@ -103,17 +120,74 @@ Trace train(comm::Communicator& pool, const ConvergeScenario& s, const std::vect
   Trace t;
   for (int i = 0; i < steps; ++i) {
     const exec::StepStats st = ex.step(plans[i], batches[i]);
-    t.loss.push_back(st.loss);
-    t.mtp_loss.push_back(st.mtp_loss);
-    t.grad_norm.push_back(st.grad_norm);
-    t.grad_hash.push_back(fnv1a(ex.last_grads().data(), ex.last_grads().size_bytes()));
-    t.microbatches.push_back(st.microbatches);
-    for (const auto& [size, n] : st.group_sizes) t.group_sizes[size] += n;
-    if (hook) hook(i, ex.last_grads());
-    if (progress) progress->step(i, st.loss);
+    record(t, i, st, ex, hook, progress);
     if (after_step) after_step();
   }
   return t;
+}
+
+// A planner whose plans are checked against their batch and config (plan::validate) before they
+// are handed out: an invalid plan is a planning error of its step, never trained.
+class CheckedPlanner : public plan::Planner {
+ public:
+  explicit CheckedPlanner(std::unique_ptr<plan::Planner> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  bool dynamic() const override { return inner_->dynamic(); }
+  plan::Plan plan(const plan::Batch& b, const plan::PlanConfig& c) const override {
+    plan::Plan p = inner_->plan(b, c);
+    plan::validate(p, b, c);
+    return p;
+  }
+
+ private:
+  std::unique_ptr<plan::Planner> inner_;
+};
+
+// What a strategy's first run returns besides its trace: the plans it trained (for the bitwise
+// repeat) and the planning error that stopped it, if any.
+struct PlannedTrace {
+  Trace trace;
+  std::vector<plan::Plan> plans;
+  std::optional<exec::PlanFailure> failure;
+};
+
+// Trains a strategy with its plans computed one step ahead (exec/planned_training.h): the plan of
+// step i+1 is made on a background thread while step i trains (sync: inside the loop, before the
+// step). Every rank plans for itself; the trace records this rank's planning and wait times.
+template <typename T>
+PlannedTrace train_strategy(comm::Communicator& pool, const ConvergeScenario& s,
+                           const std::shared_ptr<const plan::Planner>& planner, const std::vector<StepSpec>& specs,
+                           const std::vector<exec::GlobalBatch>& batches, plan::PlanningMode mode,
+                           const StepHook<T>& hook, Progress* progress) {
+  PlannedTrace out;
+  // Made first, so that step 0 is planned while the groups and the model are set up. The source
+  // runs on the planner's thread: it reads only the immutable batches and specs.
+  plan::AsyncPlanner ap(
+      [&](int64_t i) -> std::optional<plan::PlanRequest> {
+        if (i >= static_cast<int64_t>(batches.size())) return std::nullopt;
+        plan::PlanConfig pc;
+        pc.dp = s.dp;
+        pc.cp = s.cp;
+        pc.max_seqlen_per_rank = s.max_seqlen_per_rank;
+        pc.max_seqlen = s.max_seqlen;
+        pc.vpp_group = specs[static_cast<size_t>(i)].vpp_group;
+        return plan::PlanRequest{batches[static_cast<size_t>(i)].lengths(), pc, planner};
+      },
+      mode);
+  comm::GroupRegistry reg(pool);
+  auto k = model::make_cpu_kernels<T>();
+  model::Model<T> m(s.model, *k);
+  exec::Executor<T> ex(m, pool, reg, s.adam);
+  const exec::PlannedRun run = exec::train_planned<T>(
+      ex, ap, [&](int64_t i) -> const exec::GlobalBatch& { return batches[static_cast<size_t>(i)]; },
+      [&](const plan::PlannedStep& p, const exec::StepStats& st) {
+        record(out.trace, static_cast<int>(p.step), st, ex, hook, progress);
+        out.trace.plan_s.push_back(p.timing.plan_s);
+        out.trace.wait_s.push_back(p.timing.wait_s);
+        out.plans.push_back(p.plan);
+      });
+  out.failure = run.failure;
+  return out;
 }
 
 // One micro-batch with every sample on one rank: the single-rank reference's plan.
@@ -163,6 +237,32 @@ int first_bitwise_difference(const Trace& a, const Trace& b, int n) {
   return -1;
 }
 
+// Measured planning times of a strategy's first run (rank 0's planner): per step and in total.
+json planning_json(const Trace& t, plan::PlanningMode mode) {
+  json j;
+  j["mode"] = mode == plan::PlanningMode::async ? "async" : "sync";
+  std::vector<double> plan_ms, wait_ms;
+  double plan_total = 0, wait_total = 0, hidden_total = 0;
+  for (size_t i = 0; i < t.plan_s.size(); ++i) {
+    plan_ms.push_back(1e3 * t.plan_s[i]);
+    wait_ms.push_back(1e3 * t.wait_s[i]);
+    plan_total += 1e3 * t.plan_s[i];
+    wait_total += 1e3 * t.wait_s[i];
+    hidden_total += 1e3 * plan::PlanTiming{t.plan_s[i], t.wait_s[i]}.hidden_s();
+  }
+  j["plan_ms"] = plan_ms;
+  j["wait_ms"] = wait_ms;
+  j["plan_ms_total"] = plan_total;
+  j["wait_ms_total"] = wait_total;
+  j["hidden_ms_total"] = hidden_total;
+  j["how"] = std::string("measured: wall clock (steady_clock) on this machine, rank 0; plan = the planner's call ") +
+             "(plus plan::validate), wait = time the training loop blocked for the plan (exposed), " +
+             "hidden = plan - wait per step (" +
+             (mode == plan::PlanningMode::async ? "planned one step ahead on a background thread)"
+                                                : "--sync-planning: planned inside the loop, nothing hidden)");
+  return j;
+}
+
 std::string fmt(double x) {
   char b[32];
   std::snprintf(b, sizeof b, "%.3g", x);
@@ -192,37 +292,13 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   const int steps = static_cast<int>(batches.size());
   const int repeat = s.repeat_steps > 0 ? std::min(s.repeat_steps, steps) : steps;
 
-  // Plans of every strategy for every step (computed on every rank: deterministic, as Megatron
-  // replicates its schedule). A planner error stops that strategy.
+  // Every strategy's planner (an unknown name is an InputError before anything trains). Plans are
+  // made while the strategy trains, one step ahead (train_planned), on every rank: deterministic,
+  // as Megatron replicates its schedule. A planning error stops that strategy at its step.
   const plan::PlannerRegistry& reg = builtin_planners();
-  struct StrategyPlans {
-    std::vector<plan::Plan> plans;
-    std::string error;  // the planner's message
-    int error_step = -1;
-  };
-  std::map<std::string, StrategyPlans> plans;
-  for (const auto& name : s.strategies) {
-    auto planner = reg.make(name);  // InputError naming the unknown planner
-    StrategyPlans sp;
-    for (int i = 0; i < steps && sp.error.empty(); ++i) {
-      plan::PlanConfig pc;
-      pc.dp = s.dp;
-      pc.cp = s.cp;
-      pc.max_seqlen_per_rank = s.max_seqlen_per_rank;
-      pc.max_seqlen = s.max_seqlen;
-      pc.vpp_group = specs[i].vpp_group;
-      const plan::Batch b = batches[i].lengths();
-      try {
-        plan::Plan p = planner->plan(b, pc);
-        plan::validate(p, b, pc);
-        sp.plans.push_back(std::move(p));
-      } catch (const Error& e) {
-        sp.error = e.what();
-        sp.error_step = i;
-      }
-    }
-    plans[name] = std::move(sp);
-  }
+  std::map<std::string, std::shared_ptr<const plan::Planner>> planners;
+  for (const auto& name : s.strategies) planners[name] = std::make_shared<CheckedPlanner>(reg.make(name));
+  const plan::PlanningMode mode = o.sync_planning ? plan::PlanningMode::sync : plan::PlanningMode::async;
   std::vector<plan::Plan> ref_plans;
   for (const auto& b : batches) ref_plans.push_back(reference_plan(b));
 
@@ -288,28 +364,32 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
     if (f32) strategies["reference_f64"] = trace_json(ref64);
   }
   for (const auto& name : s.strategies) {
-    const StrategyPlans& sp = plans[name];
-    json j;
-    if (!sp.error.empty()) {
-      if (root) {
-        j["error"] = "step " + std::to_string(sp.error_step) + " (" + specs[sp.error_step].kind + "): " + sp.error;
-        j["pass"] = false;
-        j["bitwise_repeat"] = false;
-        j["bound"] = {{"loss_rel", bound_loss}, {"grad_rel", bound_grad}};
-        strategies[name] = j;
-        out.failures.push_back(name + " step " + std::to_string(sp.error_step) + " (" +
-                               specs[sp.error_step].kind + "): planner error: " + sp.error);
-      }
-      continue;
-    }
     Trace t;
     StepHook<T> compare = [&](int i, std::span<const T> g) {
       t.grad_rel.push_back(rel_max_diff<T>(g, ref_grads[i]));
     };
     if (root) progress.start(name + " (" + std::to_string(world.size()) + " ranks)", steps);
-    Trace got = train<T>(world, s, sp.plans, batches, steps, root ? compare : StepHook<T>{}, root ? &progress : nullptr);
+    PlannedTrace first = train_strategy<T>(world, s, planners[name], specs, batches, mode,
+                                            root ? compare : StepHook<T>{}, root ? &progress : nullptr);
+    json j;
+    if (first.failure) {
+      const int es = static_cast<int>(first.failure->step);
+      const std::string& msg = first.failure->message;
+      if (root) {
+        j["error"] = "step " + std::to_string(es) + " (" + specs[es].kind + "): " + msg;
+        j["pass"] = false;
+        j["bitwise_repeat"] = false;
+        j["bound"] = {{"loss_rel", bound_loss}, {"grad_rel", bound_grad}};
+        strategies[name] = j;
+        out.failures.push_back(name + " step " + std::to_string(es) + " (" + specs[es].kind +
+                               "): planner error: " + msg);
+      }
+      continue;
+    }
+    Trace got = std::move(first.trace);
+    // The repeat trains the same plans again (planning is deterministic; the repeat checks training).
     if (root) progress.start(name + " repeat (bitwise check)", repeat);
-    const Trace again = train<T>(world, s, sp.plans, batches, repeat, nullptr, root ? &progress : nullptr);
+    const Trace again = train<T>(world, s, first.plans, batches, repeat, nullptr, root ? &progress : nullptr);
     if (!root) continue;
     got.grad_rel = t.grad_rel;
     double max_dl_rel = 0, max_dl_abs = 0, max_g = 0;
@@ -335,6 +415,7 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
     j["bitwise_repeat"] = rep < 0;
     j["repeat_steps"] = repeat;
     j["bound"] = {{"loss_rel", bound_loss}, {"grad_rel", bound_grad}};
+    j["planning"] = planning_json(got, mode);
     const bool loss_ok = max_dl_rel <= bound_loss, grad_ok = max_g <= bound_grad;
     j["pass"] = loss_ok && grad_ok && rep < 0;
     if (!loss_ok)

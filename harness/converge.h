@@ -40,6 +40,9 @@ struct ConvergeOptions {
   std::optional<double> bound;           // overrides the float64 bound / float32 floor
   std::string command;                   // the command line, for the context
   bool quiet = false;                    // no progress lines
+  // Plan each step inside the training loop instead of one step ahead on a background thread
+  // (plan/async_planner.h). The losses are bitwise the same; only the measured wait changes.
+  bool sync_planning = false;
 };
 
 inline constexpr double kConvergeBoundF64 = 1e-10;

@@ -46,6 +46,20 @@ void validate_converge_report(const json& j, const std::string& what) {
     if (it.key() != "reference" && it.key() != "reference_f64")
       for (const char* k : {"max_abs_dloss", "max_rel_grad_diff", "bitwise_repeat", "bound", "pass"})
         if (!s.contains(k)) bad("strategy \"" + it.key() + "\" has no \"" + std::string(k) + "\"");
+    if (s.contains("planning")) {  // optional (README "Async planning"): what converge_table prints
+      const json& p = s["planning"];
+      bool ok = p.is_object() && p.value("mode", json()).is_string();
+      for (const char* k : {"plan_ms", "wait_ms"}) {
+        ok = ok && p.contains(k) && p[k].is_array() && p[k].size() == s["losses"].size();
+        if (ok)
+          for (const auto& v : p[k]) ok = ok && v.is_number();
+      }
+      for (const char* k : {"plan_ms_total", "wait_ms_total", "hidden_ms_total"})
+        ok = ok && p.contains(k) && p[k].is_number();
+      if (!ok)
+        bad("strategy \"" + it.key() + "\" has a \"planning\" that is not {mode, plan_ms and wait_ms per step, " +
+            "plan_ms_total, wait_ms_total, hidden_ms_total}");
+    }
   }
 }
 
@@ -97,6 +111,24 @@ std::string converge_table(const json& r) {
     std::snprintf(line, sizeof line, "%-16s %9.5f %11s %11s %11s %8s %10s %8.1f  %s\n", name.c_str(), last, dla, dlr, gr,
                   s.contains("bitwise_repeat") ? (s["bitwise_repeat"].get<bool>() ? "yes" : "NO") : "-",
                   sizes_str(s["cp_sizes"]).c_str(), mean_of(s["microbatches"]), result.c_str());
+    os << line;
+  }
+  // Planning times (measured, rank 0): how much of each strategy's planning the training hid.
+  bool planning_header = false;
+  for (const std::string& name : order) {
+    const json& s = st[name];
+    if (!s.contains("planning") || !s["planning"].is_object()) continue;
+    const json& p = s["planning"];
+    if (!planning_header) {
+      os << "planning (measured wall clock on this host, rank 0; " << p.value("mode", "?")
+         << (p.value("mode", "") == "async" ? ": step i+1 planned on a background thread while step i trains)\n"
+                                            : ": planned inside the training loop)\n");
+      planning_header = true;
+    }
+    const double plan_ms = p.value("plan_ms_total", 0.0), hidden_ms = p.value("hidden_ms_total", 0.0);
+    std::snprintf(line, sizeof line, "  %-16s planned %9.2f ms, training waited %9.2f ms, hidden %9.2f ms (%.0f%%)\n",
+                  name.c_str(), plan_ms, p.value("wait_ms_total", 0.0), hidden_ms,
+                  plan_ms > 0 ? 100.0 * hidden_ms / plan_ms : 0.0);
     os << line;
   }
   const json& d = r["reference_loss_drop"];

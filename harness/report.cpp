@@ -225,6 +225,7 @@ void print_table(std::ostream& os, const ResultsFile& results) {
     }
   }
   print_published_comparison(os, results, aggs);
+  print_planning_summary(os, results);
   print_sensitivity(os, results.sensitivity);
   os.flush();
 }

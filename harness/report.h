@@ -20,4 +20,9 @@ namespace dcp::harness {
 // published numbers (from results.scenarios[*].published) beside ours, each with its source.
 void print_table(std::ostream& os, const ResultsFile& results);
 
+// The "planning off the step" section (report_planning.cpp): per scenario, strategy and setting,
+// the measured planning time per step, the part hidden behind the previous step (modelled against
+// its simulated step time) and the exposed part. Nothing when no row carries planning fields.
+void print_planning_summary(std::ostream& os, const ResultsFile& results);
+
 }  // namespace dcp::harness

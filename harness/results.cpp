@@ -28,6 +28,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowMetrics, step_time_s, tflops_
                                                 microbatches, balance, bubble_frac, comm_frac, plan_efficiency,
                                                 solve_ms, lower_bound_s, compute_s, comm_s, overhead_s, bubble_s,
                                                 imbalance_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowPlanning, planning, plan_hidden_ms, plan_exposed_ms, plan_wait_ms)
 
 namespace {
 
@@ -257,6 +258,7 @@ json row_to_json(const ResultRow& r) {
     for (const char* k : kMetricKeys) j[k] = nullptr;
     j["microbatches"] = nullptr;
   }
+  if (!r.planning.empty()) j.update(json(static_cast<const RowPlanning&>(r)));
   if (!r.knobs.is_null()) j["knobs"] = r.knobs;
   if (!r.rank_busy_s.empty()) j["rank_busy_s"] = r.rank_busy_s;
   if (!r.plan.is_null()) j["plan"] = r.plan;
@@ -271,6 +273,7 @@ ResultRow row_from_json(const json& j) {
   ResultRow r;
   static_cast<RowInfo&>(r) = clean.get<RowInfo>();
   static_cast<RowMetrics&>(r) = clean.get<RowMetrics>();
+  static_cast<RowPlanning&>(r) = clean.get<RowPlanning>();
   if (clean.contains("speedup_vs_packing") && clean["speedup_vs_packing"].is_number())
     r.speedup_vs_packing = clean["speedup_vs_packing"].get<double>();
   if (clean.contains("knobs")) r.knobs = clean["knobs"];
@@ -364,8 +367,14 @@ std::vector<std::string> validate_results(const json& j) {
       if (r.contains(k) && !r[k].is_null() && !(r[k].is_number_integer() && int_in(r[k], 0, kMaxRowCount)))
         errs.push_back(at + ".\"" + k + "\" is not an integer in [0, " + std::to_string(kMaxRowCount) + "]");
     for (const char* k : {"useful_tflop", "peak_memory_gib", "solve_ms", "lower_bound_s", "compute_s", "comm_s",
-                          "overhead_s", "bubble_s", "imbalance_s"})
+                          "overhead_s", "bubble_s", "imbalance_s", "plan_hidden_ms", "plan_exposed_ms",
+                          "plan_wait_ms"})
       if (r.contains(k) && !r[k].is_number() && !r[k].is_null()) errs.push_back(at + ".\"" + k + "\" is not a number");
+    if (r.contains("planning") && !r["planning"].is_null() && !r["planning"].is_string())
+      errs.push_back(at + ".\"planning\" is not a string");
+    for (const char* k : {"plan_hidden_ms", "plan_exposed_ms", "plan_wait_ms"})
+      if (r.contains(k) && r[k].is_number() && !std::isfinite(r[k].get<double>()))
+        errs.push_back(at + ".\"" + k + "\" is not finite");
     if (r.contains("knobs") && !is_knobs(r["knobs"]))
       errs.push_back(at + ".\"knobs\" is not an object of integer max_seqlen_per_rank, cp, vpp");
     if (r.contains("rank_busy_s") && !is_number_array(r["rank_busy_s"]))

@@ -19,6 +19,8 @@
 //   compute_s, comm_s, overhead_s, bubble_s, imbalance_s, useful_tflop, tokens, samples,
 //   rank_busy_s ([N] per pool rank), plan ([[ [first_rank, cp_size, samples, tokens] per group ]
 //   per micro-batch]). rank_busy_s and plan are kept for step 0 only (the charts draw one step).
+//   planning ("async" | "sync"), plan_hidden_ms, plan_exposed_ms, plan_wait_ms: RowPlanning below
+//   (README "Async planning"); written only when planning is set.
 // The file also carries "aggregates" (one per scenario, strategy and setting: report.h's
 // aggregate(), computed once here in C++; the charts draw from them) and, when asked for,
 // "sensitivity" (harness/sensitivity.h).
@@ -72,7 +74,18 @@ struct RowMetrics {  // meaningful only if plan_valid and not oom
   double imbalance_s = 0;
 };
 
-struct ResultRow : RowInfo, RowMetrics {
+// When the plan was made (README "Async planning"). solve_ms (RowMetrics) is the planner's measured
+// wall time; these split it against the training step:
+struct RowPlanning {
+  std::string planning;        // "async": planned while the previous step ran; "sync": inside the step
+  double plan_hidden_ms = 0;   // MODELLED: min(solve_ms, previous step's simulated step time) when
+                               // async (0 for step 0, after a step without figures, and when sync)
+  double plan_exposed_ms = 0;  // solve_ms - plan_hidden_ms: planning the step would wait for
+  double plan_wait_ms = 0;     // MEASURED: wall time the runner waited for this plan on the host
+                               // (the host's simulation of the previous step ran meanwhile)
+};
+
+struct ResultRow : RowInfo, RowMetrics, RowPlanning {
   std::optional<double> speedup_vs_packing;  // reference step time / this step time, same batch
   nlohmann::json knobs;             // the setting's knobs (object) or null
   std::vector<double> rank_busy_s;  // step 0 only

@@ -6,6 +6,7 @@
 #include "core/json_io.h"
 #include "core/text.h"
 #include "harness/tune.h"
+#include "plan/async_planner.h"
 #include "plan/validate.h"
 #include "sim/simulator.h"
 
@@ -256,6 +257,11 @@ cost::CostModel cost_model_at(const cost::CostModel& base, const Setting& st) {
 // and the simulated step time of a whole plan on this batch.
 plan::PlannerOptions planner_options_of(const cost::CostModel& cm, const data::SampledBatch& sb,
                                         int64_t m_tokens) {
+  return planner_options_of(cm, std::make_shared<const plan::Batch>(sb.batch), sb.real_lengths, m_tokens);
+}
+
+plan::PlannerOptions planner_options_of(const cost::CostModel& cm, std::shared_ptr<const plan::Batch> batch,
+                                        std::span<const int64_t> real_lengths, int64_t m_tokens) {
   plan::PlannerOptions o;
   o.pp = cm.cluster.pp;
   o.vpp = cm.cluster.vpp;
@@ -274,11 +280,11 @@ plan::PlannerOptions planner_options_of(const cost::CostModel& cm, const data::S
     }
     return std::max(0.0, t) * cm.cluster.vpp / stages;  // one pipeline stage's share
   };
-  o.step_time_s = [&cm, &sb](const plan::Plan& plan) {
-    return sim::simulate_step(plan, sb.batch, cm, sb.real_lengths).step_s;
+  o.step_time_s = [&cm, batch, real_lengths](const plan::Plan& plan) {
+    return sim::simulate_step(plan, *batch, cm, real_lengths).step_s;
   };
-  o.estimate = [&cm, &sb](const plan::Plan& plan) {
-    const sim::StepResult r = sim::simulate_step(plan, sb.batch, cm, sb.real_lengths);
+  o.estimate = [&cm, batch, real_lengths](const plan::Plan& plan) {
+    const sim::StepResult r = sim::simulate_step(plan, *batch, cm, real_lengths);
     return plan::PlannerOptions::Estimate{r.step_s, r.fits, r.peak_memory_bytes};
   };
   o.cost_label = cost::source_label(cm);
@@ -341,6 +347,27 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
   const cost::CostModel cm = cost_model_at(base_cm, setting);
   const std::string source = cost::source_label(cm);
   std::vector<ResultRow> rows;
+  // Step i+1 is planned on a background thread while step i is simulated here (README "Async
+  // planning"); the source runs on that thread and reads only the immutable prepared batches.
+  // An InputError of a step (unknown planner, dp not dividing the batch, a sample that cannot be
+  // placed) comes back from next() for that step and is recorded in its row, as before.
+  plan::AsyncPlanner planner_of_steps(
+      [&](int64_t step) -> std::optional<plan::PlanRequest> {
+        if (step >= p.steps) return std::nullopt;
+        const data::SampledBatch& sb = p.batches[static_cast<size_t>(step)];
+        // Planners that use a cost model (dcp, nvidia-prototype) get this setting's time model and
+        // simulator, over the batch they plan (padded for dynamic planners), as the row simulates it.
+        auto batch = std::make_shared<const plan::Batch>(batch_for(p, sb, registry.make(strategy)->dynamic()));
+        plan::PlannerOptions planner_options = planner_options_of(cm, batch, sb.real_lengths, config.max_seqlen_per_rank);
+        planner_options.time_budget_ms = options.time_budget_ms;
+        std::shared_ptr<const plan::Planner> planner = registry.make(strategy, planner_options);
+        if (config.dp > 0 && s.training.global_batch % config.dp != 0)
+          throw InputError("global_batch " + std::to_string(s.training.global_batch) + " is not a multiple of dp=" +
+                           std::to_string(config.dp));
+        return plan::PlanRequest{*batch, config, std::move(planner)};
+      },
+      options.sync_planning ? plan::PlanningMode::sync : plan::PlanningMode::async);
+  double previous_step_s = 0;  // simulated step time of the previous step (0: none, or no figures)
   for (int step = 0; step < p.steps; ++step) {
     const data::SampledBatch& sb = p.batches[static_cast<size_t>(step)];
     ResultRow row;
@@ -356,18 +383,18 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
     row.useful_tflop = cost::useful_flops(cm.model, sb.real_lengths) / 1e12;
     plan::Plan plan;
     plan::Batch batch = sb.batch;
+    row.planning = options.sync_planning ? "sync" : "async";
     try {
-      // Planners that use a cost model (dcp) get this setting's time model and simulator.
-      plan::PlannerOptions planner_options = planner_options_of(cm, sb, config.max_seqlen_per_rank);
-      planner_options.time_budget_ms = options.time_budget_ms;
-      const auto planner = registry.make(strategy, planner_options);
-      batch = batch_for(p, sb, planner->dynamic());
-      if (config.dp > 0 && s.training.global_batch % config.dp != 0)
-        throw InputError("global_batch " + std::to_string(s.training.global_batch) + " is not a multiple of dp=" +
-                         std::to_string(config.dp));
-      const auto t0 = std::chrono::steady_clock::now();
-      plan = planner->plan(batch, config);
-      row.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::optional<plan::PlannedStep> planned = planner_of_steps.next();
+      DCP_CHECK(planned && planned->step == step, "run: the planner of ", strategy, " did not return step ", step);
+      plan = std::move(planned->plan);
+      batch = std::move(planned->batch);
+      row.solve_ms = 1e3 * planned->timing.plan_s;
+      row.plan_wait_ms = 1e3 * planned->timing.wait_s;
+      // Modelled: on the real cluster, step `step` is planned while step-1 trains, which takes
+      // its simulated step time; step 0's plan is never hidden.
+      row.plan_hidden_ms = options.sync_planning ? 0.0 : std::min(row.solve_ms, 1e3 * previous_step_s);
+      row.plan_exposed_ms = row.solve_ms - row.plan_hidden_ms;
       if (auto v = plan::find_violation(plan, batch, config)) {
         row.error = "invalid plan: " + *v;
       } else {
@@ -399,6 +426,7 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
         row.plan = plan_picture(plan, batch);
       }
     }
+    previous_step_s = row.has_metrics() ? row.step_time_s : 0.0;
     rows.push_back(std::move(row));
   }
   return rows;

@@ -20,7 +20,9 @@
 #include "harness/scenario.h"
 #include "plan/planner.h"
 
+#include <memory>
 #include <optional>
+#include <span>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -36,6 +38,9 @@ struct RunOptions {
   bool tune = false;                    // also search each strategy's knobs (tune.h)
   bool sensitivity = false;             // also vary every uncertain parameter by +-20% (tune.h)
   double time_budget_ms = 0;            // PlannerOptions::time_budget_ms of every planner (0: their default)
+  // Plan every step inside the loop instead of step i+1 on a background thread while step i is
+  // simulated (plan/async_planner.h; README "Async planning"). The plans are the same.
+  bool sync_planning = false;
 };
 
 // The knobs a strategy can be run at: per-rank token budget M, static CP size (static planners;
@@ -79,6 +84,11 @@ void fill_speedups(std::vector<ResultRow>& rows, size_t first);
 // simulated step time and the estimate with the memory model on this batch); the returned
 // callbacks refer to cm and sb, which must outlive them.
 plan::PlannerOptions planner_options_of(const cost::CostModel& cm, const data::SampledBatch& sb, int64_t m_tokens);
+// The same over the batch the planner is given (dynamic planners see the lengths padded to their
+// multiple), so the planner's simulator scores plans exactly as the result row will; the callbacks
+// keep `batch` alive and refer to cm and real_lengths, which must outlive them.
+plan::PlannerOptions planner_options_of(const cost::CostModel& cm, std::shared_ptr<const plan::Batch> batch,
+                                        std::span<const int64_t> real_lengths, int64_t m_tokens);
 cost::CostModel cost_model_of(const Scenario& s);
 data::LengthSource length_source_of(const Scenario& s);
 data::SamplerConfig sampler_config_of(const Scenario& s);

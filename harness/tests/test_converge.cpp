@@ -172,6 +172,38 @@ TEST(ConvergeRun, EveryStrategyAgreesWithTheReference) {
   }
 }
 
+TEST(ConvergeRun, PlanningOneStepAheadTrainsBitwiseTheSameAsPlanningInTheLoop) {
+  const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "async"));
+  ConvergeOptions o;
+  o.quiet = true;
+  const ConvergeOutcome a = run_small(s, o);
+  o.sync_planning = true;
+  const ConvergeOutcome b = run_small(s, o);
+  for (const auto& f : a.failures) ADD_FAILURE() << f;
+  EXPECT_NO_THROW(validate_converge_report(a.report, "async"));
+  EXPECT_NO_THROW(validate_converge_report(b.report, "sync"));
+  const int steps = a.report["steps"].get<int>();
+  for (const char* name : {"packing", "megatron-dev", "dcp"}) {
+    SCOPED_TRACE(name);
+    const json& x = a.report["strategies"][name];
+    const json& y = b.report["strategies"][name];
+    // JSON doubles carry 17 significant digits: equal text <=> equal bits.
+    for (const char* k : {"losses", "mtp_losses", "grad_norms", "grad_hashes"}) EXPECT_EQ(x[k].dump(), y[k].dump()) << k;
+    EXPECT_EQ(x["planning"]["mode"], "async");
+    EXPECT_EQ(y["planning"]["mode"], "sync");
+    ASSERT_EQ(x["planning"]["plan_ms"].size(), static_cast<size_t>(steps));
+    ASSERT_EQ(y["planning"]["wait_ms"].size(), static_cast<size_t>(steps));
+    // In the loop, the wait brackets the planner's call (same clock): nothing is hidden.
+    for (int i = 0; i < steps; ++i)
+      EXPECT_GE(y["planning"]["wait_ms"][i].get<double>(), y["planning"]["plan_ms"][i].get<double>()) << i;
+    EXPECT_EQ(y["planning"]["hidden_ms_total"].get<double>(), 0.0);
+  }
+  EXPECT_NE(converge_table(a.report).find("planning (measured wall clock"), std::string::npos);
+  json broken = a.report;
+  broken["strategies"]["dcp"]["planning"]["wait_ms"] = json::array({1.0});
+  EXPECT_THROW(validate_converge_report(broken, "r"), InputError);
+}
+
 TEST(ConvergeRun, AnImpossibleBoundFailsNamingStrategyStepAndQuantity) {
   const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "fail"));
   ConvergeOptions o;
