@@ -247,10 +247,13 @@ double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_token
   const double layers = cm.model.layers;
   double t = layers * (lt.fwd_compute_s + lt.bwd_compute_s);
   if (cm.training.recompute_full) t += layers * lt.fwd_compute_s;
-  t += (1.0 + cm.training.gemm_bwd_factor) *
-       logits_fwd_s(cm, static_cast<double>(length), gemm_tokens);
-  t += loss_s(cm, static_cast<double>(length));
+  t += sequence_head_compute_s(cm, length, gemm_tokens);
   return t;
+}
+
+double sequence_head_compute_s(const CostModel& cm, int64_t length, double gemm_tokens) {
+  return (1.0 + cm.training.gemm_bwd_factor) * logits_fwd_s(cm, static_cast<double>(length), gemm_tokens) +
+         loss_s(cm, static_cast<double>(length));
 }
 
 double stage_params(const CostModel& cm, int s) {

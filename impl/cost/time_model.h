@@ -157,6 +157,8 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
 // (+ recompute), summed over stages, with GEMM efficiency taken at `gemm_tokens` tokens
 // (the lower bound uses the per-rank budget M). Divided by tp (one GPU's share).
 double sequence_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens);
+// The part of sequence_compute_s on the last pipeline stage only: output layer (fwd + bwd) and loss.
+double sequence_head_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens);
 
 // ---- DP x CP gradient sync -------------------------------------------------------------
 struct GradSyncTime {

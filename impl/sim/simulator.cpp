@@ -326,10 +326,26 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
 }
 
 double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_t m_tokens) {
-  double total = 0;
+  // Per pipeline stage s: its layers' share of every sample's layer work (+ the output layer and
+  // loss on the last stage), spread evenly over the N GPUs of that stage. The step cannot be
+  // shorter than the busiest stage's share: the stage a layer lives on is fixed by the scenario,
+  // not by the plan (with Llama-13B at PP8 the last stage's output layer alone is ~2 layers'
+  // GEMMs, so the stages are never equal). The whole-pipeline average is the max's lower bound too.
   const double gemm_tokens = static_cast<double>(m_tokens > 0 ? m_tokens : 1);
-  for (int64_t l : batch.lengths) total += cost::sequence_compute_s(cm, l, gemm_tokens);
-  return total / (static_cast<double>(cm.cluster.pp) * cm.cluster.pool());
+  double total = 0, head = 0;
+  for (int64_t l : batch.lengths) {
+    total += cost::sequence_compute_s(cm, l, gemm_tokens);
+    head += cost::sequence_head_compute_s(cm, l, gemm_tokens);
+  }
+  const auto& c = cm.cluster;
+  const double per_layer = cm.model.layers > 0 ? (total - head) / cm.model.layers : 0.0;
+  double worst = total / static_cast<double>(c.pp);  // even split (pp = 1: everything)
+  for (int s = 0; s < c.pp; ++s) {
+    double layers = 0;
+    for (int chunk = 0; chunk < c.vpp; ++chunk) layers += cost::layers_of_virtual_stage(cm.model, c, chunk * c.pp + s);
+    worst = std::max(worst, layers * per_layer + (s == c.pp - 1 ? head : 0.0));
+  }
+  return worst / static_cast<double>(c.pool());
 }
 
 StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const cost::CostModel& cm,

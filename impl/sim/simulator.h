@@ -25,8 +25,14 @@
 // pipeline with this GPU's work would have) and imbalance wait = the rest of the idle time.
 //
 // Lower bound: every sample processed at cp = 1 with GEMM efficiency at M_tokens (the per-rank
-// budget), all work spread evenly over all GPUs, no communication, no bubble:
-//   bound_s = sum_i sequence_compute_s(L_i, M) / (pp * N).
+// budget), each pipeline stage's work spread evenly over its N GPUs, no communication, no bubble;
+// the busiest stage sets the bound (which layers and the output layer live on a stage is fixed by
+// the scenario, not by the plan):
+//   bound_s = max(sum_i sequence_compute_s(L_i, M) / pp,
+//                 max_s [layers(s) * per-layer work + (s last ? output layer + loss : 0)]) / N.
+// (Before 2026-11-23 the bound spread all work over all pp * N GPUs; with Llama-13B at PP8 the
+// last stage's output layer is ~2 layers' GEMMs, so that bound was unreachable by ~25% for every
+// planner.)
 // plan_efficiency = bound_s / step_s (<= 1 up to efficiency-curve effects). It depends on the
 // batch only, so its ratio between strategies is their speed ratio.
 //

@@ -248,6 +248,30 @@ TEST(Step, PipelinePlanBreakdownSums) {
 
 // Random valid plans on the H100 profile: the lower bound never exceeds the simulated time and
 // the breakdown always sums to the step (curves are monotone, so cp = 1 at M tokens is optimal).
+TEST(Step, BoundIsTheBusiestStage) {
+  // pp = 2, 2 layers (one per stage), a large vocabulary: the last stage holds one layer plus the
+  // output layer and loss, so it sets the bound, above the even split over both stages.
+  auto cm = unit_cm(4, 2, 1);
+  cm.model.vocab = 65536;
+  const plan::Batch batch{{1000, 600, 300}};
+  const int64_t m = 2000;
+  double all = 0, head = 0;
+  for (int64_t l : batch.lengths) {
+    all += cost::sequence_compute_s(cm, l, m);
+    head += cost::sequence_head_compute_s(cm, l, m);
+  }
+  ASSERT_GT(head, 0.0);
+  const double per_layer = (all - head) / 2;
+  const double expect = std::max(all / 2, per_layer + head) / 2;  // pool N = 2
+  EXPECT_NEAR(lower_bound_s(batch, cm, m), expect, 1e-15);
+  EXPECT_GT(lower_bound_s(batch, cm, m), all / 4 * (1 + 1e-9));  // tighter than the even split
+  // pp = 1: everything on one stage.
+  const auto cm1 = unit_cm(2, 1, 1);
+  double all1 = 0;
+  for (int64_t l : batch.lengths) all1 += cost::sequence_compute_s(cm1, l, m);
+  EXPECT_NEAR(lower_bound_s(batch, cm1, m), all1 / 2, 1e-15);
+}
+
 TEST(Step, BoundHoldsOnRandomPlansH100) {
   cost::ClusterConfig c;
   c.gpus = 32;
