@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "exec/planned_training.h"
+#include "exec/tests/exec_fixtures.h"
 #include "plan/async_planner.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
@@ -22,15 +23,10 @@
 namespace dcp::exec {
 namespace {
 
-const plan::PlannerRegistry& all_planners() {
-  static const plan::PlannerRegistry reg = [] {
-    plan::PlannerRegistry r;
-    sched::register_sched_planners(r);
-    baselines::register_baseline_planners(r);
-    return r;
-  }();
-  return reg;
-}
+using testing::all_planners;
+using testing::tiny_model;
+using testing::token_batches;
+
 
 // Pool of 8 ranks (dp 2 x cp 4), M = 64 tokens per rank: a sample fits up to 512 tokens.
 plan::PlanConfig pool_config() {
@@ -116,37 +112,7 @@ TEST(AsyncPlanning, EveryRegisteredPlannerGivesTheSynchronousPlansInOrder) {
   }
 }
 
-model::ModelConfig tiny_model() {
-  model::ModelConfig c;
-  c.vocab = 17;
-  c.hidden = 8;
-  c.ffn = 12;
-  c.heads = 2;
-  c.kv_heads = 1;
-  c.head_dim = 4;
-  c.mixers = {model::MixerKind::attention, model::MixerKind::mamba};
-  c.mamba_heads = 8;  // every CP size up to the pool of 8 divides it
-  c.mamba_head_dim = 2;
-  c.mamba_state = 4;
-  c.mtp = true;
-  c.seed = 9;
-  return c;
-}
 
-std::vector<GlobalBatch> token_batches(const std::vector<std::vector<int>>& lengths, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<GlobalBatch> out;
-  for (const auto& ls : lengths) {
-    GlobalBatch b;
-    for (int len : ls) {
-      std::vector<int32_t> s(static_cast<size_t>(len));
-      for (auto& t : s) t = static_cast<int32_t>(rng.uniform_int(0, 16));
-      b.samples.push_back(std::move(s));
-    }
-    out.push_back(std::move(b));
-  }
-  return out;
-}
 
 struct Trained {
   std::vector<double> losses, mtp_losses;

@@ -7,6 +7,7 @@
 #include "comm/thread_comm.h"
 #include "core/rng.h"
 #include "exec/executor.h"
+#include "exec/tests/exec_fixtures.h"
 #include "model/tests/fd_check.h"
 #include "plan/planner.h"
 #include "sched/planners.h"
@@ -15,44 +16,12 @@ namespace dcp::exec {
 namespace {
 
 using model::testing::rel_diff;
+using testing::make_batch;
+const plan::PlannerRegistry& planners() { return testing::all_planners(); }
+model::ModelConfig config() { return testing::tiny_model(); }
 
-model::ModelConfig config() {
-  model::ModelConfig c;
-  c.vocab = 17;
-  c.hidden = 8;
-  c.ffn = 12;
-  c.heads = 2;
-  c.kv_heads = 1;
-  c.head_dim = 4;
-  c.mixers = {model::MixerKind::attention, model::MixerKind::mamba};
-  c.mamba_heads = 8;  // every CP size up to the pool of 8 divides it
-  c.mamba_head_dim = 2;
-  c.mamba_state = 4;
-  c.mtp = true;
-  c.seed = 9;
-  return c;
-}
 
-GlobalBatch make_batch(const std::vector<int>& lengths, uint64_t seed) {
-  Rng rng(seed);
-  GlobalBatch b;
-  for (int len : lengths) {
-    std::vector<int32_t> s(len);
-    for (auto& t : s) t = static_cast<int32_t>(rng.uniform_int(0, 16));
-    b.samples.push_back(std::move(s));
-  }
-  return b;
-}
 
-const plan::PlannerRegistry& planners() {
-  static const plan::PlannerRegistry reg = [] {
-    plan::PlannerRegistry r;
-    sched::register_sched_planners(r);
-    baselines::register_baseline_planners(r);
-    return r;
-  }();
-  return reg;
-}
 
 struct RunResult {
   std::vector<double> losses;
