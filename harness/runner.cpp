@@ -287,6 +287,9 @@ plan::PlannerOptions planner_options_of(const cost::CostModel& cm, std::shared_p
     const sim::StepResult r = sim::simulate_step(plan, *batch, cm, real_lengths);
     return plan::PlannerOptions::Estimate{r.step_s, r.fits, r.peak_memory_bytes};
   };
+  o.model = plan::PlannerOptions::ModelShape{static_cast<double>(cm.model.hidden), static_cast<double>(cm.model.ffn),
+                                              cm.model.heads, cm.model.kv_heads, cm.model.swiglu,
+                                              cm.training.recompute_full};
   o.cost_label = cost::source_label(cm);
   return o;
 }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,14 @@ struct PlannerOptions {
     double peak_bytes = 0;
   };
   std::function<Estimate(const Plan&)> estimate;
+  // The model's shape, for planners with a FLOP cost model of their own (nvidia-prototype).
+  struct ModelShape {
+    double hidden = 0, ffn = 0;
+    int heads = 0, kv_heads = 0;
+    bool gated = true;           // SwiGLU: the first MLP GEMM is 2 x ffn wide
+    bool recompute_full = false;
+  };
+  std::optional<ModelShape> model;
   std::string cost_label;  // how sample_time_s / step_time_s were obtained, for reports
   // Search budget of planners that search (dcp: its local search), in milliseconds; 0: the
   // planner's default. Planners convert it to a count of work units by a fixed calibration, so

@@ -5,6 +5,7 @@
 #include "sched/dcp_solver.h"
 #include "sched/megatron_dev.h"
 #include "sched/megatron_pr2000.h"
+#include "sched/nvidia_prototype.h"
 
 #include <memory>
 
@@ -33,6 +34,9 @@ class FunctionPlanner : public plan::Planner {
 void register_sched_planners(plan::PlannerRegistry& registry) {
   registry.add("megatron-pr2000", [] { return std::make_unique<FunctionPlanner>("megatron-pr2000", &megatron_pr2000_plan); });
   registry.add("megatron-dev", [] { return std::make_unique<FunctionPlanner>("megatron-dev", &megatron_dev_plan); });
+  registry.add("nvidia-prototype", plan::PlannerRegistry::Factory([](const plan::PlannerOptions& options) {
+                                     return std::make_unique<NvidiaPrototypePlanner>(options);
+                                   }));
   registry.add("dcp", plan::PlannerRegistry::Factory(
                           [](const plan::PlannerOptions& options) { return std::make_unique<DcpPlanner>(options); }));
 }

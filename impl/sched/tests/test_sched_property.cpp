@@ -7,6 +7,7 @@
 #include "plan/validate.h"
 #include "sched/megatron_dev.h"
 #include "sched/megatron_pr2000.h"
+#include "sched/nvidia_prototype.h"
 #include "sched/planners.h"
 #include "test_inputs.h"
 
@@ -60,6 +61,18 @@ void check_property(const std::string& name, PlanFn fn, int cases) {
 TEST(SchedProperty, Pr2000ValidOrInputError) { check_property("megatron-pr2000", megatron_pr2000_plan, 10000); }
 
 TEST(SchedProperty, DevValidOrInputError) { check_property("megatron-dev", megatron_dev_plan, 10000); }
+
+TEST(SchedProperty, NvidiaPrototypeValidOrInputError) {
+  // Built-in cost (no options: pp = 1) and with pp = 4 (m * 4 micro-batches per slot).
+  check_property("nvidia-prototype", +[](const plan::Batch& b, const plan::PlanConfig& c) {
+    return nvidia_prototype_plan(b, c);
+  }, 10000);
+  check_property("nvidia-prototype pp4", +[](const plan::Batch& b, const plan::PlanConfig& c) {
+    plan::PlannerOptions o;
+    o.pp = 4;
+    return nvidia_prototype_plan(b, c, o);
+  }, 2000);
+}
 
 TEST(SchedProperty, RegistryNamesBothPorts) {
   plan::PlannerRegistry registry;

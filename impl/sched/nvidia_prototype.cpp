@@ -1,0 +1,359 @@
+// See nvidia_prototype.h for what is ported and every deviation.
+#include "sched/nvidia_prototype.h"
+
+#include "core/error.h"
+#include "core/nvtx.h"
+#include "plan/cp_rule.h"
+#include "plan/geometry.h"
+#include "plan/validate.h"
+#include "sched/megatron_dev.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace dcp::sched {
+
+namespace {
+
+std::atomic<int64_t> g_fallbacks{0};
+
+// 1488-1498: forward-only TFLOP of causal attention and of one GEMM.
+double attention_tflops(double s, double h, double scale) { return 2.0 * 2.0 * s * s * h / 1e12 * scale; }
+double linear_tflops(double s, double h1, double h2) { return 2.0 * s * h1 * h2 / 1e12; }
+
+PrototypeModel model_of(const plan::PlannerOptions& o) {
+  PrototypeModel m;  // Llama-13B as run_hybrid_cp.sh sets it (deviation 1)
+  if (!o.model || o.model->hidden <= 0) return m;
+  m.hidden = o.model->hidden;
+  m.ffn = o.model->ffn;
+  m.num_query_groups = (o.model->kv_heads > 0 && o.model->kv_heads < o.model->heads) ? o.model->kv_heads : 0;
+  m.gated = o.model->gated;
+  m.recompute_full = o.model->recompute_full;
+  return m;
+}
+
+struct Bucket {
+  std::vector<int> samples;  // sample ids; samples[0] is the except sample of an except bucket
+  int cp = 1;                // slots (x min_cp ranks)
+  int first_slot = -1;       // except buckets: their interval; normal: set when placed
+  double fwd = 0, bwd = 0;   // per slot (an except bucket's totals are divided by cp)
+  int64_t tokens = 0;        // all tokens of the bucket's samples
+  double target_flops = 0;
+  double target_length = 0;
+};
+
+class PrototypeSolver {
+ public:
+  PrototypeSolver(const plan::Batch& batch, const plan::PlanConfig& cfg, const plan::PlannerOptions& opt)
+      : batch_(batch), cfg_(cfg), opt_(opt), pp_(std::max(1, opt.pp)) {
+    min_cp_ = cfg.min_cp;
+    slots_ = cfg.pool() / min_cp_;
+    const PrototypeModel model = model_of(opt);
+    for (int64_t L : batch.lengths) {
+      const PrototypeFlops f = prototype_tflops(L, model);
+      fwd_.push_back(f.fwd);
+      bwd_.push_back(f.bwd);
+    }
+    sum_fwd_ = std::accumulate(fwd_.begin(), fwd_.end(), 0.0);
+    // Slot counts c allowed as group sizes c * min_cp on this pool (deviation 4).
+    for (int size : plan::group_sizes(cfg.pool(), min_cp_))
+      if (size % min_cp_ == 0 && plan::is_pow2(size / min_cp_) && size / min_cp_ <= slots_) slot_sizes_.push_back(size / min_cp_);
+    std::sort(slot_sizes_.begin(), slot_sizes_.end());
+  }
+
+  // The plan for m micro-batches per slot x pp, or nothing when this m cannot hold the batch.
+  std::optional<plan::Plan> plan_for(int m) const {
+    const int64_t g = batch_.size();
+    const int per_slot = m * pp_;
+    const int64_t total_buckets = static_cast<int64_t>(per_slot) * slots_;
+    if (total_buckets > g) return std::nullopt;  // next_hdp_group: "num_buckets_sum > len(all_lengths)"
+    if (cfg_.vpp_group && per_slot % *cfg_.vpp_group != 0) return std::nullopt;  // deviation 6
+    const double target = sum_fwd_ / static_cast<double>(total_buckets);
+    const int64_t M = cfg_.max_seqlen_per_rank;
+    // solver: except = forward FLOPs > 1.3 x the bucket target (threshold with m = first_non_zero_m).
+    std::vector<int> except, normal;
+    for (int i = 0; i < g; ++i) (fwd_[i] > 1.3 * target ? except : normal).push_back(i);
+    auto by_fwd_desc = [&](int a, int b) { return fwd_[a] > fwd_[b] || (fwd_[a] == fwd_[b] && a < b); };
+    std::stable_sort(except.begin(), except.end(), by_fwd_desc);
+    std::stable_sort(normal.begin(), normal.end(), by_fwd_desc);
+
+    // split_sample, first pass: bucket counts per except sample.
+    int64_t buckets_left = total_buckets;
+    std::vector<int> counts(except.size());
+    for (size_t e = 0; e < except.size(); ++e) {
+      const int i = except[e];
+      const int64_t raw = static_cast<int64_t>(std::ceil(fwd_[i] / target));
+      const int64_t remain_other = static_cast<int64_t>(except.size()) - 1 - static_cast<int64_t>(e);
+      int64_t c = std::min<int64_t>({prototype_nearest_pow2(raw), slots_, buckets_left - remain_other});
+      const int64_t need = plan::cp_min(batch_.lengths[i], M, min_cp_) / min_cp_;  // deviation 3
+      c = std::max(c, need);
+      const int ci = fit_slot_size(c);  // deviation 4
+      if (ci < need || ci < 1) return std::nullopt;
+      counts[e] = ci;
+      buckets_left -= ci;
+      if (buckets_left < 0) return std::nullopt;
+    }
+    const bool assign_all = buckets_left == 0;
+    // Buckets per slot position; -1 = free. Except buckets first (deviation 5 keeps them aligned).
+    std::vector<Bucket> buckets;
+    std::vector<std::vector<int>> at(static_cast<size_t>(slots_), std::vector<int>(static_cast<size_t>(per_slot), -1));
+    std::vector<int> free_count(static_cast<size_t>(slots_), per_slot);
+    std::vector<int> remaining = normal;  // in descending FLOPs order
+    const double total_num = static_cast<double>(slots_);  // sum(combination * ratio) / ratio: see header
+    for (size_t e = 0; e < except.size(); ++e) {
+      const int i = except[e];
+      const int c = counts[e];
+      // The aligned interval whose smallest free count is largest (first such, strict >).
+      int best_left = -1, best_value = -1;
+      for (int left = 0; left + c <= slots_; left += c) {
+        const int v = *std::min_element(free_count.begin() + left, free_count.begin() + left + c);
+        if (v > best_value) best_value = v, best_left = left;
+      }
+      if (best_left < 0 || best_value <= 0) return std::nullopt;
+      // The first position free on every slot of the interval.
+      int pos = -1;
+      for (int k = 0; k < per_slot && pos < 0; ++k) {
+        bool ok = true;
+        for (int s = best_left; s < best_left + c && ok; ++s) ok = at[s][k] < 0;
+        if (ok) pos = k;
+      }
+      if (pos < 0) return std::nullopt;
+      // fill_bucket_with_samples: fillers of the except bucket.
+      Bucket b;
+      b.samples.push_back(i);
+      b.cp = c;
+      b.first_slot = best_left;
+      double room = c * target - fwd_[i];
+      int64_t tokens = batch_.lengths[i];
+      double fill_fwd = 0, fill_bwd = 0;
+      const int64_t cap = M * c * min_cp_;
+      std::vector<int> kept;
+      for (int s : remaining) {
+        const bool extra = assign_all || (total_num * ratio(m) < static_cast<double>(remaining.size() - (b.samples.size() - 1)) &&
+                                          tokens < M * static_cast<int64_t>(c));
+        if (fwd_[s] < room * 1.05 && extra && tokens + batch_.lengths[s] <= cap) {
+          room -= fwd_[s];
+          tokens += batch_.lengths[s];
+          fill_fwd += fwd_[s];
+          fill_bwd += bwd_[s];
+          b.samples.push_back(s);
+        } else {
+          kept.push_back(s);
+        }
+      }
+      remaining = std::move(kept);
+      b.tokens = tokens;
+      b.fwd = (fwd_[i] + fill_fwd) / c;
+      b.bwd = (3.0 * fwd_[i] + fill_bwd) / c;
+      const int id = static_cast<int>(buckets.size());
+      buckets.push_back(std::move(b));
+      for (int s = best_left; s < best_left + c; ++s) {
+        at[s][pos] = id;
+        --free_count[s];
+      }
+    }
+    // Normal buckets (create_buckets + assign_samples_to_buckets).
+    const int64_t n_normal = std::accumulate(free_count.begin(), free_count.end(), int64_t{0});
+    if (n_normal != buckets_left) return std::nullopt;  // an interval ran out of room
+    if (n_normal == 0 && !remaining.empty()) return std::nullopt;
+    int64_t normal_tokens = 0;
+    for (int s : remaining) normal_tokens += batch_.lengths[s];
+    const double target_length = n_normal > 0 ? static_cast<double>(normal_tokens) / static_cast<double>(n_normal) : 0.0;
+    const int first_normal = static_cast<int>(buckets.size());
+    for (int64_t k = 0; k < n_normal; ++k) {
+      Bucket b;
+      b.target_flops = target;
+      b.target_length = target_length;
+      buckets.push_back(std::move(b));
+    }
+    const int64_t cap1 = M * min_cp_;
+    std::vector<int> left_over;
+    for (int s : remaining) {  // FW_FLOPS rule: minimise new_fwd^2 / target within the length cap
+      int best = -1;
+      double best_score = std::numeric_limits<double>::infinity();
+      for (int id = first_normal; id < static_cast<int>(buckets.size()); ++id) {
+        const Bucket& b = buckets[id];
+        if (static_cast<double>(b.tokens + batch_.lengths[s]) > b.target_length) continue;
+        if (b.tokens + batch_.lengths[s] > cap1) continue;  // deviation 3
+        const double nf = b.fwd + fwd_[s];
+        const double score = nf * (nf / b.target_flops);
+        if (score < best_score) best_score = score, best = id;
+      }
+      if (best < 0) {
+        left_over.push_back(s);
+        continue;
+      }
+      add_normal(buckets[best], s);
+    }
+    // Leftovers by the LENGTH rule: longest first, buckets in ascending tokens (as sorted once).
+    std::stable_sort(left_over.begin(), left_over.end(), [&](int a, int b) { return batch_.lengths[a] > batch_.lengths[b]; });
+    std::vector<int> order(static_cast<size_t>(n_normal));
+    std::iota(order.begin(), order.end(), first_normal);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return buckets[a].tokens < buckets[b].tokens; });
+    for (int s : left_over) {
+      int best = -1;
+      double best_score = std::numeric_limits<double>::infinity();
+      for (int id : order) {
+        const Bucket& b = buckets[id];
+        if (b.tokens + batch_.lengths[s] > cap1) continue;  // deviation 3
+        const double d = static_cast<double>(b.tokens + batch_.lengths[s]) - b.target_length;
+        const double score = d * d / (b.target_length * b.target_length);
+        if (score < best_score) best_score = score, best = id;
+      }
+      if (best < 0) return std::nullopt;
+      add_normal(buckets[best], s);
+    }
+    for (int id = first_normal; id < static_cast<int>(buckets.size()); ++id)
+      if (buckets[id].samples.empty()) return std::nullopt;  // "found empty bucket, skip"
+    // greedy_assign_bucket_to_dp: normal buckets in ascending forward FLOPs, each to the slot with
+    // the least forward FLOPs that has a free position (first such), at its first free position.
+    std::vector<double> slot_fwd(static_cast<size_t>(slots_), 0.0);
+    for (int id = 0; id < first_normal; ++id)
+      for (int s = buckets[id].first_slot; s < buckets[id].first_slot + buckets[id].cp; ++s) slot_fwd[s] += buckets[id].fwd;
+    std::vector<int> normal_order(static_cast<size_t>(n_normal));
+    std::iota(normal_order.begin(), normal_order.end(), first_normal);
+    std::stable_sort(normal_order.begin(), normal_order.end(), [&](int a, int b) { return buckets[a].fwd < buckets[b].fwd; });
+    for (int id : normal_order) {
+      int best = -1;
+      for (int s = 0; s < slots_; ++s)
+        if (free_count[s] > 0 && (best < 0 || slot_fwd[s] < slot_fwd[best])) best = s;
+      DCP_CHECK(best >= 0, "nvidia-prototype: no slot with room for a normal bucket");
+      const int pos = static_cast<int>(std::find(at[best].begin(), at[best].end(), -1) - at[best].begin());
+      at[best][pos] = id;
+      --free_count[best];
+      slot_fwd[best] += buckets[id].fwd;
+      buckets[id].first_slot = best;
+    }
+    // Micro-batch k = position k of every slot.
+    plan::Plan p;
+    p.planner = "nvidia-prototype";
+    p.config = cfg_;
+    p.dynamic = true;
+    for (int k = 0; k < per_slot; ++k) {
+      plan::MicroBatch mb;
+      for (int s = 0; s < slots_;) {
+        const Bucket& b = buckets[at[s][k]];
+        mb.groups.push_back(plan::Group{s * min_cp_, b.cp * min_cp_, b.samples});
+        s += b.cp;
+      }
+      p.microbatches.push_back(std::move(mb));
+    }
+    return p;
+  }
+
+  // Deviation 2: the caller's simulator and memory model, or a 1F1B estimate per slot.
+  double score(const plan::Plan& p, bool* fits) const {
+    *fits = true;
+    if (opt_.estimate) {
+      const auto e = opt_.estimate(p);
+      *fits = e.fits;
+      return e.step_s;
+    }
+    if (opt_.step_time_s) return opt_.step_time_s(p);
+    std::vector<double> sum(static_cast<size_t>(slots_), 0.0), mx(static_cast<size_t>(slots_), 0.0);
+    for (const auto& mb : p.microbatches)
+      for (const auto& g : mb.groups) {
+        double f = 0, b = 0;
+        for (int i : g.samples) f += fwd_[i], b += bwd_[i];
+        const double t = (f + b) / (g.cp_size / min_cp_);
+        for (int s = g.first_rank / min_cp_; s < (g.first_rank + g.cp_size) / min_cp_; ++s) {
+          sum[s] += t;
+          mx[s] = std::max(mx[s], t);
+        }
+      }
+    double worst = 0;
+    for (int s = 0; s < slots_; ++s) worst = std::max(worst, sum[s] + (pp_ - 1) * mx[s]);
+    return worst;
+  }
+
+ private:
+  // compute_ratios (1539-1546) with VPP = 1, for the fill rule's "total_num".
+  double ratio(int m) const {
+    const double mp = static_cast<double>(m) * pp_;
+    return mp * (pp_ + pp_ - 1) / (mp + pp_ - 1);
+  }
+  int fit_slot_size(int64_t c) const {
+    int best = 0;
+    for (int s : slot_sizes_)
+      if (s <= c) best = s;
+    return best;
+  }
+  void add_normal(Bucket& b, int s) const {
+    b.fwd += fwd_[s];
+    b.bwd += 2.0 * fwd_[s];  // the prototype's TODO approximation (assign_samples_to_buckets)
+    b.tokens += batch_.lengths[s];
+    b.samples.push_back(s);
+  }
+
+  const plan::Batch& batch_;
+  const plan::PlanConfig& cfg_;
+  const plan::PlannerOptions& opt_;
+  int pp_ = 1, min_cp_ = 1, slots_ = 1;
+  std::vector<double> fwd_, bwd_;
+  double sum_fwd_ = 0;
+  std::vector<int> slot_sizes_;
+};
+
+}  // namespace
+
+PrototypeFlops prototype_tflops(int64_t length, const PrototypeModel& m) {
+  const double s = static_cast<double>(length);
+  const double gemm = linear_tflops(s, m.hidden, m.hidden);
+  const double attn = attention_tflops(s, m.hidden, 0.5);
+  const double pre = m.num_query_groups > 0 ? gemm + 2.0 * gemm / m.num_query_groups : 3.0 * gemm;
+  const double post = gemm;
+  const double fc1 = linear_tflops(s, m.hidden, m.gated ? 2.0 * m.ffn : m.ffn);
+  const double fc2 = linear_tflops(s, m.ffn, m.hidden);
+  PrototypeFlops f;
+  f.fwd = pre + attn + post + fc1 + fc2;
+  f.bwd = 2.7 * pre + 2.77 * attn + 2.7 * post + 2.7 * (fc1 + fc2);
+  if (m.recompute_full) f.bwd += f.fwd;
+  f.total = f.fwd + f.bwd;
+  return f;
+}
+
+int64_t prototype_nearest_pow2(int64_t n) {
+  if (n < 1) return 1;
+  const int64_t lower = plan::prev_pow2(n);
+  const int64_t upper = lower * 2;
+  return (n - lower) < (upper - n) ? lower : upper;
+}
+
+int64_t nvidia_prototype_fallbacks() { return g_fallbacks.load(); }
+
+plan::Plan nvidia_prototype_plan(const plan::Batch& batch, const plan::PlanConfig& config,
+                                 const plan::PlannerOptions& options, int search_space) {
+  DCP_NVTX_RANGE();
+  plan::check_config(batch, config);
+  plan::check_fits(batch, config);
+  DCP_REQUIRE(search_space >= 1, "nvidia-prototype: search space ", search_space, " is not >= 1");
+  PrototypeSolver solver(batch, config, options);
+  std::optional<plan::Plan> best;
+  double best_score = std::numeric_limits<double>::infinity();
+  bool best_fits = false;
+  for (int m = 1; m <= search_space; ++m) {
+    std::optional<plan::Plan> p = solver.plan_for(m);
+    if (!p) continue;
+    if (plan::find_violation(*p, batch)) continue;  // a cap the port missed: never return it
+    bool fits = true;
+    const double sc = solver.score(*p, &fits);
+    // Fitting plans first (the prototype skips an m above its memory cap), then the smallest time.
+    if (!best || (fits && !best_fits) || (fits == best_fits && sc < best_score)) {
+      best = std::move(p);
+      best_score = sc;
+      best_fits = fits;
+    }
+  }
+  if (!best) {  // deviation 7
+    ++g_fallbacks;
+    plan::Plan p = megatron_dev_plan(batch, config);
+    p.planner = "nvidia-prototype";
+    return p;
+  }
+  plan::validate(*best, batch, config);
+  return std::move(*best);
+}
+
+}  // namespace dcp::sched

@@ -1,0 +1,98 @@
+// "nvidia-prototype": our port of the research-prototype scheduler behind NVIDIA's Dynamic-CP blog
+// (1.48x GitHub / 1.25x CommonCrawl): PipelineAwareBalancedHybridCPscheduler of Megatron-LM draft
+// PR #2959 ("Hybrid cp example", never merged), megatron/core/pipeline_parallel/data_schedule.py at
+// commit 3b309c627e. Read and re-implemented, not copied; line numbers below are of that file.
+//
+// What it does (its decisions, reproduced):
+//   * Cost: TFLOPs() (1501-1536) per sample: forward GEMMs 2*s*h1*h2 (QKV as 3 h x h GEMMs, or
+//     gemm + 2*gemm/num_query_groups with GQA, as written there), causal attention 4*s^2*h*0.5,
+//     MLP fc1 (2F wide when gated) and fc2; backward 2.7x the GEMMs and 2.77x attention
+//     (fwd_flops_to_bwd_flops, 1479-1485); full recompute adds one forward to the backward.
+//   * Search (next_hdp_group, 2058-2182): for m in the search space (default 1..6) every "DP" slot
+//     (the pool / min_cp) runs m*PP micro-batches; the m with the smallest simulated iteration
+//     time wins (strict <, so the smallest m on ties).
+//   * Per m (solver, 2184-2391): bucket target = total forward FLOPs / (slots * m * PP) (the
+//     bubble-aware ratio m*PP*(2PP-1)/(m*PP+PP-1) of compute_ratios, 1539-1546, cancels when all
+//     slots use the same m, as they always do there); "except" samples have forward FLOPs > 1.3 x
+//     the target; each gets c = min(nearest_pow2(ceil(f / target)), max split, slots, buckets left
+//     for the other except samples) buckets (split_sample, 1886-2056), placed on the aligned
+//     interval of c slots whose smallest count of free buckets is largest, and filled with normal
+//     samples (fill_bucket_with_samples, 1725-1769: descending FLOPs, a sample joins while its
+//     FLOPs < 1.05 x the room left, while more normal samples remain than slots*ratio and the
+//     bucket's tokens are below M*c); the other buckets take the normal samples greedily
+//     (assign_samples_to_buckets, 1600-1646: descending FLOPs, the bucket minimising
+//     new_fwd^2/target under a length cap of (normal tokens / buckets), then leftovers by the
+//     length rule); an empty bucket disqualifies the m; buckets go to slots: except buckets on
+//     their interval, then normal buckets in ascending FLOPs to the least-loaded slot with room
+//     (greedy_assign_bucket_to_dp, 1267-1451). Micro-batch k of a slot = its k-th bucket.
+//   * Backward cost of a bucket: 3 x the except sample's forward + its fillers' backward, and
+//     2 x forward for normal samples (the prototype's own TODO approximations, kept).
+//
+// Deviations (each needed for a valid plan or because the prototype's parts are not ours):
+//   1. Costs use TFLOPs() with the model dimensions in PlannerOptions::model when given (the
+//      harness passes the scenario's), else Llama-13B's (h 5120, FFN 13824, MHA, SwiGLU, full
+//      recompute: run_hybrid_cp.sh:42-45, 216-218).
+//   2. Its pipeline simulator (simulate_time -> SplitFuseSchedule, 1717-1722) and its 70 GiB memory
+//      simulator (2331-2357) are replaced by PlannerOptions::estimate (our discrete-event simulator
+//      and memory model: the fitting plan with the smallest step wins) when given, else by a 1F1B
+//      estimate per slot: sum of its buckets' (fwd + bwd) + (PP - 1) x its largest.
+//   3. The per-rank token cap M is enforced: an except sample gets at least cp_min(L) ranks, a
+//      filler or normal sample joins a bucket only if the bucket stays within M tokens per rank
+//      (the prototype's length rule has no cap); an m that cannot hold the batch so is skipped.
+//   4. Group sizes: c is rounded down to a power of two and limited to the sizes plan/geometry
+//      allows on this pool (the prototype's "buckets left" cap can give any integer).
+//   5. An except bucket is placed at the same micro-batch index on all its slots (the first index
+//      free on all of them); the prototype appends it to each slot's list, which puts one CP
+//      group in different micro-batches when its slots already hold different numbers of buckets.
+//   6. An m whose micro-batch count is not a multiple of vpp_group is skipped (Megatron's VPP rule).
+//   7. If no m is feasible (fewer samples than slots * m * PP buckets for every m, or the caps
+//      above), where the prototype raises, we return megatron-dev's plan (planner name kept as
+//      nvidia-prototype; the fallback is counted by nvidia_prototype_fallbacks()).
+//   8. "DP" slots are the pool N = dp*cp divided by min_cp (the prototype's DP with hybrid CP);
+//      max split size = slots (its MAX_CP/MIN_CP with MAX_CP = the pool, as run_hybrid_cp.sh sets).
+// Deterministic: no randomness; ties broken by index, as the prototype's strict comparisons do.
+#pragma once
+
+#include "plan/planner.h"
+
+#include <atomic>
+#include <cstdint>
+
+namespace dcp::sched {
+
+struct PrototypeModel {
+  double hidden = 5120, ffn = 13824;
+  int num_query_groups = 0;  // 0: MHA (no --group-query-attention)
+  bool gated = true;
+  bool recompute_full = true;
+};
+
+struct PrototypeFlops {
+  double total = 0, fwd = 0, bwd = 0;  // TFLOP of one layer, as TFLOPs() returns them
+};
+PrototypeFlops prototype_tflops(int64_t length, const PrototypeModel& model);
+
+// nearest_pow2 (1649-1662): the closer of the powers of two around n (the upper one on a tie).
+int64_t prototype_nearest_pow2(int64_t n);
+
+// Plans with the given search space of m (micro-batches per slot = m * pp).
+plan::Plan nvidia_prototype_plan(const plan::Batch& batch, const plan::PlanConfig& config,
+                                 const plan::PlannerOptions& options = {}, int search_space = 6);
+
+// How many plans fell back to megatron-dev (deviation 7) since the process started.
+int64_t nvidia_prototype_fallbacks();
+
+class NvidiaPrototypePlanner : public plan::Planner {
+ public:
+  explicit NvidiaPrototypePlanner(plan::PlannerOptions options = {}) : options_(std::move(options)) {}
+  std::string name() const override { return "nvidia-prototype"; }
+  bool dynamic() const override { return true; }
+  plan::Plan plan(const plan::Batch& batch, const plan::PlanConfig& config) const override {
+    return nvidia_prototype_plan(batch, config, options_);
+  }
+
+ private:
+  plan::PlannerOptions options_;
+};
+
+}  // namespace dcp::sched
