@@ -279,7 +279,7 @@ class Solver {
     if (packed.size() > kFinalists) packed.resize(kFinalists);
     for (const plan::Plan& seed : seeds) {
       auto p = std::make_unique<detail::Packing>(batch_, times_, n_, static_cast<int>(seed.microbatches.size()), cap, kmin);
-      if (p->load(seed)) packed.push_back(Packed{std::move(p), kInf});
+      if (p->load(seed)) packed.push_back(Packed{std::move(p), kInf, std::nullopt});
     }
     Scored best;
     const int64_t budget = dcp_budget_units(opt_.time_budget_ms);
