@@ -61,12 +61,6 @@ TEST(AsyncRun, SameRowsAsSyncAndHiddenPlanningFollowsItsModel) {
     EXPECT_EQ(b.rows[i].plan_hidden_ms, 0.0);
     EXPECT_DOUBLE_EQ(b.rows[i].plan_exposed_ms, b.rows[i].solve_ms);
   }
-  // The tiny model's simulated steps take far longer than these plans: every later step is hidden.
-  for (const auto& r : a.rows) {
-    if (r.step > 0) {
-      EXPECT_DOUBLE_EQ(r.plan_hidden_ms, r.solve_ms) << r.strategy << " step " << r.step;
-    }
-  }
 }
 
 class ThrowsEveryStep : public plan::Planner {
