@@ -28,7 +28,8 @@ PrototypeModel model_of(const plan::PlannerOptions& o) {
   if (!o.model || o.model->hidden <= 0) return m;
   m.hidden = o.model->hidden;
   m.ffn = o.model->ffn;
-  m.num_query_groups = (o.model->kv_heads > 0 && o.model->kv_heads < o.model->heads) ? o.model->kv_heads : 0;
+  // __post_init__ sets num_query_groups = heads when --group-query-attention is not given.
+  if (o.model->kv_heads > 0 || o.model->heads > 0) m.num_query_groups = o.model->kv_heads > 0 ? o.model->kv_heads : o.model->heads;
   m.gated = o.model->gated;
   m.recompute_full = o.model->recompute_full;
   return m;
@@ -72,9 +73,10 @@ class PrototypeSolver {
     if (cfg_.vpp_group && per_slot % *cfg_.vpp_group != 0) return std::nullopt;  // deviation 6
     const double target = sum_fwd_ / static_cast<double>(total_buckets);
     const int64_t M = cfg_.max_seqlen_per_rank;
-    // solver: except = forward FLOPs > 1.3 x the bucket target (threshold with m = first_non_zero_m).
+    // solver: except = forward FLOPs > 1.3 x total / (m * DP * PP), DP = the pool (= slots * min_cp).
+    const double threshold = 1.3 * sum_fwd_ / (static_cast<double>(m) * cfg_.pool() * pp_);
     std::vector<int> except, normal;
-    for (int i = 0; i < g; ++i) (fwd_[i] > 1.3 * target ? except : normal).push_back(i);
+    for (int i = 0; i < g; ++i) (fwd_[i] > threshold ? except : normal).push_back(i);
     auto by_fwd_desc = [&](int a, int b) { return fwd_[a] > fwd_[b] || (fwd_[a] == fwd_[b] && a < b); };
     std::stable_sort(except.begin(), except.end(), by_fwd_desc);
     std::stable_sort(normal.begin(), normal.end(), by_fwd_desc);
@@ -156,7 +158,7 @@ class PrototypeSolver {
     }
     // Normal buckets (create_buckets + assign_samples_to_buckets).
     const int64_t n_normal = std::accumulate(free_count.begin(), free_count.end(), int64_t{0});
-    if (n_normal != buckets_left) return std::nullopt;  // an interval ran out of room
+    DCP_CHECK(n_normal == buckets_left, "nvidia-prototype: ", n_normal, " free buckets, expected ", buckets_left);
     if (n_normal == 0 && !remaining.empty()) return std::nullopt;
     int64_t normal_tokens = 0;
     for (int s : remaining) normal_tokens += batch_.lengths[s];
@@ -302,7 +304,8 @@ PrototypeFlops prototype_tflops(int64_t length, const PrototypeModel& m) {
   const double s = static_cast<double>(length);
   const double gemm = linear_tflops(s, m.hidden, m.hidden);
   const double attn = attention_tflops(s, m.hidden, 0.5);
-  const double pre = m.num_query_groups > 0 ? gemm + 2.0 * gemm / m.num_query_groups : 3.0 * gemm;
+  DCP_REQUIRE(m.num_query_groups > 0, "nvidia-prototype: num_query_groups ", m.num_query_groups, " is not > 0");
+  const double pre = gemm + 2.0 * gemm / m.num_query_groups;
   const double post = gemm;
   const double fc1 = linear_tflops(s, m.hidden, m.gated ? 2.0 * m.ffn : m.ffn);
   const double fc2 = linear_tflops(s, m.ffn, m.hidden);

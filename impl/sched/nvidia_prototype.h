@@ -4,8 +4,10 @@
 // commit 3b309c627e. Read and re-implemented, not copied; line numbers below are of that file.
 //
 // What it does (its decisions, reproduced):
-//   * Cost: TFLOPs() (1501-1536) per sample: forward GEMMs 2*s*h1*h2 (QKV as 3 h x h GEMMs, or
-//     gemm + 2*gemm/num_query_groups with GQA, as written there), causal attention 4*s^2*h*0.5,
+//   * Cost: TFLOPs() (1501-1536) per sample: forward GEMMs 2*s*h1*h2, QKV as gemm +
+//     2*gemm/num_query_groups as written there (its 3*gemm branch never runs: TransformerConfig's
+//     __post_init__ sets num_query_groups = heads without GQA, transformer_config.py:886-887, so
+//     MHA Llama-13B pays 1.05 x gemm for QKV), causal attention 4*s^2*h*0.5,
 //     MLP fc1 (2F wide when gated) and fc2; backward 2.7x the GEMMs and 2.77x attention
 //     (fwd_flops_to_bwd_flops, 1479-1485); full recompute adds one forward to the backward.
 //   * Search (next_hdp_group, 2058-2182): for m in the search space (default 1..6) every "DP" slot
@@ -13,8 +15,9 @@
 //     time wins (strict <, so the smallest m on ties).
 //   * Per m (solver, 2184-2391): bucket target = total forward FLOPs / (slots * m * PP) (the
 //     bubble-aware ratio m*PP*(2PP-1)/(m*PP+PP-1) of compute_ratios, 1539-1546, cancels when all
-//     slots use the same m, as they always do there); "except" samples have forward FLOPs > 1.3 x
-//     the target; each gets c = min(nearest_pow2(ceil(f / target)), max split, slots, buckets left
+//     slots use the same m, as they always do there); "except" samples have forward FLOPs >
+//     1.3 x total / (m * DP * PP) (solver, 2197-2198) where DP is the whole pool (hybrid CP runs
+//     with --context-parallel-size 1), i.e. 1.3 x the target / min_cp; each gets c = min(nearest_pow2(ceil(f / target)), max split, slots, buckets left
 //     for the other except samples) buckets (split_sample, 1886-2056), placed on the aligned
 //     interval of c slots whose smallest count of free buckets is largest, and filled with normal
 //     samples (fill_bucket_with_samples, 1725-1769: descending FLOPs, a sample joins while its
@@ -48,8 +51,19 @@
 //   7. If no m is feasible (fewer samples than slots * m * PP buckets for every m, or the caps
 //      above), where the prototype raises, we return megatron-dev's plan (planner name kept as
 //      nvidia-prototype; the fallback is counted by nvidia_prototype_fallbacks()).
-//   8. "DP" slots are the pool N = dp*cp divided by min_cp (the prototype's DP with hybrid CP);
-//      max split size = slots (its MAX_CP/MIN_CP with MAX_CP = the pool, as run_hybrid_cp.sh sets).
+//   8. "DP" slots are the pool N = dp*cp divided by min_cp (the prototype's DP with hybrid CP).
+//      Max split size = slots is our choice: run_hybrid_cp.sh:37 sets MAX_CP=8 outright (equal to
+//      the pool of our Llama-13B scenarios, so the same there); on larger pools we let a sample
+//      spread over the whole pool, as megatron-dev does, since a cap of 8 cannot hold a sample
+//      longer than 8 x M.
+//   9. An except sample whose best aligned interval has no free bucket left makes the m
+//      infeasible; the prototype places it anyway and lets the free count go negative.
+//  10. Memory: plans that fit (PlannerOptions::estimate) win over plans that do not; if no m fits,
+//      the fastest plan is returned and the harness reports it as oom (the prototype's memory
+//      check would raise: every m scored float_max/10 leaves best_dp_combination empty). In
+//      NVIDIA's runs that check never ran: run_memory_simulator and search_space are plain class
+//      attributes of TransformerConfig (transformer_config.py:50-52), not dataclass fields, so
+//      --search-space does not reach them; m is 1..6 and memory is never checked there.
 // Deterministic: no randomness; ties broken by index, as the prototype's strict comparisons do.
 #pragma once
 
@@ -62,7 +76,7 @@ namespace dcp::sched {
 
 struct PrototypeModel {
   double hidden = 5120, ffn = 13824;
-  int num_query_groups = 0;  // 0: MHA (no --group-query-attention)
+  int num_query_groups = 40;  // = heads without GQA (TransformerConfig.__post_init__); Llama-13B: 40
   bool gated = true;
   bool recompute_full = true;
 };

@@ -12,13 +12,14 @@ namespace dcp::sched {
 namespace {
 
 TEST(NvidiaPrototype, TflopsOfOneLayer) {
-  // Llama-13B (h 5120, F 13824, MHA, SwiGLU, full recompute) at s = 1000, by hand:
-  // GEMM h x h: 2*1000*5120^2/1e12 = 0.0524288; QKV 3x, proj 1x; fc1 2*1000*5120*27648/1e12 =
-  // 0.28311552; fc2 0.14155776; attention 4*1000^2*5120/1e12*0.5 = 0.01024. fwd = 0.64462848;
-  // bwd = 2.7*(0.2097152 + 0.42467328) + 2.77*0.01024 + fwd (recompute) = 2.385842176.
+  // Llama-13B (h 5120, F 13824, 40 heads without GQA, SwiGLU, full recompute) at s = 1000, by hand:
+  // GEMM h x h: 2*1000*5120^2/1e12 = 0.0524288; QKV = gemm + 2*gemm/40 = 0.05505024 (upstream's
+  // num_query_groups is the head count without GQA), proj 1x; fc1 2*1000*5120*27648/1e12 =
+  // 0.28311552; fc2 0.14155776; attention 4*1000^2*5120/1e12*0.5 = 0.01024. fwd = 0.54239232;
+  // bwd = 2.7*(0.05505024 + 0.0524288 + 0.42467328) + 2.77*0.01024 + fwd (recompute) = 2.007568384.
   const PrototypeFlops f = prototype_tflops(1000, PrototypeModel{});
-  EXPECT_NEAR(f.fwd, 0.64462848, 1e-12);
-  EXPECT_NEAR(f.bwd, 2.385842176, 1e-12);
+  EXPECT_NEAR(f.fwd, 0.54239232, 1e-12);
+  EXPECT_NEAR(f.bwd, 2.007568384, 1e-12);
   EXPECT_NEAR(f.total, f.fwd + f.bwd, 1e-15);
   // GQA with 8 query groups (QKV = gemm + 2*gemm/8, as written upstream), plain MLP, no recompute.
   PrototypeModel g;
@@ -71,6 +72,32 @@ TEST(NvidiaPrototype, ExceptSampleGetsItsBucketsAsOneAlignedGroup) {
   }
   EXPECT_EQ(slots_covered, 8);
   EXPECT_EQ(p.planner, "nvidia-prototype");
+}
+
+TEST(NvidiaPrototype, ExceptThresholdIsOverTheWholePoolNotTheSlots) {
+  // Pool 8, min_cp 2: 4 slots, m = 1, 4 buckets. The 11000-token sample has 1.19 x a bucket's
+  // target FLOPs: above upstream's threshold 1.3 x total / (m * DP * PP) with DP = 8 ranks
+  // (= 0.65 x target), below 1.3 x target. So it is an except sample: ceil(1.19) = 2 buckets, a
+  // 2-slot (4-rank) group; as a normal sample it would sit in a 2-rank bucket.
+  plan::Batch b;
+  b.lengths.push_back(11000);
+  for (int i = 0; i < 31; ++i) b.lengths.push_back(1000);
+  plan::PlanConfig c = pool8();
+  c.min_cp = 2;
+  const int64_t before = nvidia_prototype_fallbacks();
+  const plan::Plan p = nvidia_prototype_plan(b, c, {}, /*search_space=*/1);
+  EXPECT_EQ(nvidia_prototype_fallbacks(), before);  // the port planned it (no megatron-dev fallback)
+  ASSERT_FALSE(plan::find_violation(p, b).has_value());
+  ASSERT_EQ(p.microbatches.size(), 1u);
+  int found = 0;
+  for (const auto& g : p.microbatches[0].groups) {
+    if (std::find(g.samples.begin(), g.samples.end(), 0) == g.samples.end()) continue;
+    EXPECT_EQ(g.cp_size, 4);
+    EXPECT_EQ(g.samples.front(), 0);  // the except sample leads its bucket, fillers follow
+    EXPECT_GT(g.samples.size(), 1u);
+    ++found;
+  }
+  EXPECT_EQ(found, 1);
 }
 
 TEST(NvidiaPrototype, SearchPicksTheFastestFittingMFromTheEstimate) {
