@@ -61,7 +61,9 @@ int run_check(const CheckArgs& a, const CLI::App& cmd) {
     p = plan::plan_from_rank_lists(*answer.lists, "megatron-format", cfg);
   } else {
     p = *answer.plan;
-    if (!cmd.count("--max-seqlen")) p.config.max_seqlen = cfg.max_seqlen;  // plan.v1 does not record it
+    // plan.v1 does not record --max-seqlen: the plan is checked against the value asked for here
+    // (the lengths are then checked against it), never refused for not carrying one.
+    p.config.max_seqlen = cfg.max_seqlen;
   }
   if (auto v = plan::find_violation(p, batch, cfg)) return invalid(*v);
   std::printf("dcpbench check: valid: %zu micro-batches, %lld samples, pool %d (dp %d x cp %d), M %lld\n",

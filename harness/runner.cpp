@@ -350,6 +350,8 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
   const cost::CostModel cm = cost_model_at(base_cm, setting);
   const std::string source = cost::source_label(cm);
   std::vector<ResultRow> rows;
+  // Known: strategies_of checked the name. Asked once here, not per step on the planning thread.
+  const bool dynamic = registry.make(strategy)->dynamic();
   // Step i+1 is planned on a background thread while step i is simulated here (README "Async
   // planning"); the source runs on that thread and reads only the immutable prepared batches.
   // An InputError of a step (unknown planner, dp not dividing the batch, a sample that cannot be
@@ -360,7 +362,8 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
         const data::SampledBatch& sb = p.batches[static_cast<size_t>(step)];
         // Planners that use a cost model (dcp, nvidia-prototype) get this setting's time model and
         // simulator, over the batch they plan (padded for dynamic planners), as the row simulates it.
-        auto batch = std::make_shared<const plan::Batch>(batch_for(p, sb, registry.make(strategy)->dynamic()));
+        // The callbacks refer to cm (declared above, outlives the planner) and to sb's lengths (in p).
+        auto batch = std::make_shared<const plan::Batch>(batch_for(p, sb, dynamic));
         plan::PlannerOptions planner_options = planner_options_of(cm, batch, sb.real_lengths, config.max_seqlen_per_rank);
         planner_options.time_budget_ms = options.time_budget_ms;
         std::shared_ptr<const plan::Planner> planner = registry.make(strategy, planner_options);

@@ -118,8 +118,9 @@ std::optional<std::string> find_violation(const Plan& plan, const Batch& batch, 
   if (c.dp != r.dp || c.cp != r.cp || c.max_seqlen_per_rank != r.max_seqlen_per_rank || c.min_cp != r.min_cp ||
       c.vpp_group != r.vpp_group || c.max_seqlen != r.max_seqlen)
     return concat("the plan's config (dp ", c.dp, ", cp ", c.cp, ", M ", c.max_seqlen_per_rank, ", min_cp ", c.min_cp,
-                  ", vpp_group ", c.vpp_group.value_or(0), ") is not the requested one (dp ", r.dp, ", cp ", r.cp,
-                  ", M ", r.max_seqlen_per_rank, ", min_cp ", r.min_cp, ", vpp_group ", r.vpp_group.value_or(0), ")");
+                  ", vpp_group ", c.vpp_group.value_or(0), ", max_seqlen ", c.max_seqlen.value_or(0),
+                  ") is not the requested one (dp ", r.dp, ", cp ", r.cp, ", M ", r.max_seqlen_per_rank, ", min_cp ",
+                  r.min_cp, ", vpp_group ", r.vpp_group.value_or(0), ", max_seqlen ", r.max_seqlen.value_or(0), ")");
   return find_violation(plan, batch);
 }
 

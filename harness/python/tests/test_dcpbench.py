@@ -307,6 +307,11 @@ def test_check_plan_files(tmp_path):
     assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr
     r = run("--max-seqlen-per-rank", "100")  # a plan made for another budget
     assert r.returncode == 1 and "is not the requested one" in r.stdout
+    # --max-seqlen is not in plan.v1: checked against the lengths, never a config mismatch.
+    r = run("--max-seqlen", "400")
+    assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr
+    r = run("--max-seqlen", "300")  # a sample of 400 tokens is longer
+    assert r.returncode == 2 and "> --max-seqlen 300" in r.stderr, r.stdout + r.stderr
     doc = json.loads(plan_file.read_text())
     doc["microbatches"][0]["groups"][0]["ranks"].append(99)  # ranks that contradict cp_size
     plan_file.write_text(json.dumps(doc))
