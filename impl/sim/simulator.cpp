@@ -15,6 +15,7 @@
 #include "core/nvtx.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace dcp::sim {
@@ -331,21 +332,47 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // shorter than the busiest stage's share: the stage a layer lives on is fixed by the scenario,
   // not by the plan (with Llama-13B at PP8 the last stage's output layer alone is ~2 layers'
   // GEMMs, so the stages are never equal). The whole-pipeline average is the max's lower bound too.
+  // Then the costs no plan avoids (simulator.h, "Lower bound"): every micro-batch runs on every
+  // rank of a stage, a pass takes max(GPU time, host issue time) + half the micro-batch overhead,
+  // there are at least m_min = ceil(tokens / (N * M)) micro-batches, and the longest sample's
+  // group issues its ring steps; the gradient sync when it is not overlapped; the optimizer step
+  // and the fixed per-iteration cost.
   const double gemm_tokens = static_cast<double>(m_tokens > 0 ? m_tokens : 1);
-  double total = 0, head = 0;
+  double total = 0, head = 0, tokens = 0;
+  int64_t longest = 0;
   for (int64_t l : batch.lengths) {
     total += cost::sequence_compute_s(cm, l, gemm_tokens);
     head += cost::sequence_head_compute_s(cm, l, gemm_tokens);
+    tokens += static_cast<double>(l);
+    longest = std::max(longest, l);
   }
   const auto& c = cm.cluster;
+  const auto& hw = cm.hardware;
+  const double n = static_cast<double>(c.pool());
+  const double m_min = std::max(1.0, std::ceil(tokens / (n * gemm_tokens)));
   const double per_layer = cm.model.layers > 0 ? (total - head) / cm.model.layers : 0.0;
-  double worst = total / static_cast<double>(c.pp);  // even split (pp = 1: everything)
+  // Host issue time of one micro-batch's fwd + bwd per layer at cp = 1 (no ring steps); full
+  // recompute issues the forward again before the backward (cost::group_stage_times).
+  const double rec = cm.training.recompute_full ? 1.0 : 0.0;
+  const double host_layer = hw.host_layer_fwd_s + hw.host_layer_bwd_s + rec * hw.host_layer_fwd_s;
+  // The longest sample needs a group of k >= ceil(L / M) ranks in some micro-batch; with ring CP
+  // each of those ranks issues k ring steps per layer and pass there (more for a larger k).
+  const double k_min = std::ceil(static_cast<double>(longest) / gemm_tokens);
+  const double ring_layer = k_min > 1 && cm.training.cp_comm == cost::CpComm::ring
+                                ? k_min * (hw.ring_step_fwd_s + hw.ring_step_bwd_s + rec * hw.ring_step_fwd_s)
+                                : 0.0;
+  double worst = total / static_cast<double>(c.pp) / n;  // even split (pp = 1: everything)
   for (int s = 0; s < c.pp; ++s) {
     double layers = 0;
     for (int chunk = 0; chunk < c.vpp; ++chunk) layers += cost::layers_of_virtual_stage(cm.model, c, chunk * c.pp + s);
-    worst = std::max(worst, layers * per_layer + (s == c.pp - 1 ? head : 0.0));
+    const double work = (layers * per_layer + (s == c.pp - 1 ? head : 0.0)) / n;
+    const cost::GradSyncTime g = cost::grad_sync_time(cm, s);
+    const double sync = g.overlap ? 0.0 : g.reduce_s + g.gather_s;  // overlapped: may hide entirely
+    const double host = layers * (m_min * host_layer + ring_layer);  // that group's ranks
+    worst = std::max(worst, std::max(work, host) + m_min * c.vpp * hw.microbatch_overhead_s + sync);
   }
-  return worst / static_cast<double>(c.pool());
+  const cost::IterationTime it = cost::iteration_time(cm, /*dynamic_plan=*/false, 0.0);
+  return worst + it.total_s();  // a static plan's iteration cost: the dynamic data path is extra
 }
 
 StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const cost::CostModel& cm,

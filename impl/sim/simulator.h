@@ -27,12 +27,29 @@
 // Lower bound: every sample processed at cp = 1 with GEMM efficiency at M_tokens (the per-rank
 // budget), each pipeline stage's work spread evenly over its N GPUs, no communication, no bubble;
 // the busiest stage sets the bound (which layers and the output layer live on a stage is fixed by
-// the scenario, not by the plan):
-//   bound_s = max(sum_i sequence_compute_s(L_i, M) / pp,
-//                 max_s [layers(s) * per-layer work + (s last ? output layer + loss : 0)]) / N.
+// the scenario, not by the plan); plus the costs the cost model charges to every plan:
+//   work(s) = [layers(s) * per-layer work + (s last ? output layer + loss : 0)] / N
+//   host(s) = layers(s) * (host_layer_fwd_s + host_layer_bwd_s [+ host_layer_fwd_s if recompute])
+//   m_min   = max(1, ceil(sum_i L_i / (N * M)))   (a micro-batch holds at most N * M tokens)
+//   ring(s) = layers(s) * k * (ring_step_fwd_s + ring_step_bwd_s [+ ring_step_fwd_s if recompute])
+//             with k = ceil(max_i L_i / M) when k > 1 and CP is ring, else 0
+//   bound_s = max_s [ max(work(s), m_min * host(s) + ring(s)) + m_min * vpp * microbatch_overhead_s
+//                     + (overlap_grad_reduce ? 0 : grad reduce + param gather of stage s) ]
+//             + optimizer step + iteration_overhead_s.
+// Why each term holds for any valid plan: every micro-batch covers all N ranks of every stage, so
+// each rank runs m >= m_min fwd and bwd passes per virtual stage; a pass costs max(GPU, host) +
+// microbatch_overhead_s / 2 (cost::group_stage_times), so the busiest rank's time is at least
+// max(its GPU time, m * host(s)) + m * vpp * microbatch_overhead_s, and its GPU time at least the
+// stage's work / N; the ranks of the longest sample's group (at least k of them, as a group holds
+// at most M tokens per rank) issue k ring steps per layer and pass in that micro-batch on top of
+// their host floor (ring-step host cost grows with the group size); without overlap the gradient sync follows the stage's last op; the optimizer
+// and fixed cost follow the pipeline; the dynamic data path (cost::iteration_time) is left out
+// because a static plan does not pay it.
 // (Before 2026-11-23 the bound spread all work over all pp * N GPUs; with Llama-13B at PP8 the
 // last stage's output layer is ~2 layers' GEMMs, so that bound was unreachable by ~25% for every
-// planner.)
+// planner. Before 2026-11-24 it left out the host floor, the micro-batch, gradient-sync and
+// iteration costs, so on small batches (Megatron's example, ~7k tokens per replica) every
+// planner's efficiency read ~0.2 although those costs are the same for all of them.)
 // plan_efficiency = bound_s / step_s (<= 1 up to efficiency-curve effects). It depends on the
 // batch only, so its ratio between strategies is their speed ratio.
 //

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "cost/time_model.h"
+#include "plan/validate.h"
 #include "sim/simulator.h"
 
 #include <gtest/gtest.h>
@@ -272,6 +273,61 @@ TEST(Step, BoundIsTheBusiestStage) {
   EXPECT_NEAR(lower_bound_s(batch, cm1, m), all1 / 2, 1e-15);
 }
 
+// The costs every plan pays are in the bound: a host-bound balanced plan reaches it exactly, and
+// each term is the hand-computed one.
+TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
+  auto cm = unit_cm(2, 1, 1);
+  cm.hardware.host_layer_fwd_s = 1e-3;  // far above the GPU time of 1000 tokens on the unit model
+  cm.hardware.host_layer_bwd_s = 2e-3;
+  cm.hardware.microbatch_overhead_s = 5e-4;
+  cm.hardware.iteration_overhead_s = 7e-3;
+  cm.training.overlap_grad_reduce = false;
+  const plan::Batch batch{{1000, 1000}};
+  plan::Plan p = two_rank_plan();
+  p.dynamic = false;  // a static plan pays no dynamic data path
+  const auto r = simulate_step(p, batch, cm);
+  double work = 0;
+  for (int64_t l : batch.lengths) work += cost::sequence_compute_s(cm, l, 2000);
+  const double host = 2 * (1e-3 + 2e-3);  // 2 layers x (fwd + bwd host), 1 micro-batch
+  ASSERT_GT(host, work / 2);
+  const auto g = cost::grad_sync_time(cm, 0);
+  ASSERT_GT(g.reduce_s + g.gather_s, 0.0);
+  const double it = cost::iteration_time(cm, false, 0).total_s();
+  const double expect = host + 5e-4 + g.reduce_s + g.gather_s + it;
+  EXPECT_NEAR(lower_bound_s(batch, cm, 2000), expect, 1e-15);
+  EXPECT_NEAR(r.step_s, expect, 1e-12);
+  EXPECT_NEAR(r.plan_efficiency, 1.0, 1e-9);
+  // Twice the tokens of one micro-batch (N * M = 4000): at least two micro-batches, twice the host
+  // floor and the micro-batch overhead.
+  const plan::Batch big{{2500, 2500, 1500, 1500}};
+  double work_big = 0;
+  for (int64_t l : big.lengths) work_big += cost::sequence_compute_s(cm, l, 2000);
+  EXPECT_NEAR(lower_bound_s(big, cm, 2000), std::max(work_big / 2, 2 * host) + 2 * 5e-4 + g.reduce_s + g.gather_s + it,
+              1e-15);
+  // A 3000-token sample with M = 2000 needs a group of >= 2 ranks: with ring CP they issue 2 ring
+  // steps per layer and pass (fwd + bwd) in its micro-batch. The plan that does so meets the bound.
+  cm.hardware.ring_step_fwd_s = 2e-3;
+  cm.hardware.ring_step_bwd_s = 3e-3;
+  const plan::Batch longer{{3000, 500}};
+  const double ring = 2 * 2 * (2e-3 + 3e-3);  // layers x k x (fwd + bwd)
+  double work_longer = 0;
+  for (int64_t l : longer.lengths) work_longer += cost::sequence_compute_s(cm, l, 2000);
+  ASSERT_GT(host + ring, work_longer / 2);
+  plan::Plan pr = two_rank_plan();
+  pr.microbatches = {{{{0, 2, {0, 1}}}}};
+  const auto rr = simulate_step(pr, longer, cm);
+  const double bound_ring = host + ring + 5e-4 + g.reduce_s + g.gather_s + it;
+  EXPECT_NEAR(lower_bound_s(longer, cm, 2000), bound_ring, 1e-15);
+  EXPECT_LE(lower_bound_s(longer, cm, 2000), rr.step_s * (1 + 1e-12));
+  EXPECT_GT(rr.plan_efficiency, 0.9);
+  cm.training.cp_comm = cost::CpComm::all_gather;  // no ring loop on the host
+  EXPECT_NEAR(lower_bound_s(longer, cm, 2000), bound_ring - host - ring + std::max(host, work_longer / 2), 1e-15);
+  cm.training.cp_comm = cost::CpComm::ring;
+  // Overlapped gradient sync may hide entirely: not in the bound.
+  cm.training.overlap_grad_reduce = true;
+  EXPECT_NEAR(lower_bound_s(batch, cm, 2000), host + 5e-4 + it, 1e-15);
+}
+
 TEST(Step, BoundHoldsOnRandomPlansH100) {
   cost::ClusterConfig c;
   c.gpus = 32;
@@ -282,7 +338,12 @@ TEST(Step, BoundHoldsOnRandomPlansH100) {
   cost::CostModel cm{cost::model_preset("llama3-8b"), cost::hardware_preset("h100-sxm"), c, {}};
   cm.training.recompute_full = true;
   Rng rng(17);
-  for (int trial = 0; trial < 20; ++trial) {
+  for (int trial = 0; trial < 40; ++trial) {
+    // Half the trials with the gradient sync exposed, half with short samples only (host-bound:
+    // the host floor and micro-batch overheads dominate), the rest as before.
+    cm.training.overlap_grad_reduce = trial % 2 == 0;
+    cm.training.distributed_optimizer = trial % 3 != 0;
+    const int64_t cap = trial % 4 >= 2 ? 256 : 16384;
     plan::Plan p;
     p.planner = "random";
     p.config.dp = 2;
@@ -299,13 +360,14 @@ TEST(Step, BoundHoldsOnRandomPlansH100) {
         const int n = static_cast<int>(rng.uniform_int(1, 3));
         for (int i = 0; i < n; ++i) {
           g.samples.push_back(static_cast<int>(batch.lengths.size()));
-          batch.lengths.push_back(rng.uniform_int(64, 16384 * k / n));
+          batch.lengths.push_back(rng.uniform_int(64, std::max<int64_t>(64, cap * k / n)));
         }
         m.groups.push_back(g);
         rank += k;
       }
       p.microbatches.push_back(m);
     }
+    ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << "trial " << trial << ": " << plan::find_violation(p, batch).value_or("");
     const auto r = simulate_step(p, batch, cm);
     EXPECT_LE(r.plan_efficiency, 1.0) << "trial " << trial;
     EXPECT_GT(r.plan_efficiency, 0.05) << "trial " << trial;
