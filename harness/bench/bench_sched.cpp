@@ -124,7 +124,7 @@ void register_all() {
     for (int file = 0; file < 4; ++file)
       for (int n : {8, 64, 512, 4096}) f->Args({file, n});
   }
-  for (const std::string name : {"dcp", "megatron-dev", "packing"}) {
+  for (const std::string name : {"dcp", "nvidia-prototype", "megatron-dev", "packing"}) {
     auto* c = benchmark::RegisterBenchmark(("cost/" + name).c_str(), bm_cost, name);
     c->Unit(benchmark::kMillisecond)->ArgNames({"S"})->Arg(0)->Arg(1);
   }
