@@ -240,13 +240,15 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
   return st;
 }
 
-double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_tokens) {
+double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_tokens, int cp_size) {
+  DCP_CHECK(cp_size >= 1, "cp_size ", cp_size);
   const int64_t one[1] = {length};
   const Link none{1.0, 0.0};
-  const LayerTimes lt = layer_times(cm, one, 1, gemm_tokens, none, false);
+  const LayerTimes lt = layer_times(cm, one, cp_size, gemm_tokens, none, false);
   const double layers = cm.model.layers;
   double t = layers * (lt.fwd_compute_s + lt.bwd_compute_s);
   if (cm.training.recompute_full) t += layers * lt.fwd_compute_s;
+  t *= cp_size;  // every rank of the group does the same share
   t += sequence_head_compute_s(cm, length, gemm_tokens);
   return t;
 }

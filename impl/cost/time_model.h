@@ -153,10 +153,14 @@ struct StageTimes {
 StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengths_tokens,
                              int cp_size, int first_pool_rank, int virtual_stage);
 
-// Compute-only time of one sequence processed alone (cp = 1) through all layers, fwd + bwd
-// (+ recompute), summed over stages, with GEMM efficiency taken at `gemm_tokens` tokens
-// (the lower bound uses the per-rank budget M). Divided by tp (one GPU's share).
-double sequence_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens);
+// Compute-only GPU time of one sequence processed alone by a group of cp_size ranks (summed over
+// those ranks) through all layers, fwd + bwd (+ recompute), summed over stages, with GEMM
+// efficiency taken at `gemm_tokens` tokens (the lower bound uses the per-rank budget M); no CP
+// communication, no THD side kernels, no host floor. Divided by tp (one GPU's share). The FLOPs do
+// not depend on cp_size, the time does: a ring step runs its attention at shorter (and, past the
+// diagonal, non-causal) shapes, which the attention tables may rate faster than one (L, L) causal
+// kernel, so the lower bound takes the minimum over the group sizes a plan may use.
+double sequence_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens, int cp_size = 1);
 // The part of sequence_compute_s on the last pipeline stage only: output layer (fwd + bwd) and loss.
 double sequence_head_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens);
 

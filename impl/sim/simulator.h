@@ -24,8 +24,10 @@
 // where bubble = min(idle, busy * (pp-1) / (M * vpp)) (the 1F1B bubble a perfectly balanced
 // pipeline with this GPU's work would have) and imbalance wait = the rest of the idle time.
 //
-// Lower bound: every sample processed at cp = 1 with GEMM efficiency at M_tokens (the per-rank
-// budget), each pipeline stage's work spread evenly over its N GPUs, no communication, no bubble;
+// Lower bound, over the real (unpadded) lengths: every sample processed by the group size k that
+// costs it the least GPU time among those a valid plan may use (k >= ceil(L / M); a power of two,
+// N or the static cp), compute only, with GEMM efficiency at M_tokens (the per-rank budget), each
+// pipeline stage's work spread evenly over its N GPUs, no communication, no bubble;
 // the busiest stage sets the bound (which layers and the output layer live on a stage is fixed by
 // the scenario, not by the plan); plus the costs the cost model charges to every plan:
 //   work(s) = [layers(s) * per-layer work + (s last ? output layer + loss : 0)] / N
@@ -50,8 +52,12 @@
 // planner. Before 2026-11-24 it left out the host floor, the micro-batch, gradient-sync and
 // iteration costs, so on small batches (Megatron's example, ~7k tokens per replica) every
 // planner's efficiency read ~0.2 although those costs are the same for all of them.)
-// plan_efficiency = bound_s / step_s (<= 1 up to efficiency-curve effects). It depends on the
-// batch only, so its ratio between strategies is their speed ratio.
+// (Before 2026-11-25 every sample was charged at cp = 1, which ring plans of samples >= 2M beat on
+// the h100 tables by up to 0.9%, and the bound was taken over the padded batch a plan was made
+// for, which credited padding as necessary work.)
+// plan_efficiency = bound_s / step_s (<= 1 as long as GEMM efficiency does not fall with more
+// tokens). The bound depends on the batch and on M (GEMM efficiency at M, m_min, the ring term),
+// so efficiencies of strategies compare as speeds only at the same M; tuned settings differ in M.
 //
 // Memory (cost/memory.h): each GPU's peak is its static bytes plus the maximum, over its op order,
 // of the stored activations of the micro-batch chunks in flight (real tokens per rank of each
@@ -186,8 +192,12 @@ struct StepResult {
 // `batch` holds the lengths the plan was made for (possibly padded); `real_lengths` (same size,
 // or empty = batch.lengths) are used for useful FLOPs and tokens/s. The plan's pool must equal
 // cm.cluster.pool(). Throws InputError on mismatches.
+// Bound::skip leaves bound_s and plan_efficiency at 0 (planners that simulate candidate plans
+// need only the step time; the bound is a property of the batch, computed once per row).
+enum class Bound { compute, skip };
 StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch,
-                         const cost::CostModel& cm, std::span<const int64_t> real_lengths = {});
+                         const cost::CostModel& cm, std::span<const int64_t> real_lengths = {},
+                         Bound bound = Bound::compute);
 
 // Builds the schedule input only (for inspection and benchmarks).
 ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& batch,

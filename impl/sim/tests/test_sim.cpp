@@ -506,3 +506,56 @@ TEST(Step, IterationCostFollowsTheSlowestGpu) {
 
 }  // namespace
 }  // namespace dcp::sim
+namespace dcp::sim {
+namespace {
+
+// On the h100 attention tables a ring step's shorter, non-causal kernels are rated faster than
+// one (L, L) causal kernel for long sequences, so a bound that charged every sample at cp = 1
+// exceeded the step of a plan running one 512k-token sample over 8 ranks (by 0.8%). The bound
+// takes the cheapest group size a valid plan may use, and stays below the step, and close to it.
+TEST(Step, BoundHoldsForLongRingSamplesOnH100Tables) {
+  cost::ClusterConfig c;
+  c.gpus = 8;
+  c.pp = 1;
+  c.cp = 8;
+  c.gpus_per_node = 8;
+  cost::CostModel cm{cost::model_preset("llama3-8b"), cost::hardware_preset("h100-sxm"), c, {}};
+  cm.training.recompute_full = true;
+  const int64_t m = 65536, l = 8 * m;
+  plan::Plan p;
+  p.planner = "ring";
+  p.config.dp = 1;
+  p.config.cp = 8;
+  p.config.max_seqlen_per_rank = m;
+  p.microbatches.push_back({{{0, 8, {0}}}});
+  const plan::Batch batch{{l}};
+  ASSERT_FALSE(plan::find_violation(p, batch).has_value());
+  const auto r = simulate_step(p, batch, cm);
+  // The old rule (cp = 1, which no valid plan can use for this sample) would exceed the step.
+  EXPECT_GT(cost::sequence_compute_s(cm, l, m, 1) / 8, r.step_s);
+  EXPECT_LT(cost::sequence_compute_s(cm, l, m, 8), cost::sequence_compute_s(cm, l, m, 1));
+  EXPECT_LE(r.plan_efficiency, 1.0);
+  EXPECT_GT(r.plan_efficiency, 0.98);
+}
+
+// The bound is over the real lengths: padding a plan chose (bshd's pad_to, a dynamic planner's
+// multiple of 2 * cp) is not work the batch needs, so it lowers the plan's efficiency.
+TEST(Step, BoundIsOverTheRealLengths) {
+  const auto cm = unit_cm2(2, 1);
+  plan::Plan p;
+  p.planner = "padded";
+  p.config.dp = 2;
+  p.config.max_seqlen_per_rank = 4096;
+  p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}}});
+  const plan::Batch padded{{1024, 1024}};
+  const std::vector<int64_t> real{1000, 700};
+  const auto r = simulate_step(p, padded, cm, real);
+  EXPECT_NEAR(r.bound_s, lower_bound_s(plan::Batch{real}, cm, 4096), 1e-15);
+  EXPECT_LT(r.bound_s, lower_bound_s(padded, cm, 4096));
+  const auto skipped = simulate_step(p, padded, cm, real, Bound::skip);
+  EXPECT_EQ(skipped.step_s, r.step_s);
+  EXPECT_EQ(skipped.bound_s, 0.0);
+}
+
+}  // namespace
+}  // namespace dcp::sim
