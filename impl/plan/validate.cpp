@@ -59,7 +59,9 @@ std::optional<std::string> check_groups(const std::vector<Group>& groups, const 
     for (int s : g.samples) {
       if (s < 0 || s >= g_count) return concat(where(m, gi, g), ": sample id ", s, " outside [0, ", g_count, ")");
       if (auto v = on_sample(s, gi)) return v;
-      tokens += lengths[s];  // lengths are bounded by plan::check_config: no overflow
+      // Real lengths are bounded by plan::check_config; a padded plan's pad_to only by its file.
+      if (__builtin_add_overflow(tokens, lengths[s], &tokens))
+        return concat(where(m, gi, g), ": the group's tokens overflow 64 bits");
     }
     if (tokens > c.max_seqlen_per_rank * g.cp_size)
       return concat(where(m, gi, g), ": ", tokens, " tokens over ", g.cp_size, " ranks = ",
@@ -93,6 +95,23 @@ std::optional<std::string> find_violation(const Plan& plan, const Batch& batch) 
   const PlanConfig& c = plan.config;
   if (auto v = check_config_only(c)) return v;
   const int64_t g_count = batch.size();
+  // A padded plan (bshd: pad_to > 0) runs every sample at pad_to tokens: pad_to is the requested
+  // max_seqlen when there is one, no sample is longer, and rule 5 counts the padded tokens.
+  const std::vector<int64_t>* lengths = &batch.lengths;
+  std::vector<int64_t> padded;
+  if (plan.pad_to < 0) return concat("pad_to ", plan.pad_to, " is negative");
+  if (plan.pad_to > 0) {
+    if (c.max_seqlen && plan.pad_to != *c.max_seqlen)
+      return concat("pad_to ", plan.pad_to, " != max_seqlen ", *c.max_seqlen,
+                    " (a padded plan pads every sample to max_seqlen)");
+    padded.reserve(batch.lengths.size());
+    for (int64_t s = 0; s < g_count; ++s) {
+      if (batch.lengths[s] > plan.pad_to)
+        return concat("sample ", s, " (length ", batch.lengths[s], ") is longer than pad_to ", plan.pad_to);
+      padded.push_back(plan.pad_to);
+    }
+    lengths = &padded;
+  }
   std::vector<int> seen_mb(g_count, -1);
   for (size_t m = 0; m < plan.microbatches.size(); ++m) {
     const auto& groups = plan.microbatches[m].groups;
@@ -103,7 +122,7 @@ std::optional<std::string> find_violation(const Plan& plan, const Batch& batch) 
       seen_mb[s] = static_cast<int>(m);
       return std::nullopt;
     };
-    if (auto v = check_groups(groups, c, plan.dynamic, batch.lengths, m, once)) return v;
+    if (auto v = check_groups(groups, c, plan.dynamic, *lengths, m, once)) return v;
   }
   for (int64_t s = 0; s < g_count; ++s) {
     if (seen_mb[s] < 0) return concat("sample ", s, " (length ", batch.lengths[s], ") is not scheduled");

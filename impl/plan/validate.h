@@ -9,7 +9,9 @@
 //   4. each group size k is allowed: min_cp <= k, and k is a power of two, the whole pool N,
 //      or the static cp (static-CP baselines);
 //   5. tokens per rank of each group: sum(L)/k <= M (exact: sum(L) <= M*k);
-//   6. with a VPP group V the micro-batch count is a multiple of V.
+//   6. with a VPP group V the micro-batch count is a multiple of V;
+//   7. a padded plan (pad_to > 0, bshd) has pad_to = max_seqlen when max_seqlen is set and no
+//      sample longer than pad_to, and rule 5 counts every sample at pad_to tokens.
 // Reports the first violation, precisely (micro-batch, group, rank or sample). The happy path
 // builds no strings (the ports call it once per micro-batch).
 #pragma once

@@ -135,6 +135,39 @@ TEST(Validate, RejectsAPlanMadeForAnotherConfig) {
   EXPECT_THROW(validate(p, kBatch, requested), Error);
 }
 
+// Rule 7: a padded (bshd) plan is checked at its padded length.
+TEST(Validate, PaddedPlanIsCheckedAtItsPaddedLength) {
+  Plan p;
+  p.planner = "bshd-like";
+  p.config = cfg(2, 2, 100);  // N = 4, static cp 2: two groups of 2 ranks per micro-batch
+  p.dynamic = false;
+  p.pad_to = 200;
+  p.microbatches.push_back(MicroBatch{{Group{0, 2, {0}}, Group{2, 2, {1}}}});
+  const Batch b{{150, 40}};
+  EXPECT_FALSE(find_violation(p, b).has_value());
+  p.config.max_seqlen = 200;
+  EXPECT_FALSE(find_violation(p, b).has_value());
+  p.config.max_seqlen = 300;  // padded to something other than the requested max_seqlen
+  auto v = find_violation(p, b);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("pad_to 200 != max_seqlen 300"), std::string::npos) << *v;
+  p.config.max_seqlen.reset();
+  p.pad_to = 120;  // shorter than sample 0
+  v = find_violation(p, b);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("sample 0 (length 150) is longer than pad_to 120"), std::string::npos) << *v;
+  p.pad_to = 250;  // 250 tokens over 2 ranks > M = 100, although the real 150 fit
+  v = find_violation(p, b);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("tokens per rank > max_seqlen_per_rank 100"), std::string::npos) << *v;
+  // From a hostile file: two samples at 2^62 tokens overflow int64; a violation, not UB.
+  p.pad_to = int64_t{1} << 62;
+  p.microbatches[0].groups = {Group{0, 2, {0, 1}}, Group{2, 2, {2}}};
+  v = find_violation(p, Batch{{150, 40, 60}});
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("overflow"), std::string::npos) << *v;
+}
+
 TEST(Validate, NonPowerOfTwoPoolAcceptsFullGroupRejectsMissingSize) {
   Plan p;
   p.config = cfg(3, 2, 100);  // N = 6
