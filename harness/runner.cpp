@@ -281,10 +281,10 @@ plan::PlannerOptions planner_options_of(const cost::CostModel& cm, std::shared_p
     return std::max(0.0, t) * cm.cluster.vpp / stages;  // one pipeline stage's share
   };
   o.step_time_s = [&cm, batch, real_lengths](const plan::Plan& plan) {
-    return sim::simulate_step(plan, *batch, cm, real_lengths).step_s;
+    return sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip).step_s;
   };
   o.estimate = [&cm, batch, real_lengths](const plan::Plan& plan) {
-    const sim::StepResult r = sim::simulate_step(plan, *batch, cm, real_lengths);
+    const sim::StepResult r = sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip);
     return plan::PlannerOptions::Estimate{r.step_s, r.fits, r.peak_memory_bytes};
   };
   o.model = plan::PlannerOptions::ModelShape{static_cast<double>(cm.model.hidden), static_cast<double>(cm.model.ffn),
@@ -354,8 +354,9 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
   const bool dynamic = registry.make(strategy)->dynamic();
   // Step i+1 is planned on a background thread while step i is simulated here (README "Async
   // planning"); the source runs on that thread and reads only the immutable prepared batches.
-  // An InputError of a step (unknown planner, dp not dividing the batch, a sample that cannot be
-  // placed) comes back from next() for that step and is recorded in its row, as before.
+  // An InputError of a step (dp not dividing the batch, a sample that cannot be placed; an unknown
+  // planner was refused before any step by strategies_of) comes back from next() for that step
+  // and is recorded in its row, as before.
   plan::AsyncPlanner planner_of_steps(
       [&](int64_t step) -> std::optional<plan::PlanRequest> {
         if (step >= p.steps) return std::nullopt;

@@ -89,7 +89,11 @@ HardwareProfile h100_sxm() {
   // (Megatron dev data_schedule_utils.py) for the few samples per DP rank of the Megatron example
   // (~75 host ops). Not valid for large batches: Megatron's Python default_dynamic_cp took ~660 ms
   // for 2048 samples on 64 ranks (README "Scheduler speed"); NVIDIA's prototype hides its solver in
-  // a background process, which is what the Llama-13B scenarios compare with.
+  // a background process, which is what the Llama-13B scenarios compare with: run_hybrid_cp.sh
+  // (3b309c627e, lines 226-227) sets --async-hybrid-context-parallel-scheduler, whose sampler
+  // MegatronSFTPrefetchDPBalancedSampler runs PipelineAwareBalancedHybridCPscheduler in a prefetch
+  // process (legacy/data/data_samplers.py:220-226); the step's own scheduler is then
+  // only_packing_no_scheduling (asserted at data_samplers.py:43-44) because the plan is made already.
   p.dynamic_data_overhead_s = 75 * kTorchOpHostS;  // 1.0 ms
   // reroute_samples_to_dcp_ranks (Megatron dev data_schedule_utils.py:358) all-to-alls the
   // sample keys of MockVarlenDataset (varlen_dataset.py): tokens int64 (8), labels int64 (8),

@@ -16,7 +16,7 @@
 //   * Per m (solver, 2184-2391): bucket target = total forward FLOPs / (slots * m * PP) (the
 //     bubble-aware ratio m*PP*(2PP-1)/(m*PP+PP-1) of compute_ratios, 1539-1546, cancels when all
 //     slots use the same m, as they always do there); "except" samples have forward FLOPs >
-//     1.3 x total / (m * DP * PP) (solver, 2197-2198) where DP is the whole pool (hybrid CP runs
+//     1.3 x total / (m * DP * PP) (solver, 2200-2204) where DP is the whole pool (hybrid CP runs
 //     with --context-parallel-size 1), i.e. 1.3 x the target / min_cp; each gets c = min(nearest_pow2(ceil(f / target)), max split, slots, buckets left
 //     for the other except samples) buckets (split_sample, 1886-2056), placed on the aligned
 //     interval of c slots whose smallest count of free buckets is largest, and filled with normal

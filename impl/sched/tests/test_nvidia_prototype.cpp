@@ -51,7 +51,7 @@ plan::PlanConfig pool8() {
 
 TEST(NvidiaPrototype, ExceptSampleGetsItsBucketsAsOneAlignedGroup) {
   // One 16000-token sample and 31 of 1000 on 8 slots, m = 1 (8 buckets): its forward FLOPs are
-  // 3.12 x the bucket target (> 1.3: except), ceil = 4, nearest_pow2(4) = 4 <= 8 slots: a CP-4
+  // 3.187 x the bucket target (> 1.3: except), ceil = 4, nearest_pow2(4) = 4 <= 8 slots: a CP-4
   // group on an aligned block, filled with short samples; every other slot one bucket (CP 1).
   plan::Batch b;
   b.lengths.push_back(16000);
