@@ -337,8 +337,8 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // Then the costs no plan avoids (simulator.h, "Lower bound"): every micro-batch runs on every
   // rank of a stage, a pass takes max(GPU time, host issue time) + half the micro-batch overhead,
   // there are at least m_min = ceil(tokens / (N * M)) micro-batches, and the longest sample's
-  // group issues its ring steps; the gradient sync when it is not overlapped; the optimizer step
-  // and the fixed per-iteration cost.
+  // group cannot both spread it and skip ring steps (below); the gradient sync when it is not
+  // overlapped; the optimizer step and the fixed per-iteration cost.
   // Each sample's work is the least GPU time over the group sizes a valid plan may give it
   // (plan/validate.h rules 4-5: a power of two, the whole pool or the static cp, holding at most
   // M tokens per rank, so k >= ceil(L / M)): the FLOPs are the same at every k, but the attention
@@ -350,17 +350,23 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   const auto& hw = cm.hardware;
   const int pool = c.pool();
   const double n = static_cast<double>(pool);
+  // The group sizes a valid plan may give a sample of l tokens (none if l > N * M).
+  const auto valid_sizes = [&](int64_t l) {
+    const int64_t need = (l + static_cast<int64_t>(gemm_tokens) - 1) / static_cast<int64_t>(gemm_tokens);
+    std::vector<int> ks;
+    const auto add = [&](int k) {
+      if (k >= need && k <= pool && std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
+    };
+    for (int k = 1; k <= pool; k *= 2) add(k);
+    add(pool);
+    add(c.cp);
+    return ks;
+  };
   std::unordered_map<int64_t, double> least_work;
   const auto work_of = [&](int64_t l) {
     if (auto it = least_work.find(l); it != least_work.end()) return it->second;
-    const int64_t need = (l + static_cast<int64_t>(gemm_tokens) - 1) / static_cast<int64_t>(gemm_tokens);
     double best = std::numeric_limits<double>::infinity();
-    const auto consider = [&](int k) {
-      if (k >= need && k <= pool) best = std::min(best, cost::sequence_compute_s(cm, l, gemm_tokens, k));
-    };
-    for (int k = 1; k <= pool; k *= 2) consider(k);
-    consider(pool);
-    consider(c.cp);
+    for (int k : valid_sizes(l)) best = std::min(best, cost::sequence_compute_s(cm, l, gemm_tokens, k));
     if (!std::isfinite(best)) best = cost::sequence_compute_s(cm, l, gemm_tokens);  // no valid plan holds l
     least_work.emplace(l, best);
     return best;
@@ -379,21 +385,46 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // recompute issues the forward again before the backward (cost::group_stage_times).
   const double rec = cm.training.recompute_full ? 1.0 : 0.0;
   const double host_layer = hw.host_layer_fwd_s + hw.host_layer_bwd_s + rec * hw.host_layer_fwd_s;
-  // The longest sample needs a group of k >= ceil(L / M) ranks in some micro-batch; with ring CP
-  // each of those ranks issues k ring steps per layer and pass there (more for a larger k).
-  const double k_min = std::ceil(static_cast<double>(longest) / gemm_tokens);
-  const double ring_layer = k_min > 1 && cm.training.cp_comm == cost::CpComm::ring
-                                ? k_min * (hw.ring_step_fwd_s + hw.ring_step_bwd_s + rec * hw.ring_step_fwd_s)
-                                : 0.0;
+  const auto ring_layer = [&](int k) {  // host time of k ring steps per layer (fwd + bwd)
+    return k > 1 && cm.training.cp_comm == cost::CpComm::ring
+               ? k * (hw.ring_step_fwd_s + hw.ring_step_bwd_s + rec * hw.ring_step_fwd_s)
+               : 0.0;
+  };
+  // The longest sample runs in some micro-batch on a group of some valid size k. Each rank of that
+  // group spends, in that micro-batch, at least max(its 1/k share of the sample's compute at k,
+  // its host issue time incl. k ring steps per layer), and at least the host floor in each of its
+  // other m_min - 1 micro-batches: a critical path no plan avoids, whichever k it picks (one long
+  // sample on few ranks is imbalance; on many, ring steps). Per stage, the least over k.
+  struct LongestAt {
+    int k;
+    double per_layer, head;  // the sample's compute per layer and head part, summed over the k ranks
+  };
+  std::vector<LongestAt> longest_at;
+  {
+    const double h = cost::sequence_head_compute_s(cm, longest, gemm_tokens);
+    std::vector<int> ks = valid_sizes(longest);
+    if (ks.empty()) ks.push_back(1);  // no valid plan holds it
+    for (int k : ks) {
+      const double all = cost::sequence_compute_s(cm, longest, gemm_tokens, k);
+      longest_at.push_back({k, cm.model.layers > 0 ? (all - h) / cm.model.layers : 0.0, h});
+    }
+  }
   double worst = total / static_cast<double>(c.pp) / n;  // even split (pp = 1: everything)
   for (int s = 0; s < c.pp; ++s) {
     double layers = 0;
     for (int chunk = 0; chunk < c.vpp; ++chunk) layers += cost::layers_of_virtual_stage(cm.model, c, chunk * c.pp + s);
-    const double work = (layers * per_layer + (s == c.pp - 1 ? head : 0.0)) / n;
+    const bool last = s == c.pp - 1;
+    const double work = (layers * per_layer + (last ? head : 0.0)) / n;
     const cost::GradSyncTime g = cost::grad_sync_time(cm, s);
     const double sync = g.overlap ? 0.0 : g.reduce_s + g.gather_s;  // overlapped: may hide entirely
-    const double host = layers * (m_min * host_layer + ring_layer);  // that group's ranks
-    worst = std::max(worst, std::max(work, host) + m_min * c.vpp * hw.microbatch_overhead_s + sync);
+    double critical = std::numeric_limits<double>::infinity();
+    for (const LongestAt& a : longest_at) {
+      const double gpu = (layers * a.per_layer + (last ? a.head : 0.0)) / a.k;
+      const double host = layers * (host_layer + ring_layer(a.k));
+      critical = std::min(critical, std::max(gpu, host));
+    }
+    critical += (m_min - 1) * layers * host_layer;
+    worst = std::max(worst, std::max(work, critical) + m_min * c.vpp * hw.microbatch_overhead_s + sync);
   }
   const cost::IterationTime it = cost::iteration_time(cm, /*dynamic_plan=*/false, 0.0);
   return worst + it.total_s();  // a static plan's iteration cost: the dynamic data path is extra

@@ -30,31 +30,40 @@
 // pipeline stage's work spread evenly over its N GPUs, no communication, no bubble;
 // the busiest stage sets the bound (which layers and the output layer live on a stage is fixed by
 // the scenario, not by the plan); plus the costs the cost model charges to every plan:
-//   work(s) = [layers(s) * per-layer work + (s last ? output layer + loss : 0)] / N
-//   host(s) = layers(s) * (host_layer_fwd_s + host_layer_bwd_s [+ host_layer_fwd_s if recompute])
-//   m_min   = max(1, ceil(sum_i L_i / (N * M)))   (a micro-batch holds at most N * M tokens)
-//   ring(s) = layers(s) * k * (ring_step_fwd_s + ring_step_bwd_s [+ ring_step_fwd_s if recompute])
-//             with k = ceil(max_i L_i / M) when k > 1 and CP is ring, else 0
-//   bound_s = max_s [ max(work(s), m_min * host(s) + ring(s)) + m_min * vpp * microbatch_overhead_s
-//                     + (overlap_grad_reduce ? 0 : grad reduce + param gather of stage s) ]
-//             + optimizer step + iteration_overhead_s.
+//   work(s)  = [layers(s) * per-layer work + (s last ? output layer + loss : 0)] / N
+//   host(s)  = layers(s) * host_layer, host_layer = host_layer_fwd_s + host_layer_bwd_s
+//              [+ host_layer_fwd_s if recompute]
+//   m_min    = max(1, ceil(sum_i L_i / (N * M)))   (a micro-batch holds at most N * M tokens)
+//   ring(k)  = k * (ring_step_fwd_s + ring_step_bwd_s [+ ring_step_fwd_s if recompute]) for k > 1
+//              and ring CP, else 0 (host time of a group of k ranks' ring steps, per layer)
+//   crit(s)  = min over the valid sizes k of the longest sample L* of
+//                max(its stage-s compute at k / k, layers(s) * (host_layer + ring(k)))
+//              + (m_min - 1) * host(s)
+//   bound_s  = max_s [ max(work(s), crit(s)) + m_min * vpp * microbatch_overhead_s
+//                      + (overlap_grad_reduce ? 0 : grad reduce + param gather of stage s) ]
+//              + optimizer step + iteration_overhead_s.
 // Why each term holds for any valid plan: every micro-batch covers all N ranks of every stage, so
 // each rank runs m >= m_min fwd and bwd passes per virtual stage; a pass costs max(GPU, host) +
 // microbatch_overhead_s / 2 (cost::group_stage_times), so the busiest rank's time is at least
 // max(its GPU time, m * host(s)) + m * vpp * microbatch_overhead_s, and its GPU time at least the
-// stage's work / N; the ranks of the longest sample's group (at least k of them, as a group holds
-// at most M tokens per rank) issue k ring steps per layer and pass in that micro-batch on top of
-// their host floor (ring-step host cost grows with the group size); without overlap the gradient sync follows the stage's last op; the optimizer
-// and fixed cost follow the pipeline; the dynamic data path (cost::iteration_time) is left out
-// because a static plan does not pay it.
+// stage's work / N. The longest sample runs in one micro-batch on a group of some valid size k
+// (k >= ceil(L* / M)); each rank of that group spends there at least max(its 1/k share of the
+// sample's compute, its host issue time with k ring steps per layer) and at least host(s) / layers
+// per layer in each other micro-batch: crit(s) is the cheapest such path (one long sample on few
+// ranks costs imbalance, on many it costs ring steps; work(s) alone assumed it spreads for free,
+// which read dcp's plans of Megatron's example at M = 8192 as 0.81 efficient; 0.96 with crit).
+// Without overlap the gradient sync follows the stage's last op; the optimizer and fixed cost
+// follow the pipeline; the dynamic data path (cost::iteration_time) is left out because a
+// static plan does not pay it.
 // (Before 2026-11-23 the bound spread all work over all pp * N GPUs; with Llama-13B at PP8 the
 // last stage's output layer is ~2 layers' GEMMs, so that bound was unreachable by ~25% for every
 // planner. Before 2026-11-24 it left out the host floor, the micro-batch, gradient-sync and
 // iteration costs, so on small batches (Megatron's example, ~7k tokens per replica) every
 // planner's efficiency read ~0.2 although those costs are the same for all of them.)
-// (Before 2026-11-25 every sample was charged at cp = 1, which ring plans of samples >= 2M beat on
-// the h100 tables by up to 0.9%, and the bound was taken over the padded batch a plan was made
-// for, which credited padding as necessary work.)
+// (Until the evening of 2026-11-24 every sample was charged at cp = 1, which ring plans of
+// samples >= 2M beat on the h100 tables by up to ~1%; the bound was taken over the padded batch a
+// plan was made for, which credited padding as necessary work; and it had no crit(s): the
+// longest sample only added its ring steps' host time, at k = ceil(L* / M).)
 // plan_efficiency = bound_s / step_s (<= 1 as long as GEMM efficiency does not fall with more
 // tokens). The bound depends on the batch and on M (GEMM efficiency at M, m_min, the ring term),
 // so efficiencies of strategies compare as speeds only at the same M; tuned settings differ in M.

@@ -328,6 +328,42 @@ TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
   EXPECT_NEAR(lower_bound_s(batch, cm, 2000), host + 5e-4 + it, 1e-15);
 }
 
+// The longest sample is a critical path: on one rank it is that rank's work; spread over k ranks
+// each of them issues k ring steps per layer. The bound takes the cheaper of the two, which can
+// exceed the even split of all work (a 3000-token sample beside a 100-token one on 2 ranks).
+TEST(Step, BoundChargesTheLongestSamplesCriticalPath) {
+  auto cm = unit_cm(2, 1, 1);
+  cm.hardware.host_layer_fwd_s = 0;
+  cm.hardware.host_layer_bwd_s = 0;
+  cm.hardware.microbatch_overhead_s = 0;
+  cm.hardware.iteration_overhead_s = 0;
+  const plan::Batch batch{{3000, 100}};
+  const int64_t m = 4000;  // both fit on one rank: k = 1 and k = 2 are valid for the long one
+  const double w_long = cost::sequence_compute_s(cm, 3000, m, 1);
+  const double w_short = cost::sequence_compute_s(cm, 100, m, 1);
+  const double it = cost::iteration_time(cm, false, 0).total_s();
+  // Ring steps far dearer than the sample: k = 2 loses, the sample's whole work is on one rank.
+  cm.hardware.ring_step_fwd_s = 1.0;
+  cm.hardware.ring_step_bwd_s = 1.0;
+  ASSERT_GT(w_long, (w_long + w_short) / 2);
+  EXPECT_NEAR(lower_bound_s(batch, cm, m), w_long + it, 1e-12);
+  plan::Plan p = two_rank_plan();
+  p.config.max_seqlen_per_rank = m;
+  const auto r = simulate_step(p, batch, cm);  // {3000} on rank 0, {100} on rank 1
+  EXPECT_LE(r.bound_s, r.step_s * (1 + 1e-12));
+  EXPECT_GT(r.plan_efficiency, 0.99);  // and this plan is the best one: the bound is tight
+  // Free ring steps: spreading it costs nothing extra, the even split of all work is the bound.
+  cm.hardware.ring_step_fwd_s = 0;
+  cm.hardware.ring_step_bwd_s = 0;
+  const double w2 = cost::sequence_compute_s(cm, 3000, m, 2);
+  ASSERT_LT(w2 / 2, (w_long + w_short) / 2);
+  EXPECT_NEAR(lower_bound_s(batch, cm, m), (std::min(w_long, w2) + w_short) / 2 + it, 1e-12);
+  // Ring steps that cost exactly the spread's saving: 2 layers x 2 steps x (fwd + bwd) = w_long.
+  cm.hardware.ring_step_fwd_s = w_long / 8;
+  cm.hardware.ring_step_bwd_s = w_long / 8;
+  EXPECT_NEAR(lower_bound_s(batch, cm, m), w_long + it, 1e-12);
+}
+
 TEST(Step, BoundHoldsOnRandomPlansH100) {
   cost::ClusterConfig c;
   c.gpus = 32;
