@@ -12,13 +12,19 @@ int64_t bshd_padded_length(const plan::Batch& batch, const plan::PlanConfig& con
   if (config.max_seqlen) return *config.max_seqlen;
   int64_t m = 0;
   for (auto L : batch.lengths) m = std::max(m, L);
-  return m;
+  const int64_t chunks = config.cp > 1 ? 2 * int64_t{config.cp} : 1;  // zigzag: 2 cp chunks
+  return (m + chunks - 1) / chunks * chunks;
 }
 
 plan::Plan BshdPlanner::plan(const plan::Batch& batch, const plan::PlanConfig& config) const {
   DCP_NVTX_RANGE();
   plan::check_config(batch, config);
   const int64_t padded = bshd_padded_length(batch, config);
+  // Megatron's CP splits every padded sequence into 2 x cp zigzag chunks, so the padded length
+  // must divide by 2 x cp (the executor would otherwise round each sample up beyond pad_to).
+  DCP_REQUIRE(config.cp == 1 || padded % (2 * int64_t{config.cp}) == 0, "bshd: max_seqlen ", padded,
+              " is not a multiple of 2 x cp = ", 2 * int64_t{config.cp},
+              " (context parallelism splits each padded sample into 2 x cp chunks)");
   DCP_REQUIRE(padded <= static_cast<int64_t>(config.cp) * config.max_seqlen_per_rank, "bshd: padded length ",
               padded, " over cp ", config.cp, " exceeds max_seqlen_per_rank ", config.max_seqlen_per_rank);
   const int64_t multiple = static_cast<int64_t>(config.dp) * config.vpp_group.value_or(1);

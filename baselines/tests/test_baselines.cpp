@@ -94,6 +94,8 @@ TEST(Bshd, OneSamplePerGroupInOrder) {
   EXPECT_EQ(p.microbatches[1].groups[1].first_rank, 2);
   EXPECT_EQ(bshd_padded_length(b, c), 16);
   c.max_seqlen.reset();
+  EXPECT_EQ(bshd_padded_length(b, c), 12);  // the longest, 9, up to a multiple of 2 x cp = 4
+  c.cp = 1;
   EXPECT_EQ(bshd_padded_length(b, c), 9);
 }
 
@@ -102,6 +104,13 @@ TEST(Bshd, RejectsPaddingOverBudgetAndRaggedBatches) {
   auto c = cfg(1, 2, 8);
   c.max_seqlen = 17;  // 17/2 > 8
   EXPECT_THROW(BshdPlanner().plan(b, c), InputError);
+  c.max_seqlen = 14;  // fits (7 per rank) but is not a multiple of 2 x cp = 4
+  try {
+    BshdPlanner().plan(b, c);
+    ADD_FAILURE() << "max_seqlen 14 with cp 2 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a multiple of 2 x cp = 4"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(BshdPlanner().plan(b, cfg(2, 1, 100)), InputError);  // 3 samples, dp=2
 }
 

@@ -86,6 +86,11 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
     const double comm_fwd = with_comm ? kv_bytes / link.bytes_per_s : 0.0;
     const double comm_bwd = 2.0 * comm_fwd;
     const double lat = with_comm ? link.latency_s : 0.0;
+    if (!with_comm) {  // compute only (the lower bound): O(1) in k
+      t.fwd_compute_s += diag_fwd + (k - 1) * off_fwd;
+      t.bwd_compute_s += diag_bwd + (k - 1) * off_bwd;
+      return t;
+    }
     for (int s = 0; s < k; ++s) {
       const double cf = s == 0 ? diag_fwd : off_fwd;
       const double cb = s == 0 ? diag_bwd : off_bwd;

@@ -101,6 +101,9 @@ std::optional<std::string> find_violation(const Plan& plan, const Batch& batch) 
   std::vector<int64_t> padded;
   if (plan.pad_to < 0) return concat("pad_to ", plan.pad_to, " is negative");
   if (plan.pad_to > 0) {
+    if (c.cp > 1 && plan.pad_to % (2 * int64_t{c.cp}) != 0)
+      return concat("pad_to ", plan.pad_to, " is not a multiple of 2 x cp = ", 2 * int64_t{c.cp},
+                    " (each padded sample is split into 2 x cp zigzag chunks)");
     if (c.max_seqlen && plan.pad_to != *c.max_seqlen)
       return concat("pad_to ", plan.pad_to, " != max_seqlen ", *c.max_seqlen,
                     " (a padded plan pads every sample to max_seqlen)");

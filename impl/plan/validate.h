@@ -10,8 +10,9 @@
 //      or the static cp (static-CP baselines);
 //   5. tokens per rank of each group: sum(L)/k <= M (exact: sum(L) <= M*k);
 //   6. with a VPP group V the micro-batch count is a multiple of V;
-//   7. a padded plan (pad_to > 0, bshd) has pad_to = max_seqlen when max_seqlen is set and no
-//      sample longer than pad_to, and rule 5 counts every sample at pad_to tokens.
+//   7. a padded plan (pad_to > 0, bshd) has pad_to a multiple of 2 x cp when cp > 1 (zigzag
+//      chunks: the executor lays out exactly pad_to rows), pad_to = max_seqlen when max_seqlen is
+//      set and no sample longer than pad_to, and rule 5 counts every sample at pad_to tokens.
 // Reports the first violation, precisely (micro-batch, group, rank or sample). The happy path
 // builds no strings (the ports call it once per micro-batch).
 #pragma once

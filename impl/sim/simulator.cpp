@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/nvtx.h"
+#include "plan/geometry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -328,7 +329,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   return in;
 }
 
-double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_t m_tokens) {
+double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_t m_tokens, int static_cp) {
   // Per pipeline stage s: its layers' share of every sample's layer work (+ the output layer and
   // loss on the last stage), spread evenly over the N GPUs of that stage. The step cannot be
   // shorter than the busiest stage's share: the stage a layer lives on is fixed by the scenario,
@@ -343,23 +344,25 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // (plan/validate.h rules 4-5: a power of two, the whole pool or the static cp, holding at most
   // M tokens per rank, so k >= ceil(L / M)): the FLOPs are the same at every k, but the attention
   // tables may rate a ring step's shorter, non-causal shapes faster than one (L, L) causal kernel
-  // (found on the h100 tables for L >= 2M: a bound at cp = 1 exceeded such plans by up to 0.9%).
-  // Memoised per length: real batches repeat lengths, and a pool of 4096 has 13 candidate sizes.
+  // (on the h100 tables k = 2 beats k = 1 from about 32k tokens, by up to 1.7% of the compute;
+  // a bound at cp = 1 exceeded a plan of one 512k-token sample on 8 ranks by 0.8%). Memoised per
+  // length: real batches repeat lengths; each size costs O(1) (cost::sequence_compute_s).
   const double gemm_tokens = static_cast<double>(m_tokens > 0 ? m_tokens : 1);
   const auto& c = cm.cluster;
   const auto& hw = cm.hardware;
   const int pool = c.pool();
   const double n = static_cast<double>(pool);
-  // The group sizes a valid plan may give a sample of l tokens (none if l > N * M).
+  // The group sizes a valid plan may give a sample of l tokens (none if l > N * M): those that
+  // exist in the pool (plan/geometry.h; min_cp is not known here and only adds sizes to the
+  // choice, which keeps the bound a bound) and the plan's static cp.
+  std::vector<int> sizes = plan::group_sizes(pool);
+  const int cp = static_cp > 0 ? static_cp : c.cp;
+  if (cp <= pool && std::find(sizes.begin(), sizes.end(), cp) == sizes.end()) sizes.push_back(cp);
   const auto valid_sizes = [&](int64_t l) {
     const int64_t need = (l + static_cast<int64_t>(gemm_tokens) - 1) / static_cast<int64_t>(gemm_tokens);
     std::vector<int> ks;
-    const auto add = [&](int k) {
-      if (k >= need && k <= pool && std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
-    };
-    for (int k = 1; k <= pool; k *= 2) add(k);
-    add(pool);
-    add(c.cp);
+    for (int k : sizes)
+      if (k >= need) ks.push_back(k);
     return ks;
   };
   std::unordered_map<int64_t, double> least_work;
@@ -447,10 +450,11 @@ StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const
   out.tflops_per_gpu = cost::tflops_per_gpu(out.useful_flops, out.step_s, gpus);
   out.tokens_per_s_per_gpu = tokens / (out.step_s * gpus);
   if (bound == Bound::compute) {
-    // Over the real lengths: padding (bshd's, or a dynamic planner's to a multiple of 2 * cp) is
-    // work a plan chose, not work the batch needs.
+    // Over the real lengths: the plan's own padding (bshd's pad_to, a dynamic planner's multiple
+    // of 2 * cp) is work the plan chose, not work the batch needs. (real_lengths keep the
+    // scenario's dataset padding, which every strategy pays.)
     const plan::Batch real{std::vector<int64_t>(real_lengths.begin(), real_lengths.end())};
-    out.bound_s = lower_bound_s(real, cm, plan.config.max_seqlen_per_rank);
+    out.bound_s = lower_bound_s(real, cm, plan.config.max_seqlen_per_rank, plan.config.cp);
     out.plan_efficiency = out.bound_s / out.step_s;
   }
   const int n = cm.cluster.pool(), pp = cm.cluster.pp;

@@ -24,9 +24,10 @@
 // where bubble = min(idle, busy * (pp-1) / (M * vpp)) (the 1F1B bubble a perfectly balanced
 // pipeline with this GPU's work would have) and imbalance wait = the rest of the idle time.
 //
-// Lower bound, over the real (unpadded) lengths: every sample processed by the group size k that
-// costs it the least GPU time among those a valid plan may use (k >= ceil(L / M); a power of two,
-// N or the static cp), compute only, with GEMM efficiency at M_tokens (the per-rank budget), each
+// Lower bound, over the real lengths (before the plan's own padding; the scenario's dataset
+// padding, which every strategy pays, stays in): every sample processed by the group size k that
+// costs it the least GPU time among those a valid plan may use (k >= ceil(L / M); a size that
+// exists in the pool, plan/geometry.h, or the plan's static cp), compute only, with GEMM efficiency at M_tokens (the per-rank budget), each
 // pipeline stage's work spread evenly over its N GPUs, no communication, no bubble;
 // the busiest stage sets the bound (which layers and the output layer live on a stage is fixed by
 // the scenario, not by the plan); plus the costs the cost model charges to every plan:
@@ -60,10 +61,11 @@
 // planner. Before 2026-11-24 it left out the host floor, the micro-batch, gradient-sync and
 // iteration costs, so on small batches (Megatron's example, ~7k tokens per replica) every
 // planner's efficiency read ~0.2 although those costs are the same for all of them.)
-// (Until the evening of 2026-11-24 every sample was charged at cp = 1, which ring plans of
-// samples >= 2M beat on the h100 tables by up to ~1%; the bound was taken over the padded batch a
-// plan was made for, which credited padding as necessary work; and it had no crit(s): the
-// longest sample only added its ring steps' host time, at k = ceil(L* / M).)
+// (Until the evening of 2026-11-24 every sample was charged at cp = 1, which ring plans of long
+// samples beat on the h100 tables (by 0.8% for one 512k-token sample on 8 ranks); the bound was
+// taken over the batch a plan was made for, so a plan's own padding (bshd's pad_to, a dynamic
+// planner's multiple of 2 cp) counted as needed work; and it had no crit(s): the longest sample
+// only added its ring steps' host time, at k = ceil(L* / M).)
 // plan_efficiency = bound_s / step_s (<= 1 as long as GEMM efficiency does not fall with more
 // tokens). The bound depends on the batch and on M (GEMM efficiency at M, m_min, the ring term),
 // so efficiencies of strategies compare as speeds only at the same M; tuned settings differ in M.
@@ -212,8 +214,9 @@ StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch,
 ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& batch,
                                    const cost::CostModel& cm);
 
-// Lower bound of a batch (see top): seconds.
+// Lower bound of a batch (see top): seconds. static_cp: the plan's static CP size (its group
+// size when the plan is static); 0 = cm.cluster.cp.
 double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm,
-                     int64_t max_seqlen_per_rank_tokens);
+                     int64_t max_seqlen_per_rank_tokens, int static_cp = 0);
 
 }  // namespace dcp::sim

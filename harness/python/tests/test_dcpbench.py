@@ -312,8 +312,8 @@ def test_check_plan_files(tmp_path):
     assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr
     r = run("--max-seqlen", "300")  # a sample of 400 tokens is longer
     assert r.returncode == 2 and "> --max-seqlen 300" in r.stderr, r.stdout + r.stderr
-    # A bshd plan padded to 400 is valid for --max-seqlen 400 only: padded to 500 it is not the
-    # plan asked for (pad_to != max_seqlen), and 500 tokens over cp 2 exceed M = 200.
+    # A bshd plan padded to 400 is valid for --max-seqlen 400 only: checked for 500 it is not the
+    # plan asked for (pad_to != max_seqlen).
     bshd_file = tmp_path / "bshd.json"
     r = subprocess.run([DCPBENCH, "schedule", "--lengths", str(lengths), "--planner", "bshd", "--dp", "1",
                         "--cp", "2", "--max-seqlen-per-rank", "250", "--max-seqlen", "400", "--out", str(bshd_file)],

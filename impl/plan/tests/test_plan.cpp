@@ -152,11 +152,15 @@ TEST(Validate, PaddedPlanIsCheckedAtItsPaddedLength) {
   ASSERT_TRUE(v.has_value());
   EXPECT_NE(v->find("pad_to 200 != max_seqlen 300"), std::string::npos) << *v;
   p.config.max_seqlen.reset();
-  p.pad_to = 120;  // shorter than sample 0
+  p.pad_to = 120;  // shorter than sample 0 (a multiple of 4)
   v = find_violation(p, b);
   ASSERT_TRUE(v.has_value());
   EXPECT_NE(v->find("sample 0 (length 150) is longer than pad_to 120"), std::string::npos) << *v;
-  p.pad_to = 250;  // 250 tokens over 2 ranks > M = 100, although the real 150 fit
+  p.pad_to = 198;  // not a multiple of 2 x cp = 4: the executor would lay out 200 rows
+  v = find_violation(p, b);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("pad_to 198 is not a multiple of 2 x cp = 4"), std::string::npos) << *v;
+  p.pad_to = 252;  // 252 tokens over 2 ranks > M = 100, although the real 150 fit
   v = find_violation(p, b);
   ASSERT_TRUE(v.has_value());
   EXPECT_NE(v->find("tokens per rank > max_seqlen_per_rank 100"), std::string::npos) << *v;

@@ -247,8 +247,6 @@ TEST(Step, PipelinePlanBreakdownSums) {
   EXPECT_EQ(simulate_step(p, batch, cm).step_s, r.step_s);
 }
 
-// Random valid plans on the H100 profile: the lower bound never exceeds the simulated time and
-// the breakdown always sums to the step (curves are monotone, so cp = 1 at M tokens is optimal).
 TEST(Step, BoundIsTheBusiestStage) {
   // pp = 2, 2 layers (one per stage), a large vocabulary: the last stage holds one layer plus the
   // output layer and loss, so it sets the bound, above the even split over both stages.
@@ -358,12 +356,15 @@ TEST(Step, BoundChargesTheLongestSamplesCriticalPath) {
   const double w2 = cost::sequence_compute_s(cm, 3000, m, 2);
   ASSERT_LT(w2 / 2, (w_long + w_short) / 2);
   EXPECT_NEAR(lower_bound_s(batch, cm, m), (std::min(w_long, w2) + w_short) / 2 + it, 1e-12);
-  // Ring steps that cost exactly the spread's saving: 2 layers x 2 steps x (fwd + bwd) = w_long.
+  // Ring steps whose host time alone equals the whole sample's compute (2 layers x 2 steps x
+  // (fwd + bwd) = w_long): spreading saves nothing, the bound is w_long again.
   cm.hardware.ring_step_fwd_s = w_long / 8;
   cm.hardware.ring_step_bwd_s = w_long / 8;
   EXPECT_NEAR(lower_bound_s(batch, cm, m), w_long + it, 1e-12);
 }
 
+// Random valid plans on the H100 profile: the lower bound never exceeds the simulated time and
+// the breakdown always sums to the step.
 TEST(Step, BoundHoldsOnRandomPlansH100) {
   cost::ClusterConfig c;
   c.gpus = 32;
@@ -572,6 +573,31 @@ TEST(Step, BoundHoldsForLongRingSamplesOnH100Tables) {
   EXPECT_LT(cost::sequence_compute_s(cm, l, m, 8), cost::sequence_compute_s(cm, l, m, 1));
   EXPECT_LE(r.plan_efficiency, 1.0);
   EXPECT_GT(r.plan_efficiency, 0.98);
+}
+
+// A static plan's group size is its own cp, which may differ from the cluster's (the simulator
+// checks only the pool): the bound considers the plan's cp, not the cluster's (a reviewer's case:
+// pool 6, cluster cp 1, static cp 3 read 1.055 efficient when the bound ignored size 3).
+TEST(Step, BoundUsesThePlansStaticCp) {
+  cost::ClusterConfig c;
+  c.gpus = 6;
+  c.cp = 1;
+  c.gpus_per_node = 8;
+  const cost::CostModel cm{cost::model_preset("llama3-8b"), cost::hardware_preset("h100-sxm"), c, {}};
+  plan::Plan p;
+  p.planner = "static3";
+  p.dynamic = false;
+  p.config.dp = 2;
+  p.config.cp = 3;
+  p.config.max_seqlen_per_rank = 512;
+  p.microbatches.push_back({{{0, 3, {0}}, {3, 3, {1}}}});
+  const plan::Batch b{{1536, 1536}};
+  ASSERT_FALSE(plan::find_violation(p, b).has_value());
+  const auto r = simulate_step(p, b, cm);
+  EXPECT_LE(r.plan_efficiency, 1.0 + 1e-12);
+  EXPECT_GT(r.plan_efficiency, 0.95);
+  EXPECT_NEAR(r.bound_s, lower_bound_s(b, cm, 512, 3), 1e-15);
+  EXPECT_GT(lower_bound_s(b, cm, 512, 0), r.step_s);  // without size 3: only 6 is valid, dearer
 }
 
 // The bound is over the real lengths: padding a plan chose (bshd's pad_to, a dynamic planner's
