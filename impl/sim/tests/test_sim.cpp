@@ -164,6 +164,17 @@ cost::CostModel unit_cm(int gpus, int pp, int cp) {
   return cm;
 }
 
+// Llama3-8B on the public H100 profile (every GPU on one node unless gpus_per_node says).
+cost::CostModel h100_llama3_8b(int gpus, int pp, int cp, int vpp = 1, int gpus_per_node = 8) {
+  cost::ClusterConfig c;
+  c.gpus = gpus;
+  c.pp = pp;
+  c.cp = cp;
+  c.vpp = vpp;
+  c.gpus_per_node = gpus_per_node;
+  return cost::CostModel{cost::model_preset("llama3-8b"), cost::hardware_preset("h100-sxm"), c, {}};
+}
+
 plan::Plan two_rank_plan() {
   plan::Plan p;
   p.planner = "test";
@@ -366,13 +377,7 @@ TEST(Step, BoundChargesTheLongestSamplesCriticalPath) {
 // Random valid plans on the H100 profile: the lower bound never exceeds the simulated time and
 // the breakdown always sums to the step.
 TEST(Step, BoundHoldsOnRandomPlansH100) {
-  cost::ClusterConfig c;
-  c.gpus = 32;
-  c.pp = 4;
-  c.cp = 4;
-  c.vpp = 2;
-  c.gpus_per_node = 4;
-  cost::CostModel cm{cost::model_preset("llama3-8b"), cost::hardware_preset("h100-sxm"), c, {}};
+  cost::CostModel cm = h100_llama3_8b(32, 4, 4, 2, 4);
   cm.training.recompute_full = true;
   Rng rng(17);
   for (int trial = 0; trial < 40; ++trial) {
@@ -551,12 +556,7 @@ namespace {
 // exceeded the step of a plan running one 512k-token sample over 8 ranks (by 0.8%). The bound
 // takes the cheapest group size a valid plan may use, and stays below the step, and close to it.
 TEST(Step, BoundHoldsForLongRingSamplesOnH100Tables) {
-  cost::ClusterConfig c;
-  c.gpus = 8;
-  c.pp = 1;
-  c.cp = 8;
-  c.gpus_per_node = 8;
-  cost::CostModel cm{cost::model_preset("llama3-8b"), cost::hardware_preset("h100-sxm"), c, {}};
+  cost::CostModel cm = h100_llama3_8b(8, 1, 8);
   cm.training.recompute_full = true;
   const int64_t m = 65536, l = 8 * m;
   plan::Plan p;
@@ -579,11 +579,7 @@ TEST(Step, BoundHoldsForLongRingSamplesOnH100Tables) {
 // checks only the pool): the bound considers the plan's cp, not the cluster's (a reviewer's case:
 // pool 6, cluster cp 1, static cp 3 read 1.055 efficient when the bound ignored size 3).
 TEST(Step, BoundUsesThePlansStaticCp) {
-  cost::ClusterConfig c;
-  c.gpus = 6;
-  c.cp = 1;
-  c.gpus_per_node = 8;
-  const cost::CostModel cm{cost::model_preset("llama3-8b"), cost::hardware_preset("h100-sxm"), c, {}};
+  const cost::CostModel cm = h100_llama3_8b(6, 1, 1);
   plan::Plan p;
   p.planner = "static3";
   p.dynamic = false;
@@ -604,11 +600,8 @@ TEST(Step, BoundUsesThePlansStaticCp) {
 // multiple of 2 * cp) is not work the batch needs, so it lowers the plan's efficiency.
 TEST(Step, BoundIsOverTheRealLengths) {
   const auto cm = unit_cm2(2, 1);
-  plan::Plan p;
-  p.planner = "padded";
-  p.config.dp = 2;
+  plan::Plan p = two_rank_plan();
   p.config.max_seqlen_per_rank = 4096;
-  p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}}});
   const plan::Batch padded{{1024, 1024}};
   const std::vector<int64_t> real{1000, 700};
   const auto r = simulate_step(p, padded, cm, real);
