@@ -341,7 +341,7 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // group cannot both spread it and skip ring steps (below); the gradient sync when it is not
   // overlapped; the optimizer step and the fixed per-iteration cost.
   // Each sample's work is the least GPU time over the group sizes a valid plan may give it
-  // (plan/validate.h rules 4-5: a power of two, the whole pool or the static cp, holding at most
+  // (plan/validate.h rules 4-5: a size that exists in the pool or the static cp, holding at most
   // M tokens per rank, so k >= ceil(L / M)): the FLOPs are the same at every k, but the attention
   // tables may rate a ring step's shorter, non-causal shapes faster than one (L, L) causal kernel
   // (on the h100 tables k = 2 beats k = 1 from about 32k tokens, by up to 1.7% of the compute;
