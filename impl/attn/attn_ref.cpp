@@ -37,21 +37,24 @@ double dot(const double* a, const double* b, int n) {
   for (int e = 0; e < n; ++e) acc += a[e] * b[e];
   return acc;
 }
-// Number of keys query position i of a sequence of real length len attends.
-int32_t keys_of(const AttnShape& s, int32_t i, int32_t len) { return s.causal ? i + 1 : len; }
 }  // namespace
+
+void begin_fwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
+               std::span<const double> v, std::span<double> out, std::span<double> lse) {
+  validate(s);
+  validate_layout(b);
+  check_sizes(s, b.total_tokens(), q.size(), k.size(), v.size(), out.size(), lse.size());
+  std::fill(out.begin(), out.end(), 0.0);
+  std::fill(lse.begin(), lse.end(), -std::numeric_limits<double>::infinity());
+}
 
 void attn_fwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double> q,
                   std::span<const double> k, std::span<const double> v, std::span<double> out,
                   std::span<double> lse) {
   DCP_NVTX_RANGE();
-  validate(s);
-  validate_layout(b);
-  check_sizes(s, b.total_tokens(), q.size(), k.size(), v.size(), out.size(), lse.size());
+  begin_fwd(b, s, q, k, v, out, lse);
   const int d = s.head_dim;
   const double scale = s.scale();
-  std::fill(out.begin(), out.end(), 0.0);
-  std::fill(lse.begin(), lse.end(), -std::numeric_limits<double>::infinity());
   std::vector<double> scores;
   for (int j = 0; j < b.batch(); ++j) {
     const int64_t start = b.cu_seqlens_padded[j];
@@ -60,7 +63,7 @@ void attn_fwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double>
       for (int h = 0; h < s.heads; ++h) {
         const int g = h / s.group();
         const double* qi = &q[((start + i) * s.heads + h) * d];
-        const int32_t nk = keys_of(s, i, len);
+        const int32_t nk = keys_attended(s, i, len);
         scores.assign(nk, 0.0);
         double m = -std::numeric_limits<double>::infinity();
         for (int32_t p = 0; p < nk; ++p) {
@@ -107,7 +110,7 @@ void attn_bwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double>
         const int64_t qrow = ((start + i) * s.heads + h) * d;
         const double delta = dot(&dout[qrow], &out[qrow], d);
         const double l = lse[(start + i) * s.heads + h];
-        for (int32_t p = 0; p < keys_of(s, i, len); ++p) {
+        for (int32_t p = 0; p < keys_attended(s, i, len); ++p) {
           const int64_t krow = ((start + p) * s.kv_heads + g) * d;
           const double prob = std::exp(scale * dot(&q[qrow], &k[krow], d) - l);
           const double dprob = dot(&dout[qrow], &v[krow], d);

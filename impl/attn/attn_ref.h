@@ -28,4 +28,9 @@ void attn_bwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double>
 void check_sizes(const AttnShape& s, int64_t tokens, size_t q, size_t k, size_t v, size_t out,
                  size_t lse);
 
+// A forward's preamble (shared by the reference and other host forwards): validates the shape,
+// the layout and the sizes, then sets out = 0 and lse = -inf (what padding rows keep).
+void begin_fwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
+               std::span<const double> v, std::span<double> out, std::span<double> lse);
+
 }  // namespace dcp::attn

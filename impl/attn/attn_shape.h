@@ -31,6 +31,10 @@ struct AttnShape {
   int64_t kv_row() const { return static_cast<int64_t>(kv_heads) * head_dim; }
 };
 
+// The mask above for a real query row: query position i of a sequence of real length len
+// attends the key positions [0, keys_attended(s, i, len)).
+inline int32_t keys_attended(const AttnShape& s, int32_t i, int32_t len) { return s.causal ? i + 1 : len; }
+
 // Throws InputError for heads/kv_heads/head_dim that cannot describe an attention problem.
 inline void validate(const AttnShape& s) {
   DCP_REQUIRE(s.heads >= 1 && s.kv_heads >= 1 && s.head_dim >= 1, "attention shape: heads=",

@@ -33,8 +33,6 @@ namespace {
 
 float bf(float x) { return static_cast<float>(round_bf16(static_cast<double>(x))); }
 
-int32_t keys_of(const AttnShape& s, int32_t i, int32_t len) { return s.causal ? i + 1 : len; }
-
 // One (sequence, query head): bf16 scaled queries, scores and probabilities, [len x len] with
 // the masked entries 0, and each row's fp32 lse.
 struct Probs {
@@ -56,7 +54,7 @@ Probs probs(const AttnShape& s, int32_t len, int64_t start, int h, std::span<con
       r.qs[i * d + e] = bf(static_cast<float>(q[((start + i) * s.heads + h) * d + e]) * scale);
   std::vector<float> row;
   for (int32_t i = 0; i < len; ++i) {
-    const int32_t nk = keys_of(s, i, len);
+    const int32_t nk = keys_attended(s, i, len);
     row.assign(nk, 0.0f);
     float m = -std::numeric_limits<float>::infinity();
     for (int32_t p = 0; p < nk; ++p) {
@@ -80,12 +78,8 @@ void attn_fwd_naive_bf16(const ThdBatch& b, const AttnShape& s, std::span<const 
                          std::span<const double> k, std::span<const double> v, std::span<double> out,
                          std::span<double> lse) {
   DCP_NVTX_RANGE();
-  validate(s);
-  validate_layout(b);
-  check_sizes(s, b.total_tokens(), q.size(), k.size(), v.size(), out.size(), lse.size());
+  begin_fwd(b, s, q, k, v, out, lse);
   const int d = s.head_dim;
-  std::fill(out.begin(), out.end(), 0.0);
-  std::fill(lse.begin(), lse.end(), -std::numeric_limits<double>::infinity());
   for (int j = 0; j < b.batch(); ++j) {
     const int64_t start = b.cu_seqlens_padded[j];
     const int32_t len = b.seqlen(j);
@@ -96,7 +90,7 @@ void attn_fwd_naive_bf16(const ThdBatch& b, const AttnShape& s, std::span<const 
         lse[(start + i) * s.heads + h] = pr.lse[i];
         for (int e = 0; e < d; ++e) {
           float acc = 0;
-          for (int32_t p = 0; p < keys_of(s, i, len); ++p)
+          for (int32_t p = 0; p < keys_attended(s, i, len); ++p)
             acc += pr.p[static_cast<size_t>(i) * len + p] * static_cast<float>(v[((start + p) * s.kv_heads + g) * d + e]);
           out[((start + i) * s.heads + h) * d + e] = bf(acc);
         }
@@ -134,7 +128,7 @@ void attn_bwd_naive_bf16(const ThdBatch& b, const AttnShape& s, std::span<const 
         // dP = bf16(dO V^T); dS = bf16(P (dP - rowsum(dP P))) (softmax backward in fp32).
         std::vector<float> ds(static_cast<size_t>(len) * len, 0.0f);
         for (int32_t i = 0; i < len; ++i) {
-          const int32_t nk = keys_of(s, i, len);
+          const int32_t nk = keys_attended(s, i, len);
           std::vector<float> dp(nk);
           float rowsum = 0;
           for (int32_t p = 0; p < nk; ++p) {
@@ -152,7 +146,7 @@ void attn_bwd_naive_bf16(const ThdBatch& b, const AttnShape& s, std::span<const 
         for (int32_t i = 0; i < len; ++i)
           for (int e = 0; e < d; ++e) {
             float acc = 0;
-            for (int32_t p = 0; p < keys_of(s, i, len); ++p)
+            for (int32_t p = 0; p < keys_attended(s, i, len); ++p)
               acc += ds[static_cast<size_t>(i) * len + p] * static_cast<float>(k[kv_at(p) + e]);
             dq[at(i) + e] = bf(bf(acc) * scale);
           }

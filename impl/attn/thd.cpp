@@ -92,6 +92,18 @@ int64_t zigzag_global_row(const ThdBatch& b, int cp, int rank, int64_t local_row
   return u + cs_j * cp + (lp / 2) * (u < lp / 2 ? rank : 2 * cp - 2 - rank);
 }
 
+std::vector<int64_t> zigzag_half_rows(const ThdBatch& b, int cp, int half) {
+  DCP_CHECK(cp >= 1 && (half == 0 || half == 1), "zigzag_half_rows: cp ", cp, ", half ", half);
+  std::vector<int64_t> rows;
+  rows.reserve(b.total_tokens() / (2 * cp));
+  for (int j = 0; j < b.batch(); ++j) {
+    const int64_t local_start = b.cu_seqlens_padded[j] / cp;
+    const int64_t c = b.padded_seqlen(j) / (2 * cp);
+    for (int64_t u = 0; u < c; ++u) rows.push_back(local_start + half * c + u);
+  }
+  return rows;
+}
+
 std::vector<int64_t> zigzag_rows(const ThdBatch& b, int cp, int rank) {
   DCP_NVTX_RANGE();
   DCP_CHECK(rank >= 0 && rank < cp, "zigzag: rank ", rank, " outside cp ", cp);

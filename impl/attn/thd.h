@@ -58,6 +58,12 @@ int64_t zigzag_global_row(const ThdBatch& b, int cp, int rank, int64_t local_row
 // Global row of every local row of `rank`: [total_tokens / cp].
 std::vector<int64_t> zigzag_rows(const ThdBatch& b, int cp, int rank);
 
+// Local rows (the same on every rank) of the front (half 0: chunk rank) or back (half 1: chunk
+// 2cp-1-rank) chunk of every sequence, in sequence order: [total_tokens / (2 cp)]. What TE's
+// thd_read_half_tensor reads for the ring's rectangular steps (the back half of the queries; the
+// front half of the keys and values) and where its half-step corrections write.
+std::vector<int64_t> zigzag_half_rows(const ThdBatch& b, int cp, int half);
+
 // Position inside its sequence of every local row of `rank` (for RoPE and the causal mask):
 // [total_tokens / cp]. Padding rows get positions >= len_j.
 std::vector<int32_t> zigzag_positions(const ThdBatch& b, int cp, int rank);

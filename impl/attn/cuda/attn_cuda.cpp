@@ -4,37 +4,13 @@
 
 #include "attn/attn_ref.h"
 #include "attn/cuda/attn_fwd_params.h"
+#include "attn/cuda/device_array.h"
 #include "core/cuda_check.h"
 #include "core/nvtx.h"
 
 namespace dcp::attn {
 
-namespace {
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t n) : n_(n) {
-    if (n > 0) DCP_CUDA_CHECK(cudaMalloc(&ptr_, n * sizeof(T)));
-  }
-  DeviceArray(std::span<const T> host) : DeviceArray(host.size()) {
-    if (n_ > 0) DCP_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DeviceArray() {
-    if (ptr_) cudaFree(ptr_);
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return ptr_; }
-  void to_host(std::span<T> host) const {
-    DCP_CHECK(host.size() == n_, "DeviceArray: copying ", n_, " elements into ", host.size());
-    if (n_ > 0) DCP_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
-  }
-
- private:
-  size_t n_;
-  T* ptr_ = nullptr;
-};
-}  // namespace
+using cuda::DeviceArray;
 
 void attn_fwd_cuda(const ThdBatch& b, const AttnShape& s, std::span<const float> q,
                    std::span<const float> k, std::span<const float> v, std::span<float> out,

@@ -3,33 +3,23 @@
 // and after, zero-length sequences, GQA d=128, non-causal) plus d=64 and d=128 MHA.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
-#include <cuda_runtime.h>
 
 #include "attn/compare.h"
 #include "attn/cuda/attn_cuda.h"
 #include "attn/tolerances.h"
 #include "attn_test_util.h"
+#include "gpu_test_util.h"
 
 namespace dcp::attn {
 namespace {
 
 using namespace dcp::attn::testing;
 
-bool have_device() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
 class AttnFwdCuda : public ::testing::TestWithParam<int> {};
 
 TEST_P(AttnFwdCuda, MatchesFloat64Reference) {
-  if (!have_device()) {
-    // ci/gpu.sh sets DCP_REQUIRE_GPU=1: on a GPU machine a skip would hide a broken setup.
-    if (const char* r = std::getenv("DCP_REQUIRE_GPU"); r && std::string(r) == "1") FAIL() << "no CUDA device";
-    GTEST_SKIP() << "no CUDA device";
-  }
+  DCP_SKIP_WITHOUT_GPU();
   const auto cases = varlen_cases(1);
   VarlenCase c = GetParam() < static_cast<int>(cases.size())
                      ? cases[GetParam()]

@@ -65,6 +65,15 @@ Problem make_problem(const std::vector<int32_t>& lengths, int heads, int kv_head
   return p;
 }
 
+// One tile per sequence: its query rows against its key rows.
+std::vector<Tile> whole_sequences(const ThdBatch& b) {
+  std::vector<Tile> tiles;
+  for (int j = 0; j < b.batch(); ++j)
+    tiles.push_back({b.cu_seqlens_padded[j], b.cu_seqlens_padded[j + 1], b.cu_seqlens_padded[j],
+                     b.cu_seqlens_padded[j + 1], b.seqlen(j)});
+  return tiles;
+}
+
 // Awkward varlen shapes: length 1, block-1 / block / block+1 around a 64-row tile, a zero-length
 // sequence, GQA, head dims 64 and 128, causal and not.
 struct Shape {
@@ -102,10 +111,7 @@ TEST(Bf16Rule, Fp32AccumulatingKernelWithBf16OutputsPasses) {
   for (const Shape& sh : kShapes) {
     const Problem p = make_problem(sh.lengths, sh.heads, sh.kv_heads, sh.d, sh.causal, 11);
     const int64_t t = p.b.total_tokens();
-    std::vector<Tile> tiles;
-    for (int j = 0; j < p.b.batch(); ++j)
-      tiles.push_back({p.b.cu_seqlens_padded[j], p.b.cu_seqlens_padded[j + 1], p.b.cu_seqlens_padded[j],
-                       p.b.cu_seqlens_padded[j + 1], p.b.seqlen(j)});
+    const std::vector<Tile> tiles = whole_sequences(p.b);
     const std::vector<int32_t> pos = thd_positions(p.b);
     const auto f = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
     const std::vector<float> q = f(p.q), k = f(p.k), v = f(p.v), dout = f(p.dout);
@@ -139,10 +145,7 @@ TEST(Bf16Rule, KernelBugsFail) {
   const Shape sh = kShapes[0];
   const Problem p = make_problem(sh.lengths, sh.heads, sh.kv_heads, sh.d, sh.causal, 13);
   const int64_t t = p.b.total_tokens();
-  std::vector<Tile> tiles;
-  for (int j = 0; j < p.b.batch(); ++j)
-    tiles.push_back({p.b.cu_seqlens_padded[j], p.b.cu_seqlens_padded[j + 1], p.b.cu_seqlens_padded[j],
-                     p.b.cu_seqlens_padded[j + 1], p.b.seqlen(j)});
+  const std::vector<Tile> tiles = whole_sequences(p.b);
   const std::vector<int32_t> pos = thd_positions(p.b);
   std::vector<int32_t> shifted = pos;
   for (int32_t& x : shifted) ++x;  // key p seen at p + 1: query i attends p < i only

@@ -75,6 +75,32 @@ TEST(Thd, Cp2ChunksOfOneSequence) {
   EXPECT_EQ(zigzag_rows(b, 2, 1), (std::vector<int64_t>{2, 3, 4, 5}));
 }
 
+// The half rows of a rank's shard are exactly its front and back chunks: their global rows are
+// chunk `rank` and chunk 2cp-1-rank of every sequence (zero-length and padded ones included).
+TEST(Thd, HalfRowsAreTheFrontAndBackChunks) {
+  for (int cp : {1, 2, 4}) {
+    const int32_t lengths[] = {1, 2 * cp + 1, 0, 5 * cp};
+    const int32_t extra[] = {0, 0, 2 * cp, 0};
+    const ThdBatch b = make_thd_batch(lengths, cp, extra);
+    const auto front = zigzag_half_rows(b, cp, 0), back = zigzag_half_rows(b, cp, 1);
+    ASSERT_EQ(static_cast<int64_t>(front.size()), b.total_tokens() / (2 * cp));
+    ASSERT_EQ(front.size(), back.size());
+    for (int r = 0; r < cp; ++r) {
+      const auto rows = zigzag_rows(b, cp, r);
+      size_t i = 0;
+      for (int j = 0; j < b.batch(); ++j) {
+        const int64_t c = b.padded_seqlen(j) / (2 * cp);
+        for (int64_t u = 0; u < c; ++u, ++i) {
+          EXPECT_EQ(rows[front[i]], b.cu_seqlens_padded[j] + r * c + u) << "cp " << cp << " rank " << r;
+          EXPECT_EQ(rows[back[i]], b.cu_seqlens_padded[j] + (2 * cp - 1 - r) * c + u) << "cp " << cp;
+        }
+      }
+    }
+  }
+  const int32_t one[] = {8};
+  EXPECT_EQ(zigzag_half_rows(make_thd_batch(one, 2), 2, 1), (std::vector<int64_t>{2, 3}));
+}
+
 TEST(Thd, ShardUnshardRoundTripAndMetadataSlices) {
   const int cp = 4;
   const int32_t lengths[] = {3, 17, 8, 1};

@@ -1,0 +1,38 @@
+// A device buffer owned by the host code that launches the attention and THD kernels (host
+// tensors in, device copy, kernel, copy back): cudaMalloc / cudaFree, every call checked.
+// Only for CUDA-enabled sources.
+#pragma once
+
+#include <span>
+
+#include "core/cuda_check.h"
+
+namespace dcp::attn::cuda {
+
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) {
+    if (n > 0) DCP_CUDA_CHECK(cudaMalloc(&ptr_, n * sizeof(T)));
+  }
+  explicit DeviceArray(std::span<const T> host) : DeviceArray(host.size()) {
+    if (n_ > 0) DCP_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceArray() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return ptr_; }
+  size_t size() const { return n_; }
+  void to_host(std::span<T> host) const {
+    DCP_CHECK(host.size() == n_, "DeviceArray: copying ", n_, " elements into ", host.size());
+    if (n_ > 0) DCP_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  size_t n_;
+  T* ptr_ = nullptr;
+};
+
+}  // namespace dcp::attn::cuda

@@ -1,0 +1,49 @@
+// THD ring helper kernels (TransformerEngine's set for context parallelism over packed
+// sequences; reference/megatron-dynamic-cp.md §4): zigzag partition and un-partition, read-half,
+// LSE merge with output correction, gradient correction. Device pointers, an explicit stream,
+// the launch status returned (cudaSuccess when there is nothing to do). C++17 so .cu files can
+// include it. Layouts and the zigzag split: impl/attn/thd.h; the host functions each kernel is
+// tested against are named per kernel.
+//   elem_bytes: 2 (bf16 / fp16 storage) or 4 (fp32): partition, un-partition and read-half move
+//   rows without looking at the values.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace dcp::attn::cuda {
+
+// The zigzag split of a batch: cu_seqlens_padded [batch + 1] on the device, total rows, cp, rank.
+struct ZigzagLayout {
+  const int32_t* cu_seqlens_padded;
+  int batch;
+  int64_t total_tokens;
+  int cp;
+  int rank;
+};
+
+// local[t] = global[zigzag_global_row(t)] for the rank's total_tokens/cp rows (host: shard_rows).
+cudaError_t thd_partition(const void* global, void* local, int elem_bytes, int64_t row_elems,
+                          const ZigzagLayout& z, cudaStream_t stream);
+
+// global[zigzag_global_row(t)] = local[t] (the rank's rows only; every rank's call together is
+// host unshard_rows).
+cudaError_t thd_unpartition(const void* local, void* global, int elem_bytes, int64_t row_elems,
+                            const ZigzagLayout& z, cudaStream_t stream);
+
+// dst[i] = src[rows[i]] for n_rows rows (read-half: rows = zigzag_half_rows on the device).
+cudaError_t thd_gather_rows(const void* src, void* dst, const int64_t* rows, int64_t n_rows,
+                            int elem_bytes, int64_t row_elems, cudaStream_t stream);
+
+// Merges a step's partial attention (out_step [n_rows, heads, d], lse_step [n_rows, heads]) into
+// the running result at rows[i] (or row i when rows is null): host lse_merge (attn_tiles.h), fp32.
+cudaError_t thd_lse_merge(const float* out_step, const float* lse_step, float* out_acc, float* lse_acc,
+                          const int64_t* rows, int64_t n_rows, int heads, int head_dim, cudaStream_t stream);
+
+// acc[rows[i]] += step[i] (or acc[i] when rows is null), fp32: a half step's dQ / dK / dV added
+// into the rank's gradient.
+cudaError_t thd_add_rows(const float* step, float* acc, const int64_t* rows, int64_t n_rows,
+                         int64_t row_elems, cudaStream_t stream);
+
+}  // namespace dcp::attn::cuda
