@@ -33,10 +33,11 @@ namespace {
 
 float bf(float x) { return static_cast<float>(round_bf16(static_cast<double>(x))); }
 
-// One (sequence, query head): bf16 scaled queries, scores and probabilities, [len x len] with
-// the masked entries 0, and each row's fp32 lse.
+// One (sequence, query head): the bf16 scaled keys of its kv head (reorder_ops=True scales k,
+// after repeat_kv: scores = q (k / sqrt(d))^T), probabilities [len x len] with the masked entries
+// 0, and each row's fp32 lse.
 struct Probs {
-  std::vector<float> qs;   // [len, d]
+  std::vector<float> ks;   // [len, d]
   std::vector<float> p;    // [len, len]
   std::vector<float> lse;  // [len]
 };
@@ -46,12 +47,12 @@ Probs probs(const AttnShape& s, int32_t len, int64_t start, int h, std::span<con
   const int d = s.head_dim, g = h / s.group();
   const float scale = static_cast<float>(s.scale());
   Probs r;
-  r.qs.resize(static_cast<size_t>(len) * d);
+  r.ks.resize(static_cast<size_t>(len) * d);
   r.p.assign(static_cast<size_t>(len) * len, 0.0f);
   r.lse.resize(len);
-  for (int32_t i = 0; i < len; ++i)
+  for (int32_t p = 0; p < len; ++p)
     for (int e = 0; e < d; ++e)
-      r.qs[i * d + e] = bf(static_cast<float>(q[((start + i) * s.heads + h) * d + e]) * scale);
+      r.ks[p * d + e] = bf(static_cast<float>(k[((start + p) * s.kv_heads + g) * d + e]) * scale);
   std::vector<float> row;
   for (int32_t i = 0; i < len; ++i) {
     const int32_t nk = keys_attended(s, i, len);
@@ -59,8 +60,8 @@ Probs probs(const AttnShape& s, int32_t len, int64_t start, int h, std::span<con
     float m = -std::numeric_limits<float>::infinity();
     for (int32_t p = 0; p < nk; ++p) {
       float acc = 0;
-      const double* kp = &k[((start + p) * s.kv_heads + g) * d];
-      for (int e = 0; e < d; ++e) acc += r.qs[i * d + e] * static_cast<float>(kp[e]);
+      const double* qi = &q[((start + i) * s.heads + h) * d];
+      for (int e = 0; e < d; ++e) acc += static_cast<float>(qi[e]) * r.ks[p * d + e];
       row[p] = bf(acc);
       m = std::max(m, row[p]);
     }
@@ -142,22 +143,23 @@ void attn_bwd_naive_bf16(const ThdBatch& b, const AttnShape& s, std::span<const 
             ds[static_cast<size_t>(i) * len + p] = bf(prob * (dp[p] - rowsum));
           }
         }
-        // dQ = bf16(bf16(dS K) * scale); this head's dK = bf16(dS^T Qs), dV = bf16(P^T dO).
+        // dQ = bf16(dS Ks); this head's dK = bf16(bf16(dS^T Q) * scale) (the backward of
+        // k / sqrt(d)), dV = bf16(P^T dO).
         for (int32_t i = 0; i < len; ++i)
           for (int e = 0; e < d; ++e) {
             float acc = 0;
             for (int32_t p = 0; p < keys_attended(s, i, len); ++p)
-              acc += ds[static_cast<size_t>(i) * len + p] * static_cast<float>(k[kv_at(p) + e]);
-            dq[at(i) + e] = bf(bf(acc) * scale);
+              acc += ds[static_cast<size_t>(i) * len + p] * pr.ks[p * d + e];
+            dq[at(i) + e] = bf(acc);
           }
         for (int32_t p = 0; p < len; ++p)
           for (int e = 0; e < d; ++e) {
             float acc_k = 0, acc_v = 0;
             for (int32_t i = s.causal ? p : 0; i < len; ++i) {
-              acc_k += ds[static_cast<size_t>(i) * len + p] * pr.qs[i * d + e];
+              acc_k += ds[static_cast<size_t>(i) * len + p] * static_cast<float>(q[at(i) + e]);
               acc_v += pr.p[static_cast<size_t>(i) * len + p] * static_cast<float>(dout[at(i) + e]);
             }
-            dk_sum[p * d + e] += bf(acc_k);
+            dk_sum[p * d + e] += bf(bf(acc_k) * scale);
             dv_sum[p * d + e] += bf(acc_v);
           }
       }
@@ -178,7 +180,9 @@ Bf16Rule bf16_rule(std::span<const double> ref, std::span<const double> naive, O
   Bf16Rule r;
   for (size_t i = 0; i < ref.size(); ++i) {
     if (!std::isfinite(ref[i])) continue;  // -inf lse of padding rows: compare.h checks equality
-    if (std::isfinite(naive[i])) r.naive_err = std::max(r.naive_err, std::fabs(naive[i] - ref[i]));
+    DCP_CHECK(std::isfinite(naive[i]), "bf16_rule: the naive result is ", naive[i], " at ", i, " where the reference is ",
+              ref[i]);
+    r.naive_err = std::max(r.naive_err, std::fabs(naive[i] - ref[i]));
     r.floor = std::max(r.floor, std::fabs(o(o(ref[i] + 0.3) - 0.3) - ref[i]));
   }
   r.floor *= 2.0;

@@ -24,6 +24,11 @@ class DeviceArray {
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
   T* get() const { return ptr_; }
+  // Fills every byte with 0xFF: NaN in fp32 and in bf16/fp16, -1 in integers, so an output the
+  // kernel fails to write cannot pass a comparison by accident.
+  void poison() {
+    if (n_ > 0) DCP_CUDA_CHECK(cudaMemset(ptr_, 0xFF, n_ * sizeof(T)));
+  }
   size_t size() const { return n_; }
   void to_host(std::span<T> host) const {
     DCP_CHECK(host.size() == n_, "DeviceArray: copying ", n_, " elements into ", host.size());

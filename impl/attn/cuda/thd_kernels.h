@@ -38,6 +38,7 @@ cudaError_t thd_gather_rows(const void* src, void* dst, const int64_t* rows, int
 
 // Merges a step's partial attention (out_step [n_rows, heads, d], lse_step [n_rows, heads]) into
 // the running result at rows[i] (or row i when rows is null): host lse_merge (attn_tiles.h), fp32.
+// rows must not repeat an index (in-place updates; the host wrappers check it), nor below.
 cudaError_t thd_lse_merge(const float* out_step, const float* lse_step, float* out_acc, float* lse_acc,
                           const int64_t* rows, int64_t n_rows, int heads, int head_dim, cudaStream_t stream);
 
