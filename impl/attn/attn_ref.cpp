@@ -48,6 +48,20 @@ void begin_fwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q,
   std::fill(lse.begin(), lse.end(), -std::numeric_limits<double>::infinity());
 }
 
+void begin_bwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
+               std::span<const double> v, std::span<const double> dout, std::span<double> dq, std::span<double> dk,
+               std::span<double> dv) {
+  validate(s);
+  validate_layout(b);
+  const int64_t t = b.total_tokens();
+  const auto lse_size = static_cast<size_t>(t * s.heads);
+  check_sizes(s, t, q.size(), k.size(), v.size(), dout.size(), lse_size);
+  check_sizes(s, t, dq.size(), dk.size(), dv.size(), dq.size(), lse_size);
+  std::fill(dq.begin(), dq.end(), 0.0);
+  std::fill(dk.begin(), dk.end(), 0.0);
+  std::fill(dv.begin(), dv.end(), 0.0);
+}
+
 void attn_fwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double> q,
                   std::span<const double> k, std::span<const double> v, std::span<double> out,
                   std::span<double> lse) {
@@ -91,16 +105,10 @@ void attn_bwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double>
                   std::span<const double> dout, std::span<double> dq, std::span<double> dk,
                   std::span<double> dv) {
   DCP_NVTX_RANGE();
-  validate(s);
-  validate_layout(b);
-  const int64_t t = b.total_tokens();
-  check_sizes(s, t, q.size(), k.size(), v.size(), out.size(), lse.size());
-  check_sizes(s, t, dout.size(), dk.size(), dv.size(), dq.size(), lse.size());
+  begin_bwd(b, s, q, k, v, dout, dq, dk, dv);
+  check_sizes(s, b.total_tokens(), q.size(), k.size(), v.size(), out.size(), lse.size());
   const int d = s.head_dim;
   const double scale = s.scale();
-  std::fill(dq.begin(), dq.end(), 0.0);
-  std::fill(dk.begin(), dk.end(), 0.0);
-  std::fill(dv.begin(), dv.end(), 0.0);
   for (int j = 0; j < b.batch(); ++j) {
     const int64_t start = b.cu_seqlens_padded[j];
     const int32_t len = b.seqlen(j);

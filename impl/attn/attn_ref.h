@@ -32,5 +32,10 @@ void check_sizes(const AttnShape& s, int64_t tokens, size_t q, size_t k, size_t 
 // the layout and the sizes, then sets out = 0 and lse = -inf (what padding rows keep).
 void begin_fwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
                std::span<const double> v, std::span<double> out, std::span<double> lse);
+// A backward's preamble: validates the shape, the layout and the sizes of the inputs and of the
+// gradients, then sets dq, dk, dv = 0 (they are accumulated).
+void begin_bwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
+               std::span<const double> v, std::span<const double> dout, std::span<double> dq, std::span<double> dk,
+               std::span<double> dv);
 
 }  // namespace dcp::attn

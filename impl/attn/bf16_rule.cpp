@@ -105,16 +105,9 @@ void attn_bwd_naive_bf16(const ThdBatch& b, const AttnShape& s, std::span<const 
                          std::span<const double> dout, std::span<double> dq, std::span<double> dk,
                          std::span<double> dv) {
   DCP_NVTX_RANGE();
-  validate(s);
-  validate_layout(b);
-  const int64_t t = b.total_tokens();
-  check_sizes(s, t, q.size(), k.size(), v.size(), dout.size(), static_cast<size_t>(t * s.heads));
-  check_sizes(s, t, dq.size(), dk.size(), dv.size(), dq.size(), static_cast<size_t>(t * s.heads));
+  begin_bwd(b, s, q, k, v, dout, dq, dk, dv);
   const int d = s.head_dim;
   const float scale = static_cast<float>(s.scale());
-  std::fill(dq.begin(), dq.end(), 0.0);
-  std::fill(dk.begin(), dk.end(), 0.0);
-  std::fill(dv.begin(), dv.end(), 0.0);
   for (int j = 0; j < b.batch(); ++j) {
     const int64_t start = b.cu_seqlens_padded[j];
     const int32_t len = b.seqlen(j);
