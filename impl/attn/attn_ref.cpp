@@ -18,17 +18,22 @@
 
 namespace dcp::attn {
 
+void check_sizes(const AttnShape& s, int64_t q_tokens, int64_t k_tokens, size_t q, size_t k, size_t v,
+                 size_t out, size_t lse) {
+  const auto qn = static_cast<size_t>(q_tokens * s.q_row());
+  const auto kn = static_cast<size_t>(k_tokens * s.kv_row());
+  const auto ln = static_cast<size_t>(q_tokens * s.heads);
+  DCP_CHECK(q == qn && out == qn, "attention: q/out have ", q, "/", out, " elements, expected ",
+            q_tokens, " x ", s.heads, " x ", s.head_dim);
+  DCP_CHECK(k == kn && v == kn, "attention: k/v have ", k, "/", v, " elements, expected ", k_tokens,
+            " x ", s.kv_heads, " x ", s.head_dim);
+  DCP_CHECK(lse == ln, "attention: lse has ", lse, " elements, expected ", q_tokens, " x ",
+            s.heads);
+}
+
 void check_sizes(const AttnShape& s, int64_t tokens, size_t q, size_t k, size_t v, size_t out,
                  size_t lse) {
-  const auto qn = static_cast<size_t>(tokens * s.q_row());
-  const auto kn = static_cast<size_t>(tokens * s.kv_row());
-  const auto ln = static_cast<size_t>(tokens * s.heads);
-  DCP_CHECK(q == qn && out == qn, "attention: q/out have ", q, "/", out, " elements, expected ",
-            tokens, " x ", s.heads, " x ", s.head_dim);
-  DCP_CHECK(k == kn && v == kn, "attention: k/v have ", k, "/", v, " elements, expected ", tokens,
-            " x ", s.kv_heads, " x ", s.head_dim);
-  DCP_CHECK(lse == ln, "attention: lse has ", lse, " elements, expected ", tokens, " x ",
-            s.heads);
+  check_sizes(s, tokens, tokens, q, k, v, out, lse);
 }
 
 namespace {
@@ -37,61 +42,81 @@ double dot(const double* a, const double* b, int n) {
   for (int e = 0; e < n; ++e) acc += a[e] * b[e];
   return acc;
 }
+
+void validate_pair(const ThdBatch& bq, const ThdBatch& bk) {
+  validate_layout(bq);
+  if (&bq != &bk) validate_layout(bk);
+  DCP_CHECK(bq.batch() == bk.batch(), "attention: the query batch has ", bq.batch(),
+            " sequences, the key batch ", bk.batch());
+}
 }  // namespace
 
-void begin_fwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
-               std::span<const double> v, std::span<double> out, std::span<double> lse) {
+void begin_fwd(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, std::span<const double> q,
+               std::span<const double> k, std::span<const double> v, std::span<double> out,
+               std::span<double> lse) {
   validate(s);
-  validate_layout(b);
-  check_sizes(s, b.total_tokens(), q.size(), k.size(), v.size(), out.size(), lse.size());
+  validate_pair(bq, bk);
+  check_sizes(s, bq.total_tokens(), bk.total_tokens(), q.size(), k.size(), v.size(), out.size(), lse.size());
   std::fill(out.begin(), out.end(), 0.0);
   std::fill(lse.begin(), lse.end(), -std::numeric_limits<double>::infinity());
 }
 
-void begin_bwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
-               std::span<const double> v, std::span<const double> dout, std::span<double> dq, std::span<double> dk,
-               std::span<double> dv) {
+void begin_fwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
+               std::span<const double> v, std::span<double> out, std::span<double> lse) {
+  begin_fwd(b, b, s, q, k, v, out, lse);
+}
+
+void begin_bwd(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, std::span<const double> q,
+               std::span<const double> k, std::span<const double> v, std::span<const double> dout,
+               std::span<double> dq, std::span<double> dk, std::span<double> dv) {
   validate(s);
-  validate_layout(b);
-  const int64_t t = b.total_tokens();
-  const auto lse_size = static_cast<size_t>(t * s.heads);
-  check_sizes(s, t, q.size(), k.size(), v.size(), dout.size(), lse_size);
-  check_sizes(s, t, dq.size(), dk.size(), dv.size(), dq.size(), lse_size);
+  validate_pair(bq, bk);
+  const int64_t tq = bq.total_tokens(), tk = bk.total_tokens();
+  const auto lse_size = static_cast<size_t>(tq * s.heads);
+  check_sizes(s, tq, tk, q.size(), k.size(), v.size(), dout.size(), lse_size);
+  check_sizes(s, tq, tk, dq.size(), dk.size(), dv.size(), dq.size(), lse_size);
   std::fill(dq.begin(), dq.end(), 0.0);
   std::fill(dk.begin(), dk.end(), 0.0);
   std::fill(dv.begin(), dv.end(), 0.0);
 }
 
-void attn_fwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double> q,
+void begin_bwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
+               std::span<const double> v, std::span<const double> dout, std::span<double> dq, std::span<double> dk,
+               std::span<double> dv) {
+  begin_bwd(b, b, s, q, k, v, dout, dq, dk, dv);
+}
+
+void attn_fwd_ref(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, std::span<const double> q,
                   std::span<const double> k, std::span<const double> v, std::span<double> out,
                   std::span<double> lse) {
   DCP_NVTX_RANGE();
-  begin_fwd(b, s, q, k, v, out, lse);
+  begin_fwd(bq, bk, s, q, k, v, out, lse);
   const int d = s.head_dim;
   const double scale = s.scale();
   std::vector<double> scores;
-  for (int j = 0; j < b.batch(); ++j) {
-    const int64_t start = b.cu_seqlens_padded[j];
-    const int32_t len = b.seqlen(j);
-    for (int32_t i = 0; i < len; ++i) {
+  for (int j = 0; j < bq.batch(); ++j) {
+    const int64_t start_q = bq.cu_seqlens_padded[j], start_k = bk.cu_seqlens_padded[j];
+    const int32_t len_q = bq.seqlen(j), len_k = bk.seqlen(j);
+    for (int32_t i = 0; i < len_q; ++i) {
+      const int32_t nk = keys_attended(s, i, len_q, len_k);
+      if (nk == 0) continue;  // attends nothing: out 0, lse -inf
       for (int h = 0; h < s.heads; ++h) {
         const int g = h / s.group();
-        const double* qi = &q[((start + i) * s.heads + h) * d];
-        const int32_t nk = keys_attended(s, i, len);
+        const double* qi = &q[((start_q + i) * s.heads + h) * d];
         scores.assign(nk, 0.0);
         double m = -std::numeric_limits<double>::infinity();
         for (int32_t p = 0; p < nk; ++p) {
-          scores[p] = scale * dot(qi, &k[((start + p) * s.kv_heads + g) * d], d);
+          scores[p] = scale * dot(qi, &k[((start_k + p) * s.kv_heads + g) * d], d);
           m = std::max(m, scores[p]);
         }
         double sum = 0;
         for (int32_t p = 0; p < nk; ++p) sum += std::exp(scores[p] - m);
         const double l = m + std::log(sum);
-        lse[(start + i) * s.heads + h] = l;
-        double* oi = &out[((start + i) * s.heads + h) * d];
+        lse[(start_q + i) * s.heads + h] = l;
+        double* oi = &out[((start_q + i) * s.heads + h) * d];
         for (int32_t p = 0; p < nk; ++p) {
           const double prob = std::exp(scores[p] - l);
-          const double* vp = &v[((start + p) * s.kv_heads + g) * d];
+          const double* vp = &v[((start_k + p) * s.kv_heads + g) * d];
           for (int e = 0; e < d; ++e) oi[e] += prob * vp[e];
         }
       }
@@ -99,27 +124,32 @@ void attn_fwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double>
   }
 }
 
-void attn_bwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double> q,
-                  std::span<const double> k, std::span<const double> v,
-                  std::span<const double> out, std::span<const double> lse,
-                  std::span<const double> dout, std::span<double> dq, std::span<double> dk,
-                  std::span<double> dv) {
+void attn_fwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double> q,
+                  std::span<const double> k, std::span<const double> v, std::span<double> out,
+                  std::span<double> lse) {
+  attn_fwd_ref(b, b, s, q, k, v, out, lse);
+}
+
+void attn_bwd_ref(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, std::span<const double> q,
+                  std::span<const double> k, std::span<const double> v, std::span<const double> out,
+                  std::span<const double> lse, std::span<const double> dout, std::span<double> dq,
+                  std::span<double> dk, std::span<double> dv) {
   DCP_NVTX_RANGE();
-  begin_bwd(b, s, q, k, v, dout, dq, dk, dv);
-  check_sizes(s, b.total_tokens(), q.size(), k.size(), v.size(), out.size(), lse.size());
+  begin_bwd(bq, bk, s, q, k, v, dout, dq, dk, dv);
+  check_sizes(s, bq.total_tokens(), bk.total_tokens(), q.size(), k.size(), v.size(), out.size(), lse.size());
   const int d = s.head_dim;
   const double scale = s.scale();
-  for (int j = 0; j < b.batch(); ++j) {
-    const int64_t start = b.cu_seqlens_padded[j];
-    const int32_t len = b.seqlen(j);
-    for (int32_t i = 0; i < len; ++i) {
+  for (int j = 0; j < bq.batch(); ++j) {
+    const int64_t start_q = bq.cu_seqlens_padded[j], start_k = bk.cu_seqlens_padded[j];
+    const int32_t len_q = bq.seqlen(j), len_k = bk.seqlen(j);
+    for (int32_t i = 0; i < len_q; ++i) {
       for (int h = 0; h < s.heads; ++h) {
         const int g = h / s.group();
-        const int64_t qrow = ((start + i) * s.heads + h) * d;
+        const int64_t qrow = ((start_q + i) * s.heads + h) * d;
         const double delta = dot(&dout[qrow], &out[qrow], d);
-        const double l = lse[(start + i) * s.heads + h];
-        for (int32_t p = 0; p < keys_attended(s, i, len); ++p) {
-          const int64_t krow = ((start + p) * s.kv_heads + g) * d;
+        const double l = lse[(start_q + i) * s.heads + h];
+        for (int32_t p = 0; p < keys_attended(s, i, len_q, len_k); ++p) {
+          const int64_t krow = ((start_k + p) * s.kv_heads + g) * d;
           const double prob = std::exp(scale * dot(&q[qrow], &k[krow], d) - l);
           const double dprob = dot(&dout[qrow], &v[krow], d);
           const double ds = prob * (dprob - delta);
@@ -132,6 +162,14 @@ void attn_bwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double>
       }
     }
   }
+}
+
+void attn_bwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double> q,
+                  std::span<const double> k, std::span<const double> v,
+                  std::span<const double> out, std::span<const double> lse,
+                  std::span<const double> dout, std::span<double> dq, std::span<double> dk,
+                  std::span<double> dv) {
+  attn_bwd_ref(b, b, s, q, k, v, out, lse, dout, dq, dk, dv);
 }
 
 }  // namespace dcp::attn

@@ -24,18 +24,40 @@ void attn_bwd_ref(const ThdBatch& b, const AttnShape& s, std::span<const double>
                   std::span<const double> dout, std::span<double> dq, std::span<double> dk,
                   std::span<double> dv);
 
-// Throws unless every tensor has the size the shapes above require for `tokens` rows.
+// Rectangular forms: the query-side tensors (q, out, lse, dout, dq) laid out by `bq`, the key
+// side (k, v, dk, dv) by `bk`, with the same number of sequences; mask keys_attended(s, i, len_q,
+// len_k) (attn_shape.h). The square forms above are these with bq = bk. The ring's steps over
+// halves (all of Q x the front half of KV, the back half of Q x all of KV) are such problems.
+void attn_fwd_ref(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, std::span<const double> q,
+                  std::span<const double> k, std::span<const double> v, std::span<double> out,
+                  std::span<double> lse);
+void attn_bwd_ref(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, std::span<const double> q,
+                  std::span<const double> k, std::span<const double> v, std::span<const double> out,
+                  std::span<const double> lse, std::span<const double> dout, std::span<double> dq,
+                  std::span<double> dk, std::span<double> dv);
+
+// Throws unless every tensor has the size the shapes above require: `tokens` rows on both sides,
+// or q_tokens query rows (q, out, lse) and k_tokens key rows (k, v).
 void check_sizes(const AttnShape& s, int64_t tokens, size_t q, size_t k, size_t v, size_t out,
                  size_t lse);
+void check_sizes(const AttnShape& s, int64_t q_tokens, int64_t k_tokens, size_t q, size_t k, size_t v,
+                 size_t out, size_t lse);
 
 // A forward's preamble (shared by the reference and other host forwards): validates the shape,
-// the layout and the sizes, then sets out = 0 and lse = -inf (what padding rows keep).
+// the layout(s), the same sequence count on both sides and the sizes, then sets out = 0 and
+// lse = -inf (what padding rows keep).
 void begin_fwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
                std::span<const double> v, std::span<double> out, std::span<double> lse);
-// A backward's preamble: validates the shape, the layout and the sizes of the inputs and of the
-// gradients, then sets dq, dk, dv = 0 (they are accumulated).
+void begin_fwd(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, std::span<const double> q,
+               std::span<const double> k, std::span<const double> v, std::span<double> out,
+               std::span<double> lse);
+// A backward's preamble: validates as begin_fwd, and the sizes of the gradients, then sets dq,
+// dk, dv = 0 (they are accumulated).
 void begin_bwd(const ThdBatch& b, const AttnShape& s, std::span<const double> q, std::span<const double> k,
                std::span<const double> v, std::span<const double> dout, std::span<double> dq, std::span<double> dk,
                std::span<double> dv);
+void begin_bwd(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, std::span<const double> q,
+               std::span<const double> k, std::span<const double> v, std::span<const double> dout,
+               std::span<double> dq, std::span<double> dk, std::span<double> dv);
 
 }  // namespace dcp::attn

@@ -35,6 +35,16 @@ struct AttnShape {
 // attends the key positions [0, keys_attended(s, i, len)).
 inline int32_t keys_attended(const AttnShape& s, int32_t i, int32_t len) { return s.causal ? i + 1 : len; }
 
+// Rectangular problems (queries and keys from different batches with the same sequence count:
+// the ring's steps over halves, attn_ref.h): query i of len_q attends key positions
+// [0, keys_attended(s, i, len_q, len_k)); causal is aligned bottom-right (FlashAttention >= 2.1):
+// key j is allowed iff j <= i + len_k - len_q, which is the mask above when len_q = len_k.
+inline int32_t keys_attended(const AttnShape& s, int32_t i, int32_t len_q, int32_t len_k) {
+  if (!s.causal) return len_k;
+  const int64_t n = static_cast<int64_t>(i) + 1 + len_k - len_q;
+  return static_cast<int32_t>(n < 0 ? 0 : (n > len_k ? len_k : n));
+}
+
 // Throws InputError for heads/kv_heads/head_dim that cannot describe an attention problem.
 inline void validate(const AttnShape& s) {
   DCP_REQUIRE(s.heads >= 1 && s.kv_heads >= 1 && s.head_dim >= 1, "attention shape: heads=",

@@ -29,73 +29,174 @@ void round_bf16(std::span<double> x) {
   for (double& v : x) v = round_bf16(v);
 }
 
+double round_fp16(double x) {
+  if (!std::isfinite(x) || x == 0) return x;
+  constexpr double kMinNormal = 6.103515625e-05;  // 2^-14
+  double y;
+  if (std::fabs(x) < kMinNormal) {
+    y = std::ldexp(std::nearbyint(std::ldexp(x, 24)), -24);  // subnormals: multiples of 2^-24
+  } else {
+    int e = 0;
+    const double m = std::frexp(x, &e);
+    y = std::ldexp(std::nearbyint(std::ldexp(m, 11)), e - 11);  // 11 significand bits
+  }
+  if (std::fabs(y) > 65504.0) return std::copysign(std::numeric_limits<double>::infinity(), x);
+  return y;
+}
+
+double round_half(double x, Half h) { return h == Half::bf16 ? round_bf16(x) : round_fp16(x); }
+
 namespace {
 
-float bf(float x) { return static_cast<float>(round_bf16(static_cast<double>(x))); }
-
-// One (sequence, query head): the bf16 scaled keys of its kv head (reorder_ops=True scales k,
-// after repeat_kv: scores = q (k / sqrt(d))^T), probabilities [len x len] with the masked entries
-// 0, and each row's fp32 lse.
+// One (sequence, query head): the 16-bit scaled keys of its kv head (reorder_ops=True scales k,
+// after repeat_kv: scores = q (k / sqrt(d))^T), probabilities [len_q x len_k] with the masked
+// entries 0, and each row's fp32 lse (-inf for a row that attends nothing).
 struct Probs {
-  std::vector<float> ks;   // [len, d]
-  std::vector<float> p;    // [len, len]
-  std::vector<float> lse;  // [len]
+  std::vector<float> ks;   // [len_k, d]
+  std::vector<float> p;    // [len_q, len_k]
+  std::vector<float> lse;  // [len_q]
 };
 
-Probs probs(const AttnShape& s, int32_t len, int64_t start, int h, std::span<const double> q,
-            std::span<const double> k) {
+struct Seq {
+  int64_t start_q, start_k;
+  int32_t len_q, len_k;
+};
+
+Probs probs(const AttnShape& s, const Seq& sq, int h, std::span<const double> q, std::span<const double> k,
+            Half half) {
+  const auto rd = [half](float x) { return static_cast<float>(round_half(static_cast<double>(x), half)); };
   const int d = s.head_dim, g = h / s.group();
   const float scale = static_cast<float>(s.scale());
   Probs r;
-  r.ks.resize(static_cast<size_t>(len) * d);
-  r.p.assign(static_cast<size_t>(len) * len, 0.0f);
-  r.lse.resize(len);
-  for (int32_t p = 0; p < len; ++p)
+  r.ks.resize(static_cast<size_t>(sq.len_k) * d);
+  r.p.assign(static_cast<size_t>(sq.len_q) * sq.len_k, 0.0f);
+  r.lse.assign(sq.len_q, -std::numeric_limits<float>::infinity());
+  for (int32_t p = 0; p < sq.len_k; ++p)
     for (int e = 0; e < d; ++e)
-      r.ks[p * d + e] = bf(static_cast<float>(k[((start + p) * s.kv_heads + g) * d + e]) * scale);
+      r.ks[p * d + e] = rd(static_cast<float>(k[((sq.start_k + p) * s.kv_heads + g) * d + e]) * scale);
   std::vector<float> row;
-  for (int32_t i = 0; i < len; ++i) {
-    const int32_t nk = keys_attended(s, i, len);
+  for (int32_t i = 0; i < sq.len_q; ++i) {
+    const int32_t nk = keys_attended(s, i, sq.len_q, sq.len_k);
+    if (nk == 0) continue;
     row.assign(nk, 0.0f);
     float m = -std::numeric_limits<float>::infinity();
     for (int32_t p = 0; p < nk; ++p) {
       float acc = 0;
-      const double* qi = &q[((start + i) * s.heads + h) * d];
+      const double* qi = &q[((sq.start_q + i) * s.heads + h) * d];
       for (int e = 0; e < d; ++e) acc += static_cast<float>(qi[e]) * r.ks[p * d + e];
-      row[p] = bf(acc);
+      row[p] = rd(acc);
       m = std::max(m, row[p]);
     }
     float sum = 0;
     for (int32_t p = 0; p < nk; ++p) sum += std::exp(row[p] - m);
     r.lse[i] = m + std::log(sum);
-    for (int32_t p = 0; p < nk; ++p) r.p[static_cast<size_t>(i) * len + p] = bf(std::exp(row[p] - m) / sum);
+    for (int32_t p = 0; p < nk; ++p) r.p[static_cast<size_t>(i) * sq.len_k + p] = rd(std::exp(row[p] - m) / sum);
   }
   return r;
 }
 
+Seq seq(const ThdBatch& bq, const ThdBatch& bk, int j) {
+  return {bq.cu_seqlens_padded[j], bk.cu_seqlens_padded[j], bq.seqlen(j), bk.seqlen(j)};
+}
+
 }  // namespace
+
+void attn_fwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, Half half,
+                    std::span<const double> q, std::span<const double> k, std::span<const double> v,
+                    std::span<double> out, std::span<double> lse) {
+  DCP_NVTX_RANGE();
+  begin_fwd(bq, bk, s, q, k, v, out, lse);
+  const auto rd = [half](float x) { return static_cast<float>(round_half(static_cast<double>(x), half)); };
+  const int d = s.head_dim;
+  for (int j = 0; j < bq.batch(); ++j) {
+    const Seq sq = seq(bq, bk, j);
+    for (int h = 0; h < s.heads; ++h) {
+      const int g = h / s.group();
+      const Probs pr = probs(s, sq, h, q, k, half);
+      for (int32_t i = 0; i < sq.len_q; ++i) {
+        const int32_t nk = keys_attended(s, i, sq.len_q, sq.len_k);
+        if (nk == 0) continue;
+        lse[(sq.start_q + i) * s.heads + h] = pr.lse[i];
+        for (int e = 0; e < d; ++e) {
+          float acc = 0;
+          for (int32_t p = 0; p < nk; ++p)
+            acc += pr.p[static_cast<size_t>(i) * sq.len_k + p] *
+                   static_cast<float>(v[((sq.start_k + p) * s.kv_heads + g) * d + e]);
+          out[((sq.start_q + i) * s.heads + h) * d + e] = rd(acc);
+        }
+      }
+    }
+  }
+}
 
 void attn_fwd_naive_bf16(const ThdBatch& b, const AttnShape& s, std::span<const double> q,
                          std::span<const double> k, std::span<const double> v, std::span<double> out,
                          std::span<double> lse) {
+  attn_fwd_naive(b, b, s, Half::bf16, q, k, v, out, lse);
+}
+
+void attn_bwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, Half half,
+                    std::span<const double> q, std::span<const double> k, std::span<const double> v,
+                    std::span<const double> dout, std::span<double> dq, std::span<double> dk,
+                    std::span<double> dv) {
   DCP_NVTX_RANGE();
-  begin_fwd(b, s, q, k, v, out, lse);
+  begin_bwd(bq, bk, s, q, k, v, dout, dq, dk, dv);
+  const auto rd = [half](float x) { return static_cast<float>(round_half(static_cast<double>(x), half)); };
   const int d = s.head_dim;
-  for (int j = 0; j < b.batch(); ++j) {
-    const int64_t start = b.cu_seqlens_padded[j];
-    const int32_t len = b.seqlen(j);
-    for (int h = 0; h < s.heads; ++h) {
-      const int g = h / s.group();
-      const Probs pr = probs(s, len, start, h, q, k);
-      for (int32_t i = 0; i < len; ++i) {
-        lse[(start + i) * s.heads + h] = pr.lse[i];
-        for (int e = 0; e < d; ++e) {
-          float acc = 0;
-          for (int32_t p = 0; p < keys_attended(s, i, len); ++p)
-            acc += pr.p[static_cast<size_t>(i) * len + p] * static_cast<float>(v[((start + p) * s.kv_heads + g) * d + e]);
-          out[((start + i) * s.heads + h) * d + e] = bf(acc);
+  const float scale = static_cast<float>(s.scale());
+  for (int j = 0; j < bq.batch(); ++j) {
+    const Seq sq = seq(bq, bk, j);
+    const int32_t lq = sq.len_q, lk = sq.len_k;
+    if (lq == 0 || lk == 0) continue;
+    for (int g = 0; g < s.kv_heads; ++g) {
+      // The kv group's dk/dv: per query head a 16-bit matmul output, summed in fp32, rounded once.
+      std::vector<float> dk_sum(static_cast<size_t>(lk) * d, 0.0f), dv_sum(dk_sum.size(), 0.0f);
+      for (int h = g * s.group(); h < (g + 1) * s.group(); ++h) {
+        const Probs pr = probs(s, sq, h, q, k, half);
+        const auto at = [&](int32_t i) { return ((sq.start_q + i) * s.heads + h) * d; };
+        const auto kv_at = [&](int32_t p) { return ((sq.start_k + p) * s.kv_heads + g) * d; };
+        // dP = rd(dO V^T); dS = rd(P (dP - rowsum(dP P))) (softmax backward in fp32).
+        std::vector<float> ds(static_cast<size_t>(lq) * lk, 0.0f);
+        for (int32_t i = 0; i < lq; ++i) {
+          const int32_t nk = keys_attended(s, i, lq, lk);
+          std::vector<float> dp(nk);
+          float rowsum = 0;
+          for (int32_t p = 0; p < nk; ++p) {
+            float acc = 0;
+            for (int e = 0; e < d; ++e) acc += static_cast<float>(dout[at(i) + e]) * static_cast<float>(v[kv_at(p) + e]);
+            dp[p] = rd(acc);
+            rowsum += dp[p] * pr.p[static_cast<size_t>(i) * lk + p];
+          }
+          for (int32_t p = 0; p < nk; ++p) {
+            const float prob = pr.p[static_cast<size_t>(i) * lk + p];
+            ds[static_cast<size_t>(i) * lk + p] = rd(prob * (dp[p] - rowsum));
+          }
         }
+        // dQ = rd(dS Ks); this head's dK = rd(rd(dS^T Q) * scale) (the backward of
+        // k / sqrt(d)), dV = rd(P^T dO). Masked entries of P and dS are 0.
+        for (int32_t i = 0; i < lq; ++i)
+          for (int e = 0; e < d; ++e) {
+            float acc = 0;
+            for (int32_t p = 0; p < keys_attended(s, i, lq, lk); ++p)
+              acc += ds[static_cast<size_t>(i) * lk + p] * pr.ks[p * d + e];
+            dq[at(i) + e] = rd(acc);
+          }
+        for (int32_t p = 0; p < lk; ++p)
+          for (int e = 0; e < d; ++e) {
+            float acc_k = 0, acc_v = 0;
+            for (int32_t i = 0; i < lq; ++i) {
+              acc_k += ds[static_cast<size_t>(i) * lk + p] * static_cast<float>(q[at(i) + e]);
+              acc_v += pr.p[static_cast<size_t>(i) * lk + p] * static_cast<float>(dout[at(i) + e]);
+            }
+            dk_sum[p * d + e] += rd(rd(acc_k) * scale);
+            dv_sum[p * d + e] += rd(acc_v);
+          }
       }
+      for (int32_t p = 0; p < lk; ++p)
+        for (int e = 0; e < d; ++e) {
+          dk[((sq.start_k + p) * s.kv_heads + g) * d + e] = rd(dk_sum[p * d + e]);
+          dv[((sq.start_k + p) * s.kv_heads + g) * d + e] = rd(dv_sum[p * d + e]);
+        }
     }
   }
 }
@@ -104,71 +205,18 @@ void attn_bwd_naive_bf16(const ThdBatch& b, const AttnShape& s, std::span<const 
                          std::span<const double> k, std::span<const double> v,
                          std::span<const double> dout, std::span<double> dq, std::span<double> dk,
                          std::span<double> dv) {
-  DCP_NVTX_RANGE();
-  begin_bwd(b, s, q, k, v, dout, dq, dk, dv);
-  const int d = s.head_dim;
-  const float scale = static_cast<float>(s.scale());
-  for (int j = 0; j < b.batch(); ++j) {
-    const int64_t start = b.cu_seqlens_padded[j];
-    const int32_t len = b.seqlen(j);
-    if (len == 0) continue;
-    for (int g = 0; g < s.kv_heads; ++g) {
-      // The kv group's dk/dv: per query head a bf16 matmul output, summed in fp32, rounded once.
-      std::vector<float> dk_sum(static_cast<size_t>(len) * d, 0.0f), dv_sum(dk_sum.size(), 0.0f);
-      for (int h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-        const Probs pr = probs(s, len, start, h, q, k);
-        const auto at = [&](int32_t i) { return ((start + i) * s.heads + h) * d; };
-        const auto kv_at = [&](int32_t p) { return ((start + p) * s.kv_heads + g) * d; };
-        // dP = bf16(dO V^T); dS = bf16(P (dP - rowsum(dP P))) (softmax backward in fp32).
-        std::vector<float> ds(static_cast<size_t>(len) * len, 0.0f);
-        for (int32_t i = 0; i < len; ++i) {
-          const int32_t nk = keys_attended(s, i, len);
-          std::vector<float> dp(nk);
-          float rowsum = 0;
-          for (int32_t p = 0; p < nk; ++p) {
-            float acc = 0;
-            for (int e = 0; e < d; ++e) acc += static_cast<float>(dout[at(i) + e]) * static_cast<float>(v[kv_at(p) + e]);
-            dp[p] = bf(acc);
-            rowsum += dp[p] * pr.p[static_cast<size_t>(i) * len + p];
-          }
-          for (int32_t p = 0; p < nk; ++p) {
-            const float prob = pr.p[static_cast<size_t>(i) * len + p];
-            ds[static_cast<size_t>(i) * len + p] = bf(prob * (dp[p] - rowsum));
-          }
-        }
-        // dQ = bf16(dS Ks); this head's dK = bf16(bf16(dS^T Q) * scale) (the backward of
-        // k / sqrt(d)), dV = bf16(P^T dO).
-        for (int32_t i = 0; i < len; ++i)
-          for (int e = 0; e < d; ++e) {
-            float acc = 0;
-            for (int32_t p = 0; p < keys_attended(s, i, len); ++p)
-              acc += ds[static_cast<size_t>(i) * len + p] * pr.ks[p * d + e];
-            dq[at(i) + e] = bf(acc);
-          }
-        for (int32_t p = 0; p < len; ++p)
-          for (int e = 0; e < d; ++e) {
-            float acc_k = 0, acc_v = 0;
-            for (int32_t i = s.causal ? p : 0; i < len; ++i) {
-              acc_k += ds[static_cast<size_t>(i) * len + p] * static_cast<float>(q[at(i) + e]);
-              acc_v += pr.p[static_cast<size_t>(i) * len + p] * static_cast<float>(dout[at(i) + e]);
-            }
-            dk_sum[p * d + e] += bf(bf(acc_k) * scale);
-            dv_sum[p * d + e] += bf(acc_v);
-          }
-      }
-      for (int32_t p = 0; p < len; ++p)
-        for (int e = 0; e < d; ++e) {
-          dk[((start + p) * s.kv_heads + g) * d + e] = bf(dk_sum[p * d + e]);
-          dv[((start + p) * s.kv_heads + g) * d + e] = bf(dv_sum[p * d + e]);
-        }
-    }
-  }
+  attn_bwd_naive(b, b, s, Half::bf16, q, k, v, dout, dq, dk, dv);
 }
 
 Bf16Rule bf16_rule(std::span<const double> ref, std::span<const double> naive, OutType out) {
   DCP_CHECK(ref.size() == naive.size(), "bf16_rule: reference has ", ref.size(), " elements, naive ", naive.size());
   const auto o = [out](double x) {
-    return out == OutType::bf16 ? round_bf16(x) : static_cast<double>(static_cast<float>(x));
+    switch (out) {
+      case OutType::bf16: return round_bf16(x);
+      case OutType::fp16: return round_fp16(x);
+      case OutType::fp32: break;
+    }
+    return static_cast<double>(static_cast<float>(x));
   };
   Bf16Rule r;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -184,7 +232,7 @@ Bf16Rule bf16_rule(std::span<const double> ref, std::span<const double> naive, O
 
 std::string Bf16Check::report(const std::string& name) const {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s: max_abs=%.3g %s tol=%.3g (2 x naive bf16 %.3g + floor %.3g): %s", name.c_str(),
+  std::snprintf(buf, sizeof buf, "%s: max_abs=%.3g %s tol=%.3g (2 x naive 16-bit %.3g + floor %.3g): %s", name.c_str(),
                 got.max_abs_err, pass() ? "<=" : ">", rule.tol(), rule.naive_err, rule.floor, pass() ? "pass" : "FAIL");
   return std::string(buf) + (pass() ? "" : "; " + got.report(name));
 }

@@ -47,12 +47,22 @@
 
 namespace dcp::attn {
 
+// The 16-bit input type of a kernel: the naive algorithm rounds to it, and the rule's floor of
+// a tensor the kernel writes in it. fp16 (IEEE binary16: 11 significand bits, subnormals below
+// 2^-14, largest finite 65504) gets the same rule with its own rounding: FlashAttention's tests
+// apply the rule to fp16 and bf16 alike.
+enum class Half { bf16, fp16 };
+
 // x rounded to the nearest bf16 value (ties to even); +-inf and NaN pass through; finite values
 // beyond the largest bf16 become +-inf.
 double round_bf16(double x);
 
 // Rounds every element in place.
 void round_bf16(std::span<double> x);
+
+// x rounded to the nearest fp16 value (ties to even, subnormals kept, beyond 65504 to +-inf).
+double round_fp16(double x);
+double round_half(double x, Half h);
 
 // The naive bf16 algorithm (see top). Inputs must already be bf16 values (round_bf16); layouts
 // and mask as attn_ref.h. lse stays fp32 (the kernels' lse is fp32). GQA: the query heads of a
@@ -65,6 +75,17 @@ void attn_bwd_naive_bf16(const ThdBatch& b, const AttnShape& s, std::span<const 
                          std::span<const double> dout, std::span<double> dq, std::span<double> dk,
                          std::span<double> dv);
 
+// The same in either 16-bit type over a rectangular problem (queries laid out by bq, keys by bk,
+// mask keys_attended(s, i, len_q, len_k), attn_ref.h); the _bf16 forms above are these with
+// bq = bk and Half::bf16.
+void attn_fwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, Half half,
+                    std::span<const double> q, std::span<const double> k, std::span<const double> v,
+                    std::span<double> out, std::span<double> lse);
+void attn_bwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, Half half,
+                    std::span<const double> q, std::span<const double> k, std::span<const double> v,
+                    std::span<const double> dout, std::span<double> dq, std::span<double> dk,
+                    std::span<double> dv);
+
 struct Bf16Rule {
   double naive_err = 0;  // max |naive - ref|
   double floor = 0;      // 2 * max |o(o(ref + 0.3) - 0.3) - ref|, o = the output type's rounding
@@ -72,7 +93,7 @@ struct Bf16Rule {
 };
 
 // The output type a kernel writes a tensor in (sets the rule's floor).
-enum class OutType { bf16, fp32 };
+enum class OutType { bf16, fp16, fp32 };
 
 // The rule of one tensor from its float64 reference and the naive bf16 result.
 Bf16Rule bf16_rule(std::span<const double> ref, std::span<const double> naive, OutType out = OutType::bf16);

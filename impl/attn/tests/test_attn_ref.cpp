@@ -140,6 +140,70 @@ TEST(AttnRef, PaddingContentNeverMatters) {
   }
 }
 
+// Rectangular problems (queries and keys from different batches) against the square reference:
+// with bottom-right alignment, query i of len_q is query i + len_k - len_q of a square problem
+// over the keys, so the rectangular forward and backward equal the square ones restricted to
+// those rows (queries placed there, dout zero on the others); with len_q > len_k the first
+// len_q - len_k queries attend nothing and the rest are the square problem's rows.
+TEST(AttnRef, RectangularEqualsTheSquareProblemsRows) {
+  for (const bool causal : {true, false}) {
+    for (const auto& [lq, lk] : std::vector<std::pair<int32_t, int32_t>>{{5, 12}, {12, 12}, {12, 5}, {3, 0}}) {
+      if (!causal && lq > lk) continue;  // non-causal: every query attends all keys, no square form
+      const AttnShape s = shape(4, 2, 8, causal);
+      const int32_t len_q[] = {lq}, len_k[] = {lk};
+      const ThdBatch bq = make_thd_batch(len_q, 1), bk = make_thd_batch(len_k, 1);
+      const int64_t tq = bq.total_tokens(), tk = bk.total_tokens();
+      const auto q = global_tensor<double>(3, kQ, tq, s.q_row());
+      const auto k = global_tensor<double>(3, kK, tk, s.kv_row());
+      const auto v = global_tensor<double>(3, kV, tk, s.kv_row());
+      const auto dout = global_tensor<double>(3, kDout, tq, s.q_row());
+      std::vector<double> out(q.size()), lse(tq * s.heads), dq(q.size()), dk(k.size()), dv(v.size());
+      attn_fwd_ref(bq, bk, s, q, k, v, out, lse);
+      attn_bwd_ref(bq, bk, s, q, k, v, out, lse, dout, dq, dk, dv);
+      // The square problem over the keys: its row r = i + lk - lq holds query i (for r >= 0).
+      const int64_t shift = static_cast<int64_t>(lk) - lq;
+      std::vector<double> sq(tk * s.q_row(), 0.0), sdout(sq.size(), 0.0);
+      for (int32_t i = 0; i < lq; ++i)
+        if (i + shift >= 0 && i + shift < lk)
+          for (int64_t e = 0; e < s.q_row(); ++e) {
+            sq[(i + shift) * s.q_row() + e] = q[i * s.q_row() + e];
+            sdout[(i + shift) * s.q_row() + e] = dout[i * s.q_row() + e];
+          }
+      std::vector<double> so(sq.size()), sl(tk * s.heads), sdq(sq.size()), sdk(k.size()), sdv(v.size());
+      if (lk > 0) {
+        attn_fwd_ref(bk, s, sq, k, v, so, sl);
+        attn_bwd_ref(bk, s, sq, k, v, so, sl, sdout, sdq, sdk, sdv);
+      }
+      for (int32_t i = 0; i < lq; ++i)
+        for (int h = 0; h < s.heads; ++h) {
+          const int64_t r = i + shift;
+          if (r < 0) {  // attends nothing
+            EXPECT_EQ(lse[i * s.heads + h], -INFINITY) << lq << "x" << lk << " row " << i;
+            for (int e = 0; e < s.head_dim; ++e) EXPECT_EQ(out[(i * s.heads + h) * s.head_dim + e], 0.0);
+            continue;
+          }
+          EXPECT_NEAR(lse[i * s.heads + h], sl[r * s.heads + h], 1e-13);
+          for (int e = 0; e < s.head_dim; ++e) {
+            EXPECT_NEAR(out[(i * s.heads + h) * s.head_dim + e], so[(r * s.heads + h) * s.head_dim + e], 1e-13);
+            EXPECT_NEAR(dq[(i * s.heads + h) * s.head_dim + e], sdq[(r * s.heads + h) * s.head_dim + e], 1e-13);
+          }
+        }
+      for (size_t x = 0; x < dk.size(); ++x) {
+        EXPECT_NEAR(dk[x], sdk[x], 1e-13) << (causal ? "causal " : "") << lq << "x" << lk;
+        EXPECT_NEAR(dv[x], sdv[x], 1e-13);
+      }
+    }
+  }
+}
+
+TEST(AttnRef, RectangularNeedsTheSameSequenceCount) {
+  const int32_t a[] = {4, 4}, b1[] = {4};
+  const ThdBatch bq = make_thd_batch(a, 1), bk = make_thd_batch(b1, 1);
+  const AttnShape s = shape(1, 1, 4);
+  std::vector<double> q(bq.total_tokens() * 4), k(bk.total_tokens() * 4), out(q.size()), lse(bq.total_tokens());
+  EXPECT_THROW(attn_fwd_ref(bq, bk, s, q, k, k, out, lse), Error);
+}
+
 TEST(AttnRef, BadInputsThrowClearErrors) {
   const int32_t len[] = {4};
   ThdBatch b = make_thd_batch(len, 1);

@@ -1,0 +1,20 @@
+// Host entry to the CUDA tensor-core varlen attention forward with the emulator's contract
+// (flash_emu.h: 16-bit tensors as bit patterns, queries laid out by bq, keys by bk, head_dim 64
+// or 128): host tensors in, device copies, kernel, host tensors out. Only built with CUDA;
+// throws dcp::Error on any CUDA error, InputError on bad shapes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "attn/attn_shape.h"
+#include "attn/bf16_rule.h"
+#include "attn/thd.h"
+
+namespace dcp::attn {
+
+void flash_fwd_cuda(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
+                    std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
+                    std::span<uint16_t> out, std::span<float> lse);
+
+}  // namespace dcp::attn

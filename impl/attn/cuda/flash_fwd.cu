@@ -1,0 +1,64 @@
+// CUDA tensor-core varlen attention forward: the CTA body of flash/flash_fwd_block.h (the same
+// source the host emulator runs, flash_emu.cpp) with the device's intrinsics: __syncthreads,
+// __shfl_xor_sync and mma.sync.aligned.m16n8k16 (bf16 or fp16 inputs, fp32 accumulators; sm_80
+// and later, so sm_90a runs it as well). Grid: (query blocks, heads, sequences), kThreads
+// threads, dynamic shared memory for the Q, K and V tiles.
+#include "attn/cuda/flash_launch.h"
+#include "attn/flash/flash_fwd_block.h"
+
+namespace dcp::attn::flash {
+
+namespace {
+
+struct DeviceCtx {
+  __device__ __forceinline__ int tid() const { return static_cast<int>(threadIdx.x); }
+  __device__ __forceinline__ void sync() const { __syncthreads(); }
+  __device__ __forceinline__ float shfl_xor(float v, int mask) const { return __shfl_xor_sync(0xffffffffu, v, mask); }
+  template <class E>
+  __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) const {
+    if constexpr (E::kIsBf16) {
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+          "{%0,%1,%2,%3};\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else {
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+          "{%0,%1,%2,%3};\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+  }
+};
+
+template <class E, int D>
+__global__ void __launch_bounds__(kThreads) flash_fwd_kernel(FwdParams p) {
+  extern __shared__ uint4 smem_raw[];  // 16-byte aligned
+  DeviceCtx c;
+  flash_fwd_block<DeviceCtx, E, D>(c, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                                   static_cast<int>(blockIdx.z), reinterpret_cast<uint16_t*>(smem_raw));
+}
+
+template <class E, int D>
+cudaError_t launch(const FwdParams& p, int m_blocks, cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(fwd_smem_elems(D)) * sizeof(uint16_t);
+  cudaError_t e = cudaFuncSetAttribute(flash_fwd_kernel<E, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+  flash_fwd_kernel<E, D><<<grid, kThreads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t flash_fwd(const FwdParams& p, bool bf16, int m_blocks, cudaStream_t stream) {
+  if (m_blocks <= 0 || p.batch <= 0) return cudaSuccess;
+  if (p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidValue;  // grid y, z limits
+  if (p.head_dim == 64) return bf16 ? launch<Bf16, 64>(p, m_blocks, stream) : launch<Fp16, 64>(p, m_blocks, stream);
+  if (p.head_dim == 128) return bf16 ? launch<Bf16, 128>(p, m_blocks, stream) : launch<Fp16, 128>(p, m_blocks, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace dcp::attn::flash

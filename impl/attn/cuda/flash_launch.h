@@ -1,0 +1,16 @@
+// Launcher of the CUDA tensor-core varlen attention forward (flash_fwd.cu). C++17, CUDA runtime
+// types only, so both .cu and host .cpp files include it. `p` holds device pointers
+// (flash/flash_params.h); m_blocks = flash_fwd_m_blocks(bq) (flash_emu.h). Returns the launch
+// status: cudaErrorInvalidValue for a head_dim other than 64 or 128 or more than 65535
+// sequences or heads (grid limits). Asynchronous on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "attn/flash/flash_params.h"
+
+namespace dcp::attn::flash {
+
+cudaError_t flash_fwd(const FwdParams& p, bool bf16, int m_blocks, cudaStream_t stream);
+
+}  // namespace dcp::attn::flash

@@ -1,0 +1,43 @@
+// Parameters of the tensor-core varlen attention kernels (one struct across the host/device
+// boundary, FlashAttention's Flash_fwd_params kept minimal). Portable C++17; the pointers are
+// device memory for the CUDA kernels and host memory for the emulator (attn/flash_emu.h).
+//
+// Packed THD layout (impl/attn/thd.h), 16-bit elements (Bf16 or Fp16 bits, flash_common.h):
+//   q, out : [rows_q, heads, head_dim]      k, v : [rows_k, kv_heads, head_dim]
+//   lse    : [rows_q, heads] float32, natural log
+// Sequence b's queries are rows [seqstart_q[b], seqstart_q[b] + len_q(b)) with
+// len_q(b) = cu_seqlens_q[b + 1] - cu_seqlens_q[b]; rows [seqstart_q[b] + len_q(b),
+// seqstart_q[b + 1]) are its padding (out = 0, lse = -inf). Keys likewise with the _k arrays
+// (padding keys are never read). seqstart = cu_seqlens_padded of a ThdBatch.
+// Queries and keys may be different batches with the same sequence count: the ring's
+// rectangular steps (all of Q x the front half of KV; the back half of Q x all of KV) pass the
+// halves, read into their own THD buffers as TransformerEngine does (thd_read_half, thd.h).
+// Mask: query i (0-based in its sequence) attends key j iff j < len_k and, when causal,
+// j <= i + len_k - len_q (bottom-right alignment, FlashAttention >= 2.1; the usual causal mask
+// when len_q = len_k). A row that attends no key gets out = 0, lse = -inf.
+// GQA: query head h reads kv head h / (heads / kv_heads).
+#pragma once
+
+#include <cstdint>
+
+namespace dcp::attn::flash {
+
+struct FwdParams {
+  const uint16_t* q = nullptr;
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  uint16_t* out = nullptr;
+  float* lse = nullptr;
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  const int32_t* seqstart_q = nullptr;
+  const int32_t* seqstart_k = nullptr;
+  int batch = 0;
+  int heads = 1;
+  int kv_heads = 1;
+  int head_dim = 64;  // 64 or 128 (the kernels are instantiated for these)
+  float scale_log2 = 0;  // softmax scale * log2(e): scores are kept in base-2 exponent units
+  bool causal = true;
+};
+
+}  // namespace dcp::attn::flash

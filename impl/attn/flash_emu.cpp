@@ -1,0 +1,156 @@
+// See flash_emu.h.
+#include "attn/flash_emu.h"
+
+#include <array>
+#include <barrier>
+#include <cmath>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "attn/attn_ref.h"
+#include "attn/flash/flash_fwd_block.h"
+#include "core/error.h"
+#include "core/nvtx.h"
+
+namespace dcp::attn {
+
+flash::FwdParams flash_fwd_params(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, size_t q,
+                                  size_t k, size_t v, size_t out, size_t lse) {
+  validate(s);
+  DCP_REQUIRE(s.head_dim == 64 || s.head_dim == 128, "flash attention: head_dim=", s.head_dim,
+              " unsupported (64 or 128)");
+  validate_layout(bq);
+  validate_layout(bk);
+  DCP_REQUIRE(bq.batch() == bk.batch(), "flash attention: the query batch has ", bq.batch(),
+              " sequences, the key batch ", bk.batch());
+  check_sizes(s, bq.total_tokens(), bk.total_tokens(), q, k, v, out, lse);
+  flash::FwdParams p;
+  p.cu_seqlens_q = bq.cu_seqlens.data();
+  p.cu_seqlens_k = bk.cu_seqlens.data();
+  p.seqstart_q = bq.cu_seqlens_padded.data();
+  p.seqstart_k = bk.cu_seqlens_padded.data();
+  p.batch = bq.batch();
+  p.heads = s.heads;
+  p.kv_heads = s.kv_heads;
+  p.head_dim = s.head_dim;
+  p.scale_log2 = static_cast<float>(s.scale() * 1.4426950408889634);
+  p.causal = s.causal;
+  return p;
+}
+
+int flash_fwd_m_blocks(const ThdBatch& bq) {
+  int m = 0;
+  for (int j = 0; j < bq.batch(); ++j)
+    m = std::max(m, (bq.padded_seqlen(j) + flash::kBlockM - 1) / flash::kBlockM);
+  return m;
+}
+
+namespace {
+
+using flash::kThreads;
+using flash::kWarps;
+
+// One emulated CTA: the block barrier and, per warp, a barrier and double-buffered exchange
+// space. A warp collective writes its lane's part into buffer `parity`, waits at the warp
+// barrier, reads, and flips parity: a lane can only overwrite a buffer after every lane passed
+// the next collective's barrier, i.e. finished reading it.
+struct Emu {
+  std::barrier<> block{kThreads};
+  std::array<std::unique_ptr<std::barrier<>>, kWarps> warp;
+  struct Scratch {
+    float shfl[2][32];
+    float a[2][16][16];
+    float b[2][16][8];
+  };
+  std::array<Scratch, kWarps> scratch{};
+  Emu() {
+    for (auto& w : warp) w = std::make_unique<std::barrier<>>(32);
+  }
+};
+
+struct HostCtx {
+  Emu* emu;
+  int t;
+  int parity = 0;
+  int tid() const { return t; }
+  void sync() { emu->block.arrive_and_wait(); }
+  float shfl_xor(float v, int mask) {
+    const int w = t / 32, lane = t % 32;
+    auto& s = emu->scratch[w];
+    s.shfl[parity][lane] = v;
+    emu->warp[w]->arrive_and_wait();
+    const float r = s.shfl[parity][lane ^ mask];
+    parity ^= 1;
+    return r;
+  }
+  // D = A B + D for one m16n8k16 tile: each lane deposits its fragment elements at the matrix
+  // positions the PTX layout assigns them, then computes its own D elements.
+  template <class E>
+  void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    using namespace flash;
+    const int w = t / 32, lane = t % 32;
+    auto& s = emu->scratch[w];
+    for (int e = 0; e < 8; ++e) {
+      const uint32_t r = a[e / 2];
+      s.a[parity][frag_a_row(lane, e)][frag_a_col(lane, e)] = E::to_float(e % 2 ? unpack_hi(r) : unpack_lo(r));
+    }
+    for (int e = 0; e < 4; ++e) {
+      const uint32_t r = b[e / 2];
+      s.b[parity][frag_b_k(lane, e)][frag_b_n(lane, e)] = E::to_float(e % 2 ? unpack_hi(r) : unpack_lo(r));
+    }
+    emu->warp[w]->arrive_and_wait();
+    for (int e = 0; e < 4; ++e) {
+      const int row = frag_c_row(lane, e), col = frag_c_col(lane, e);
+      double acc = d[e];
+      for (int kk = 0; kk < 16; ++kk)
+        acc += static_cast<double>(s.a[parity][row][kk]) * static_cast<double>(s.b[parity][kk][col]);
+      d[e] = static_cast<float>(acc);
+    }
+    parity ^= 1;
+  }
+};
+
+template <class E, int D>
+void run_fwd(const flash::FwdParams& p, int m_blocks) {
+  Emu emu;
+  std::vector<uint16_t> smem(static_cast<size_t>(flash::fwd_smem_elems(D)), 0x7fff);  // NaN poison
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      HostCtx ctx{&emu, t};
+      for (int b = 0; b < p.batch; ++b)
+        for (int h = 0; h < p.heads; ++h)
+          for (int m = 0; m < m_blocks; ++m) {
+            flash::flash_fwd_block<HostCtx, E, D>(ctx, p, m, h, b, smem.data());
+            ctx.sync();  // the next CTA reuses the shared memory
+          }
+    });
+  for (auto& th : threads) th.join();
+}
+
+}  // namespace
+
+void flash_fwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
+                        std::span<const uint16_t> q, std::span<const uint16_t> k,
+                        std::span<const uint16_t> v, std::span<uint16_t> out, std::span<float> lse) {
+  DCP_NVTX_RANGE();
+  flash::FwdParams p = flash_fwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), lse.size());
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.out = out.data();
+  p.lse = lse.data();
+  const int m_blocks = flash_fwd_m_blocks(bq);
+  if (m_blocks == 0) return;
+  if (half == Half::bf16) {
+    if (s.head_dim == 64) run_fwd<flash::Bf16, 64>(p, m_blocks);
+    else run_fwd<flash::Bf16, 128>(p, m_blocks);
+  } else {
+    if (s.head_dim == 64) run_fwd<flash::Fp16, 64>(p, m_blocks);
+    else run_fwd<flash::Fp16, 128>(p, m_blocks);
+  }
+}
+
+}  // namespace dcp::attn

@@ -1,0 +1,38 @@
+// The tensor-core attention kernels (flash/flash_fwd_block.h) run on the host: every CTA's 128
+// threads are host threads, __syncthreads a barrier of the block, a warp shuffle and the warp's
+// mma.sync m16n8k16 collectives over the warp's 32 threads (the MMA computed from the fragment
+// layout of the PTX ISA, flash/flash_common.h, in double and rounded to float). Same source as
+// the CUDA kernel, so the CPU tests (test_flash_emu.cpp) check its tiling, masking, fragment
+// indexing, online softmax and padding against the float64 reference without a GPU. Slow (about
+// a thousand barriers per key block): for test-sized problems only.
+//
+// Tensors are 16-bit bit patterns (Half::bf16 or Half::fp16, flash/flash_common.h), laid out as
+// flash/flash_params.h says; q/out/lse by `bq`, k/v by `bk` (the same sequence count; bq = bk for
+// the square problem). head_dim 64 or 128.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "attn/attn_shape.h"
+#include "attn/bf16_rule.h"
+#include "attn/flash/flash_params.h"
+#include "attn/thd.h"
+
+namespace dcp::attn {
+
+void flash_fwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
+                        std::span<const uint16_t> q, std::span<const uint16_t> k,
+                        std::span<const uint16_t> v, std::span<uint16_t> out, std::span<float> lse);
+
+// Shared by the emulator and the CUDA launcher (cuda/flash_cuda.cpp): checks the shape (head_dim
+// 64 or 128), the layouts, the sequence counts and the tensor sizes (InputError / Error), and
+// returns the kernel parameters with the batch arrays' host pointers and null tensor pointers
+// (the caller points them at its own memory).
+flash::FwdParams flash_fwd_params(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, size_t q,
+                                  size_t k, size_t v, size_t out, size_t lse);
+
+// Query blocks of the grid: the most kBlockM-row blocks any sequence's padded extent needs.
+int flash_fwd_m_blocks(const ThdBatch& bq);
+
+}  // namespace dcp::attn

@@ -1,0 +1,128 @@
+// Cases and checks shared by the tensor-core attention tests: the host emulator's (cpu,
+// test_flash_emu.cpp) and the CUDA kernel's (gpu, test_flash_cuda.cpp), so both run the same
+// problems under the same acceptance rule.
+//
+// Inputs: the verifiable uniform [-1, 1) values of attn/inputs.h (seeded, non-zero), rounded to
+// the 16-bit type; reference: attn_fwd_ref (float64) on exactly those values; acceptance: the
+// FlashAttention rule of bf16_rule.h in the case's 16-bit type (out against 2 x the naive 16-bit
+// algorithm's error + the type's floor; lse, written in fp32, likewise with the fp32 floor).
+// Outputs are poisoned (NaN) before the kernel runs, so a row it never writes fails.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attn/attn_ref.h"
+#include "attn/bf16_rule.h"
+#include "attn/flash/flash_common.h"
+#include "attn/inputs.h"
+#include "attn/thd.h"
+
+namespace dcp::attn::testing {
+
+struct FlashCase {
+  std::string what;
+  std::vector<int32_t> len_q;    // real lengths of the query side
+  std::vector<int32_t> len_k;    // of the key side; empty = the same batch as the queries
+  std::vector<int32_t> extra_q;  // padding rows after each query sequence (empty = none)
+  int heads, kv_heads, head_dim;
+  bool causal;
+  Half half = Half::bf16;
+};
+
+// Lengths around the kernel's blocks (kBlockM = kBlockN = 64), padding, empty sequences, GQA,
+// both head dims, the ring's rectangular steps and bottom-right causal on both sides.
+inline std::vector<FlashCase> flash_fwd_cases() {
+  return {
+      {"length 1", {1}, {}, {}, 2, 1, 64, true},
+      {"block-1, block, block+1", {63, 64, 65}, {}, {}, 4, 2, 64, true},
+      {"one long (3 blocks + 1) + one short, GQA d=128", {193, 2}, {}, {}, 4, 2, 128, true},
+      {"many short", {1, 3, 2, 5, 1, 4, 2, 1, 3, 6, 1, 2}, {}, {}, 2, 2, 64, true},
+      {"padding between and after", {3, 65, 5}, {}, {2, 0, 70}, 2, 1, 64, true},
+      {"zero-length sequences", {0, 70, 0, 9}, {}, {2, 0, 0, 0}, 2, 1, 128, true},
+      {"non-causal, d=128", {67, 5}, {}, {0, 2}, 2, 2, 128, false},
+      {"ring lower step: all of Q x front half of KV", {130, 66}, {65, 33}, {}, 2, 1, 64, false},
+      {"ring upper step: back half of Q x all of KV", {65, 33}, {130, 66}, {}, 2, 1, 128, false},
+      {"causal bottom-right, len_q < len_k", {40, 100}, {100, 130}, {}, 2, 2, 64, true},
+      {"causal bottom-right, len_q > len_k (rows with no key)", {100, 7}, {30, 0}, {}, 2, 1, 64, true},
+      {"fp16, block+1, GQA", {65, 130}, {}, {}, 4, 2, 64, true, Half::fp16},
+      {"fp16, non-causal d=128", {70, 3}, {}, {2, 0}, 2, 1, 128, false, Half::fp16},
+  };
+}
+
+inline ThdBatch flash_batch(const std::vector<int32_t>& len, const std::vector<int32_t>& extra) {
+  return make_thd_batch(len, 1, extra);
+}
+
+struct FlashInputs {
+  ThdBatch bq, bk;
+  AttnShape s;
+  std::vector<double> q, k, v;          // 16-bit values as doubles
+  std::vector<uint16_t> qh, kh, vh;     // the same as bit patterns
+};
+
+inline uint16_t to_bits(double x, Half h) {
+  return h == Half::bf16 ? flash::Bf16::from_float(static_cast<float>(x)) : flash::Fp16::from_float(static_cast<float>(x));
+}
+inline double from_bits(uint16_t b, Half h) {
+  return h == Half::bf16 ? flash::Bf16::to_float(b) : flash::Fp16::to_float(b);
+}
+
+inline FlashInputs flash_inputs(const FlashCase& c, uint64_t seed) {
+  FlashInputs in;
+  in.bq = flash_batch(c.len_q, c.extra_q);
+  in.bk = c.len_k.empty() ? in.bq : flash_batch(c.len_k, {});
+  in.s.heads = c.heads;
+  in.s.kv_heads = c.kv_heads;
+  in.s.head_dim = c.head_dim;
+  in.s.causal = c.causal;
+  const auto make = [&](uint64_t tensor, int64_t rows, int64_t row, std::vector<double>& x, std::vector<uint16_t>& bits) {
+    x = global_tensor<double>(seed, tensor, rows, row);
+    bits.resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = round_half(x[i], c.half);
+      bits[i] = to_bits(x[i], c.half);
+    }
+  };
+  make(kQ, in.bq.total_tokens(), in.s.q_row(), in.q, in.qh);
+  make(kK, in.bk.total_tokens(), in.s.kv_row(), in.k, in.kh);
+  make(kV, in.bk.total_tokens(), in.s.kv_row(), in.v, in.vh);
+  return in;
+}
+
+using FlashFwd = std::function<void(Half, const ThdBatch&, const ThdBatch&, const AttnShape&, std::span<const uint16_t>,
+                                    std::span<const uint16_t>, std::span<const uint16_t>, std::span<uint16_t>,
+                                    std::span<float>)>;
+
+struct FlashFwdChecks {
+  Bf16Check out, lse;
+};
+
+// Runs `fwd` on the case (outputs poisoned with NaN first) and applies the rule; `shape` may
+// alter the shape the kernel gets (a negative control).
+inline FlashFwdChecks check_flash_fwd(const FlashCase& c, const FlashFwd& fwd, uint64_t seed = 7,
+                                      const std::function<void(AttnShape&)>& alter = {}) {
+  const FlashInputs in = flash_inputs(c, seed);
+  const size_t nq = in.q.size(), nl = static_cast<size_t>(in.bq.total_tokens() * in.s.heads);
+  std::vector<double> ref(nq), ref_lse(nl), naive(nq), naive_lse(nl);
+  attn_fwd_ref(in.bq, in.bk, in.s, in.q, in.k, in.v, ref, ref_lse);
+  attn_fwd_naive(in.bq, in.bk, in.s, c.half, in.q, in.k, in.v, naive, naive_lse);
+  std::vector<uint16_t> out(nq, 0x7fff);  // NaN in both types
+  std::vector<float> lse(nl, std::numeric_limits<float>::quiet_NaN());
+  AttnShape s = in.s;
+  if (alter) alter(s);
+  fwd(c.half, in.bq, in.bk, s, in.qh, in.kh, in.vh, out, lse);
+  std::vector<double> got(nq);
+  for (size_t i = 0; i < nq; ++i) got[i] = from_bits(out[i], c.half);
+  FlashFwdChecks r;
+  r.out = check_bf16_rule<double>(ref, naive, got, c.half == Half::bf16 ? OutType::bf16 : OutType::fp16);
+  r.lse = check_bf16_rule<float>(ref_lse, naive_lse, lse, OutType::fp32);
+  return r;
+}
+
+}  // namespace dcp::attn::testing

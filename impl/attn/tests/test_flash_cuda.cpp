@@ -1,0 +1,30 @@
+// The CUDA tensor-core attention forward (cuda/flash_fwd.cu) on the device, on the same cases
+// and under the same rule as the host emulator's test (flash_cases.h): label gpu, skips without
+// a device, fails under DCP_REQUIRE_GPU=1 (ci/gpu.sh).
+#include <gtest/gtest.h>
+
+#include "attn/cuda/flash_cuda.h"
+#include "attn/tolerances.h"
+#include "flash_cases.h"
+#include "gpu_test_util.h"
+
+namespace dcp::attn {
+namespace {
+
+using namespace dcp::attn::testing;
+
+class FlashFwdCuda : public ::testing::TestWithParam<int> {};
+
+TEST_P(FlashFwdCuda, MeetsTheRuleAgainstFloat64) {
+  DCP_SKIP_WITHOUT_GPU();
+  const FlashCase c = flash_fwd_cases()[GetParam()];
+  const FlashFwdChecks r = check_flash_fwd(c, flash_fwd_cuda);
+  EXPECT_TRUE(r.out.pass()) << c.what << ": " << r.out.report("out");
+  EXPECT_TRUE(r.lse.pass()) << c.what << ": " << r.lse.report("lse");
+  EXPECT_TRUE(r.lse.got.within(kTolF32.rel_to_max)) << c.what << ": " << r.lse.got.report("lse");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdCuda, ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
+
+}  // namespace
+}  // namespace dcp::attn
