@@ -2,13 +2,16 @@
 #include "attn/flash_emu.h"
 
 #include <array>
+#include <atomic>
 #include <barrier>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "attn/attn_ref.h"
+#include "attn/flash/flash_bwd_block.h"
 #include "attn/flash/flash_fwd_block.h"
 #include "core/error.h"
 #include "core/nvtx.h"
@@ -37,6 +40,33 @@ flash::FwdParams flash_fwd_params(const ThdBatch& bq, const ThdBatch& bk, const 
   p.scale_log2 = static_cast<float>(s.scale() * 1.4426950408889634);
   p.causal = s.causal;
   return p;
+}
+
+flash::BwdParams flash_bwd_params(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, size_t q, size_t k,
+                                  size_t v, size_t out, size_t lse, size_t dout, size_t dq, size_t dk, size_t dv) {
+  const flash::FwdParams f = flash_fwd_params(bq, bk, s, q, k, v, out, lse);
+  check_sizes(s, bq.total_tokens(), bk.total_tokens(), dout, dk, dv, dq, lse);
+  flash::BwdParams p;
+  p.cu_seqlens_q = f.cu_seqlens_q;
+  p.cu_seqlens_k = f.cu_seqlens_k;
+  p.seqstart_q = f.seqstart_q;
+  p.seqstart_k = f.seqstart_k;
+  p.batch = f.batch;
+  p.rows_q = bq.total_tokens();
+  p.heads = f.heads;
+  p.kv_heads = f.kv_heads;
+  p.head_dim = f.head_dim;
+  p.scale = static_cast<float>(s.scale());
+  p.scale_log2 = f.scale_log2;
+  p.causal = f.causal;
+  return p;
+}
+
+int flash_bwd_n_blocks(const ThdBatch& bk) {
+  int n = 0;
+  for (int j = 0; j < bk.batch(); ++j)
+    n = std::max(n, (bk.padded_seqlen(j) + flash::kBlockN - 1) / flash::kBlockN);
+  return n;
 }
 
 int flash_fwd_m_blocks(const ThdBatch& bq) {
@@ -84,6 +114,7 @@ struct HostCtx {
     parity ^= 1;
     return r;
   }
+  void atomic_add(float* p, float v) const { std::atomic_ref<float>(*p).fetch_add(v); }
   // D = A B + D for one m16n8k16 tile: each lane deposits its fragment elements at the matrix
   // positions the PTX layout assigns them, then computes its own D elements.
   template <class E>
@@ -130,7 +161,57 @@ void run_fwd(const flash::FwdParams& p, int m_blocks) {
   for (auto& th : threads) th.join();
 }
 
+template <class E, int D>
+void run_bwd(const flash::BwdParams& p, int n_blocks) {
+  for (int64_t pair = 0; pair < p.rows_q * p.heads; ++pair) flash::flash_bwd_prep<E, D>(p, pair);
+  Emu emu;
+  std::vector<uint16_t> smem(static_cast<size_t>(flash::bwd_smem_elems(D)), 0x7fff);  // NaN poison
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      HostCtx ctx{&emu, t};
+      for (int b = 0; b < p.batch; ++b)
+        for (int hk = 0; hk < p.kv_heads; ++hk)
+          for (int n = 0; n < n_blocks; ++n) {
+            flash::flash_bwd_block<HostCtx, E, D>(ctx, p, n, hk, b, smem.data());
+            ctx.sync();
+          }
+    });
+  for (auto& th : threads) th.join();
+  for (int64_t i = 0; i < p.rows_q * p.heads * D; ++i) flash::flash_bwd_dq<E>(p, i);
+}
+
 }  // namespace
+
+void flash_bwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
+                        std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
+                        std::span<const uint16_t> out, std::span<const float> lse, std::span<const uint16_t> dout,
+                        std::span<uint16_t> dq, std::span<uint16_t> dk, std::span<uint16_t> dv) {
+  DCP_NVTX_RANGE();
+  flash::BwdParams p = flash_bwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), lse.size(), dout.size(),
+                                        dq.size(), dk.size(), dv.size());
+  std::vector<float> delta(lse.size(), std::numeric_limits<float>::quiet_NaN()), dq_accum(dq.size(), 0.f);
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.out = out.data();
+  p.dout = dout.data();
+  p.lse = lse.data();
+  p.delta = delta.data();
+  p.dq_accum = dq_accum.data();
+  p.dq = dq.data();
+  p.dk = dk.data();
+  p.dv = dv.data();
+  const int n_blocks = flash_bwd_n_blocks(bk);
+  if (half == Half::bf16) {
+    if (s.head_dim == 64) run_bwd<flash::Bf16, 64>(p, n_blocks);
+    else run_bwd<flash::Bf16, 128>(p, n_blocks);
+  } else {
+    if (s.head_dim == 64) run_bwd<flash::Fp16, 64>(p, n_blocks);
+    else run_bwd<flash::Fp16, 128>(p, n_blocks);
+  }
+}
 
 void flash_fwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
                         std::span<const uint16_t> q, std::span<const uint16_t> k,

@@ -16,6 +16,7 @@
 
 #include "attn/attn_shape.h"
 #include "attn/bf16_rule.h"
+#include "attn/flash/flash_bwd_block.h"
 #include "attn/flash/flash_params.h"
 #include "attn/thd.h"
 
@@ -25,12 +26,28 @@ void flash_fwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const
                         std::span<const uint16_t> q, std::span<const uint16_t> k,
                         std::span<const uint16_t> v, std::span<uint16_t> out, std::span<float> lse);
 
+// The backward (flash/flash_bwd_block.h): dq, dk, dv of sum(dout * out) given the forward's out
+// (16-bit) and lse (fp32, natural log), all in the layouts above. Padding rows get 0.
+void flash_bwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
+                        std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
+                        std::span<const uint16_t> out, std::span<const float> lse, std::span<const uint16_t> dout,
+                        std::span<uint16_t> dq, std::span<uint16_t> dk, std::span<uint16_t> dv);
+
 // Shared by the emulator and the CUDA launcher (cuda/flash_cuda.cpp): checks the shape (head_dim
 // 64 or 128), the layouts, the sequence counts and the tensor sizes (InputError / Error), and
 // returns the kernel parameters with the batch arrays' host pointers and null tensor pointers
 // (the caller points them at its own memory).
 flash::FwdParams flash_fwd_params(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, size_t q,
                                   size_t k, size_t v, size_t out, size_t lse);
+
+// The same for the backward (sizes of q, k, v, out, lse, dout, dq, dk, dv checked); the
+// workspace pointers (delta, dq_accum) are null as well.
+flash::BwdParams flash_bwd_params(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, size_t q, size_t k,
+                                  size_t v, size_t out, size_t lse, size_t dout, size_t dq, size_t dk, size_t dv);
+
+// Key blocks of the backward's grid: the most kBlockN-row blocks any sequence's padded key
+// extent needs.
+int flash_bwd_n_blocks(const ThdBatch& bk);
 
 // Query blocks of the grid: the most kBlockM-row blocks any sequence's padded extent needs.
 int flash_fwd_m_blocks(const ThdBatch& bq);

@@ -3,34 +3,13 @@
 // __shfl_xor_sync and mma.sync.aligned.m16n8k16 (bf16 or fp16 inputs, fp32 accumulators; sm_80
 // and later, so sm_90a runs it as well). Grid: (query blocks, heads, sequences), kThreads
 // threads, dynamic shared memory for the Q, K and V tiles.
+#include "attn/cuda/flash_device.cuh"
 #include "attn/cuda/flash_launch.h"
 #include "attn/flash/flash_fwd_block.h"
 
 namespace dcp::attn::flash {
 
 namespace {
-
-struct DeviceCtx {
-  __device__ __forceinline__ int tid() const { return static_cast<int>(threadIdx.x); }
-  __device__ __forceinline__ void sync() const { __syncthreads(); }
-  __device__ __forceinline__ float shfl_xor(float v, int mask) const { return __shfl_xor_sync(0xffffffffu, v, mask); }
-  template <class E>
-  __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) const {
-    if constexpr (E::kIsBf16) {
-      asm volatile(
-          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-          "{%0,%1,%2,%3};\n"
-          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    } else {
-      asm volatile(
-          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-          "{%0,%1,%2,%3};\n"
-          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-  }
-};
 
 template <class E, int D>
 __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(FwdParams p) {

@@ -1,4 +1,5 @@
-// Launcher of the CUDA tensor-core varlen attention forward (flash_fwd.cu). C++17, CUDA runtime
+// Launchers of the CUDA tensor-core varlen attention forward (flash_fwd.cu) and backward
+// (flash_bwd.cu). C++17, CUDA runtime
 // types only, so both .cu and host .cpp files include it. `p` holds device pointers
 // (flash/flash_params.h); m_blocks = flash_fwd_m_blocks(bq) (flash_emu.h). Returns the launch
 // status: cudaErrorInvalidValue for a head_dim other than 64 or 128 or more than 65535
@@ -7,10 +8,15 @@
 
 #include <cuda_runtime.h>
 
+#include "attn/flash/flash_bwd_block.h"
 #include "attn/flash/flash_params.h"
 
 namespace dcp::attn::flash {
 
 cudaError_t flash_fwd(const FwdParams& p, bool bf16, int m_blocks, cudaStream_t stream);
+
+// The backward's three passes on `stream` (flash/flash_bwd_block.h): zeroes p.dq_accum, writes
+// p.delta, then dq, dk, dv. n_blocks = flash_bwd_n_blocks(bk) (flash_emu.h).
+cudaError_t flash_bwd(const BwdParams& p, bool bf16, int n_blocks, cudaStream_t stream);
 
 }  // namespace dcp::attn::flash

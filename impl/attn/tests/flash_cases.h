@@ -125,4 +125,51 @@ inline FlashFwdChecks check_flash_fwd(const FlashCase& c, const FlashFwd& fwd, u
   return r;
 }
 
+using FlashBwd = std::function<void(Half, const ThdBatch&, const ThdBatch&, const AttnShape&, std::span<const uint16_t>,
+                                    std::span<const uint16_t>, std::span<const uint16_t>, std::span<const uint16_t>,
+                                    std::span<const float>, std::span<const uint16_t>, std::span<uint16_t>,
+                                    std::span<uint16_t>, std::span<uint16_t>)>;
+
+struct FlashBwdChecks {
+  Bf16Check dq, dk, dv;
+};
+
+// The backward on the case: the kernel gets the float64 forward's out rounded to the 16-bit
+// type and its lse in fp32 (as a kernel gets its own forward's), dout = the verifiable kDout
+// values rounded; the reference is attn_bwd_ref in float64, the naive one attn_bwd_naive.
+inline FlashBwdChecks check_flash_bwd(const FlashCase& c, const FlashBwd& bwd, uint64_t seed = 7,
+                                      const std::function<void(AttnShape&)>& alter = {}) {
+  const FlashInputs in = flash_inputs(c, seed);
+  const size_t nq = in.q.size(), nk = in.k.size(), nl = static_cast<size_t>(in.bq.total_tokens() * in.s.heads);
+  std::vector<double> out(nq), lse(nl);
+  attn_fwd_ref(in.bq, in.bk, in.s, in.q, in.k, in.v, out, lse);
+  std::vector<double> dout = global_tensor<double>(seed, kDout, in.bq.total_tokens(), in.s.q_row());
+  std::vector<uint16_t> outh(nq), douth(nq);
+  std::vector<float> lsef(nl);
+  for (size_t i = 0; i < nq; ++i) {
+    dout[i] = round_half(dout[i], c.half);
+    douth[i] = to_bits(dout[i], c.half);
+    outh[i] = to_bits(out[i], c.half);
+  }
+  for (size_t i = 0; i < nl; ++i) lsef[i] = static_cast<float>(lse[i]);
+  std::vector<double> rdq(nq), rdk(nk), rdv(nk), ndq(nq), ndk(nk), ndv(nk);
+  attn_bwd_ref(in.bq, in.bk, in.s, in.q, in.k, in.v, out, lse, dout, rdq, rdk, rdv);
+  attn_bwd_naive(in.bq, in.bk, in.s, c.half, in.q, in.k, in.v, dout, ndq, ndk, ndv);
+  std::vector<uint16_t> dq(nq, 0x7fff), dk(nk, 0x7fff), dv(nk, 0x7fff);  // NaN poison
+  AttnShape s = in.s;
+  if (alter) alter(s);
+  bwd(c.half, in.bq, in.bk, s, in.qh, in.kh, in.vh, outh, lsef, douth, dq, dk, dv);
+  const auto as_double = [&](const std::vector<uint16_t>& x) {
+    std::vector<double> d(x.size());
+    for (size_t i = 0; i < x.size(); ++i) d[i] = from_bits(x[i], c.half);
+    return d;
+  };
+  const OutType ot = c.half == Half::bf16 ? OutType::bf16 : OutType::fp16;
+  FlashBwdChecks r;
+  r.dq = check_bf16_rule<double>(rdq, ndq, as_double(dq), ot);
+  r.dk = check_bf16_rule<double>(rdk, ndk, as_double(dk), ot);
+  r.dv = check_bf16_rule<double>(rdv, ndv, as_double(dv), ot);
+  return r;
+}
+
 }  // namespace dcp::attn::testing

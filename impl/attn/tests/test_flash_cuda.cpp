@@ -1,4 +1,4 @@
-// The CUDA tensor-core attention forward (cuda/flash_fwd.cu) on the device, on the same cases
+// The CUDA tensor-core attention forward and backward (cuda/flash_{fwd,bwd}.cu) on the device, on the same cases
 // and under the same rule as the host emulator's test (flash_cases.h): label gpu, skips without
 // a device, fails under DCP_REQUIRE_GPU=1 (ci/gpu.sh).
 #include <gtest/gtest.h>
@@ -25,6 +25,19 @@ TEST_P(FlashFwdCuda, MeetsTheRuleAgainstFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdCuda, ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
+
+class FlashBwdCuda : public ::testing::TestWithParam<int> {};
+
+TEST_P(FlashBwdCuda, MeetsTheRuleAgainstFloat64) {
+  DCP_SKIP_WITHOUT_GPU();
+  const FlashCase c = flash_fwd_cases()[GetParam()];
+  const FlashBwdChecks r = check_flash_bwd(c, flash_bwd_cuda);
+  EXPECT_TRUE(r.dq.pass()) << c.what << ": " << r.dq.report("dq");
+  EXPECT_TRUE(r.dk.pass()) << c.what << ": " << r.dk.report("dk");
+  EXPECT_TRUE(r.dv.pass()) << c.what << ": " << r.dv.report("dv");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlashBwdCuda, ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
 
 }  // namespace
 }  // namespace dcp::attn

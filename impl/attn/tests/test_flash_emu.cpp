@@ -1,4 +1,4 @@
-// The tensor-core attention forward (flash/flash_fwd_block.h) run by the host emulator
+// The tensor-core attention forward and backward (flash/flash_{fwd,bwd}_block.h) run by the host emulator
 // (flash_emu.h) against the float64 reference under the FlashAttention rule (flash_cases.h):
 // the kernel's own tiling, masking, fragment indexing and online softmax, checked without a GPU.
 // The CUDA build runs the same cases on the device (test_flash_cuda.cpp, label gpu).
@@ -20,6 +20,12 @@ const FlashFwd kEmulated = [](Half h, const ThdBatch& bq, const ThdBatch& bk, co
   flash_fwd_emulated(h, bq, bk, s, q, k, v, out, lse);
 };
 
+const FlashBwd kEmulatedBwd = [](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
+                                 std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
+                                 std::span<const uint16_t> out, std::span<const float> lse,
+                                 std::span<const uint16_t> dout, std::span<uint16_t> dq, std::span<uint16_t> dk,
+                                 std::span<uint16_t> dv) { flash_bwd_emulated(h, bq, bk, s, q, k, v, out, lse, dout, dq, dk, dv); };
+
 class FlashFwdEmulated : public ::testing::TestWithParam<int> {};
 
 TEST_P(FlashFwdEmulated, MeetsTheRuleAgainstFloat64) {
@@ -31,6 +37,19 @@ TEST_P(FlashFwdEmulated, MeetsTheRuleAgainstFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdEmulated,
+                         ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
+
+class FlashBwdEmulated : public ::testing::TestWithParam<int> {};
+
+TEST_P(FlashBwdEmulated, MeetsTheRuleAgainstFloat64) {
+  const FlashCase c = flash_fwd_cases()[GetParam()];
+  const FlashBwdChecks r = check_flash_bwd(c, kEmulatedBwd);
+  EXPECT_TRUE(r.dq.pass()) << c.what << ": " << r.dq.report("dq");
+  EXPECT_TRUE(r.dk.pass()) << c.what << ": " << r.dk.report("dk");
+  EXPECT_TRUE(r.dv.pass()) << c.what << ": " << r.dv.report("dv");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlashBwdEmulated,
                          ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
 
 // The rule is not vacuous for this kernel: the base-2 factor applied twice to the softmax scale
@@ -45,6 +64,13 @@ TEST(FlashFwdEmulatedRule, RejectsCausalForNonCausal) {
   const FlashCase c = flash_fwd_cases()[6];
   const FlashFwdChecks r = check_flash_fwd(c, kEmulated, 7, [](AttnShape& s) { s.causal = true; });
   EXPECT_FALSE(r.out.pass()) << r.out.report("out");
+}
+
+TEST(FlashBwdEmulatedRule, RejectsCausalForNonCausal) {
+  const FlashCase c = flash_fwd_cases()[6];
+  const FlashBwdChecks r = check_flash_bwd(c, kEmulatedBwd, 7, [](AttnShape& s) { s.causal = true; });
+  EXPECT_FALSE(r.dq.pass()) << r.dq.report("dq");
+  EXPECT_FALSE(r.dk.pass()) << r.dk.report("dk");
 }
 
 // The 16-bit conversions the kernel uses agree with the rounding of the reference side.

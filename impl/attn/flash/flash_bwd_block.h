@@ -1,0 +1,310 @@
+// The tensor-core varlen attention backward: the work of one CTA of each of its three passes,
+// one source for the CUDA kernels (cuda/flash_bwd.cu) and the host emulator (flash_emu.cpp), as
+// the forward (flash_fwd_block.h).
+//
+// Algorithm (FlashAttention-2, Dao 2023, Algorithm 2: parallel over key blocks, dQ accumulated
+// in fp32 across them):
+//   1. prep:  delta_i = <dO_i, O_i> per (query row, head), fp32 (0 on padding rows).
+//   2. main, one CTA per (key block of kBlockN keys, kv head, sequence): for each query head of
+//      the kv group and each query block of kBlockM rows that can see the key block, with the
+//      K, V tile in shared memory and Q, dO, lse, delta of the query block loaded:
+//        each warp (16 of the keys): S^T = K Q^T, P^T = exp2(S^T scale log2 e - lse log2 e)
+//        (masked to 0), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - delta), dK += dS^T Q;
+//        P^T and dS^T are rounded to the element type and reused from the accumulator registers
+//        as A operands (flash_common.h); dS^T also goes to shared memory;
+//        then each warp (16 of the queries): dQ_part = dS K, added in fp32 to dq_accum (atomic:
+//        other key blocks add to the same rows).
+//      dK = scale dK, dV written once per CTA (GQA: the group's query heads summed in the same
+//      fp32 registers), padding key rows 0.
+//   3. dq: dq = dq_accum in the element type (dq_accum already carries the softmax scale).
+// The mask is the forward's (flash_params.h): key j of query i iff i < len_q, j < len_k and,
+// causal, j <= i + len_k - len_q. Correctness first, as the forward: element-wise fragment
+// loads, no pipelining (the device session's tuning, issue 9).
+#pragma once
+
+#include "attn/flash/flash_common.h"
+
+namespace dcp::attn::flash {
+
+struct BwdParams {
+  const uint16_t* q = nullptr;     // [rows_q, heads, d]
+  const uint16_t* k = nullptr;     // [rows_k, kv_heads, d]
+  const uint16_t* v = nullptr;
+  const uint16_t* out = nullptr;   // the forward's output [rows_q, heads, d]
+  const uint16_t* dout = nullptr;  // [rows_q, heads, d]
+  const float* lse = nullptr;      // the forward's lse [rows_q, heads] (natural log)
+  float* delta = nullptr;          // workspace [rows_q, heads]
+  float* dq_accum = nullptr;       // workspace [rows_q, heads, d], zeroed before the main pass
+  uint16_t* dq = nullptr;          // [rows_q, heads, d]
+  uint16_t* dk = nullptr;          // [rows_k, kv_heads, d]
+  uint16_t* dv = nullptr;
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  const int32_t* seqstart_q = nullptr;
+  const int32_t* seqstart_k = nullptr;
+  int batch = 0;
+  int64_t rows_q = 0;  // total query rows (seqstart_q[batch])
+  int heads = 1;
+  int kv_heads = 1;
+  int head_dim = 64;
+  float scale = 0;       // softmax scale
+  float scale_log2 = 0;  // scale * log2(e)
+  bool causal = true;
+};
+
+// Shared memory of a main-pass CTA in elements of 16 bits: K, V, Q, dO tiles, the dS^T tile and
+// lse, delta of the query block (2 x kBlockM floats).
+DCP_HD constexpr int bwd_dst_stride() { return kBlockM + 8; }
+DCP_HD constexpr int bwd_smem_elems(int head_dim) {
+  return (2 * kBlockN + 2 * kBlockM) * smem_stride(head_dim) + kBlockN * bwd_dst_stride() + 2 * kBlockM * 2;
+}
+
+// Sequence whose padded query extent holds `row` (binary search over seqstart; empty sequences
+// share their start with the next one and are skipped that way).
+DCP_HD int bwd_seq_of_row(const int32_t* start, int batch, int64_t row) {
+  int lo = 0, hi = batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (start[mid] <= row) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Pass 1: each thread one (row, head) of rows [block * kThreads / heads ...): kThreads pairs per
+// CTA, grid = ceil(rows_q * heads / kThreads).
+template <class E, int D>
+DCP_HD void flash_bwd_prep(const BwdParams& p, int64_t pair) {
+  if (pair >= p.rows_q * p.heads) return;
+  const int64_t row = pair / p.heads;
+  const int b = bwd_seq_of_row(p.seqstart_q, p.batch, row);
+  const int len_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+  float acc = 0.f;
+  if (row - p.seqstart_q[b] < len_q) {
+    const uint16_t* o = p.out + pair * D;
+    const uint16_t* g = p.dout + pair * D;
+    for (int e = 0; e < D; ++e) acc += E::to_float(o[e]) * E::to_float(g[e]);
+  }
+  p.delta[pair] = acc;
+}
+
+// Pass 3: each thread one element of dq.
+template <class E>
+DCP_HD void flash_bwd_dq(const BwdParams& p, int64_t idx) {
+  if (idx >= p.rows_q * p.heads * p.head_dim) return;
+  p.dq[idx] = E::from_float(p.dq_accum[idx]);
+}
+
+template <class Ctx, class E, int D>
+DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int b, uint16_t* smem) {
+  static_assert(D % 16 == 0 && D <= 256, "head_dim must be a multiple of 16, at most 256");
+  constexpr int kStride = smem_stride(D);
+  constexpr int kDst = bwd_dst_stride();
+  const int tid = c.tid();
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+
+  const int len_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+  const int len_k = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+  const int64_t q0 = p.seqstart_q[b];
+  const int64_t k0 = p.seqstart_k[b];
+  const int rows_k = p.seqstart_k[b + 1] - p.seqstart_k[b];
+  const int key0 = n_block * kBlockN;
+  if (key0 >= rows_k) return;
+  const int group = p.heads / p.kv_heads;
+  const int64_t q_row = static_cast<int64_t>(p.heads) * D;
+  const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
+  const int shift = len_k - len_q;  // causal: key j of query i iff j <= i + shift
+
+  uint16_t* sK = smem;
+  uint16_t* sV = sK + kBlockN * kStride;
+  uint16_t* sQ = sV + kBlockN * kStride;
+  uint16_t* sdO = sQ + kBlockM * kStride;
+  uint16_t* sdS = sdO + kBlockM * kStride;  // [kBlockN keys][kBlockM queries]
+  float* sLse = reinterpret_cast<float*>(sdS + kBlockN * kDst);
+  float* sDelta = sLse + kBlockM;
+
+  // K, V tiles (rows past len_k as zeros).
+  for (int idx = tid; idx < kBlockN * (D / 8); idx += kThreads) {
+    const int r = idx / (D / 8);
+    const int col = (idx % (D / 8)) * 8;
+    const int j = key0 + r;
+    const int64_t off = (k0 + j) * kv_row + static_cast<int64_t>(hk) * D + col;
+    copy8(sK + r * kStride + col, j < len_k ? p.k + off : nullptr);
+    copy8(sV + r * kStride + col, j < len_k ? p.v + off : nullptr);
+  }
+
+  float dk[D / 8][4], dv[D / 8][4];
+  DCP_UNROLL
+  for (int nt = 0; nt < D / 8; ++nt)
+    DCP_UNROLL
+    for (int e = 0; e < 4; ++e) dk[nt][e] = dv[nt][e] = 0.f;
+  const int r_lo = warp * 16 + g;  // the warp's key rows (r_lo, r_lo + 8) in the tile
+  const int j_row[2] = {key0 + r_lo, key0 + r_lo + 8};
+
+  // Query blocks that can see this key block: all, or causal from the first query i with
+  // i + shift >= key0; none when the key block holds no real key.
+  int m_first = 0;
+  if (p.causal && key0 - shift > 0) m_first = (key0 - shift) / kBlockM;
+  const int m_end = key0 < len_k ? (len_q + kBlockM - 1) / kBlockM : 0;
+
+  for (int hq = hk * group; hq < (hk + 1) * group; ++hq) {
+    for (int m = m_first; m < m_end; ++m) {
+      const int i0 = m * kBlockM;
+      c.sync();  // the previous block's Q, dO, dS^T are no longer read (and K, V are loaded)
+      for (int idx = tid; idx < kBlockM * (D / 8); idx += kThreads) {
+        const int r = idx / (D / 8);
+        const int col = (idx % (D / 8)) * 8;
+        const int i = i0 + r;
+        const int64_t off = (q0 + i) * q_row + static_cast<int64_t>(hq) * D + col;
+        copy8(sQ + r * kStride + col, i < len_q ? p.q + off : nullptr);
+        copy8(sdO + r * kStride + col, i < len_q ? p.dout + off : nullptr);
+      }
+      for (int r = tid; r < kBlockM; r += kThreads) {
+        const int i = i0 + r;
+        sLse[r] = i < len_q ? p.lse[(q0 + i) * p.heads + hq] * kLog2e : 0.f;
+        sDelta[r] = i < len_q ? p.delta[(q0 + i) * p.heads + hq] : 0.f;
+      }
+      c.sync();
+
+      // S^T = K_w Q^T (16 keys x kBlockM queries).
+      float s[kBlockM / 8][4];
+      DCP_UNROLL
+      for (int nt = 0; nt < kBlockM / 8; ++nt)
+        DCP_UNROLL
+        for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+      DCP_UNROLL
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint16_t* ka = sK + r_lo * kStride + kk * 16 + 2 * t;
+        const uint32_t a[4] = {pack2(ka[0], ka[1]), pack2(ka[8 * kStride], ka[8 * kStride + 1]), pack2(ka[8], ka[9]),
+                               pack2(ka[8 * kStride + 8], ka[8 * kStride + 9])};
+        DCP_UNROLL
+        for (int nt = 0; nt < kBlockM / 8; ++nt) {
+          const uint16_t* qb = sQ + (nt * 8 + g) * kStride + kk * 16 + 2 * t;  // B[k][n] = Q[n][k]
+          const uint32_t bf[2] = {pack2(qb[0], qb[1]), pack2(qb[8], qb[9])};
+          c.template mma<E>(s[nt], a, bf);
+        }
+      }
+      // P^T (masked to 0), as A fragments for dV += P^T dO.
+      uint32_t pa[kBlockM / 16][4];
+      DCP_UNROLL
+      for (int nt = 0; nt < kBlockM / 8; ++nt) {
+        uint16_t pe[4];
+        DCP_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          const int il = nt * 8 + 2 * t + (e & 1);  // query in the block
+          const int i = i0 + il;
+          const int j = j_row[e >> 1];
+          const bool ok = i < len_q && j < len_k && (!p.causal || j <= i + shift);
+          s[nt][e] = ok ? fast_exp2(s[nt][e] * p.scale_log2 - sLse[il]) : 0.f;  // s now holds P^T
+          pe[e] = E::from_float(s[nt][e]);
+        }
+        pa[nt / 2][(nt % 2) * 2 + 0] = pack2(pe[0], pe[1]);
+        pa[nt / 2][(nt % 2) * 2 + 1] = pack2(pe[2], pe[3]);
+      }
+      DCP_UNROLL
+      for (int kk = 0; kk < kBlockM / 16; ++kk)
+        DCP_UNROLL
+        for (int nt = 0; nt < D / 8; ++nt) {
+          const uint16_t* ob = sdO + (kk * 16 + 2 * t) * kStride + nt * 8 + g;  // B[k][n] = dO[k][n]
+          const uint32_t bf[2] = {pack2(ob[0], ob[kStride]), pack2(ob[8 * kStride], ob[9 * kStride])};
+          c.template mma<E>(dv[nt], pa[kk], bf);
+        }
+
+      // dP^T = V_w dO^T; dS^T = P^T (dP^T - delta).
+      float dp[kBlockM / 8][4];
+      DCP_UNROLL
+      for (int nt = 0; nt < kBlockM / 8; ++nt)
+        DCP_UNROLL
+        for (int e = 0; e < 4; ++e) dp[nt][e] = 0.f;
+      DCP_UNROLL
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint16_t* va = sV + r_lo * kStride + kk * 16 + 2 * t;
+        const uint32_t a[4] = {pack2(va[0], va[1]), pack2(va[8 * kStride], va[8 * kStride + 1]), pack2(va[8], va[9]),
+                               pack2(va[8 * kStride + 8], va[8 * kStride + 9])};
+        DCP_UNROLL
+        for (int nt = 0; nt < kBlockM / 8; ++nt) {
+          const uint16_t* ob = sdO + (nt * 8 + g) * kStride + kk * 16 + 2 * t;  // B[k][n] = dO[n][k]
+          const uint32_t bf[2] = {pack2(ob[0], ob[1]), pack2(ob[8], ob[9])};
+          c.template mma<E>(dp[nt], a, bf);
+        }
+      }
+      uint32_t da[kBlockM / 16][4];
+      DCP_UNROLL
+      for (int nt = 0; nt < kBlockM / 8; ++nt) {
+        uint16_t de[4];
+        DCP_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          const int il = nt * 8 + 2 * t + (e & 1);
+          de[e] = E::from_float(s[nt][e] * (dp[nt][e] - sDelta[il]));
+          sdS[(r_lo + 8 * (e >> 1)) * kDst + il] = de[e];
+        }
+        da[nt / 2][(nt % 2) * 2 + 0] = pack2(de[0], de[1]);
+        da[nt / 2][(nt % 2) * 2 + 1] = pack2(de[2], de[3]);
+      }
+      // dK += dS^T Q.
+      DCP_UNROLL
+      for (int kk = 0; kk < kBlockM / 16; ++kk)
+        DCP_UNROLL
+        for (int nt = 0; nt < D / 8; ++nt) {
+          const uint16_t* qb = sQ + (kk * 16 + 2 * t) * kStride + nt * 8 + g;  // B[k][n] = Q[k][n]
+          const uint32_t bf[2] = {pack2(qb[0], qb[kStride]), pack2(qb[8 * kStride], qb[9 * kStride])};
+          c.template mma<E>(dk[nt], da[kk], bf);
+        }
+      c.sync();  // dS^T complete
+
+      // dQ (this warp's 16 queries) = dS K over the block's keys, added to dq_accum * scale.
+      float dq[D / 8][4];
+      DCP_UNROLL
+      for (int nt = 0; nt < D / 8; ++nt)
+        DCP_UNROLL
+        for (int e = 0; e < 4; ++e) dq[nt][e] = 0.f;
+      const int q_lo = warp * 16 + g;  // the warp's query rows in the block
+      DCP_UNROLL
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        // A[q][key] = dS[q][key] = sdS[key][q]
+        const uint16_t* sa = sdS + (kk * 16 + 2 * t) * kDst + q_lo;
+        const uint32_t a[4] = {pack2(sa[0], sa[kDst]), pack2(sa[8], sa[kDst + 8]), pack2(sa[8 * kDst], sa[9 * kDst]),
+                               pack2(sa[8 * kDst + 8], sa[9 * kDst + 8])};
+        DCP_UNROLL
+        for (int nt = 0; nt < D / 8; ++nt) {
+          const uint16_t* kb = sK + (kk * 16 + 2 * t) * kStride + nt * 8 + g;  // B[k][n] = K[k][n]
+          const uint32_t bf[2] = {pack2(kb[0], kb[kStride]), pack2(kb[8 * kStride], kb[9 * kStride])};
+          c.template mma<E>(dq[nt], a, bf);
+        }
+      }
+      DCP_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int i = i0 + q_lo + 8 * r;
+        if (i >= len_q) continue;
+        float* acc = p.dq_accum + ((q0 + i) * p.heads + hq) * D;
+        DCP_UNROLL
+        for (int nt = 0; nt < D / 8; ++nt) {
+          c.atomic_add(acc + nt * 8 + 2 * t, dq[nt][2 * r] * p.scale);
+          c.atomic_add(acc + nt * 8 + 2 * t + 1, dq[nt][2 * r + 1] * p.scale);
+        }
+      }
+    }
+  }
+
+  // dK = scale dK, dV; padding key rows (len_k <= j < rows_k) get 0.
+  DCP_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    const int j = j_row[r];
+    if (j >= rows_k) continue;
+    const bool live = j < len_k;
+    const int64_t off = (k0 + j) * kv_row + static_cast<int64_t>(hk) * D;
+    DCP_UNROLL
+    for (int nt = 0; nt < D / 8; ++nt)
+      DCP_UNROLL
+      for (int x = 0; x < 2; ++x) {
+        const int col = nt * 8 + 2 * t + x;
+        p.dk[off + col] = E::from_float(live ? dk[nt][2 * r + x] * p.scale : 0.f);
+        p.dv[off + col] = E::from_float(live ? dv[nt][2 * r + x] : 0.f);
+      }
+  }
+}
+
+}  // namespace dcp::attn::flash
