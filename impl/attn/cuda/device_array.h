@@ -23,6 +23,21 @@ class DeviceArray {
   }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& o) noexcept : n_(o.n_), ptr_(o.ptr_) {
+    o.n_ = 0;
+    o.ptr_ = nullptr;
+  }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) {
+      if (ptr_) cudaFree(ptr_);
+      n_ = o.n_;
+      ptr_ = o.ptr_;
+      o.n_ = 0;
+      o.ptr_ = nullptr;
+    }
+    return *this;
+  }
+  DeviceArray() : n_(0) {}
   T* get() const { return ptr_; }
   // Fills every byte with 0xFF: NaN in fp32 and in bf16/fp16, -1 in integers, so an output the
   // kernel fails to write cannot pass a comparison by accident.

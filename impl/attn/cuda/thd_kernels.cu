@@ -6,6 +6,8 @@
 
 #include <math_constants.h>
 
+#include "attn/flash/flash_common.h"
+
 namespace dcp::attn::cuda {
 
 namespace {
@@ -140,6 +142,40 @@ cudaError_t thd_add_rows(const float* step, float* acc, const int64_t* rows, int
   if (n_rows < 0 || row_elems < 0) return cudaErrorInvalidValue;
   if (n_rows * row_elems == 0) return cudaSuccess;
   add_rows_kernel<<<blocks_for(n_rows * row_elems), kThreads, 0, stream>>>(step, acc, rows, n_rows, row_elems);
+  return cudaGetLastError();
+}
+
+namespace {
+
+template <class E>
+__global__ void to_f32_kernel(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = E::to_float(src[i]);
+}
+
+template <class E>
+__global__ void from_f32_kernel(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = E::from_float(src[i]);
+}
+
+}  // namespace
+
+cudaError_t convert_to_f32(const uint16_t* src, float* dst, int64_t n, bool bf16, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  if (bf16) to_f32_kernel<flash::Bf16><<<blocks_for(n), kThreads, 0, stream>>>(src, dst, n);
+  else to_f32_kernel<flash::Fp16><<<blocks_for(n), kThreads, 0, stream>>>(src, dst, n);
+  return cudaGetLastError();
+}
+
+cudaError_t convert_from_f32(const float* src, uint16_t* dst, int64_t n, bool bf16, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  if (bf16) from_f32_kernel<flash::Bf16><<<blocks_for(n), kThreads, 0, stream>>>(src, dst, n);
+  else from_f32_kernel<flash::Fp16><<<blocks_for(n), kThreads, 0, stream>>>(src, dst, n);
   return cudaGetLastError();
 }
 

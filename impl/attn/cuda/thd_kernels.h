@@ -47,4 +47,9 @@ cudaError_t thd_lse_merge(const float* out_step, const float* lse_step, float* o
 cudaError_t thd_add_rows(const float* step, float* acc, const int64_t* rows, int64_t n_rows,
                          int64_t row_elems, cudaStream_t stream);
 
+// fp32 <-> 16-bit (bf16 when `bf16`, else fp16; round to nearest even), n elements: a ring
+// step's 16-bit kernel output into the fp32 corrections, and the corrected result back.
+cudaError_t convert_to_f32(const uint16_t* src, float* dst, int64_t n, bool bf16, cudaStream_t stream);
+cudaError_t convert_from_f32(const float* src, uint16_t* dst, int64_t n, bool bf16, cudaStream_t stream);
+
 }  // namespace dcp::attn::cuda

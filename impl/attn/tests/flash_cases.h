@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "attn/attn_ref.h"
+#include "attn/flash_ring.h"
 #include "attn/bf16_rule.h"
 #include "attn/flash/flash_common.h"
 #include "attn/inputs.h"
@@ -169,6 +170,98 @@ inline FlashBwdChecks check_flash_bwd(const FlashCase& c, const FlashBwd& bwd, u
   r.dq = check_bf16_rule<double>(rdq, ndq, as_double(dq), ot);
   r.dk = check_bf16_rule<double>(rdk, ndk, as_double(dk), ot);
   r.dv = check_bf16_rule<double>(rdv, ndv, as_double(dv), ot);
+  return r;
+}
+
+// --- ring CP over the kernels, the ranks of a group as virtual ranks (flash_ring.h) ---
+
+struct FlashRingCase {
+  std::string what;
+  std::vector<int32_t> lengths;
+  int cp, heads, kv_heads, head_dim;
+  bool causal;
+  Half half = Half::bf16;
+};
+
+inline std::vector<FlashRingCase> flash_ring_cases() {
+  return {
+      {"cp=2: long, block-sized, short, length 1, empty", {200, 64, 33, 1, 0}, 2, 4, 2, 64, true},
+      {"cp=4, d=128", {130, 9}, 4, 2, 1, 128, true},
+      {"cp=2 non-causal", {150, 33}, 2, 2, 2, 64, false},
+      {"cp=4 fp16 GQA", {100, 17}, 4, 4, 2, 64, true, Half::fp16},
+  };
+}
+
+struct FlashRingChecks {
+  Bf16Check out, lse, dq, dk, dv;
+};
+
+// The whole batch through the ring on `be`: each rank's zigzag shard in, every rank's result
+// un-sharded, checked against the float64 reference of the whole batch under the rule.
+template <class Backend>
+FlashRingChecks check_flash_ring(Backend& be, const FlashRingCase& c, uint64_t seed = 5) {
+  be.half = c.half;
+  const ThdBatch b = make_thd_batch(c.lengths, c.cp);
+  AttnShape s;
+  s.heads = c.heads;
+  s.kv_heads = c.kv_heads;
+  s.head_dim = c.head_dim;
+  s.causal = c.causal;
+  const int64_t t = b.total_tokens();
+  const auto rounded = [&](uint64_t tensor, int64_t row) {
+    auto x = global_tensor<double>(seed, tensor, t, row);
+    for (double& e : x) e = round_half(e, c.half);
+    return x;
+  };
+  const auto q = rounded(kQ, s.q_row()), k = rounded(kK, s.kv_row()), v = rounded(kV, s.kv_row()),
+             dout = rounded(kDout, s.q_row());
+  const size_t nl = static_cast<size_t>(t * s.heads);
+  std::vector<double> out(q.size()), lse(nl), dq(q.size()), dk(k.size()), dv(v.size());
+  std::vector<double> n_out(q.size()), n_lse(nl), n_dq(q.size()), n_dk(k.size()), n_dv(v.size());
+  attn_fwd_ref(b, s, q, k, v, out, lse);
+  attn_bwd_ref(b, s, q, k, v, out, lse, dout, dq, dk, dv);
+  attn_fwd_naive(b, b, s, c.half, q, k, v, n_out, n_lse);
+  attn_bwd_naive(b, b, s, c.half, q, k, v, dout, n_dq, n_dk, n_dv);
+
+  using B16 = typename Backend::B16;
+  using B32 = typename Backend::B32;
+  const auto shards = [&](const std::vector<double>& x, int64_t row) {
+    std::vector<uint16_t> bits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) bits[i] = to_bits(x[i], c.half);
+    std::vector<B16> r;
+    for (int p = 0; p < c.cp; ++p) r.push_back(be.upload(shard_rows<uint16_t>(bits, row, b, c.cp, p)));
+    return r;
+  };
+  const std::vector<B16> qs = shards(q, s.q_row()), ks = shards(k, s.kv_row()), vs = shards(v, s.kv_row()),
+                         gs = shards(dout, s.q_row());
+  std::vector<B16> outs, dqs, dks, dvs;
+  std::vector<B32> lses;
+  flash_ring_fwd(be, b, c.cp, s, qs, ks, vs, outs, lses);
+  flash_ring_bwd(be, b, c.cp, s, qs, ks, vs, outs, lses, gs, dqs, dks, dvs);
+  const auto whole16 = [&](const std::vector<B16>& parts, int64_t row) {
+    std::vector<uint16_t> cat;
+    for (const auto& p : parts) {
+      const auto h = be.download(p);
+      cat.insert(cat.end(), h.begin(), h.end());
+    }
+    const auto g = unshard_rows<uint16_t>(cat, row, b, c.cp);
+    std::vector<double> d(g.size());
+    for (size_t i = 0; i < g.size(); ++i) d[i] = from_bits(g[i], c.half);
+    return d;
+  };
+  std::vector<float> lcat;
+  for (const auto& p : lses) {
+    const auto h = be.download(p);
+    lcat.insert(lcat.end(), h.begin(), h.end());
+  }
+  const auto lse_got = unshard_rows<float>(lcat, s.heads, b, c.cp);
+  const OutType ot = c.half == Half::bf16 ? OutType::bf16 : OutType::fp16;
+  FlashRingChecks r;
+  r.out = check_bf16_rule<double>(out, n_out, whole16(outs, s.q_row()), ot);
+  r.lse = check_bf16_rule<float>(lse, n_lse, lse_got, OutType::fp32);
+  r.dq = check_bf16_rule<double>(dq, n_dq, whole16(dqs, s.q_row()), ot);
+  r.dk = check_bf16_rule<double>(dk, n_dk, whole16(dks, s.kv_row()), ot);
+  r.dv = check_bf16_rule<double>(dv, n_dv, whole16(dvs, s.kv_row()), ot);
   return r;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "attn/cuda/flash_cuda.h"
+#include "attn/cuda/flash_ring_cuda.h"
 #include "attn/tolerances.h"
 #include "flash_cases.h"
 #include "gpu_test_util.h"
@@ -38,6 +39,25 @@ TEST_P(FlashBwdCuda, MeetsTheRuleAgainstFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashBwdCuda, ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
+
+// Ring CP on one GPU, the ranks of a group as virtual ranks (device-to-device copies for the
+// ring's transfers; more ranks on more GPUs go through the NCCL communicator, see README).
+class FlashRingCuda : public ::testing::TestWithParam<int> {};
+
+TEST_P(FlashRingCuda, MatchesTheWholeBatch) {
+  DCP_SKIP_WITHOUT_GPU();
+  const FlashRingCase c = flash_ring_cases()[GetParam()];
+  CudaFlashBackend be;
+  const FlashRingChecks r = check_flash_ring(be, c);
+  EXPECT_TRUE(r.out.pass()) << c.what << ": " << r.out.report("out");
+  EXPECT_TRUE(r.lse.pass()) << c.what << ": " << r.lse.report("lse");
+  EXPECT_TRUE(r.lse.got.within(kTolF32.rel_to_max)) << c.what << ": " << r.lse.got.report("lse");
+  EXPECT_TRUE(r.dq.pass()) << c.what << ": " << r.dq.report("dq");
+  EXPECT_TRUE(r.dk.pass()) << c.what << ": " << r.dk.report("dk");
+  EXPECT_TRUE(r.dv.pass()) << c.what << ": " << r.dv.report("dv");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlashRingCuda, ::testing::Range(0, static_cast<int>(flash_ring_cases().size())));
 
 }  // namespace
 }  // namespace dcp::attn

@@ -6,6 +6,7 @@
 
 #include "attn/flash/flash_common.h"
 #include "attn/flash_emu.h"
+#include "attn/flash_ring.h"
 #include "attn/tolerances.h"
 #include "flash_cases.h"
 
@@ -51,6 +52,25 @@ TEST_P(FlashBwdEmulated, MeetsTheRuleAgainstFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashBwdEmulated,
                          ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
+
+// Ring CP with the emulated kernels per step, the ranks of a group as virtual ranks: the
+// un-sharded result of every rank meets the rule against the float64 reference of the whole
+// batch (as CP = 1 does above).
+class FlashRingEmulated : public ::testing::TestWithParam<int> {};
+
+TEST_P(FlashRingEmulated, MatchesTheWholeBatch) {
+  const FlashRingCase c = flash_ring_cases()[GetParam()];
+  HostFlashBackend be;
+  const FlashRingChecks r = check_flash_ring(be, c);
+  EXPECT_TRUE(r.out.pass()) << c.what << ": " << r.out.report("out");
+  EXPECT_TRUE(r.lse.pass()) << c.what << ": " << r.lse.report("lse");
+  EXPECT_TRUE(r.lse.got.within(kTolF32.rel_to_max)) << c.what << ": " << r.lse.got.report("lse");
+  EXPECT_TRUE(r.dq.pass()) << c.what << ": " << r.dq.report("dq");
+  EXPECT_TRUE(r.dk.pass()) << c.what << ": " << r.dk.report("dk");
+  EXPECT_TRUE(r.dv.pass()) << c.what << ": " << r.dv.report("dv");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlashRingEmulated, ::testing::Range(0, static_cast<int>(flash_ring_cases().size())));
 
 // The rule is not vacuous for this kernel: the base-2 factor applied twice to the softmax scale
 // (scale x log2 e), or a causal mask on a non-causal problem, fails it.
