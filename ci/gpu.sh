@@ -5,7 +5,11 @@
 #   2. runs the gpu-labelled tests (CUDA attention kernel vs the float64 reference; the NCCL
 #      communicator under mpirun) with DCP_REQUIRE_GPU=1, so a test that would skip for lack of a
 #      device fails instead of passing silently;
-#   3. runs the cpu and mpi tests of the same build.
+#   3. runs the cpu and mpi tests of the same build;
+#   4. benchmarks the attention kernels (bench_attn_cuda: our forward and backward beside a cuBLAS
+#      GEMM of the same FLOPs) and, with the python3 on PATH that has PyTorch (DCP_TORCH_PYTHON to
+#      choose another), PyTorch's FlashAttention-2 and cuDNN on the same cases; writes
+#      results/bench/attn_h100.json and results/bench/attn_h100.png (issue 9).
 # This machine class (CI, developers) has no GPU: the gpu tests there skip with "no CUDA device".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +29,12 @@ echo "== gpu tests (a skip is a failure here) =="
 (cd build-gpu && DCP_REQUIRE_GPU=1 ctest --output-on-failure -L gpu)
 echo "== cpu and mpi tests =="
 (cd build-gpu && ctest --output-on-failure -j 2 -L "cpu|mpi")
-echo "ci/gpu.sh: all GPU, CPU and MPI tests passed"
+echo "== attention benchmark: ours, cuBLAS ceiling, PyTorch FlashAttention-2 and cuDNN =="
+mkdir -p results/bench
+build-gpu/impl/attn/bench_attn_cuda --dump-cases=build-gpu/attn_cases.json
+build-gpu/impl/attn/bench_attn_cuda --benchmark_out=build-gpu/bench_attn_cuda.json --benchmark_out_format=json
+"${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --cases build-gpu/attn_cases.json \
+  --bench build-gpu/bench_attn_cuda.json --out results/bench/attn_h100.json
+/usr/bin/python3 harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
+  --chart results/bench/attn_h100.png
+echo "ci/gpu.sh: all GPU, CPU and MPI tests passed; attention benchmark in results/bench/attn_h100.{json,png}"

@@ -1,0 +1,69 @@
+"""The CUDA attention benchmark's report script (harness/python/bench/attn_peers.py) on a
+synthetic benchmark JSON, without PyTorch (--no-peers): what it reads, the ratios it derives, the
+reasons it records, the chart, and bad input (exit 2, nothing written). Its PyTorch timing runs
+only on the GPU machine (ci/gpu.sh)."""
+import importlib.util
+import json
+import os
+
+SOURCE = os.environ.get("DCP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+spec = importlib.util.spec_from_file_location(
+    "attn_peers", os.path.join(SOURCE, "harness", "python", "bench", "attn_peers.py"))
+attn_peers = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(attn_peers)
+
+CASES = [
+    {"name": "dense L=512 d=128 causal", "lengths": [512] * 32, "heads": 16, "head_dim": 128, "causal": True,
+     "flops_fwd": 1.0e12, "flops_bwd": 2.5e12},
+    {"name": "varlen go.txt d=128 causal", "lengths": [9000, 7384], "heads": 16, "head_dim": 128, "causal": True,
+     "flops_fwd": 2.0e12, "flops_bwd": 5.0e12},
+]
+
+
+def bench_json(path):
+    rows = []
+    for kind, tf in (("attn", 300.0), ("cublas", 600.0)):
+        for direction, scale in (("fwd", 1.0), ("bwd", 0.8)):
+            for c in CASES:
+                rows.append({"name": f"{kind}_{direction}/{c['name']}/manual_time", "run_type": "iteration",
+                             "TFLOPS": tf * scale, "real_time": 1.0})
+    rows.append({"name": "attn_fwd/x/manual_time_mean", "run_type": "aggregate", "TFLOPS": 1.0})
+    with open(path, "w") as f:
+        json.dump({"context": {"gpu": "NVIDIA H100 80GB HBM3", "git_sha": "abc"}, "benchmarks": rows}, f)
+
+
+def test_report_without_peers(tmp_path):
+    cases, bench, out, png = (tmp_path / n for n in ("cases.json", "bench.json", "out.json", "out.png"))
+    cases.write_text(json.dumps(CASES))
+    bench_json(bench)
+    assert attn_peers.main(["--cases", str(cases), "--bench", str(bench), "--out", str(out), "--chart", str(png),
+                            "--no-peers"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "dcpbench.attn_bench.v1"
+    assert doc["source"] == "measured:NVIDIA H100 80GB HBM3"
+    assert len(doc["rows"]) == 4
+    by = {(r["case"], r["direction"]): r for r in doc["rows"]}
+    r = by[("varlen go.txt d=128 causal", "bwd")]
+    assert r["ours_tflops"] == 240.0 and r["cublas_tflops"] == 480.0
+    assert abs(r["ours_over_cublas"] - 0.5) < 1e-12
+    assert r["fa2_tflops"] is None and r["ours_over_fa2"] is None and r["fa2_note"] == "--no-peers"
+    assert r["tokens"] == 16384 and r["sequences"] == 2
+    assert png.stat().st_size > 0
+
+
+def test_redraw_from_the_json(tmp_path):
+    cases, bench, out, png = (tmp_path / n for n in ("cases.json", "bench.json", "out.json", "re.png"))
+    cases.write_text(json.dumps(CASES))
+    bench_json(bench)
+    assert attn_peers.main(["--cases", str(cases), "--bench", str(bench), "--out", str(out), "--no-peers"]) == 0
+    assert attn_peers.main(["--redraw", str(out), "--chart", str(png)]) == 0
+    assert png.stat().st_size > 0
+    assert attn_peers.main(["--redraw", str(out)]) == 2
+
+
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out.json"
+    assert attn_peers.main(["--cases", str(tmp_path / "missing.json"), "--bench", str(tmp_path / "b.json"),
+                            "--out", str(out), "--no-peers"]) == 2
+    assert not out.exists()
+    assert "missing.json" in capsys.readouterr().err
