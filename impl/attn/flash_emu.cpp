@@ -92,6 +92,7 @@ struct Emu {
     float shfl[2][32];
     float a[2][16][16];
     float b[2][16][8];
+    const uint16_t* rows[2][32];
   };
   std::array<Scratch, kWarps> scratch{};
   Emu() {
@@ -114,6 +115,23 @@ struct HostCtx {
     parity ^= 1;
     return r;
   }
+  // ldmatrix x4 (flash_common.h): lane l addresses row l % 8 of matrix l / 8.
+  void ldsm(uint32_t (&r)[4], const uint16_t* p, bool trans) {
+    const int w = t / 32, lane = t % 32;
+    auto& s = emu->scratch[w];
+    s.rows[parity][lane] = p;
+    emu->warp[w]->arrive_and_wait();
+    for (int j = 0; j < 4; ++j) {
+      const uint16_t* const* m = &s.rows[parity][8 * j];
+      if (!trans)
+        r[j] = flash::pack2(m[lane / 4][2 * (lane % 4)], m[lane / 4][2 * (lane % 4) + 1]);
+      else
+        r[j] = flash::pack2(m[2 * (lane % 4)][lane / 4], m[2 * (lane % 4) + 1][lane / 4]);
+    }
+    parity ^= 1;
+  }
+  void ldsm_x4(uint32_t (&r)[4], const uint16_t* p) { ldsm(r, p, false); }
+  void ldsm_x4_t(uint32_t (&r)[4], const uint16_t* p) { ldsm(r, p, true); }
   void atomic_add(float* p, float v) const { std::atomic_ref<float>(*p).fetch_add(v); }
   // D = A B + D for one m16n8k16 tile: each lane deposits its fragment elements at the matrix
   // positions the PTX layout assigns them, then computes its own D elements.

@@ -1,5 +1,6 @@
 // The device side of the Ctx the shared CTA bodies (flash/flash_{fwd,bwd}_block.h) are written
-// against: thread index, __syncthreads, warp shuffle, fp32 atomic add and the warp-level MMA
+// against: thread index, __syncthreads, warp shuffle, ldmatrix x4 (plain and .trans), fp32
+// atomic add and the warp-level MMA
 // m16n8k16 (PTX mma.sync.aligned, bf16 or fp16 inputs, fp32 accumulators; sm_80 and later).
 // The host emulator's Ctx (flash_emu.cpp) has the same members.
 #pragma once
@@ -12,6 +13,18 @@ struct DeviceCtx {
   __device__ __forceinline__ int tid() const { return static_cast<int>(threadIdx.x); }
   __device__ __forceinline__ void sync() const { __syncthreads(); }
   __device__ __forceinline__ float shfl_xor(float v, int mask) const { return __shfl_xor_sync(0xffffffffu, v, mask); }
+  __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint16_t* p) const {
+    const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
+  __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const uint16_t* p) const {
+    const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
   __device__ __forceinline__ void atomic_add(float* p, float v) const { atomicAdd(p, v); }
   template <class E>
   __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) const {

@@ -18,8 +18,8 @@
 //      fp32 registers), padding key rows 0.
 //   3. dq: dq = dq_accum in the element type (dq_accum already carries the softmax scale).
 // The mask is the forward's (flash_params.h): key j of query i iff i < len_q, j < len_k and,
-// causal, j <= i + len_k - len_q. Correctness first, as the forward: element-wise fragment
-// loads, no pipelining (the device session's tuning, issue 9).
+// causal, j <= i + len_k - len_q. Fragments by ldmatrix as in the forward (the transposed loads
+// for the k-major operands), no pipelining yet (the device session's tuning, issue 9).
 #pragma once
 
 #include "attn/flash/flash_common.h"
@@ -177,14 +177,15 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
         for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
       DCP_UNROLL
       for (int kk = 0; kk < D / 16; ++kk) {
-        const uint16_t* ka = sK + r_lo * kStride + kk * 16 + 2 * t;
-        const uint32_t a[4] = {pack2(ka[0], ka[1]), pack2(ka[8 * kStride], ka[8 * kStride + 1]), pack2(ka[8], ka[9]),
-                               pack2(ka[8 * kStride + 8], ka[8 * kStride + 9])};
+        uint32_t a[4];
+        c.ldsm_x4(a, sK + (warp * 16 + ldsm_a_row(lane)) * kStride + kk * 16 + ldsm_a_col(lane));
         DCP_UNROLL
-        for (int nt = 0; nt < kBlockM / 8; ++nt) {
-          const uint16_t* qb = sQ + (nt * 8 + g) * kStride + kk * 16 + 2 * t;  // B[k][n] = Q[n][k]
-          const uint32_t bf[2] = {pack2(qb[0], qb[1]), pack2(qb[8], qb[9])};
-          c.template mma<E>(s[nt], a, bf);
+        for (int nt = 0; nt < kBlockM / 8; nt += 2) {  // B[k][n] = Q[n][k]
+          uint32_t qb[4];
+          c.ldsm_x4(qb, sQ + (nt * 8 + ldsm_b_row(lane)) * kStride + kk * 16 + ldsm_b_col(lane));
+          const uint32_t b0[2] = {qb[0], qb[1]}, b1[2] = {qb[2], qb[3]};
+          c.template mma<E>(s[nt], a, b0);
+          c.template mma<E>(s[nt + 1], a, b1);
         }
       }
       // P^T (masked to 0), as A fragments for dV += P^T dO.
@@ -207,10 +208,12 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
       DCP_UNROLL
       for (int kk = 0; kk < kBlockM / 16; ++kk)
         DCP_UNROLL
-        for (int nt = 0; nt < D / 8; ++nt) {
-          const uint16_t* ob = sdO + (kk * 16 + 2 * t) * kStride + nt * 8 + g;  // B[k][n] = dO[k][n]
-          const uint32_t bf[2] = {pack2(ob[0], ob[kStride]), pack2(ob[8 * kStride], ob[9 * kStride])};
-          c.template mma<E>(dv[nt], pa[kk], bf);
+        for (int nt = 0; nt < D / 8; nt += 2) {  // B[k][n] = dO[k][n]
+          uint32_t ob[4];
+          c.ldsm_x4_t(ob, sdO + (kk * 16 + ldsm_a_row(lane)) * kStride + nt * 8 + ldsm_a_col(lane));
+          const uint32_t b0[2] = {ob[0], ob[1]}, b1[2] = {ob[2], ob[3]};
+          c.template mma<E>(dv[nt], pa[kk], b0);
+          c.template mma<E>(dv[nt + 1], pa[kk], b1);
         }
 
       // dP^T = V_w dO^T; dS^T = P^T (dP^T - delta).
@@ -221,14 +224,15 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
         for (int e = 0; e < 4; ++e) dp[nt][e] = 0.f;
       DCP_UNROLL
       for (int kk = 0; kk < D / 16; ++kk) {
-        const uint16_t* va = sV + r_lo * kStride + kk * 16 + 2 * t;
-        const uint32_t a[4] = {pack2(va[0], va[1]), pack2(va[8 * kStride], va[8 * kStride + 1]), pack2(va[8], va[9]),
-                               pack2(va[8 * kStride + 8], va[8 * kStride + 9])};
+        uint32_t a[4];
+        c.ldsm_x4(a, sV + (warp * 16 + ldsm_a_row(lane)) * kStride + kk * 16 + ldsm_a_col(lane));
         DCP_UNROLL
-        for (int nt = 0; nt < kBlockM / 8; ++nt) {
-          const uint16_t* ob = sdO + (nt * 8 + g) * kStride + kk * 16 + 2 * t;  // B[k][n] = dO[n][k]
-          const uint32_t bf[2] = {pack2(ob[0], ob[1]), pack2(ob[8], ob[9])};
-          c.template mma<E>(dp[nt], a, bf);
+        for (int nt = 0; nt < kBlockM / 8; nt += 2) {  // B[k][n] = dO[n][k]
+          uint32_t ob[4];
+          c.ldsm_x4(ob, sdO + (nt * 8 + ldsm_b_row(lane)) * kStride + kk * 16 + ldsm_b_col(lane));
+          const uint32_t b0[2] = {ob[0], ob[1]}, b1[2] = {ob[2], ob[3]};
+          c.template mma<E>(dp[nt], a, b0);
+          c.template mma<E>(dp[nt + 1], a, b1);
         }
       }
       uint32_t da[kBlockM / 16][4];
@@ -248,10 +252,12 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
       DCP_UNROLL
       for (int kk = 0; kk < kBlockM / 16; ++kk)
         DCP_UNROLL
-        for (int nt = 0; nt < D / 8; ++nt) {
-          const uint16_t* qb = sQ + (kk * 16 + 2 * t) * kStride + nt * 8 + g;  // B[k][n] = Q[k][n]
-          const uint32_t bf[2] = {pack2(qb[0], qb[kStride]), pack2(qb[8 * kStride], qb[9 * kStride])};
-          c.template mma<E>(dk[nt], da[kk], bf);
+        for (int nt = 0; nt < D / 8; nt += 2) {  // B[k][n] = Q[k][n]
+          uint32_t qb[4];
+          c.ldsm_x4_t(qb, sQ + (kk * 16 + ldsm_a_row(lane)) * kStride + nt * 8 + ldsm_a_col(lane));
+          const uint32_t b0[2] = {qb[0], qb[1]}, b1[2] = {qb[2], qb[3]};
+          c.template mma<E>(dk[nt], da[kk], b0);
+          c.template mma<E>(dk[nt + 1], da[kk], b1);
         }
       c.sync();  // dS^T complete
 
@@ -264,15 +270,15 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
       const int q_lo = warp * 16 + g;  // the warp's query rows in the block
       DCP_UNROLL
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        // A[q][key] = dS[q][key] = sdS[key][q]
-        const uint16_t* sa = sdS + (kk * 16 + 2 * t) * kDst + q_lo;
-        const uint32_t a[4] = {pack2(sa[0], sa[kDst]), pack2(sa[8], sa[kDst + 8]), pack2(sa[8 * kDst], sa[9 * kDst]),
-                               pack2(sa[8 * kDst + 8], sa[9 * kDst + 8])};
+        uint32_t a[4];  // A[q][key] = dS[q][key] = sdS[key][q]: a transposed load
+        c.ldsm_x4_t(a, sdS + (kk * 16 + ldsm_b_row(lane)) * kDst + warp * 16 + ldsm_b_col(lane));
         DCP_UNROLL
-        for (int nt = 0; nt < D / 8; ++nt) {
-          const uint16_t* kb = sK + (kk * 16 + 2 * t) * kStride + nt * 8 + g;  // B[k][n] = K[k][n]
-          const uint32_t bf[2] = {pack2(kb[0], kb[kStride]), pack2(kb[8 * kStride], kb[9 * kStride])};
-          c.template mma<E>(dq[nt], a, bf);
+        for (int nt = 0; nt < D / 8; nt += 2) {  // B[k][n] = K[k][n]
+          uint32_t kb[4];
+          c.ldsm_x4_t(kb, sK + (kk * 16 + ldsm_a_row(lane)) * kStride + nt * 8 + ldsm_a_col(lane));
+          const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+          c.template mma<E>(dq[nt], a, b0);
+          c.template mma<E>(dq[nt + 1], a, b1);
         }
       }
       DCP_UNROLL

@@ -54,6 +54,24 @@ DCP_HD constexpr int frag_b_n(int lane, int) { return lane / 4; }
 DCP_HD constexpr int frag_c_row(int lane, int e) { return lane / 4 + 8 * (e >> 1); }
 DCP_HD constexpr int frag_c_col(int lane, int e) { return 2 * (lane % 4) + (e & 1); }
 
+// --- ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (PTX ISA "Warp-level matrix load
+// instruction: ldmatrix") ---
+// Four 8x8 matrices of 16-bit elements; lanes 8j .. 8j+7 give the addresses of matrix j's rows
+// 0..7 (16-byte aligned). Lane i receives in register j the elements (row i/4, cols 2(i%4),
+// 2(i%4)+1) of matrix j, or with .trans those of the transposed matrix: (rows 2(i%4), 2(i%4)+1
+// of col i/4). Which row a lane addresses for the operands here (tile row, tile col offsets):
+//   "A" pattern: row (lane % 8) + 8 ((lane / 8) % 2), col 8 (lane / 16): a 16 x 16 A tile
+//       (registers a0a1, a2a3, a4a5, a6a7), or with .trans the B fragments of two n-tiles from a
+//       k-major tile (rows = k, cols = n: V in O = P V);
+//   "B" pattern: row (lane % 8) + 8 (lane / 16), col 8 ((lane / 8) % 2): the B fragments of two
+//       n-tiles from an n-major tile (rows = n, cols = k: K in S = Q K^T; registers b0b1 of tile 0,
+//       b0b1 of tile 1), or with .trans an A tile stored k-major (rows = k, cols = m: dS^T in
+//       dQ = dS K).
+DCP_HD constexpr int ldsm_a_row(int lane) { return lane % 8 + 8 * ((lane / 8) % 2); }
+DCP_HD constexpr int ldsm_a_col(int lane) { return 8 * (lane / 16); }
+DCP_HD constexpr int ldsm_b_row(int lane) { return lane % 8 + 8 * (lane / 16); }
+DCP_HD constexpr int ldsm_b_col(int lane) { return 8 * ((lane / 8) % 2); }
+
 // --- 16-bit element types: bits in uint16_t, conversions round to nearest even ---
 DCP_HD uint32_t float_bits(float f) {
 #if defined(__CUDA_ARCH__)

@@ -15,9 +15,9 @@
 // Key blocks a causal block cannot see are skipped (n_max below). Rows beyond len_q inside the
 // sequence's padded extent are written as padding. The whole CTA returns early only when its
 // rows start past the padded extent (uniform over the CTA: no warp collective is left waiting).
-// Correctness first: fragments are loaded from shared memory element by element (no ldmatrix,
-// no cp.async, no pipelining of the K/V loads with the MMAs); those are the device session's
-// tuning steps, measured against FlashAttention-2 (issue 9).
+// Fragments come from shared memory by ldmatrix (flash_common.h); the K/V loads are not yet
+// pipelined with the MMAs (cp.async double buffering and larger tiles are the device session's
+// tuning steps, measured against FlashAttention-2, issue 9).
 #pragma once
 
 #include "attn/flash/flash_common.h"
@@ -105,17 +105,15 @@ DCP_HD void flash_fwd_block(Ctx& c, const FwdParams& p, int m_block, int h, int 
       for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
     DCP_UNROLL
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint16_t* qa = sQ + r_lo * kStride + kk * 16 + 2 * t;
       uint32_t a[4];
-      a[0] = pack2(qa[0], qa[1]);
-      a[1] = pack2(qa[8 * kStride], qa[8 * kStride + 1]);
-      a[2] = pack2(qa[8], qa[9]);
-      a[3] = pack2(qa[8 * kStride + 8], qa[8 * kStride + 9]);
+      c.ldsm_x4(a, sQ + (warp * 16 + ldsm_a_row(lane)) * kStride + kk * 16 + ldsm_a_col(lane));
       DCP_UNROLL
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        const uint16_t* kb = sK + (nt * 8 + g) * kStride + kk * 16 + 2 * t;  // B[k][n] = K[n][k]
-        const uint32_t bfrag[2] = {pack2(kb[0], kb[1]), pack2(kb[8], kb[9])};
-        c.template mma<E>(s[nt], a, bfrag);
+      for (int nt = 0; nt < kBlockN / 8; nt += 2) {  // B[k][n] = K[n][k], two key tiles per load
+        uint32_t kb[4];
+        c.ldsm_x4(kb, sK + (nt * 8 + ldsm_b_row(lane)) * kStride + kk * 16 + ldsm_b_col(lane));
+        const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+        c.template mma<E>(s[nt], a, b0);
+        c.template mma<E>(s[nt + 1], a, b1);
       }
     }
 
@@ -166,10 +164,12 @@ DCP_HD void flash_fwd_block(Ctx& c, const FwdParams& p, int m_block, int h, int 
     DCP_UNROLL
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       DCP_UNROLL
-      for (int nt = 0; nt < D / 8; ++nt) {
-        const uint16_t* vb = sV + (kk * 16 + 2 * t) * kStride + nt * 8 + g;  // B[k][n] = V[k][n]
-        const uint32_t bfrag[2] = {pack2(vb[0], vb[kStride]), pack2(vb[8 * kStride], vb[9 * kStride])};
-        c.template mma<E>(acc[nt], pa[kk], bfrag);
+      for (int nt = 0; nt < D / 8; nt += 2) {  // B[k][n] = V[k][n], two column tiles per load
+        uint32_t vb[4];
+        c.ldsm_x4_t(vb, sV + (kk * 16 + ldsm_a_row(lane)) * kStride + nt * 8 + ldsm_a_col(lane));
+        const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+        c.template mma<E>(acc[nt], pa[kk], b0);
+        c.template mma<E>(acc[nt + 1], pa[kk], b1);
       }
     }
   }
