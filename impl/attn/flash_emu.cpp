@@ -132,6 +132,12 @@ struct HostCtx {
   }
   void ldsm_x4(uint32_t (&r)[4], const uint16_t* p) { ldsm(r, p, false); }
   void ldsm_x4_t(uint32_t (&r)[4], const uint16_t* p) { ldsm(r, p, true); }
+  // cp.async: the copy happens at once (the kernel's waits and barriers are then no-ops here;
+  // that they are placed right is argued in flash_fwd_block.h, not tested by the emulator).
+  void cp_async16(uint16_t* dst, const uint16_t* src, bool valid) const { flash::copy8(dst, valid ? src : nullptr); }
+  void cp_async_commit() const {}
+  void cp_async_wait_one() const {}
+  void cp_async_wait_all() const {}
   void atomic_add(float* p, float v) const { std::atomic_ref<float>(*p).fetch_add(v); }
   // D = A B + D for one m16n8k16 tile: each lane deposits its fragment elements at the matrix
   // positions the PTX layout assigns them, then computes its own D elements.

@@ -1,6 +1,6 @@
 // The device side of the Ctx the shared CTA bodies (flash/flash_{fwd,bwd}_block.h) are written
-// against: thread index, __syncthreads, warp shuffle, ldmatrix x4 (plain and .trans), fp32
-// atomic add and the warp-level MMA
+// against: thread index, __syncthreads, warp shuffle, ldmatrix x4 (plain and .trans), cp.async
+// with its groups, fp32 atomic add and the warp-level MMA
 // m16n8k16 (PTX mma.sync.aligned, bf16 or fp16 inputs, fp32 accumulators; sm_80 and later).
 // The host emulator's Ctx (flash_emu.cpp) has the same members.
 #pragma once
@@ -25,6 +25,15 @@ struct DeviceCtx {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
   }
+  // 16 bytes global -> shared, asynchronous (cp.async.cg, sm_80+); valid = false zero-fills
+  // (src-size 0: nothing is read, src must still be a global address).
+  __device__ __forceinline__ void cp_async16(uint16_t* dst, const uint16_t* src, bool valid) const {
+    const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+  }
+  __device__ __forceinline__ void cp_async_commit() const { asm volatile("cp.async.commit_group;\n" ::); }
+  __device__ __forceinline__ void cp_async_wait_one() const { asm volatile("cp.async.wait_group 1;\n" ::); }
+  __device__ __forceinline__ void cp_async_wait_all() const { asm volatile("cp.async.wait_group 0;\n" ::); }
   __device__ __forceinline__ void atomic_add(float* p, float v) const { atomicAdd(p, v); }
   template <class E>
   __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) const {

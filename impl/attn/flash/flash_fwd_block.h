@@ -5,7 +5,7 @@
 // masking, fragment indexing and online softmax against the float64 reference.
 //
 // Algorithm (FlashAttention-2, Dao 2023, Algorithm 1 with the forward's warp split):
-//   Q tile -> shared memory once; for each key block n: K, V tiles -> shared memory;
+//   Q tile -> shared memory once; for each key block n: K, V tiles -> shared memory (prefetched);
 //   each warp: S = Q_w K^T (16 x kBlockN, mma m16n8k16, fp32 accumulators), scaled to base-2
 //   exponent units (scale * log2 e) and masked to -inf; running row max m (quad shuffles: a row
 //   lives in the 4 lanes of a group), P = exp2(S - m), thread-partial row sums l, O *= exp2(m_old
@@ -15,9 +15,10 @@
 // Key blocks a causal block cannot see are skipped (n_max below). Rows beyond len_q inside the
 // sequence's padded extent are written as padding. The whole CTA returns early only when its
 // rows start past the padded extent (uniform over the CTA: no warp collective is left waiting).
-// Fragments come from shared memory by ldmatrix (flash_common.h); the K/V loads are not yet
-// pipelined with the MMAs (cp.async double buffering and larger tiles are the device session's
-// tuning steps, measured against FlashAttention-2, issue 9).
+// Fragments come from shared memory by ldmatrix (flash_common.h); global -> shared copies are
+// cp.async, the next K, V block in flight while the current one computes (two stages). Larger
+// tiles and warp specialisation are the device session's tuning, measured against
+// FlashAttention-2 (issue 9).
 #pragma once
 
 #include "attn/flash/flash_common.h"
@@ -25,8 +26,8 @@
 
 namespace dcp::attn::flash {
 
-// Shared memory of one CTA in elements: Q, K and V tiles with padded rows.
-DCP_HD constexpr int fwd_smem_elems(int head_dim) { return (kBlockM + 2 * kBlockN) * smem_stride(head_dim); }
+// Shared memory of one CTA in elements: the Q tile and two stages of K and V tiles, padded rows.
+DCP_HD constexpr int fwd_smem_elems(int head_dim) { return (kBlockM + 4 * kBlockN) * smem_stride(head_dim); }
 
 // Number of key blocks query rows [row0, row_end) of a sequence attend (0 if none).
 DCP_HD int fwd_key_blocks(int row0, int row_end, int len_q, int len_k, bool causal) {
@@ -62,19 +63,34 @@ DCP_HD void flash_fwd_block(Ctx& c, const FwdParams& p, int m_block, int h, int 
   const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
 
   uint16_t* sQ = smem;
-  uint16_t* sK = sQ + kBlockM * kStride;
-  uint16_t* sV = sK + kBlockN * kStride;
+  uint16_t* const sKV = sQ + kBlockM * kStride;  // stage s: K at sKV + 2 s kBlockN kStride, V after it
 
   const int q_end = row0 + kBlockM < len_q ? row0 + kBlockM : len_q;  // real rows of this block
   const int n_max = fwd_key_blocks(row0, q_end, len_q, len_k, p.causal);
 
-  // Q tile (rows past len_q as zeros).
+  // Asynchronous copies (cp.async; rows past the real length zero-filled): the Q tile and the
+  // first K, V block in one group, then block n + 1 into the other stage while block n computes.
   for (int idx = tid; idx < kBlockM * (D / 8); idx += kThreads) {
     const int r = idx / (D / 8);
     const int col = (idx % (D / 8)) * 8;
     const int i = row0 + r;
-    copy8(sQ + r * kStride + col, i < len_q ? p.q + (q0 + i) * q_row + static_cast<int64_t>(h) * D + col : nullptr);
+    c.cp_async16(sQ + r * kStride + col, p.q + (q0 + (i < len_q ? i : 0)) * q_row + static_cast<int64_t>(h) * D + col,
+                 i < len_q);
   }
+  const auto load_kv = [&](int n) {
+    uint16_t* sk = sKV + (n % 2) * 2 * kBlockN * kStride;
+    uint16_t* sv = sk + kBlockN * kStride;
+    for (int idx = tid; idx < kBlockN * (D / 8); idx += kThreads) {
+      const int r = idx / (D / 8);
+      const int col = (idx % (D / 8)) * 8;
+      const int j = n * kBlockN + r;
+      const int64_t off = (k0 + (j < len_k ? j : 0)) * kv_row + static_cast<int64_t>(hk) * D + col;
+      c.cp_async16(sk + r * kStride + col, p.k + off, j < len_k);
+      c.cp_async16(sv + r * kStride + col, p.v + off, j < len_k);
+    }
+  };
+  if (n_max > 0) load_kv(0);
+  c.cp_async_commit();
 
   float acc[D / 8][4];
   DCP_UNROLL
@@ -86,17 +102,17 @@ DCP_HD void flash_fwd_block(Ctx& c, const FwdParams& p, int m_block, int h, int 
   const int i_row[2] = {row0 + r_lo, row0 + r_lo + 8};
 
   for (int n = 0; n < n_max; ++n) {
-    c.sync();  // the previous block's K, V are no longer read
-    const int key0 = n * kBlockN;
-    for (int idx = tid; idx < kBlockN * (D / 8); idx += kThreads) {
-      const int r = idx / (D / 8);
-      const int col = (idx % (D / 8)) * 8;
-      const int j = key0 + r;
-      const int64_t off = (k0 + j) * kv_row + static_cast<int64_t>(hk) * D + col;
-      copy8(sK + r * kStride + col, j < len_k ? p.k + off : nullptr);
-      copy8(sV + r * kStride + col, j < len_k ? p.v + off : nullptr);
+    if (n + 1 < n_max) {  // prefetch: the other stage was last read before the previous sync
+      load_kv(n + 1);
+      c.cp_async_commit();
+      c.cp_async_wait_one();  // every group but the newest (this thread's copies of block n)
+    } else {
+      c.cp_async_wait_all();
     }
-    c.sync();
+    c.sync();  // every thread's copies of block n visible
+    const int key0 = n * kBlockN;
+    const uint16_t* sK = sKV + (n % 2) * 2 * kBlockN * kStride;
+    const uint16_t* sV = sK + kBlockN * kStride;
 
     // S = Q_w K^T: kBlockN / 8 tiles of 16 x 8.
     float s[kBlockN / 8][4];
@@ -172,7 +188,9 @@ DCP_HD void flash_fwd_block(Ctx& c, const FwdParams& p, int m_block, int h, int 
         c.template mma<E>(acc[nt + 1], pa[kk], b1);
       }
     }
+    c.sync();  // block n's stage is free for the prefetch of block n + 2
   }
+  if (n_max == 0) c.cp_async_wait_all();
 
   // Normalize and write the rows of this lane: out (row, cols nt*8 + 2t, +1), lse by t == 0.
   DCP_UNROLL
