@@ -16,5 +16,6 @@ void add_converge_command(CLI::App& app, int& exit_code);  // cmd_converge.cpp
 void add_conform_command(CLI::App& app, int& exit_code);  // cmd_conform.cpp
 void add_check_command(CLI::App& app, int& exit_code);    // cmd_check.cpp
 void add_evaluate_command(CLI::App& app, int& exit_code);  // cmd_evaluate.cpp
+void add_share_command(CLI::App& app, int& exit_code);     // cmd_share.cpp
 
 }  // namespace dcp::harness

@@ -342,6 +342,35 @@ plan::Batch batch_for(const PreparedScenario& p, const data::SampledBatch& sb, b
 
 }  // namespace
 
+void sample_batches(PreparedScenario& p, int first_step) {
+  const Scenario& s = *p.scenario;
+  p.batches.clear();
+  for (int step = first_step; step < first_step + p.steps; ++step)
+    p.batches.push_back(at_key(s, "dataset", json(dataset_label(s.dataset)),
+                               [&] { return data::sample_global_batch(p.source, p.sampler, step); }));
+}
+
+plan::PlanRequest plan_request_of(const PreparedScenario& p, const cost::CostModel& cm, const std::string& strategy,
+                                  const plan::PlanConfig& config, int step, double time_budget_ms,
+                                  const plan::PlannerRegistry& registry) {
+  const Scenario& s = *p.scenario;
+  DCP_CHECK(step >= 0 && static_cast<size_t>(step) < p.batches.size(), "plan_request_of: step ", step, " of ",
+            p.batches.size(), " sampled batches");
+  const data::SampledBatch& sb = p.batches[static_cast<size_t>(step)];
+  const bool dynamic = registry.make(strategy)->dynamic();
+  // Planners that use a cost model (dcp, nvidia-prototype) get this setting's time model and
+  // simulator, over the batch they plan (padded for dynamic planners), as the row simulates it.
+  // The callbacks refer to cm and to sb's lengths (in p), which must outlive the planner.
+  auto batch = std::make_shared<const plan::Batch>(batch_for(p, sb, dynamic));
+  plan::PlannerOptions planner_options = planner_options_of(cm, batch, sb.real_lengths, config.max_seqlen_per_rank);
+  planner_options.time_budget_ms = time_budget_ms;
+  std::shared_ptr<const plan::Planner> planner = registry.make(strategy, planner_options);
+  if (config.dp > 0 && s.training.global_batch % config.dp != 0)
+    throw InputError("global_batch " + std::to_string(s.training.global_batch) + " is not a multiple of dp=" +
+                     std::to_string(config.dp));
+  return plan::PlanRequest{*batch, config, std::move(planner)};
+}
+
 std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostModel& base_cm, const std::string& strategy,
                                     const Setting& setting, const std::string& setting_label, const RunOptions& options,
                                     const plan::PlannerRegistry& registry) {
@@ -350,8 +379,6 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
   const cost::CostModel cm = cost_model_at(base_cm, setting);
   const std::string source = cost::source_label(cm);
   std::vector<ResultRow> rows;
-  // Known: strategies_of checked the name. Asked once here, not per step on the planning thread.
-  const bool dynamic = registry.make(strategy)->dynamic();
   // Step i+1 is planned on a background thread while step i is simulated here (README "Async
   // planning"); the source runs on that thread and reads only the immutable prepared batches.
   // An InputError of a step (dp not dividing the batch, a sample that cannot be placed; an unknown
@@ -360,18 +387,8 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
   plan::AsyncPlanner planner_of_steps(
       [&](int64_t step) -> std::optional<plan::PlanRequest> {
         if (step >= p.steps) return std::nullopt;
-        const data::SampledBatch& sb = p.batches[static_cast<size_t>(step)];
-        // Planners that use a cost model (dcp, nvidia-prototype) get this setting's time model and
-        // simulator, over the batch they plan (padded for dynamic planners), as the row simulates it.
-        // The callbacks refer to cm (declared above, outlives the planner) and to sb's lengths (in p).
-        auto batch = std::make_shared<const plan::Batch>(batch_for(p, sb, dynamic));
-        plan::PlannerOptions planner_options = planner_options_of(cm, batch, sb.real_lengths, config.max_seqlen_per_rank);
-        planner_options.time_budget_ms = options.time_budget_ms;
-        std::shared_ptr<const plan::Planner> planner = registry.make(strategy, planner_options);
-        if (config.dp > 0 && s.training.global_batch % config.dp != 0)
-          throw InputError("global_batch " + std::to_string(s.training.global_batch) + " is not a multiple of dp=" +
-                           std::to_string(config.dp));
-        return plan::PlanRequest{*batch, config, std::move(planner)};
+        // cm (declared above) outlives the planner; the batches live in p.
+        return plan_request_of(p, cm, strategy, config, static_cast<int>(step), options.time_budget_ms, registry);
       },
       options.sync_planning ? plan::PlanningMode::sync : plan::PlanningMode::async);
   double previous_step_s = 0;  // simulated step time of the previous step (0: none, or no figures)
@@ -473,9 +490,7 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
     const Scenario& s = *p.scenario;
     out.scenarios.push_back(scenario_facts(s, p.cm, p.steps));
     const auto t0 = std::chrono::steady_clock::now();
-    for (int step = 0; step < p.steps; ++step)
-      p.batches.push_back(at_key(s, "dataset", json(dataset_label(s.dataset)),
-                                 [&] { return data::sample_global_batch(p.source, p.sampler, step); }));
+    sample_batches(p);
     const size_t first = out.rows.size();
     for (const auto& name : p.strategies) {
       auto rows = run_strategy(p, p.cm, name, published_setting(s), "published", options, registry);

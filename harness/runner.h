@@ -18,6 +18,7 @@
 #include "data/dataset.h"
 #include "harness/results.h"
 #include "harness/scenario.h"
+#include "plan/async_planner.h"
 #include "plan/planner.h"
 
 #include <memory>
@@ -67,6 +68,15 @@ struct PreparedScenario {
 PreparedScenario prepare_scenario(const Scenario& s, const RunOptions& options,
                                   const plan::PlannerRegistry& registry);
 Setting published_setting(const Scenario& s);
+// Draws the scenario's global batches of steps first_step .. first_step + p.steps - 1 into
+// p.batches (each step's batch depends only on its step number).
+void sample_batches(PreparedScenario& p, int first_step = 0);
+// What run_strategy asks the planner for step p.batches[step]: the batch it plans (real lengths, padded to
+// the scenario's dynamic multiple for dynamic planners), the config, and the planner with this
+// cost model's callbacks (which refer to cm and p: they must outlive the request's planner).
+plan::PlanRequest plan_request_of(const PreparedScenario& p, const cost::CostModel& cm, const std::string& strategy,
+                                  const plan::PlanConfig& config, int step, double time_budget_ms,
+                                  const plan::PlannerRegistry& registry);
 // Plan config and cost model of a setting (throws InputError if the setting is impossible).
 plan::PlanConfig plan_config_of(const Scenario& s, const Setting& setting);
 cost::CostModel cost_model_at(const cost::CostModel& base, const Setting& setting);

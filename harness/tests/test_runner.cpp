@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
+#include "sim/simulator.h"
 
 #include <gtest/gtest.h>
 
@@ -90,6 +91,34 @@ TEST(Runner, RowsPerStrategyAndStepWithSharedBatch) {
   EXPECT_EQ(r.rows[0].rank_busy_s.size(), 4u);  // pool = dp 2 x cp 2
   EXPECT_TRUE(r.rows[0].plan.is_array());
   EXPECT_TRUE(r.rows[4].rank_busy_s.empty());   // step 1
+}
+
+// plan_request_of is the request run_strategy plans (so `dcpbench share` sees the plan `run`
+// reports), and sample_batches(p, first) draws a step's batch independently of the others.
+TEST(Runner, PlanRequestOfAStepIsWhatRunPlans) {
+  const auto registry = test_registry();
+  const Scenario s = tiny_scenario();
+  RunOptions opt;
+  opt.strategies = {"packing", "bshd"};
+  const ResultsFile r = run_scenarios({s}, opt, registry);
+  PreparedScenario p = prepare_scenario(s, opt, registry);
+  p.steps = 1;
+  sample_batches(p, 1);  // step 1 alone
+  const Setting setting = published_setting(s);
+  const cost::CostModel cm = cost_model_at(p.cm, setting);
+  for (const std::string strategy : {"packing", "bshd"}) {
+    const plan::PlanRequest req = plan_request_of(p, cm, strategy, plan_config_of(s, setting), 0, 0, registry);
+    const plan::Plan plan = req.planner->plan(req.batch, req.config);
+    const double step_s = sim::simulate_step(plan, req.batch, cm, p.batches[0].real_lengths).step_s;
+    bool found = false;
+    for (const ResultRow& row : r.rows)
+      if (row.strategy == strategy && row.step == 1) {
+        found = true;
+        EXPECT_DOUBLE_EQ(row.step_time_s, step_s) << strategy;
+      }
+    EXPECT_TRUE(found) << strategy;
+  }
+  EXPECT_THROW(plan_request_of(p, cm, "packing", plan_config_of(s, setting), 1, 0, registry), Error);
 }
 
 TEST(Runner, InvalidPlanIsRecordedNotHidden) {

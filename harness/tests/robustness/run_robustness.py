@@ -264,6 +264,14 @@ def main():
         case("file-size/evaluate-dev-zero", ["evaluate", "/dev/zero", "--out", "e.md"], ["larger than the limit of 64 MiB"])
         case("contract/evaluate-focus-absent", ["evaluate", "results.json", "--focus", "nope", "--out", "e.md"],
              ['no rows of strategy "nope"'])
+        case("contract/share-unknown-strategy", ["share", "ok.json", "--strategy", "nope", "--out", "s.json"],
+             ['--strategy "nope" is not one of the strategies of ok.json'])
+        case("contract/share-strategy-not-in-scenario", ["share", "ok.json", "--strategy", "megatron-pr2000",
+                                                         "--out", "s.json"], ['--strategy "megatron-pr2000"'])
+        case("contract/share-rank-outside-pool", ["share", "ok.json", "--strategy", "dcp", "--rank", "4",
+                                                  "--out", "s.json"], ["--rank 4", "pool of 4"])
+        case("contract/share-stage-outside-pp", ["share", "ok.json", "--strategy", "dcp", "--stage", "1",
+                                                 "--out", "s.json"], ["--stage 1", "1 pipeline stages"])
         case("file-size/gate-dev-zero", ["gate", "--baseline", "/dev/zero", "--current", "results.json"], ["64 MiB"])
         # ---- 6. cp-attn work budget -------------------------------------------------------------
         case("budget/cp-attn-16384", ["cp-attn", "--ranks", "1", "--lengths", "16384"], ["6.87e+10 units", "budget"])

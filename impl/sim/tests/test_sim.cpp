@@ -4,6 +4,7 @@
 #include "core/rng.h"
 #include "cost/time_model.h"
 #include "plan/validate.h"
+#include "sim/rank_share.h"
 #include "sim/simulator.h"
 
 #include <gtest/gtest.h>
@@ -610,6 +611,110 @@ TEST(Step, BoundIsOverTheRealLengths) {
   const auto skipped = simulate_step(p, padded, cm, real, Bound::skip);
   EXPECT_EQ(skipped.step_s, r.step_s);
   EXPECT_EQ(skipped.bound_s, 0.0);
+}
+
+}  // namespace
+}  // namespace dcp::sim
+
+// ---- rank_share ---------------------------------------------------------------------------
+
+namespace dcp::sim {
+namespace {
+// A random valid plan on a pool of 8 ranks (groups of 1..8), 8 micro-batches.
+plan::Plan random_pool8_plan(Rng& rng, plan::Batch& batch, int64_t pad_to = 0) {
+  plan::Plan p;
+  p.planner = "random";
+  p.config.dp = 2;
+  p.config.cp = 4;
+  p.config.max_seqlen_per_rank = 16384;
+  p.pad_to = pad_to;
+  for (int mb = 0; mb < 8; ++mb) {
+    plan::MicroBatch m;
+    int rank = 0;
+    while (rank < 8) {
+      int k = 1 << rng.uniform_int(0, 3);
+      while (rank % k != 0 || rank + k > 8) k /= 2;
+      plan::Group g{rank, k, {}};
+      const int n = static_cast<int>(rng.uniform_int(1, 3));
+      for (int i = 0; i < n; ++i) {
+        g.samples.push_back(static_cast<int>(batch.lengths.size()));
+        batch.lengths.push_back(rng.uniform_int(33, 4000 * k / n));
+      }
+      m.groups.push_back(g);
+      rank += k;
+    }
+    p.microbatches.push_back(m);
+  }
+  return p;
+}
+
+// The share of every rank and stage is the simulator's own accounting: its busy time equals
+// StepResult::rank_busy_s (mean over stages), each micro-batch's prediction equals
+// group_stage_times summed over the stage's chunks, and the rows held are the THD padding's.
+TEST(RankShare, IsTheSimulatorsAccountingOfThatRank) {
+  cost::CostModel cm = h100_llama3_8b(32, 4, 4, 2, 4);
+  cm.training.recompute_full = true;
+  Rng rng(23);
+  plan::Batch batch;
+  const plan::Plan p = random_pool8_plan(rng, batch);
+  ASSERT_FALSE(plan::find_violation(p, batch).has_value());
+  const auto r = simulate_step(p, batch, cm);
+  for (int j = 0; j < 8; ++j) {
+    double mean = 0;
+    for (int s = 0; s < 4; ++s) {
+      const RankShare share = rank_share(p, batch, cm, j, s);
+      EXPECT_EQ(share.layers, 8);  // 32 layers over pp 4 (two chunks of 4)
+      EXPECT_EQ(share.last_stage, s == 3);
+      ASSERT_EQ(share.microbatches.size(), 8u);  // every rank runs every micro-batch
+      for (size_t m = 0; m < 8; ++m) {
+        const RankMicrobatch& mb = share.microbatches[m];
+        EXPECT_EQ(mb.microbatch, static_cast<int>(m));
+        EXPECT_TRUE(j >= mb.first_rank && j < mb.first_rank + mb.cp_size);
+        EXPECT_EQ(mb.cp_rank, j - mb.first_rank);
+        int64_t rows = 0;
+        for (int64_t L : mb.lengths) rows += (L + 2 * mb.cp_size - 1) / (2 * mb.cp_size) * 2;
+        EXPECT_EQ(mb.local_tokens, rows);
+        double fwd = 0, bwd = 0;
+        for (int chunk = 0; chunk < 2; ++chunk) {
+          const auto st = cost::group_stage_times(cm, mb.lengths, mb.cp_size, mb.first_rank, chunk * 4 + s);
+          fwd += st.fwd.total_s();
+          bwd += st.bwd.total_s();
+        }
+        EXPECT_NEAR(mb.fwd_s, fwd, 1e-12);
+        EXPECT_NEAR(mb.bwd_s, bwd, 1e-12);
+        EXPECT_NEAR(mb.fwd_s, mb.fwd_compute_s + mb.fwd_comm_s + mb.fwd_overhead_s, 1e-12);
+        EXPECT_NEAR(mb.bwd_s, mb.bwd_compute_s + mb.bwd_comm_s + mb.bwd_overhead_s, 1e-12);
+      }
+      mean += share.busy_s / 4;
+    }
+    EXPECT_NEAR(mean, r.rank_busy_s[static_cast<size_t>(j)], 1e-9 * r.rank_busy_s[static_cast<size_t>(j)]) << "rank " << j;
+  }
+  const int busiest = busiest_pool_rank(r);
+  for (double b : r.rank_busy_s) EXPECT_LE(b, r.rank_busy_s[static_cast<size_t>(busiest)]);
+  const int stage = busiest_stage(r, busiest, 8);
+  const double top = rank_share(p, batch, cm, busiest, stage).busy_s;
+  for (int s = 0; s < 4; ++s) EXPECT_LE(rank_share(p, batch, cm, busiest, s).busy_s, top + 1e-12);
+  EXPECT_EQ(stage, 3);  // the output layer and the loss live on the last stage
+}
+
+TEST(RankShare, PaddedPlansAreChargedAtPadTo) {
+  const cost::CostModel cm = h100_llama3_8b(8, 1, 8);
+  Rng rng(5);
+  plan::Batch batch;
+  const plan::Plan p = random_pool8_plan(rng, batch, 4096);
+  const RankShare share = rank_share(p, batch, cm, 3, 0);
+  for (const auto& mb : share.microbatches)
+    for (int64_t L : mb.lengths) EXPECT_GE(L, 4096);
+}
+
+TEST(RankShare, RejectsRankOrStageOutsideTheCluster) {
+  const cost::CostModel cm = h100_llama3_8b(8, 1, 8);
+  Rng rng(5);
+  plan::Batch batch;
+  const plan::Plan p = random_pool8_plan(rng, batch);
+  EXPECT_THROW(rank_share(p, batch, cm, 8, 0), InputError);
+  EXPECT_THROW(rank_share(p, batch, cm, -1, 0), InputError);
+  EXPECT_THROW(rank_share(p, batch, cm, 0, 1), InputError);
 }
 
 }  // namespace

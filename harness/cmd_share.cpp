@@ -1,0 +1,145 @@
+// `dcpbench share`: one pool rank's share of a strategy's plan on one pipeline stage (sim/
+// rank_share.h): the micro-batches it runs, the CP group of each, the sequences and rows it holds,
+// and what the cost model predicts for each, forward and backward. The busiest rank and its
+// busiest stage by default: the GPU that sets the pace. What a GPU run of that rank executes and
+// is compared with, micro-batch by micro-batch (issue 10).
+//   dcpbench share SCENARIO --strategy NAME [--step I] [--rank R] [--stage S] [--out FILE]
+// Writes JSON (schema dcpbench.share.v1) to --out (default stdout) and a table to stderr.
+#include "core/error.h"
+#include "core/files.h"
+#include "harness/cli_options.h"
+#include "harness/commands.h"
+#include "harness/registry.h"
+#include "harness/runner.h"
+#include "harness/scenario.h"
+#include "plan/validate.h"
+#include "sim/rank_share.h"
+#include "sim/simulator.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+namespace dcp::harness {
+
+namespace {
+
+constexpr const char* kShareSchema = "dcpbench.share.v1";
+
+struct ShareArgs {
+  std::string scenario;
+  std::string strategy;
+  int step = 0;
+  int rank = 0;
+  int stage = 0;
+  std::string out = "-";
+};
+
+int run_share(const ShareArgs& a, const CLI::App& cmd) {
+  const bool to_file = cmd.count("--out") > 0 && !is_stdout_path(a.out);
+  if (to_file) check_output_path(a.out);
+  const Scenario s = load_scenario(a.scenario);
+  const auto& registry = builtin_planners();
+  DCP_REQUIRE(std::find(s.strategies.begin(), s.strategies.end(), a.strategy) != s.strategies.end(), "--strategy \"",
+              a.strategy, "\" is not one of the strategies of ", s.file);
+  RunOptions opt;
+  opt.steps = 1;  // only the batch of --step is drawn
+  opt.strategies = {a.strategy};
+  PreparedScenario p = prepare_scenario(s, opt, registry);
+  sample_batches(p, a.step);
+  const Setting setting = published_setting(s);
+  const plan::PlanConfig config = plan_config_of(s, setting);
+  const cost::CostModel cm = cost_model_at(p.cm, setting);
+  const plan::PlanRequest req = plan_request_of(p, cm, a.strategy, config, 0, 0, registry);
+  const plan::Plan plan = req.planner->plan(req.batch, req.config);
+  plan::validate(plan, req.batch, req.config);  // a planner bug is an internal error
+  const auto& real = p.batches[0].real_lengths;
+  const sim::StepResult step = sim::simulate_step(plan, req.batch, cm, real, sim::Bound::skip);
+  const int pool = cm.cluster.pool();
+  const bool pick_rank = !cmd.count("--rank");
+  const int rank = pick_rank ? sim::busiest_pool_rank(step) : a.rank;
+  DCP_REQUIRE(rank < pool, "--rank ", rank, " is outside the pool of ", pool, " ranks (dp x cp) of ", s.file);
+  const bool pick_stage = !cmd.count("--stage");
+  const int stage = pick_stage ? sim::busiest_stage(step, rank, pool) : a.stage;
+  DCP_REQUIRE(stage < cm.cluster.pp, "--stage ", stage, " is outside the ", cm.cluster.pp, " pipeline stages of ", s.file);
+  const sim::RankShare share = sim::rank_share(plan, req.batch, cm, rank, stage);
+
+  nlohmann::json mbs = nlohmann::json::array();
+  for (const auto& m : share.microbatches)
+    mbs.push_back({{"microbatch", m.microbatch},
+                   {"first_rank", m.first_rank},
+                   {"cp_size", m.cp_size},
+                   {"cp_rank", m.cp_rank},
+                   {"samples", m.samples},
+                   {"lengths", m.lengths},
+                   {"local_tokens", m.local_tokens},
+                   {"predicted",
+                    {{"fwd_s", m.fwd_s},
+                     {"bwd_s", m.bwd_s},
+                     {"fwd_compute_s", m.fwd_compute_s},
+                     {"bwd_compute_s", m.bwd_compute_s},
+                     {"recompute_s", m.recompute_s},
+                     {"fwd_comm_s", m.fwd_comm_s},
+                     {"bwd_comm_s", m.bwd_comm_s},
+                     {"fwd_overhead_s", m.fwd_overhead_s},
+                     {"bwd_overhead_s", m.bwd_overhead_s}}}});
+  const nlohmann::json j = {{"schema", kShareSchema},
+                            {"scenario", s.name},
+                            {"strategy", a.strategy},
+                            {"setting", "published"},
+                            {"knobs", setting.to_json()},
+                            {"step", a.step},
+                            {"source", cost::source_label(cm)},
+                            {"pool", pool},
+                            {"pp", cm.cluster.pp},
+                            {"vpp", cm.cluster.vpp},
+                            {"pool_rank", rank},
+                            {"rank_chosen", pick_rank ? "busiest" : "--rank"},
+                            {"pp_stage", stage},
+                            {"stage_chosen", pick_stage ? "busiest of the rank" : "--stage"},
+                            {"layers", share.layers},
+                            {"last_stage", share.last_stage},
+                            {"busy_s", share.busy_s},
+                            {"step_s", step.step_s},
+                            {"microbatches", mbs}};
+  write_output(to_file ? a.out : "-", j.dump(1) + "\n");
+
+  std::FILE* t = stderr;
+  std::fprintf(t, "%s, %s, step %d: pool rank %d (%s), pipeline stage %d (%s), %d layers%s; %s\n", s.name.c_str(),
+               a.strategy.c_str(), a.step, rank, pick_rank ? "busiest" : "chosen", stage,
+               pick_stage ? "its busiest" : "chosen", share.layers, share.last_stage ? " + output layer and loss" : "",
+               cost::source_label(cm).c_str());
+  std::fprintf(t, "%4s %5s %4s %9s %9s %12s %12s %10s %10s\n", "mb", "group", "k", "sequences", "rows", "fwd ms",
+               "bwd ms", "comm ms", "ovh ms");
+  for (const auto& m : share.microbatches)
+    std::fprintf(t, "%4d %5d %4d %9zu %9lld %12.3f %12.3f %10.3f %10.3f\n", m.microbatch, m.first_rank, m.cp_size,
+                 m.lengths.size(), static_cast<long long>(m.local_tokens), 1e3 * m.fwd_s, 1e3 * m.bwd_s,
+                 1e3 * (m.fwd_comm_s + m.bwd_comm_s), 1e3 * (m.fwd_overhead_s + m.bwd_overhead_s));
+  std::fprintf(t, "busy %.3f ms of a simulated step of %.3f ms (the rest: pipeline bubble, waiting, DP sync, "
+               "per-iteration cost)\n", 1e3 * share.busy_s, 1e3 * step.step_s);
+  return 0;
+}
+
+}  // namespace
+
+void add_share_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<ShareArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "share", "One rank's share of a strategy's plan on one pipeline stage: its micro-batches, CP groups, rows and "
+               "the predicted time of each (the busiest rank and stage by default; simulated)");
+  cmd->add_option("scenario", args->scenario, "Scenario file (scenarios/*.json)")->required();
+  cmd->add_option("--strategy", args->strategy, "A strategy of the scenario (e.g. dcp, packing)")->required();
+  add_int_option(cmd, "--step", args->step, 0, 99999, "Global batch (step) of the scenario (default 0)");
+  add_int_option(cmd, "--rank", args->rank, 0, 1 << 30, "Pool rank, 0 .. dp*cp-1 (default: the busiest)");
+  add_int_option(cmd, "--stage", args->stage, 0, 1 << 20, "Pipeline stage (default: the rank's busiest)");
+  cmd->add_option("--out", args->out,
+                  "Write the JSON here (atomically; a regular file or a new path in an existing folder; - = stdout, "
+                  "the default); the table goes to stderr");
+  cmd->callback([args, cmd, &exit_code] { exit_code = run_share(*args, *cmd); });
+}
+
+}  // namespace dcp::harness
