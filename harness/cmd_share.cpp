@@ -78,15 +78,16 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                    {"lengths", m.lengths},
                    {"local_tokens", m.local_tokens},
                    {"predicted",
-                    {{"fwd_s", m.fwd_s},
-                     {"bwd_s", m.bwd_s},
-                     {"fwd_compute_s", m.fwd_compute_s},
-                     {"bwd_compute_s", m.bwd_compute_s},
-                     {"recompute_s", m.recompute_s},
-                     {"fwd_comm_s", m.fwd_comm_s},
-                     {"bwd_comm_s", m.bwd_comm_s},
-                     {"fwd_overhead_s", m.fwd_overhead_s},
-                     {"bwd_overhead_s", m.bwd_overhead_s}}}});
+                    {{"fwd_s", m.predicted.fwd_s},
+                     {"bwd_s", m.predicted.bwd_s},
+                     {"fwd_compute_s", m.predicted.fwd_compute_s},
+                     {"bwd_compute_s", m.predicted.bwd_compute_s},
+                     {"recompute_s", m.predicted.recompute_s},
+                     {"fwd_comm_s", m.predicted.fwd_comm_s},
+                     {"bwd_comm_s", m.predicted.bwd_comm_s},
+                     {"fwd_overhead_s", m.predicted.fwd_overhead_s},
+                     {"bwd_overhead_s", m.predicted.bwd_overhead_s},
+                     {"p2p_s", m.predicted.p2p_s}}}});
   const nlohmann::json j = {{"schema", kShareSchema},
                             {"scenario", s.name},
                             {"strategy", a.strategy},
@@ -115,10 +116,12 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                cost::source_label(cm).c_str());
   std::fprintf(t, "%4s %5s %4s %9s %9s %12s %12s %10s %10s\n", "mb", "group", "k", "sequences", "rows", "fwd ms",
                "bwd ms", "comm ms", "ovh ms");
-  for (const auto& m : share.microbatches)
+  for (const auto& m : share.microbatches) {
+    const sim::OpCost& o = m.predicted;
     std::fprintf(t, "%4d %5d %4d %9zu %9lld %12.3f %12.3f %10.3f %10.3f\n", m.microbatch, m.first_rank, m.cp_size,
-                 m.lengths.size(), static_cast<long long>(m.local_tokens), 1e3 * m.fwd_s, 1e3 * m.bwd_s,
-                 1e3 * (m.fwd_comm_s + m.bwd_comm_s), 1e3 * (m.fwd_overhead_s + m.bwd_overhead_s));
+                 m.lengths.size(), static_cast<long long>(m.local_tokens), 1e3 * o.fwd_s, 1e3 * o.bwd_s,
+                 1e3 * (o.fwd_comm_s + o.bwd_comm_s), 1e3 * (o.fwd_overhead_s + o.bwd_overhead_s));
+  }
   std::fprintf(t, "busy %.3f ms of a simulated step of %.3f ms (the rest: pipeline bubble, waiting, DP sync, "
                "per-iteration cost)\n", 1e3 * share.busy_s, 1e3 * step.step_s);
   return 0;

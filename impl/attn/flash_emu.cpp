@@ -29,10 +29,6 @@ flash::FwdParams flash_fwd_params(const ThdBatch& bq, const ThdBatch& bk, const 
               " sequences, the key batch ", bk.batch());
   check_sizes(s, bq.total_tokens(), bk.total_tokens(), q, k, v, out, lse);
   flash::FwdParams p;
-  p.cu_seqlens_q = bq.cu_seqlens.data();
-  p.cu_seqlens_k = bk.cu_seqlens.data();
-  p.seqstart_q = bq.cu_seqlens_padded.data();
-  p.seqstart_k = bk.cu_seqlens_padded.data();
   p.batch = bq.batch();
   p.heads = s.heads;
   p.kv_heads = s.kv_heads;
@@ -47,10 +43,6 @@ flash::BwdParams flash_bwd_params(const ThdBatch& bq, const ThdBatch& bk, const 
   const flash::FwdParams f = flash_fwd_params(bq, bk, s, q, k, v, out, lse);
   check_sizes(s, bq.total_tokens(), bk.total_tokens(), dout, dk, dv, dq, lse);
   flash::BwdParams p;
-  p.cu_seqlens_q = f.cu_seqlens_q;
-  p.cu_seqlens_k = f.cu_seqlens_k;
-  p.seqstart_q = f.seqstart_q;
-  p.seqstart_k = f.seqstart_k;
   p.batch = f.batch;
   p.rows_q = bq.total_tokens();
   p.heads = f.heads;
@@ -60,6 +52,39 @@ flash::BwdParams flash_bwd_params(const ThdBatch& bq, const ThdBatch& bk, const 
   p.scale_log2 = f.scale_log2;
   p.causal = f.causal;
   return p;
+}
+
+void bind_fwd(flash::FwdParams& p, const FlashBatchArrays& a, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+              uint16_t* out, float* lse) {
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.out = out;
+  p.lse = lse;
+  p.cu_seqlens_q = a.cu_seqlens_q;
+  p.cu_seqlens_k = a.cu_seqlens_k;
+  p.seqstart_q = a.seqstart_q;
+  p.seqstart_k = a.seqstart_k;
+}
+
+void bind_bwd(flash::BwdParams& p, const FlashBatchArrays& a, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+              const uint16_t* out, const float* lse, const uint16_t* dout, float* delta, float* dq_accum, uint16_t* dq,
+              uint16_t* dk, uint16_t* dv) {
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.out = out;
+  p.lse = lse;
+  p.dout = dout;
+  p.delta = delta;
+  p.dq_accum = dq_accum;
+  p.dq = dq;
+  p.dk = dk;
+  p.dv = dv;
+  p.cu_seqlens_q = a.cu_seqlens_q;
+  p.cu_seqlens_k = a.cu_seqlens_k;
+  p.seqstart_q = a.seqstart_q;
+  p.seqstart_k = a.seqstart_k;
 }
 
 int flash_bwd_n_blocks(const ThdBatch& bk) {
@@ -166,19 +191,25 @@ struct HostCtx {
   }
 };
 
-template <class E, int D>
-void run_fwd(const flash::FwdParams& p, int m_blocks) {
+FlashBatchArrays host_arrays(const ThdBatch& bq, const ThdBatch& bk) {
+  return {bq.cu_seqlens.data(), bk.cu_seqlens.data(), bq.cu_seqlens_padded.data(), bk.cu_seqlens_padded.data()};
+}
+
+// Runs the CTAs of a grid (x fastest, then y, then z) one after the other on kThreads host threads:
+// cta(ctx, x, y, z, smem) is the CTA body; shared memory is one buffer of smem_elems, NaN-poisoned.
+template <class Body>
+void run_grid(int gx, int gy, int gz, int smem_elems, Body&& cta) {
   Emu emu;
-  std::vector<uint16_t> smem(static_cast<size_t>(flash::fwd_smem_elems(D)), 0x7fff);  // NaN poison
+  std::vector<uint16_t> smem(static_cast<size_t>(smem_elems), 0x7fff);
   std::vector<std::thread> threads;
   threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
       HostCtx ctx{&emu, t};
-      for (int b = 0; b < p.batch; ++b)
-        for (int h = 0; h < p.heads; ++h)
-          for (int m = 0; m < m_blocks; ++m) {
-            flash::flash_fwd_block<HostCtx, E, D>(ctx, p, m, h, b, smem.data());
+      for (int z = 0; z < gz; ++z)
+        for (int y = 0; y < gy; ++y)
+          for (int x = 0; x < gx; ++x) {
+            cta(ctx, x, y, z, smem.data());
             ctx.sync();  // the next CTA reuses the shared memory
           }
     });
@@ -186,23 +217,18 @@ void run_fwd(const flash::FwdParams& p, int m_blocks) {
 }
 
 template <class E, int D>
+void run_fwd(const flash::FwdParams& p, int m_blocks) {
+  run_grid(m_blocks, p.heads, p.batch, flash::fwd_smem_elems(D), [&](HostCtx& c, int m, int h, int b, uint16_t* smem) {
+    flash::flash_fwd_block<HostCtx, E, D>(c, p, m, h, b, smem);
+  });
+}
+
+template <class E, int D>
 void run_bwd(const flash::BwdParams& p, int n_blocks) {
   for (int64_t pair = 0; pair < p.rows_q * p.heads; ++pair) flash::flash_bwd_prep<E, D>(p, pair);
-  Emu emu;
-  std::vector<uint16_t> smem(static_cast<size_t>(flash::bwd_smem_elems(D)), 0x7fff);  // NaN poison
-  std::vector<std::thread> threads;
-  threads.reserve(kThreads);
-  for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] {
-      HostCtx ctx{&emu, t};
-      for (int b = 0; b < p.batch; ++b)
-        for (int hk = 0; hk < p.kv_heads; ++hk)
-          for (int n = 0; n < n_blocks; ++n) {
-            flash::flash_bwd_block<HostCtx, E, D>(ctx, p, n, hk, b, smem.data());
-            ctx.sync();
-          }
-    });
-  for (auto& th : threads) th.join();
+  run_grid(n_blocks, p.kv_heads, p.batch, flash::bwd_smem_elems(D), [&](HostCtx& c, int n, int hk, int b, uint16_t* smem) {
+    flash::flash_bwd_block<HostCtx, E, D>(c, p, n, hk, b, smem);
+  });
   for (int64_t i = 0; i < p.rows_q * p.heads * D; ++i) flash::flash_bwd_dq<E>(p, i);
 }
 
@@ -216,17 +242,8 @@ void flash_bwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const
   flash::BwdParams p = flash_bwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), lse.size(), dout.size(),
                                         dq.size(), dk.size(), dv.size());
   std::vector<float> delta(lse.size(), std::numeric_limits<float>::quiet_NaN()), dq_accum(dq.size(), 0.f);
-  p.q = q.data();
-  p.k = k.data();
-  p.v = v.data();
-  p.out = out.data();
-  p.dout = dout.data();
-  p.lse = lse.data();
-  p.delta = delta.data();
-  p.dq_accum = dq_accum.data();
-  p.dq = dq.data();
-  p.dk = dk.data();
-  p.dv = dv.data();
+  bind_bwd(p, host_arrays(bq, bk), q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), delta.data(),
+           dq_accum.data(), dq.data(), dk.data(), dv.data());
   const int n_blocks = flash_bwd_n_blocks(bk);
   if (half == Half::bf16) {
     if (s.head_dim == 64) run_bwd<flash::Bf16, 64>(p, n_blocks);
@@ -242,11 +259,7 @@ void flash_fwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const
                         std::span<const uint16_t> v, std::span<uint16_t> out, std::span<float> lse) {
   DCP_NVTX_RANGE();
   flash::FwdParams p = flash_fwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), lse.size());
-  p.q = q.data();
-  p.k = k.data();
-  p.v = v.data();
-  p.out = out.data();
-  p.lse = lse.data();
+  bind_fwd(p, host_arrays(bq, bk), q.data(), k.data(), v.data(), out.data(), lse.data());
   const int m_blocks = flash_fwd_m_blocks(bq);
   if (m_blocks == 0) return;
   if (half == Half::bf16) {

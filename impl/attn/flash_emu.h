@@ -35,8 +35,8 @@ void flash_bwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const
 
 // Shared by the emulator and the CUDA launcher (cuda/flash_cuda.cpp): checks the shape (head_dim
 // 64 or 128), the layouts, the sequence counts and the tensor sizes (InputError / Error), and
-// returns the kernel parameters with the batch arrays' host pointers and null tensor pointers
-// (the caller points them at its own memory).
+// returns the kernel parameters with null pointers (bind_fwd / bind_bwd point them at the
+// caller's memory).
 flash::FwdParams flash_fwd_params(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, size_t q,
                                   size_t k, size_t v, size_t out, size_t lse);
 
@@ -44,6 +44,20 @@ flash::FwdParams flash_fwd_params(const ThdBatch& bq, const ThdBatch& bk, const 
 // workspace pointers (delta, dq_accum) are null as well.
 flash::BwdParams flash_bwd_params(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, size_t q, size_t k,
                                   size_t v, size_t out, size_t lse, size_t dout, size_t dq, size_t dk, size_t dv);
+
+// Points a kernel's parameters at tensors and at the THD arrays of its two batches (host memory
+// for the emulator, device memory for the kernels): the one place that wires them.
+struct FlashBatchArrays {
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  const int32_t* seqstart_q;
+  const int32_t* seqstart_k;
+};
+void bind_fwd(flash::FwdParams& p, const FlashBatchArrays& a, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+              uint16_t* out, float* lse);
+void bind_bwd(flash::BwdParams& p, const FlashBatchArrays& a, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+              const uint16_t* out, const float* lse, const uint16_t* dout, float* delta, float* dq_accum, uint16_t* dq,
+              uint16_t* dk, uint16_t* dv);
 
 // Key blocks of the backward's grid: the most kBlockN-row blocks any sequence's padded key
 // extent needs.

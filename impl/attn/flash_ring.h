@@ -41,6 +41,18 @@ struct RingLayout {
 };
 RingLayout ring_layout(const ThdBatch& b, int cp, int rank);
 
+// What every ring pass needs: each rank's layout, the local rows per rank, and the step shapes
+// (the diagonal step's mask is the problem's; the rectangular steps attend without one).
+struct RingSetup {
+  std::vector<RingLayout> lay;
+  int64_t local_rows = 0;
+  AttnShape diag, rect;
+  RingSetup(const ThdBatch& b, int cp, const AttnShape& s) : local_rows(b.total_tokens() / cp), diag(s), rect(s) {
+    for (int r = 0; r < cp; ++r) lay.push_back(ring_layout(b, cp, r));
+    rect.causal = false;
+  }
+};
+
 // q, k, v, out, lse, dout, dq, dk, dv: one tensor per rank (its local rows, flash_emu.h layouts).
 // Backend contract (HostFlashBackend below; cuda/flash_ring_cuda.h):
 //   using B16 = ...; using B32 = ...;             buffers of 16-bit bit patterns / float
@@ -62,11 +74,10 @@ void flash_ring_fwd(Backend& be, const ThdBatch& b, int cp, const AttnShape& s,
                     std::vector<typename Backend::B32>& lse) {
   using B16 = typename Backend::B16;
   using B32 = typename Backend::B32;
-  std::vector<RingLayout> lay;
-  for (int r = 0; r < cp; ++r) lay.push_back(ring_layout(b, cp, r));
-  const int64_t tl = b.total_tokens() / cp;
-  AttnShape diag = s, rect = s;
-  rect.causal = false;
+  const RingSetup ring(b, cp, s);
+  const auto& lay = ring.lay;
+  const int64_t tl = ring.local_rows;
+  const AttnShape &diag = ring.diag, &rect = ring.rect;
   out.clear();
   lse.clear();
   for (int r = 0; r < cp; ++r) {
@@ -112,11 +123,10 @@ void flash_ring_bwd(Backend& be, const ThdBatch& b, int cp, const AttnShape& s,
                     std::vector<typename Backend::B16>& dv) {
   using B16 = typename Backend::B16;
   using B32 = typename Backend::B32;
-  std::vector<RingLayout> lay;
-  for (int r = 0; r < cp; ++r) lay.push_back(ring_layout(b, cp, r));
-  const int64_t tl = b.total_tokens() / cp;
-  AttnShape diag = s, rect = s;
-  rect.causal = false;
+  const RingSetup ring(b, cp, s);
+  const auto& lay = ring.lay;
+  const int64_t tl = ring.local_rows;
+  const AttnShape &diag = ring.diag, &rect = ring.rect;
   std::vector<B32> dq_acc, dk_acc, dv_acc;
   for (int r = 0; r < cp; ++r) {
     dq_acc.push_back(be.fill(static_cast<size_t>(tl * s.q_row()), 0.f));

@@ -36,19 +36,8 @@ RankShare rank_share(const plan::Plan& plan, const plan::Batch& batch, const cos
         r.lengths.push_back(L);
         r.local_tokens += (L + pad - 1) / pad * pad / g.cp_size;
       }
-      for (int chunk = 0; chunk < c.vpp; ++chunk) {
-        const OpCost& o = in.cost[m][gi][static_cast<size_t>(chunk * c.pp + pp_stage)];
-        r.fwd_s += o.fwd_s;
-        r.bwd_s += o.bwd_s;
-        r.fwd_compute_s += o.fwd_compute_s;
-        r.bwd_compute_s += o.bwd_compute_s;
-        r.recompute_s += o.recompute_s;
-        r.fwd_comm_s += o.fwd_comm_s;
-        r.bwd_comm_s += o.bwd_comm_s;
-        r.fwd_overhead_s += o.fwd_overhead_s;
-        r.bwd_overhead_s += o.bwd_overhead_s;
-      }
-      share.busy_s += r.fwd_s + r.bwd_s;
+      for (int chunk = 0; chunk < c.vpp; ++chunk) r.predicted += in.cost[m][gi][static_cast<size_t>(chunk * c.pp + pp_stage)];
+      share.busy_s += r.predicted.fwd_s + r.predicted.bwd_s;
       share.microbatches.push_back(std::move(r));
       break;
     }

@@ -24,11 +24,10 @@ struct RankMicrobatch {
   std::vector<int> samples;        // the group's sample ids, pack order
   std::vector<int64_t> lengths;    // their lengths as charged: max(L, plan.pad_to)
   int64_t local_tokens = 0;        // THD rows this rank holds: sum of roundup(L, 2 cp_size) / cp_size
-  // Predicted, summed over the stage's model chunks (virtual stages) (cost::group_stage_times).
-  double fwd_s = 0, bwd_s = 0;     // pass totals (what the simulator schedules)
-  double fwd_compute_s = 0, bwd_compute_s = 0, recompute_s = 0;
-  double fwd_comm_s = 0, bwd_comm_s = 0;          // exposed CP communication
-  double fwd_overhead_s = 0, bwd_overhead_s = 0;  // host floor excess + micro-batch overhead
+  // Predicted: the simulator's op costs (cost::group_stage_times) summed over the stage's model
+  // chunks (virtual stages): pass totals fwd_s, bwd_s and their compute / exposed CP comm /
+  // overhead parts (p2p_s: the activation transfers to the next stage, not part of the passes).
+  OpCost predicted;
 };
 
 struct RankShare {
@@ -37,7 +36,7 @@ struct RankShare {
   int layers = 0;            // transformer layers this GPU runs per micro-batch (all its chunks)
   bool last_stage = false;   // it also runs the output layer and the loss
   std::vector<RankMicrobatch> microbatches;
-  double busy_s = 0;         // sum of fwd_s + bwd_s: the GPU's busy time in the step (no bubble,
+  double busy_s = 0;         // sum of predicted fwd_s + bwd_s: the GPU's busy time in the step (no bubble,
                              // no waiting, no DP sync, no per-iteration cost)
 };
 

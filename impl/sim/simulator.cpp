@@ -263,6 +263,35 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   return r;
 }
 
+OpCost OpCost::of(const cost::StageTimes& st) {
+  OpCost o;
+  o.fwd_s = st.fwd.total_s();
+  o.bwd_s = st.bwd.total_s();
+  o.fwd_compute_s = st.fwd.compute_s;
+  o.bwd_compute_s = st.bwd.compute_s;
+  o.recompute_s = st.bwd.recompute_s;
+  o.fwd_comm_s = st.fwd.comm_exposed_s;
+  o.bwd_comm_s = st.bwd.comm_exposed_s;
+  o.fwd_overhead_s = st.fwd.overhead_s;
+  o.bwd_overhead_s = st.bwd.overhead_s;
+  o.p2p_s = st.p2p_s;
+  return o;
+}
+
+OpCost& OpCost::operator+=(const OpCost& o) {
+  fwd_s += o.fwd_s;
+  bwd_s += o.bwd_s;
+  fwd_compute_s += o.fwd_compute_s;
+  bwd_compute_s += o.bwd_compute_s;
+  recompute_s += o.recompute_s;
+  fwd_comm_s += o.fwd_comm_s;
+  bwd_comm_s += o.bwd_comm_s;
+  fwd_overhead_s += o.fwd_overhead_s;
+  bwd_overhead_s += o.bwd_overhead_s;
+  p2p_s += o.p2p_s;
+  return *this;
+}
+
 ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& batch,
                                    const cost::CostModel& cm) {
   const auto& c = cm.cluster;
@@ -300,17 +329,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
       auto& per_stage = costs.emplace_back(stages);
       for (int v = 0; v < stages; ++v) {
         const auto st = cost::group_stage_times(cm, lens, g.cp_size, g.first_rank, v);
-        OpCost& o = per_stage[v];
-        o.fwd_s = st.fwd.total_s();
-        o.bwd_s = st.bwd.total_s();
-        o.fwd_compute_s = st.fwd.compute_s;
-        o.bwd_compute_s = st.bwd.compute_s;
-        o.recompute_s = st.bwd.recompute_s;
-        o.fwd_comm_s = st.fwd.comm_exposed_s;
-        o.bwd_comm_s = st.bwd.comm_exposed_s;
-        o.fwd_overhead_s = st.fwd.overhead_s;
-        o.bwd_overhead_s = st.bwd.overhead_s;
-        o.p2p_s = st.p2p_s;
+        per_stage[v] = OpCost::of(st);
       }
     }
   }

@@ -107,6 +107,9 @@ struct OpCost {
   double fwd_overhead_s = 0;  // host floor excess + micro-batch overhead inside the op
   double bwd_overhead_s = 0;
   double p2p_s = 0;           // delay on the edge between this stage and the next: F(v)->F(v+1) and B(v+1)->B(v)
+  // The durations and their parts of a cost::group_stage_times result.
+  static OpCost of(const cost::StageTimes& st);
+  OpCost& operator+=(const OpCost& o);
 };
 
 struct ScheduleInput {

@@ -26,6 +26,12 @@ DeviceArray<T> gather_rows(const DeviceArray<T>& src, const std::vector<int64_t>
 }
 }  // namespace
 
+DeviceBatchPair::DeviceBatchPair(const ThdBatch& bq, const ThdBatch& bk)
+    : cu_q(std::span<const int32_t>(bq.cu_seqlens)),
+      cu_k(std::span<const int32_t>(bk.cu_seqlens)),
+      start_q(std::span<const int32_t>(bq.cu_seqlens_padded)),
+      start_k(std::span<const int32_t>(bk.cu_seqlens_padded)) {}
+
 CudaFlashBackend::B16 CudaFlashBackend::upload(const std::vector<uint16_t>& x) const {
   return B16(std::span<const uint16_t>(x));
 }
@@ -70,19 +76,10 @@ void CudaFlashBackend::fwd(const ThdBatch& bq, const ThdBatch& bk, const AttnSha
   out = B16(q.size());
   lse = B32(nl);
   flash::FwdParams p = flash_fwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), nl);
-  DeviceArray<int32_t> cq(std::span<const int32_t>(bq.cu_seqlens)), ck(std::span<const int32_t>(bk.cu_seqlens)),
-      sq(std::span<const int32_t>(bq.cu_seqlens_padded)), sk(std::span<const int32_t>(bk.cu_seqlens_padded));
+  const DeviceBatchPair arrays(bq, bk);
   out.poison();
   lse.poison();
-  p.q = q.get();
-  p.k = k.get();
-  p.v = v.get();
-  p.out = out.get();
-  p.lse = lse.get();
-  p.cu_seqlens_q = cq.get();
-  p.cu_seqlens_k = ck.get();
-  p.seqstart_q = sq.get();
-  p.seqstart_k = sk.get();
+  bind_fwd(p, arrays.arrays(), q.get(), k.get(), v.get(), out.get(), lse.get());
   DCP_CUDA_CHECK(flash::flash_fwd(p, half == Half::bf16, flash_fwd_m_blocks(bq), nullptr));
   DCP_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -96,26 +93,12 @@ void CudaFlashBackend::bwd(const ThdBatch& bq, const ThdBatch& bk, const AttnSha
   flash::BwdParams p = flash_bwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), lse.size(), dout.size(),
                                         dq.size(), dk.size(), dv.size());
   DeviceArray<float> delta(lse.size()), acc(q.size());
-  DeviceArray<int32_t> cq(std::span<const int32_t>(bq.cu_seqlens)), ck(std::span<const int32_t>(bk.cu_seqlens)),
-      sq(std::span<const int32_t>(bq.cu_seqlens_padded)), sk(std::span<const int32_t>(bk.cu_seqlens_padded));
+  const DeviceBatchPair arrays(bq, bk);
   dq.poison();
   dk.poison();
   dv.poison();
-  p.q = q.get();
-  p.k = k.get();
-  p.v = v.get();
-  p.out = out.get();
-  p.dout = dout.get();
-  p.lse = lse.get();
-  p.delta = delta.get();
-  p.dq_accum = acc.get();
-  p.dq = dq.get();
-  p.dk = dk.get();
-  p.dv = dv.get();
-  p.cu_seqlens_q = cq.get();
-  p.cu_seqlens_k = ck.get();
-  p.seqstart_q = sq.get();
-  p.seqstart_k = sk.get();
+  bind_bwd(p, arrays.arrays(), q.get(), k.get(), v.get(), out.get(), lse.get(), dout.get(), delta.get(), acc.get(),
+           dq.get(), dk.get(), dv.get());
   DCP_CUDA_CHECK(flash::flash_bwd(p, half == Half::bf16, flash_bwd_n_blocks(bk), nullptr));
   DCP_CUDA_CHECK(cudaDeviceSynchronize());
 }

@@ -11,9 +11,17 @@
 #include "attn/attn_shape.h"
 #include "attn/bf16_rule.h"
 #include "attn/cuda/device_array.h"
+#include "attn/flash_emu.h"
 #include "attn/thd.h"
 
 namespace dcp::attn {
+
+// Device copies of the THD arrays of a (query, key) batch pair, for bind_fwd / bind_bwd.
+struct DeviceBatchPair {
+  cuda::DeviceArray<int32_t> cu_q, cu_k, start_q, start_k;
+  DeviceBatchPair(const ThdBatch& bq, const ThdBatch& bk);
+  FlashBatchArrays arrays() const { return {cu_q.get(), cu_k.get(), start_q.get(), start_k.get()}; }
+};
 
 struct CudaFlashBackend {
   using B16 = cuda::DeviceArray<uint16_t>;

@@ -28,6 +28,7 @@
 #include "attn/bench_shapes.h"
 #include "attn/cuda/device_array.h"
 #include "attn/cuda/flash_launch.h"
+#include "attn/cuda/flash_ring_cuda.h"
 #include "attn/flash/flash_common.h"
 #include "attn/flash_emu.h"
 #include "attn/thd.h"
@@ -114,15 +115,9 @@ void bm_attn(benchmark::State& state, const AttnBenchCase& c, bool backward) {
   const size_t nq = static_cast<size_t>(t * s.q_row()), nl = static_cast<size_t>(t * s.heads);
   DeviceArray<uint16_t> q = random_bf16(nq, 1), k = random_bf16(nq, 2), v = random_bf16(nq, 3), out(nq);
   DeviceArray<float> lse(nl);
-  DeviceArray<int32_t> cu(std::span<const int32_t>(b.cu_seqlens)), pad(std::span<const int32_t>(b.cu_seqlens_padded));
+  const DeviceBatchPair arrays(b, b);
   flash::FwdParams f = flash_fwd_params(b, b, s, nq, nq, nq, nq, nl);
-  f.q = q.get();
-  f.k = k.get();
-  f.v = v.get();
-  f.out = out.get();
-  f.lse = lse.get();
-  f.cu_seqlens_q = f.cu_seqlens_k = cu.get();
-  f.seqstart_q = f.seqstart_k = pad.get();
+  bind_fwd(f, arrays.arrays(), q.get(), k.get(), v.get(), out.get(), lse.get());
   const int m_blocks = flash_fwd_m_blocks(b);
   DCP_CUDA_CHECK(flash::flash_fwd(f, true, m_blocks, nullptr));  // out and lse for the backward
   DCP_CUDA_CHECK(cudaDeviceSynchronize());
@@ -132,19 +127,8 @@ void bm_attn(benchmark::State& state, const AttnBenchCase& c, bool backward) {
     DeviceArray<uint16_t> dout = random_bf16(nq, 4), dq(nq), dk(nq), dv(nq);
     DeviceArray<float> delta(nl), acc(nq);
     flash::BwdParams p = flash_bwd_params(b, b, s, nq, nq, nq, nq, nl, nq, nq, nq, nq);
-    p.q = q.get();
-    p.k = k.get();
-    p.v = v.get();
-    p.out = out.get();
-    p.dout = dout.get();
-    p.lse = lse.get();
-    p.delta = delta.get();
-    p.dq_accum = acc.get();
-    p.dq = dq.get();
-    p.dk = dk.get();
-    p.dv = dv.get();
-    p.cu_seqlens_q = p.cu_seqlens_k = cu.get();
-    p.seqstart_q = p.seqstart_k = pad.get();
+    bind_bwd(p, arrays.arrays(), q.get(), k.get(), v.get(), out.get(), lse.get(), dout.get(), delta.get(), acc.get(),
+             dq.get(), dk.get(), dv.get());
     const int n_blocks = flash_bwd_n_blocks(b);
     run_timed(state, attn_flops(c, true), [&] { DCP_CUDA_CHECK(flash::flash_bwd(p, true, n_blocks, nullptr)); });
   }

@@ -22,6 +22,7 @@
 #include "attn/bf16_rule.h"
 #include "attn/flash/flash_common.h"
 #include "attn/inputs.h"
+#include "attn/tolerances.h"
 #include "attn/thd.h"
 
 namespace dcp::attn::testing {
@@ -263,6 +264,23 @@ FlashRingChecks check_flash_ring(Backend& be, const FlashRingCase& c, uint64_t s
   r.dk = check_bf16_rule<double>(dk, n_dk, whole16(dks, s.kv_row()), ot);
   r.dv = check_bf16_rule<double>(dv, n_dv, whole16(dvs, s.kv_row()), ot);
   return r;
+}
+
+// The expectations every test of these checks makes (emulated and on the device alike); the
+// lse is also held to fp32 accuracy (the kernels compute it in fp32 from exact inputs).
+inline void expect_pass(const FlashFwdChecks& r, const std::string& what) {
+  EXPECT_TRUE(r.out.pass()) << what << ": " << r.out.report("out");
+  EXPECT_TRUE(r.lse.pass()) << what << ": " << r.lse.report("lse");
+  EXPECT_TRUE(r.lse.got.within(kTolF32.rel_to_max)) << what << ": " << r.lse.got.report("lse");
+}
+inline void expect_pass(const FlashBwdChecks& r, const std::string& what) {
+  EXPECT_TRUE(r.dq.pass()) << what << ": " << r.dq.report("dq");
+  EXPECT_TRUE(r.dk.pass()) << what << ": " << r.dk.report("dk");
+  EXPECT_TRUE(r.dv.pass()) << what << ": " << r.dv.report("dv");
+}
+inline void expect_pass(const FlashRingChecks& r, const std::string& what) {
+  expect_pass(FlashFwdChecks{r.out, r.lse}, what);
+  expect_pass(FlashBwdChecks{r.dq, r.dk, r.dv}, what);
 }
 
 }  // namespace dcp::attn::testing

@@ -19,10 +19,7 @@ class FlashFwdCuda : public ::testing::TestWithParam<int> {};
 TEST_P(FlashFwdCuda, MeetsTheRuleAgainstFloat64) {
   DCP_SKIP_WITHOUT_GPU();
   const FlashCase c = flash_fwd_cases()[GetParam()];
-  const FlashFwdChecks r = check_flash_fwd(c, flash_fwd_cuda);
-  EXPECT_TRUE(r.out.pass()) << c.what << ": " << r.out.report("out");
-  EXPECT_TRUE(r.lse.pass()) << c.what << ": " << r.lse.report("lse");
-  EXPECT_TRUE(r.lse.got.within(kTolF32.rel_to_max)) << c.what << ": " << r.lse.got.report("lse");
+  expect_pass(check_flash_fwd(c, flash_fwd_cuda), c.what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdCuda, ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
@@ -32,10 +29,7 @@ class FlashBwdCuda : public ::testing::TestWithParam<int> {};
 TEST_P(FlashBwdCuda, MeetsTheRuleAgainstFloat64) {
   DCP_SKIP_WITHOUT_GPU();
   const FlashCase c = flash_fwd_cases()[GetParam()];
-  const FlashBwdChecks r = check_flash_bwd(c, flash_bwd_cuda);
-  EXPECT_TRUE(r.dq.pass()) << c.what << ": " << r.dq.report("dq");
-  EXPECT_TRUE(r.dk.pass()) << c.what << ": " << r.dk.report("dk");
-  EXPECT_TRUE(r.dv.pass()) << c.what << ": " << r.dv.report("dv");
+  expect_pass(check_flash_bwd(c, flash_bwd_cuda), c.what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashBwdCuda, ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
@@ -48,13 +42,7 @@ TEST_P(FlashRingCuda, MatchesTheWholeBatch) {
   DCP_SKIP_WITHOUT_GPU();
   const FlashRingCase c = flash_ring_cases()[GetParam()];
   CudaFlashBackend be;
-  const FlashRingChecks r = check_flash_ring(be, c);
-  EXPECT_TRUE(r.out.pass()) << c.what << ": " << r.out.report("out");
-  EXPECT_TRUE(r.lse.pass()) << c.what << ": " << r.lse.report("lse");
-  EXPECT_TRUE(r.lse.got.within(kTolF32.rel_to_max)) << c.what << ": " << r.lse.got.report("lse");
-  EXPECT_TRUE(r.dq.pass()) << c.what << ": " << r.dq.report("dq");
-  EXPECT_TRUE(r.dk.pass()) << c.what << ": " << r.dk.report("dk");
-  EXPECT_TRUE(r.dv.pass()) << c.what << ": " << r.dv.report("dv");
+  expect_pass(check_flash_ring(be, c), c.what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashRingCuda, ::testing::Range(0, static_cast<int>(flash_ring_cases().size())));

@@ -31,10 +31,7 @@ class FlashFwdEmulated : public ::testing::TestWithParam<int> {};
 
 TEST_P(FlashFwdEmulated, MeetsTheRuleAgainstFloat64) {
   const FlashCase c = flash_fwd_cases()[GetParam()];
-  const FlashFwdChecks r = check_flash_fwd(c, kEmulated);
-  EXPECT_TRUE(r.out.pass()) << c.what << ": " << r.out.report("out");
-  EXPECT_TRUE(r.lse.pass()) << c.what << ": " << r.lse.report("lse");
-  EXPECT_TRUE(r.lse.got.within(kTolF32.rel_to_max)) << c.what << ": " << r.lse.got.report("lse");
+  expect_pass(check_flash_fwd(c, kEmulated), c.what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdEmulated,
@@ -44,10 +41,7 @@ class FlashBwdEmulated : public ::testing::TestWithParam<int> {};
 
 TEST_P(FlashBwdEmulated, MeetsTheRuleAgainstFloat64) {
   const FlashCase c = flash_fwd_cases()[GetParam()];
-  const FlashBwdChecks r = check_flash_bwd(c, kEmulatedBwd);
-  EXPECT_TRUE(r.dq.pass()) << c.what << ": " << r.dq.report("dq");
-  EXPECT_TRUE(r.dk.pass()) << c.what << ": " << r.dk.report("dk");
-  EXPECT_TRUE(r.dv.pass()) << c.what << ": " << r.dv.report("dv");
+  expect_pass(check_flash_bwd(c, kEmulatedBwd), c.what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashBwdEmulated,
@@ -61,13 +55,7 @@ class FlashRingEmulated : public ::testing::TestWithParam<int> {};
 TEST_P(FlashRingEmulated, MatchesTheWholeBatch) {
   const FlashRingCase c = flash_ring_cases()[GetParam()];
   HostFlashBackend be;
-  const FlashRingChecks r = check_flash_ring(be, c);
-  EXPECT_TRUE(r.out.pass()) << c.what << ": " << r.out.report("out");
-  EXPECT_TRUE(r.lse.pass()) << c.what << ": " << r.lse.report("lse");
-  EXPECT_TRUE(r.lse.got.within(kTolF32.rel_to_max)) << c.what << ": " << r.lse.got.report("lse");
-  EXPECT_TRUE(r.dq.pass()) << c.what << ": " << r.dq.report("dq");
-  EXPECT_TRUE(r.dk.pass()) << c.what << ": " << r.dk.report("dk");
-  EXPECT_TRUE(r.dv.pass()) << c.what << ": " << r.dv.report("dv");
+  expect_pass(check_flash_ring(be, c), c.what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashRingEmulated, ::testing::Range(0, static_cast<int>(flash_ring_cases().size())));

@@ -377,6 +377,35 @@ TEST(Step, BoundChargesTheLongestSamplesCriticalPath) {
 
 // Random valid plans on the H100 profile: the lower bound never exceeds the simulated time and
 // the breakdown always sums to the step.
+// A random valid plan on a pool of 8 ranks (dp 2 x cp 4; aligned groups of 1..8 ranks, 1-3
+// samples each of lo .. max(lo, cap k / n) tokens), 8 micro-batches; the lengths go to `batch`.
+plan::Plan random_pool8_plan(Rng& rng, plan::Batch& batch, int64_t lo, int64_t cap, int64_t pad_to = 0) {
+  plan::Plan p;
+  p.planner = "random";
+  p.config.dp = 2;
+  p.config.cp = 4;
+  p.config.max_seqlen_per_rank = 16384;
+  p.pad_to = pad_to;
+  for (int mb = 0; mb < 8; ++mb) {
+    plan::MicroBatch m;
+    int rank = 0;
+    while (rank < 8) {
+      int k = 1 << rng.uniform_int(0, 3);
+      while (rank % k != 0 || rank + k > 8) k /= 2;
+      plan::Group g{rank, k, {}};
+      const int n = static_cast<int>(rng.uniform_int(1, 3));
+      for (int i = 0; i < n; ++i) {
+        g.samples.push_back(static_cast<int>(batch.lengths.size()));
+        batch.lengths.push_back(rng.uniform_int(lo, std::max<int64_t>(lo, cap * k / n)));
+      }
+      m.groups.push_back(g);
+      rank += k;
+    }
+    p.microbatches.push_back(m);
+  }
+  return p;
+}
+
 TEST(Step, BoundHoldsOnRandomPlansH100) {
   cost::CostModel cm = h100_llama3_8b(32, 4, 4, 2, 4);
   cm.training.recompute_full = true;
@@ -387,29 +416,8 @@ TEST(Step, BoundHoldsOnRandomPlansH100) {
     cm.training.overlap_grad_reduce = trial % 2 == 0;
     cm.training.distributed_optimizer = trial % 3 != 0;
     const int64_t cap = trial % 4 >= 2 ? 256 : 16384;
-    plan::Plan p;
-    p.planner = "random";
-    p.config.dp = 2;
-    p.config.cp = 4;
-    p.config.max_seqlen_per_rank = 16384;
     plan::Batch batch;
-    for (int mb = 0; mb < 8; ++mb) {
-      plan::MicroBatch m;
-      int rank = 0;
-      while (rank < 8) {
-        int k = 1 << rng.uniform_int(0, 3);
-        while (rank % k != 0 || rank + k > 8) k /= 2;
-        plan::Group g{rank, k, {}};
-        const int n = static_cast<int>(rng.uniform_int(1, 3));
-        for (int i = 0; i < n; ++i) {
-          g.samples.push_back(static_cast<int>(batch.lengths.size()));
-          batch.lengths.push_back(rng.uniform_int(64, std::max<int64_t>(64, cap * k / n)));
-        }
-        m.groups.push_back(g);
-        rank += k;
-      }
-      p.microbatches.push_back(m);
-    }
+    const plan::Plan p = random_pool8_plan(rng, batch, 64, cap);
     ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << "trial " << trial << ": " << plan::find_violation(p, batch).value_or("");
     const auto r = simulate_step(p, batch, cm);
     EXPECT_LE(r.plan_efficiency, 1.0) << "trial " << trial;
@@ -620,33 +628,6 @@ TEST(Step, BoundIsOverTheRealLengths) {
 
 namespace dcp::sim {
 namespace {
-// A random valid plan on a pool of 8 ranks (groups of 1..8), 8 micro-batches.
-plan::Plan random_pool8_plan(Rng& rng, plan::Batch& batch, int64_t pad_to = 0) {
-  plan::Plan p;
-  p.planner = "random";
-  p.config.dp = 2;
-  p.config.cp = 4;
-  p.config.max_seqlen_per_rank = 16384;
-  p.pad_to = pad_to;
-  for (int mb = 0; mb < 8; ++mb) {
-    plan::MicroBatch m;
-    int rank = 0;
-    while (rank < 8) {
-      int k = 1 << rng.uniform_int(0, 3);
-      while (rank % k != 0 || rank + k > 8) k /= 2;
-      plan::Group g{rank, k, {}};
-      const int n = static_cast<int>(rng.uniform_int(1, 3));
-      for (int i = 0; i < n; ++i) {
-        g.samples.push_back(static_cast<int>(batch.lengths.size()));
-        batch.lengths.push_back(rng.uniform_int(33, 4000 * k / n));
-      }
-      m.groups.push_back(g);
-      rank += k;
-    }
-    p.microbatches.push_back(m);
-  }
-  return p;
-}
 
 // The share of every rank and stage is the simulator's own accounting: its busy time equals
 // StepResult::rank_busy_s (mean over stages), each micro-batch's prediction equals
@@ -656,7 +637,7 @@ TEST(RankShare, IsTheSimulatorsAccountingOfThatRank) {
   cm.training.recompute_full = true;
   Rng rng(23);
   plan::Batch batch;
-  const plan::Plan p = random_pool8_plan(rng, batch);
+  const plan::Plan p = random_pool8_plan(rng, batch, 33, 4000);
   ASSERT_FALSE(plan::find_violation(p, batch).has_value());
   const auto r = simulate_step(p, batch, cm);
   for (int j = 0; j < 8; ++j) {
@@ -680,10 +661,11 @@ TEST(RankShare, IsTheSimulatorsAccountingOfThatRank) {
           fwd += st.fwd.total_s();
           bwd += st.bwd.total_s();
         }
-        EXPECT_NEAR(mb.fwd_s, fwd, 1e-12);
-        EXPECT_NEAR(mb.bwd_s, bwd, 1e-12);
-        EXPECT_NEAR(mb.fwd_s, mb.fwd_compute_s + mb.fwd_comm_s + mb.fwd_overhead_s, 1e-12);
-        EXPECT_NEAR(mb.bwd_s, mb.bwd_compute_s + mb.bwd_comm_s + mb.bwd_overhead_s, 1e-12);
+        const OpCost& o = mb.predicted;
+        EXPECT_NEAR(o.fwd_s, fwd, 1e-12);
+        EXPECT_NEAR(o.bwd_s, bwd, 1e-12);
+        EXPECT_NEAR(o.fwd_s, o.fwd_compute_s + o.fwd_comm_s + o.fwd_overhead_s, 1e-12);
+        EXPECT_NEAR(o.bwd_s, o.bwd_compute_s + o.bwd_comm_s + o.bwd_overhead_s, 1e-12);
       }
       mean += share.busy_s / 4;
     }
@@ -701,7 +683,7 @@ TEST(RankShare, PaddedPlansAreChargedAtPadTo) {
   const cost::CostModel cm = h100_llama3_8b(8, 1, 8);
   Rng rng(5);
   plan::Batch batch;
-  const plan::Plan p = random_pool8_plan(rng, batch, 4096);
+  const plan::Plan p = random_pool8_plan(rng, batch, 33, 4000, 4096);
   const RankShare share = rank_share(p, batch, cm, 3, 0);
   for (const auto& mb : share.microbatches)
     for (int64_t L : mb.lengths) EXPECT_GE(L, 4096);
@@ -711,7 +693,7 @@ TEST(RankShare, RejectsRankOrStageOutsideTheCluster) {
   const cost::CostModel cm = h100_llama3_8b(8, 1, 8);
   Rng rng(5);
   plan::Batch batch;
-  const plan::Plan p = random_pool8_plan(rng, batch);
+  const plan::Plan p = random_pool8_plan(rng, batch, 33, 4000);
   EXPECT_THROW(rank_share(p, batch, cm, 8, 0), InputError);
   EXPECT_THROW(rank_share(p, batch, cm, -1, 0), InputError);
   EXPECT_THROW(rank_share(p, batch, cm, 0, 1), InputError);
