@@ -36,5 +36,6 @@ build-gpu/impl/attn/bench_attn_cuda --benchmark_out=build-gpu/bench_attn_cuda.js
 "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --cases build-gpu/attn_cases.json \
   --bench build-gpu/bench_attn_cuda.json --out results/bench/attn_h100.json
 /usr/bin/python3 harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
-  --chart results/bench/attn_h100.png
+  --chart results/bench/attn_h100.png ||
+  echo "ci/gpu.sh: the chart was not drawn (Debian's python3-matplotlib missing?); the JSON is written" >&2
 echo "ci/gpu.sh: all GPU, CPU and MPI tests passed; attention benchmark in results/bench/attn_h100.{json,png}"

@@ -5,6 +5,9 @@
 #include <atomic>
 #include <barrier>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <thread>
@@ -43,14 +46,9 @@ flash::BwdParams flash_bwd_params(const ThdBatch& bq, const ThdBatch& bk, const 
   const flash::FwdParams f = flash_fwd_params(bq, bk, s, q, k, v, out, lse);
   check_sizes(s, bq.total_tokens(), bk.total_tokens(), dout, dk, dv, dq, lse);
   flash::BwdParams p;
-  p.batch = f.batch;
+  static_cast<flash::VarlenProblem&>(p) = f;  // the shape; bind_bwd sets the arrays and tensors
   p.rows_q = bq.total_tokens();
-  p.heads = f.heads;
-  p.kv_heads = f.kv_heads;
-  p.head_dim = f.head_dim;
   p.scale = static_cast<float>(s.scale());
-  p.scale_log2 = f.scale_log2;
-  p.causal = f.causal;
   return p;
 }
 
@@ -120,10 +118,23 @@ struct Emu {
     const uint16_t* rows[2][32];
   };
   std::array<Scratch, kWarps> scratch{};
+  const uint16_t* smem_lo = nullptr;  // the CTA's shared memory, for the address checks
+  const uint16_t* smem_hi = nullptr;
   Emu() {
     for (auto& w : warp) w = std::make_unique<std::barrier<>>(32);
   }
 };
+
+// What the hardware would fault on: a shared-memory access of 16 bytes that is not 16-byte
+// aligned or not inside the CTA's shared memory (the emulator otherwise reads host memory).
+void check_smem16(const Emu& e, const uint16_t* p, const char* op) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (a % 16 != 0 || p < e.smem_lo || p + 8 > e.smem_hi) {
+    std::fprintf(stderr, "flash emulator: %s at shared offset %td elements is not a 16-byte aligned access inside "
+                 "the %td elements of shared memory\n", op, p - e.smem_lo, e.smem_hi - e.smem_lo);
+    std::abort();
+  }
+}
 
 struct HostCtx {
   Emu* emu;
@@ -144,6 +155,7 @@ struct HostCtx {
   void ldsm(uint32_t (&r)[4], const uint16_t* p, bool trans) {
     const int w = t / 32, lane = t % 32;
     auto& s = emu->scratch[w];
+    check_smem16(*emu, p, trans ? "ldmatrix.trans" : "ldmatrix");
     s.rows[parity][lane] = p;
     emu->warp[w]->arrive_and_wait();
     for (int j = 0; j < 4; ++j) {
@@ -159,7 +171,14 @@ struct HostCtx {
   void ldsm_x4_t(uint32_t (&r)[4], const uint16_t* p) { ldsm(r, p, true); }
   // cp.async: the copy happens at once (the kernel's waits and barriers are then no-ops here;
   // that they are placed right is argued in flash_fwd_block.h, not tested by the emulator).
-  void cp_async16(uint16_t* dst, const uint16_t* src, bool valid) const { flash::copy8(dst, valid ? src : nullptr); }
+  void cp_async16(uint16_t* dst, const uint16_t* src, bool valid) const {
+    check_smem16(*emu, dst, "cp.async");
+    if (reinterpret_cast<std::uintptr_t>(src) % 16 != 0) {
+      std::fprintf(stderr, "flash emulator: cp.async from a global address that is not 16-byte aligned\n");
+      std::abort();
+    }
+    flash::copy8(dst, valid ? src : nullptr);
+  }
   void cp_async_commit() const {}
   void cp_async_wait_one() const {}
   void cp_async_wait_all() const {}
@@ -201,6 +220,8 @@ template <class Body>
 void run_grid(int gx, int gy, int gz, int smem_elems, Body&& cta) {
   Emu emu;
   std::vector<uint16_t> smem(static_cast<size_t>(smem_elems), 0x7fff);
+  emu.smem_lo = smem.data();
+  emu.smem_hi = smem.data() + smem.size();
   std::vector<std::thread> threads;
   threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t)

@@ -61,6 +61,15 @@ def test_redraw_from_the_json(tmp_path):
     assert attn_peers.main(["--redraw", str(out)]) == 2
 
 
+def test_repetitions_report_the_median_row(tmp_path):
+    rows = [{"name": "attn_fwd/dense L=512 d=128 causal/manual_time", "run_type": "iteration", "TFLOPS": t}
+            for t in (100.0, 300.0, 200.0)]
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"context": {}, "benchmarks": rows}))
+    got, _ = attn_peers.read_bench(str(path))
+    assert got[("attn", "fwd", "dense L=512 d=128 causal")] == 200.0
+
+
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "out.json"
     assert attn_peers.main(["--cases", str(tmp_path / "missing.json"), "--bench", str(tmp_path / "b.json"),

@@ -42,8 +42,10 @@ cudaError_t launch(const BwdParams& p, int n_blocks, cudaStream_t stream) {
   }
   if (n_blocks > 0) {
     const size_t smem = static_cast<size_t>(bwd_smem_elems(D)) * sizeof(uint16_t);
-    e = cudaFuncSetAttribute(flash_bwd_kernel<E, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e != cudaSuccess) return e;
+    // Once per kernel (and process: one GPU per process), not inside every timed launch.
+    static const cudaError_t attr = cudaFuncSetAttribute(flash_bwd_kernel<E, D>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (attr != cudaSuccess) return attr;
     const dim3 grid(static_cast<unsigned>(n_blocks), static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.batch));
     flash_bwd_kernel<E, D><<<grid, kThreads, smem, stream>>>(p);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;

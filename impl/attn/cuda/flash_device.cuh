@@ -17,23 +17,26 @@ struct DeviceCtx {
     const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
+                 : "r"(a)
+                 : "memory");
   }
   __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const uint16_t* p) const {
     const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
+                 : "r"(a)
+                 : "memory");
   }
   // 16 bytes global -> shared, asynchronous (cp.async.cg, sm_80+); valid = false zero-fills
   // (src-size 0: nothing is read, src must still be a global address).
   __device__ __forceinline__ void cp_async16(uint16_t* dst, const uint16_t* src, bool valid) const {
     const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
   }
-  __device__ __forceinline__ void cp_async_commit() const { asm volatile("cp.async.commit_group;\n" ::); }
-  __device__ __forceinline__ void cp_async_wait_one() const { asm volatile("cp.async.wait_group 1;\n" ::); }
-  __device__ __forceinline__ void cp_async_wait_all() const { asm volatile("cp.async.wait_group 0;\n" ::); }
+  __device__ __forceinline__ void cp_async_commit() const { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+  __device__ __forceinline__ void cp_async_wait_one() const { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+  __device__ __forceinline__ void cp_async_wait_all() const { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
   __device__ __forceinline__ void atomic_add(float* p, float v) const { atomicAdd(p, v); }
   template <class E>
   __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) const {

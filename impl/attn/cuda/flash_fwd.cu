@@ -22,9 +22,10 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(FwdParams p) {
 template <class E, int D>
 cudaError_t launch(const FwdParams& p, int m_blocks, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(fwd_smem_elems(D)) * sizeof(uint16_t);
-  cudaError_t e = cudaFuncSetAttribute(flash_fwd_kernel<E, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
-  if (e != cudaSuccess) return e;
+  // Once per kernel (and process: one GPU per process), not inside every timed launch.
+  static const cudaError_t attr = cudaFuncSetAttribute(flash_fwd_kernel<E, D>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
   flash_fwd_kernel<E, D><<<grid, kThreads, smem, stream>>>(p);
   return cudaGetLastError();

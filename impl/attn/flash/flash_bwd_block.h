@@ -23,10 +23,11 @@
 #pragma once
 
 #include "attn/flash/flash_common.h"
+#include "attn/flash/flash_params.h"
 
 namespace dcp::attn::flash {
 
-struct BwdParams {
+struct BwdParams : VarlenProblem {
   const uint16_t* q = nullptr;     // [rows_q, heads, d]
   const uint16_t* k = nullptr;     // [rows_k, kv_heads, d]
   const uint16_t* v = nullptr;
@@ -38,18 +39,8 @@ struct BwdParams {
   uint16_t* dq = nullptr;          // [rows_q, heads, d]
   uint16_t* dk = nullptr;          // [rows_k, kv_heads, d]
   uint16_t* dv = nullptr;
-  const int32_t* cu_seqlens_q = nullptr;
-  const int32_t* cu_seqlens_k = nullptr;
-  const int32_t* seqstart_q = nullptr;
-  const int32_t* seqstart_k = nullptr;
-  int batch = 0;
   int64_t rows_q = 0;  // total query rows (seqstart_q[batch])
-  int heads = 1;
-  int kv_heads = 1;
-  int head_dim = 64;
-  float scale = 0;       // softmax scale
-  float scale_log2 = 0;  // scale * log2(e)
-  bool causal = true;
+  float scale = 0;     // softmax scale (scale_log2 = scale * log2 e)
 };
 
 // Shared memory of a main-pass CTA in elements of 16 bits: K, V, Q, dO tiles, the dS^T tile and
@@ -71,8 +62,8 @@ DCP_HD int bwd_seq_of_row(const int32_t* start, int batch, int64_t row) {
   return lo;
 }
 
-// Pass 1: each thread one (row, head) of rows [block * kThreads / heads ...): kThreads pairs per
-// CTA, grid = ceil(rows_q * heads / kThreads).
+// Pass 1: one (row, head) pair per thread, `pair` = row * heads + head (the launcher's grid covers
+// rows_q * heads pairs).
 template <class E, int D>
 DCP_HD void flash_bwd_prep(const BwdParams& p, int64_t pair) {
   if (pair >= p.rows_q * p.heads) return;
@@ -100,17 +91,10 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
   static_assert(D % 16 == 0 && D <= 256, "head_dim must be a multiple of 16, at most 256");
   constexpr int kStride = smem_stride(D);
   constexpr int kDst = bwd_dst_stride();
-  const int tid = c.tid();
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const int g = lane / 4;
-  const int t = lane % 4;
-
-  const int len_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
-  const int len_k = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
-  const int64_t q0 = p.seqstart_q[b];
-  const int64_t k0 = p.seqstart_k[b];
-  const int rows_k = p.seqstart_k[b + 1] - p.seqstart_k[b];
+  const int tid = c.tid(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const SeqExtent sx = seq_extent(p, b);
+  const int len_q = sx.len_q, len_k = sx.len_k, rows_k = sx.rows_k;
+  const int64_t q0 = sx.q0, k0 = sx.k0;
   const int key0 = n_block * kBlockN;
   if (key0 >= rows_k) return;
   const int group = p.heads / p.kv_heads;

@@ -64,9 +64,9 @@ DCP_HD constexpr int frag_c_col(int lane, int e) { return 2 * (lane % 4) + (e & 
 //       (registers a0a1, a2a3, a4a5, a6a7), or with .trans the B fragments of two n-tiles from a
 //       k-major tile (rows = k, cols = n: V in O = P V);
 //   "B" pattern: row (lane % 8) + 8 (lane / 16), col 8 ((lane / 8) % 2): the B fragments of two
-//       n-tiles from an n-major tile (rows = n, cols = k: K in S = Q K^T; registers b0b1 of tile 0,
-//       b0b1 of tile 1), or with .trans an A tile stored k-major (rows = k, cols = m: dS^T in
-//       dQ = dS K).
+//       n-tiles from an n-major tile (rows = n, cols = k: K in S = Q K^T; the four registers are
+//       {b0b1, b2b3} of n-tile 0, then {b0b1, b2b3} of n-tile 1), or with .trans an A tile stored
+//       k-major (rows = k, cols = m: dS^T in dQ = dS K).
 DCP_HD constexpr int ldsm_a_row(int lane) { return lane % 8 + 8 * ((lane / 8) % 2); }
 DCP_HD constexpr int ldsm_a_col(int lane) { return 8 * (lane / 16); }
 DCP_HD constexpr int ldsm_b_row(int lane) { return lane % 8 + 8 * (lane / 16); }

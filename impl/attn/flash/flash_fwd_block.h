@@ -45,17 +45,10 @@ template <class Ctx, class E, int D>
 DCP_HD void flash_fwd_block(Ctx& c, const FwdParams& p, int m_block, int h, int b, uint16_t* smem) {
   static_assert(D % 16 == 0 && D <= 256, "head_dim must be a multiple of 16, at most 256");
   constexpr int kStride = smem_stride(D);
-  const int tid = c.tid();
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const int g = lane / 4;
-  const int t = lane % 4;
-
-  const int len_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
-  const int len_k = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
-  const int64_t q0 = p.seqstart_q[b];
-  const int rows_q = p.seqstart_q[b + 1] - p.seqstart_q[b];
-  const int64_t k0 = p.seqstart_k[b];
+  const int tid = c.tid(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const SeqExtent sx = seq_extent(p, b);
+  const int len_q = sx.len_q, len_k = sx.len_k, rows_q = sx.rows_q;
+  const int64_t q0 = sx.q0, k0 = sx.k0;
   const int row0 = m_block * kBlockM;
   if (row0 >= rows_q) return;
   const int hk = h / (p.heads / p.kv_heads);
@@ -200,7 +193,7 @@ DCP_HD void flash_fwd_block(Ctx& c, const FwdParams& p, int m_block, int h, int 
     l += c.shfl_xor(l, 2);
     const int i = i_row[r];
     if (i >= rows_q) continue;
-    const bool live = i < len_q && l > 0.f;
+    const bool live = i < len_q && !(l == 0.f);  // a NaN sum propagates (NaN inputs are not hidden)
     const float inv = live ? 1.f / l : 0.f;
     uint16_t* o = p.out + (q0 + i) * q_row + static_cast<int64_t>(h) * D;
     DCP_UNROLL

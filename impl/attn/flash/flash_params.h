@@ -20,14 +20,12 @@
 
 #include <cstdint>
 
+#include "attn/flash/flash_common.h"
+
 namespace dcp::attn::flash {
 
-struct FwdParams {
-  const uint16_t* q = nullptr;
-  const uint16_t* k = nullptr;
-  const uint16_t* v = nullptr;
-  uint16_t* out = nullptr;
-  float* lse = nullptr;
+// The problem both directions share: the two batches' arrays and the shape.
+struct VarlenProblem {
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
   const int32_t* seqstart_q = nullptr;
@@ -39,5 +37,24 @@ struct FwdParams {
   float scale_log2 = 0;  // softmax scale * log2(e): scores are kept in base-2 exponent units
   bool causal = true;
 };
+
+struct FwdParams : VarlenProblem {
+  const uint16_t* q = nullptr;
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  uint16_t* out = nullptr;
+  float* lse = nullptr;
+};
+
+// Sequence b of a problem's two batches: real lengths, first rows and padded extents.
+struct SeqExtent {
+  int len_q, len_k;    // real queries and keys
+  int64_t q0, k0;      // row of the first query / key
+  int rows_q, rows_k;  // padded extents (rows written as padding past the real ones)
+};
+DCP_HD SeqExtent seq_extent(const VarlenProblem& p, int b) {
+  return {p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b], p.seqstart_q[b],
+          p.seqstart_k[b],  p.seqstart_q[b + 1] - p.seqstart_q[b], p.seqstart_k[b + 1] - p.seqstart_k[b]};
+}
 
 }  // namespace dcp::attn::flash
