@@ -1,0 +1,65 @@
+// The operations one GPU runs for one micro-batch through one pipeline stage (issue 10): the
+// work a measured run of a rank's share (sim/rank_share.h) replays on the device with the real
+// kernels (cuBLASLt GEMMs, the tensor-core attention, the layer kernels), and the same work the
+// cost model charges, so that measured and simulated times are of the same thing.
+//
+// Per transformer layer of a Llama-style block (pre-norm, TP1), forward:
+//   rmsnorm [T, h]; GEMM qkv [T, h] x [h, q + 2 kv]; rope on q and k; attention: the ring steps
+//   of this rank (cp_size k, cp_rank r; cp_attn.h ring_step_type: the diagonal over its local rows,
+//   then per step the lower (all local Q x the front half of src's KV) or upper (the back half of
+//   Q x all of src's KV) rectangle, the real lengths of each half per sequence); GEMM proj
+//   [T, q] x [q, h]; residual add; rmsnorm; GEMM up/gate [T, h] x [h, 2 F] (F with a plain MLP);
+//   swiglu; GEMM down [T, F] x [F, h]; residual add.
+// Backward, per layer in reverse: with full recompute the forward again, then dgrad and wgrad of
+// each GEMM (dgrad [T, n] x [n, k]^T; wgrad [k, T] x [T, n]), the attention backward of every
+// step, the backward of rmsnorm, rope, swiglu. On the last stage: the output layer GEMM
+// [T, h] x [h, V] (forward; dgrad + wgrad backward) and the loss over [T, V].
+// T = the rank's THD rows (RankMicrobatch::local_tokens: each sequence padded to 2 k, / k).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attn/cp_attn.h"
+#include "cost/flops.h"
+
+namespace dcp::exec {
+
+enum class OpKind { gemm, attention, rmsnorm, rope, swiglu, residual, loss };
+enum class Pass { fwd, recompute, bwd };
+
+struct StageOp {
+  OpKind kind = OpKind::gemm;
+  Pass pass = Pass::fwd;
+  int layer = -1;             // transformer layer within the stage (-1: output layer / loss)
+  const char* name = "";      // e.g. "qkv", "qkv.dgrad", "attn.step1"
+  // gemm: C[m, n] = A[m, k] B[k, n]
+  int64_t m = 0, n = 0, k = 0;
+  // attention (one ring step): per sequence the real query and key counts; causal only for the
+  // diagonal step; backward when pass == bwd
+  attn::RingStep step = attn::RingStep::diagonal;
+  std::vector<int32_t> len_q, len_k;
+  // element-wise ops: rows x width elements
+  int64_t rows = 0, width = 0;
+
+  double flops() const;  // GEMM: 2 m n k; attention: 4 heads d x the (q, k) pairs attended (x 2.5
+                         // backward, FlashAttention's count); others 0. Needs the heads: see below.
+  int heads = 0, head_dim = 0, kv_heads = 0;
+};
+
+struct StageWork {
+  std::vector<StageOp> ops;
+  int64_t rows = 0;  // T
+};
+
+// The ops of one micro-batch: the group's sequences `lengths` (as the plan charges them), the
+// group size and this rank's place in it, the stage's transformer layers, whether it is the last
+// stage, whether the backward recomputes the forward. Throws InputError for an impossible input.
+StageWork stage_ops(const cost::ModelConfig& model, const std::vector<int64_t>& lengths, int cp_size, int cp_rank,
+                    int layers, bool last_stage, bool recompute_full);
+
+// Sums over the ops of one pass.
+double gemm_flops(const StageWork& w, Pass pass);
+double attention_flops(const StageWork& w, Pass pass);
+
+}  // namespace dcp::exec

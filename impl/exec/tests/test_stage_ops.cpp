@@ -1,0 +1,70 @@
+// The ops a measured run of a rank's micro-batch replays (stage_ops.h) are the work the cost
+// model charges: GEMM FLOPs equal its per-token formula at the rank's rows, the backward twice
+// the forward, the recompute once more; over the ranks of a group the ring steps attend every
+// causal (query, key) pair of every sequence exactly once.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "cost/flops.h"
+#include "exec/stage_ops.h"
+
+namespace dcp::exec {
+namespace {
+
+int64_t thd_rows(const std::vector<int64_t>& lengths, int k) {
+  int64_t rows = 0;
+  for (int64_t L : lengths) rows += (L + 2 * k - 1) / (2 * k) * 2 * k / k;
+  return rows;
+}
+
+TEST(StageOps, GemmFlopsAreTheCostModels) {
+  const cost::ModelConfig m = cost::model_preset("llama3-8b");
+  const std::vector<int64_t> lengths = {5000, 333, 1, 64};
+  for (const int k : {1, 2, 8})
+    for (const bool last : {false, true})
+      for (const bool recompute : {false, true}) {
+        const StageWork w = stage_ops(m, lengths, k, k - 1, 3, last, recompute);
+        const double T = static_cast<double>(thd_rows(lengths, k));
+        ASSERT_EQ(w.rows, thd_rows(lengths, k));
+        const double fwd = 3 * cost::fwd_layer_gemm_flops_per_token(m) * T +
+                           (last ? cost::fwd_logits_flops_per_token(m) * T : 0.0);
+        EXPECT_NEAR(gemm_flops(w, Pass::fwd), fwd, 1e-9 * fwd) << "k " << k;
+        EXPECT_NEAR(gemm_flops(w, Pass::bwd), 2 * fwd, 2e-9 * fwd) << "k " << k;  // dgrad + wgrad
+        const double re = recompute ? 3 * cost::fwd_layer_gemm_flops_per_token(m) * T : 0.0;
+        EXPECT_NEAR(gemm_flops(w, Pass::recompute), re, 1e-9 * fwd);
+      }
+}
+
+TEST(StageOps, RingStepsOfAGroupAttendEveryCausalPairOnce) {
+  const cost::ModelConfig m = cost::model_preset("llama-13b");
+  const std::vector<int64_t> lengths = {4097, 128, 31, 1, 0, 2048};
+  double pairs = 0;
+  for (int64_t L : lengths) pairs += static_cast<double>(L) * static_cast<double>(L + 1) / 2;
+  const double per_pair = 4.0 * m.heads * m.head_dim_or_default();
+  for (const int k : {1, 2, 4, 8}) {
+    double fwd = 0, bwd = 0;
+    for (int r = 0; r < k; ++r) {
+      const StageWork w = stage_ops(m, lengths, k, r, 2, false, true);
+      fwd += attention_flops(w, Pass::fwd);
+      bwd += attention_flops(w, Pass::bwd);
+      EXPECT_NEAR(attention_flops(w, Pass::recompute), attention_flops(w, Pass::fwd), 1e-6);
+    }
+    EXPECT_NEAR(fwd, 2 * per_pair * pairs, 1e-9 * fwd) << "k " << k;  // 2 layers
+    EXPECT_NEAR(bwd, 2.5 * fwd, 1e-9 * bwd) << "k " << k;
+    // The cost model's causal attention (fwd_layer_attn_flops_per_token_sq = 2 q per L^2 and layer:
+    // half the square) differs from the exact count by the diagonal, L / 2 pairs per sequence.
+    double model = 0;
+    for (int64_t L : lengths) model += 2 * cost::fwd_layer_attn_flops_per_token_sq(m) * static_cast<double>(L) * L;
+    EXPECT_NEAR(fwd, model, 2 * per_pair * 0.5 * (4097 + 128 + 31 + 1 + 2048)) << "k " << k;
+  }
+}
+
+TEST(StageOps, BadInputIsRefused) {
+  const cost::ModelConfig m = cost::model_preset("tiny");
+  EXPECT_THROW(stage_ops(m, {10}, 2, 2, 1, false, false), InputError);
+  EXPECT_THROW(stage_ops(m, {-1}, 1, 0, 1, false, false), InputError);
+  EXPECT_THROW(stage_ops(m, {10}, 1, 0, -1, false, false), InputError);
+}
+
+}  // namespace
+}  // namespace dcp::exec
