@@ -1,6 +1,8 @@
 // See gpu_layers.h.
 #include "model/gpu_layers.h"
 
+#include <vector>
+
 #include "attn/cta_emu.h"
 #include "core/error.h"
 #include "model/gpu/layer_blocks.h"
@@ -80,6 +82,37 @@ void rope_emulated(Half h, std::span<uint16_t> x, std::span<const int32_t> pos, 
   by_type(h, [&](auto e) {
     for (int64_t i = 0; i < n * heads * (head_dim / 2); ++i) gpu::rope_elem<decltype(e)>(a, i);
   });
+}
+
+void add_emulated(Half h, std::span<const uint16_t> a, std::span<const uint16_t> b, std::span<uint16_t> y) {
+  check(a.size() == b.size() && y.size() == a.size(), "add sizes");
+  const gpu::AddArgs args{a.data(), b.data(), y.data(), static_cast<int64_t>(a.size())};
+  by_type(h, [&](auto e) {
+    for (int64_t i = 0; i < args.n; ++i) gpu::add_elem<decltype(e)>(args, i);
+  });
+}
+
+double cross_entropy_emulated(Half h, std::span<const uint16_t> logits, std::span<const int32_t> labels,
+                              std::span<const uint8_t> mask, double scale, std::span<uint16_t> dlogits, int64_t n,
+                              int vocab) {
+  check(n >= 0 && vocab >= 1 && logits.size() == static_cast<size_t>(n * vocab) && dlogits.size() == logits.size() &&
+            labels.size() == static_cast<size_t>(n) && mask.size() == static_cast<size_t>(n),
+        "cross_entropy sizes");
+  for (int64_t i = 0; i < n; ++i)
+    DCP_CHECK(!mask[i] || (labels[i] >= 0 && labels[i] < vocab), "cross_entropy: label ", labels[i],
+              " outside the vocabulary of ", vocab, " at row ", i);
+  std::vector<float> rows(static_cast<size_t>(n), 0.f);
+  const gpu::CrossEntropyArgs a{logits.data(), labels.data(), mask.data(), static_cast<float>(scale), dlogits.data(),
+                                rows.data(), n, vocab};
+  by_type(h, [&](auto e) {
+    using E = decltype(e);
+    attn::emu::run_grid(static_cast<int>(gpu::row_blocks(n)), 1, 1, 8, [&](attn::emu::HostCtx& c, int b, int, int, uint16_t*) {
+      gpu::cross_entropy_block<attn::emu::HostCtx, E>(c, a, b);
+    });
+  });
+  double loss = 0;
+  for (float r : rows) loss += r;
+  return loss;
 }
 
 }  // namespace dcp::model

@@ -24,4 +24,10 @@ void swiglu_bwd_emulated(attn::Half h, std::span<const uint16_t> gate_up, std::s
 void rope_emulated(attn::Half h, std::span<uint16_t> x, std::span<const int32_t> pos, int64_t n, int heads,
                    int head_dim, double theta, bool inverse);
 
+void add_emulated(attn::Half h, std::span<const uint16_t> a, std::span<const uint16_t> b, std::span<uint16_t> y);
+// Returns the sum of the rows' losses (labels must lie in [0, vocab) on rows with mask 1).
+double cross_entropy_emulated(attn::Half h, std::span<const uint16_t> logits, std::span<const int32_t> labels,
+                              std::span<const uint8_t> mask, double scale, std::span<uint16_t> dlogits, int64_t n,
+                              int vocab);
+
 }  // namespace dcp::model

@@ -5,6 +5,8 @@
 #include "core/cuda_check.h"
 #include "model/cuda/layer_launch.h"
 
+#include <vector>
+
 namespace dcp::model {
 
 using attn::cuda::DeviceArray;
@@ -84,6 +86,37 @@ void rope_cuda(attn::Half h, std::span<uint16_t> x, std::span<const int32_t> pos
   auto dp = up(pos);
   finish(gpu::rope({dx.get(), dp.get(), n, heads, head_dim, theta, inverse}, h == attn::Half::bf16, nullptr));
   dx.to_host(x);
+}
+
+void add_cuda(attn::Half h, std::span<const uint16_t> a, std::span<const uint16_t> b, std::span<uint16_t> y) {
+  DCP_CHECK(a.size() == b.size() && y.size() == a.size(), "add_cuda: sizes");
+  auto da = up(a), db = up(b);
+  auto dy = poisoned<uint16_t>(y.size());
+  finish(gpu::add({da.get(), db.get(), dy.get(), static_cast<int64_t>(a.size())}, h == attn::Half::bf16, nullptr));
+  dy.to_host(y);
+}
+
+double cross_entropy_cuda(attn::Half h, std::span<const uint16_t> logits, std::span<const int32_t> labels,
+                          std::span<const uint8_t> mask, double scale, std::span<uint16_t> dlogits, int64_t n, int vocab) {
+  DCP_CHECK(logits.size() == static_cast<size_t>(n * vocab) && dlogits.size() == logits.size() &&
+                labels.size() == static_cast<size_t>(n) && mask.size() == static_cast<size_t>(n),
+            "cross_entropy_cuda: sizes");
+  for (int64_t i = 0; i < n; ++i)
+    DCP_CHECK(!mask[i] || (labels[i] >= 0 && labels[i] < vocab), "cross_entropy_cuda: label ", labels[i],
+              " outside the vocabulary of ", vocab, " at row ", i);
+  auto dl = up(logits);
+  auto dlab = up(labels);
+  auto dm = up(mask);
+  auto dd = poisoned<uint16_t>(dlogits.size());
+  auto rows = poisoned<float>(static_cast<size_t>(n));
+  finish(gpu::cross_entropy({dl.get(), dlab.get(), dm.get(), static_cast<float>(scale), dd.get(), rows.get(), n, vocab},
+                            h == attn::Half::bf16, nullptr));
+  dd.to_host(dlogits);
+  std::vector<float> r(static_cast<size_t>(n));
+  rows.to_host(r);
+  double loss = 0;
+  for (float x : r) loss += x;
+  return loss;
 }
 
 }  // namespace dcp::model

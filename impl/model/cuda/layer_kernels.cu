@@ -53,6 +53,19 @@ __global__ void rope_kernel(RopeArgs a) {
     rope_elem<E>(a, i);
 }
 
+template <class E>
+__global__ void add_kernel(AddArgs a) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    add_elem<E>(a, i);
+}
+
+template <class E>
+__global__ void __launch_bounds__(kThreads) cross_entropy_kernel(CrossEntropyArgs a) {
+  DeviceCtx c;
+  for (int64_t b = blockIdx.x; b < row_blocks(a.n); b += gridDim.x) cross_entropy_block<DeviceCtx, E>(c, a, b);
+}
+
 unsigned row_grid(int64_t n) {
   const int64_t b = row_blocks(n);
   return static_cast<unsigned>(b < 65535 * 16 ? b : 65535 * 16);
@@ -98,6 +111,22 @@ cudaError_t rope(const RopeArgs& a, bool bf16, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (bf16) rope_kernel<Bf16><<<elt_blocks(n), kEltThreads, 0, stream>>>(a);
   else rope_kernel<Fp16><<<elt_blocks(n), kEltThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t add(const AddArgs& a, bool bf16, cudaStream_t stream) {
+  if (a.n < 0) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (bf16) add_kernel<Bf16><<<elt_blocks(a.n), kEltThreads, 0, stream>>>(a);
+  else add_kernel<Fp16><<<elt_blocks(a.n), kEltThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t cross_entropy(const CrossEntropyArgs& a, bool bf16, cudaStream_t stream) {
+  if (a.n < 0 || a.vocab < 1) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (bf16) cross_entropy_kernel<Bf16><<<row_grid(a.n), kThreads, 0, stream>>>(a);
+  else cross_entropy_kernel<Fp16><<<row_grid(a.n), kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 

@@ -14,5 +14,7 @@ cudaError_t rmsnorm_bwd(const RmsNormBwdArgs& a, bool bf16, cudaStream_t stream)
 cudaError_t swiglu_fwd(const SwigluArgs& a, bool bf16, cudaStream_t stream);
 cudaError_t swiglu_bwd(const SwigluArgs& a, bool bf16, cudaStream_t stream);
 cudaError_t rope(const RopeArgs& a, bool bf16, cudaStream_t stream);
+cudaError_t add(const AddArgs& a, bool bf16, cudaStream_t stream);
+cudaError_t cross_entropy(const CrossEntropyArgs& a, bool bf16, cudaStream_t stream);  // loss per row
 
 }  // namespace dcp::model::gpu

@@ -11,6 +11,8 @@
 //   SwiGLU (gate_up [n, 2f], gate first): out = silu(gate) up; the backward as the CPU kernel.
 //   RoPE (GPT-NeoX / Megatron non-interleaved halves, in place on [n, heads, head_dim]): angle
 //     pos theta^(-2i/head_dim) in double, its cos and sin rounded to float (as the CPU kernel).
+//   add (residuals) element-wise; cross-entropy one warp per row (max, sum of exp, loss and
+//     dlogits in one kernel, as the CPU kernel's fused loss).
 #pragma once
 
 #include <cmath>
@@ -141,6 +143,69 @@ DCP_HD void rope_elem(const RopeArgs& a, int64_t i) {
   const float u = E::to_float(xh[k]), w = E::to_float(xh[k + half]);
   xh[k] = E::from_float(u * cs - w * sn);
   xh[k + half] = E::from_float(u * sn + w * cs);
+}
+
+struct AddArgs {
+  const uint16_t* a;
+  const uint16_t* b;
+  uint16_t* y;  // y = a + b (may alias a)
+  int64_t n;
+};
+
+template <class E>
+DCP_HD void add_elem(const AddArgs& a, int64_t i) {
+  if (i < a.n) a.y[i] = E::from_float(E::to_float(a.a[i]) + E::to_float(a.b[i]));
+}
+
+// Cross-entropy of rows of logits [n, vocab] (16-bit) against labels, one warp per row, as the CPU
+// kernel: rows with mask 0 get dlogits 0 and no loss; loss_rows[row] = lse - logit[label] (fp32,
+// 0 for masked rows; the caller sums); dlogits = scale (softmax - onehot(label)).
+struct CrossEntropyArgs {
+  const uint16_t* logits;
+  const int32_t* labels;
+  const uint8_t* mask;
+  float scale;
+  uint16_t* dlogits;
+  float* loss_rows;  // [n]
+  int64_t n;
+  int vocab;
+};
+
+template <class Ctx>
+DCP_HD float warp_max(Ctx& c, float v) {
+  for (int off = 16; off > 0; off /= 2) {
+    const float o = c.shfl_xor(v, off);
+    v = o > v ? o : v;
+  }
+  return v;
+}
+
+template <class Ctx, class E>
+DCP_HD void cross_entropy_block(Ctx& c, const CrossEntropyArgs& a, int64_t block) {
+  const int warp = c.tid() / 32, lane = c.tid() % 32;
+  const int64_t row = block * kWarps + warp;
+  if (row >= a.n) return;  // uniform over the warp
+  const uint16_t* l = a.logits + row * a.vocab;
+  uint16_t* d = a.dlogits + row * a.vocab;
+  if (!a.mask[row]) {
+    for (int v = lane; v < a.vocab; v += 32) d[v] = 0;
+    if (lane == 0) a.loss_rows[row] = 0.f;
+    return;
+  }
+  float m = -INFINITY;
+  for (int v = lane; v < a.vocab; v += 32) {
+    const float x = E::to_float(l[v]);
+    m = x > m ? x : m;
+  }
+  m = warp_max(c, m);
+  float sum = 0.f;
+  for (int v = lane; v < a.vocab; v += 32) sum += std::exp(E::to_float(l[v]) - m);
+  sum = warp_sum(c, sum);
+  const int label = a.labels[row];
+  const float k = a.scale / sum;
+  for (int v = lane; v < a.vocab; v += 32)
+    d[v] = E::from_float(std::exp(E::to_float(l[v]) - m) * k - (v == label ? a.scale : 0.f));
+  if (lane == 0) a.loss_rows[row] = m + std::log(sum) - E::to_float(l[label]);
 }
 
 }  // namespace dcp::model::gpu

@@ -36,6 +36,10 @@ struct LayerImpl {
   std::function<void(Half, std::span<const uint16_t>, std::span<const uint16_t>, std::span<uint16_t>, int64_t, int)>
       swiglu_bwd;
   std::function<void(Half, std::span<uint16_t>, std::span<const int32_t>, int64_t, int, int, double, bool)> rope;
+  std::function<void(Half, std::span<const uint16_t>, std::span<const uint16_t>, std::span<uint16_t>)> add;
+  std::function<double(Half, std::span<const uint16_t>, std::span<const int32_t>, std::span<const uint8_t>, double,
+                       std::span<uint16_t>, int64_t, int)>
+      cross_entropy;
 };
 
 struct Half16 {
@@ -141,6 +145,35 @@ inline void check_rope(const LayerImpl& k, Half h) {
       expect16(g, r, h, inverse ? "rope inverse" : "rope");
     }
   }
+}
+
+inline void check_add(const LayerImpl& k, Half h) {
+  const Half16 a = random16(kRows * 77, 7, h, 2.0), b = random16(kRows * 77, 8, h, 2.0);
+  std::vector<double> r(a.v.size());
+  make_cpu_kernels<double>()->add(a.v.data(), b.v.data(), r.data(), static_cast<int64_t>(r.size()));
+  std::vector<uint16_t> g(a.b.size());
+  k.add(h, a.b, b.b, g);
+  expect16(g, r, h, "add");
+}
+
+// Logits up to +-8 over a vocabulary not a multiple of 32, some rows masked; the loss (a sum of
+// fp32 row losses) within 1e-5 relative, dlogits by the 16-bit rule.
+inline void check_cross_entropy(const LayerImpl& k, Half h) {
+  const int vocab = 1000;
+  const Half16 logits = random16(kRows * vocab, 9, h, 8.0);
+  std::vector<int32_t> labels(kRows);
+  std::vector<uint8_t> mask(kRows);
+  for (int64_t i = 0; i < kRows; ++i) {
+    labels[i] = static_cast<int32_t>((i * 379) % vocab);
+    mask[i] = i % 5 != 3;
+  }
+  std::vector<double> dref(logits.v.size());
+  const double lref = make_cpu_kernels<double>()->cross_entropy(logits.v.data(), labels.data(), mask.data(), 0.25,
+                                                                dref.data(), kRows, vocab);
+  std::vector<uint16_t> dg(logits.b.size());
+  const double lg = k.cross_entropy(h, logits.b, labels, mask, 0.25, dg, kRows, vocab);
+  EXPECT_NEAR(lg, lref, 1e-5 * std::fabs(lref)) << "cross_entropy loss";
+  expect16(dg, dref, h, "cross_entropy dlogits");
 }
 
 }  // namespace dcp::model::testing

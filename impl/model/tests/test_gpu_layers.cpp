@@ -12,13 +12,15 @@ namespace {
 using namespace dcp::model::testing;
 
 const LayerImpl kEmulated{rmsnorm_fwd_emulated, rmsnorm_bwd_emulated, swiglu_fwd_emulated, swiglu_bwd_emulated,
-                          rope_emulated};
+                          rope_emulated,        add_emulated,         cross_entropy_emulated};
 
 class GpuLayers : public ::testing::TestWithParam<Half> {};
 
 TEST_P(GpuLayers, RmsNormMatchesFloat64) { check_rmsnorm(kEmulated, GetParam()); }
 TEST_P(GpuLayers, SwigluMatchesFloat64) { check_swiglu(kEmulated, GetParam()); }
 TEST_P(GpuLayers, RopeMatchesFloat64BothWays) { check_rope(kEmulated, GetParam()); }
+TEST_P(GpuLayers, AddMatchesFloat64) { check_add(kEmulated, GetParam()); }
+TEST_P(GpuLayers, CrossEntropyMatchesFloat64) { check_cross_entropy(kEmulated, GetParam()); }
 
 // The acceptance is not vacuous: the rotation the other way fails it.
 TEST(GpuLayersRule, RejectsTheOtherRotation) {

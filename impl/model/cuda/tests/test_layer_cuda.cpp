@@ -11,7 +11,8 @@ namespace {
 
 using namespace dcp::model::testing;
 
-const LayerImpl kCuda{rmsnorm_fwd_cuda, rmsnorm_bwd_cuda, swiglu_fwd_cuda, swiglu_bwd_cuda, rope_cuda};
+const LayerImpl kCuda{rmsnorm_fwd_cuda, rmsnorm_bwd_cuda, swiglu_fwd_cuda, swiglu_bwd_cuda,
+                      rope_cuda,        add_cuda,         cross_entropy_cuda};
 
 class GpuLayersCuda : public ::testing::TestWithParam<Half> {};
 
@@ -26,6 +27,15 @@ TEST_P(GpuLayersCuda, SwigluMatchesFloat64) {
 TEST_P(GpuLayersCuda, RopeMatchesFloat64BothWays) {
   DCP_SKIP_WITHOUT_GPU();
   check_rope(kCuda, GetParam());
+}
+
+TEST_P(GpuLayersCuda, AddMatchesFloat64) {
+  DCP_SKIP_WITHOUT_GPU();
+  check_add(kCuda, GetParam());
+}
+TEST_P(GpuLayersCuda, CrossEntropyMatchesFloat64) {
+  DCP_SKIP_WITHOUT_GPU();
+  check_cross_entropy(kCuda, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GpuLayersCuda, ::testing::Values(Half::bf16, Half::fp16));
