@@ -1,0 +1,68 @@
+// See gemm_lt.h. Column-major view of the row-major product: C^T [n, m] = B^T [n, k] A^T [k, m],
+// i.e. cuBLASLt's "A" is our B (n x k, ld n), its "B" our A (k x m, ld k), C n x m (ld n); no
+// transposes.
+#include "exec/cuda/gemm_lt.h"
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+
+namespace dcp::exec {
+
+namespace {
+void check(cublasStatus_t st, const char* what) {
+  DCP_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt: ", what, " failed (status ", static_cast<int>(st), ")");
+}
+}  // namespace
+
+GemmLt::GemmLt(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
+  check(cublasLtCreate(&handle_), "cublasLtCreate");
+  if (workspace_bytes_ > 0) DCP_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+GemmLt::~GemmLt() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.la);
+    cublasLtMatrixLayoutDestroy(p.lb);
+    cublasLtMatrixLayoutDestroy(p.lc);
+    cublasLtMatmulDescDestroy(p.op);
+  }
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+const GemmLt::Plan& GemmLt::plan(bool bf16, int64_t m, int64_t n, int64_t k) {
+  const auto key = std::make_tuple(bf16, m, n, k);
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  Plan p;
+  const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  check(cublasLtMatrixLayoutCreate(&p.la, t, static_cast<uint64_t>(n), static_cast<uint64_t>(k), n), "layout A");
+  check(cublasLtMatrixLayoutCreate(&p.lb, t, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "layout B");
+  check(cublasLtMatrixLayoutCreate(&p.lc, t, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "layout C");
+  cublasLtMatmulPreference_t pref = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                             sizeof(workspace_bytes_)),
+        "workspace preference");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  check(st, "cublasLtMatmulAlgoGetHeuristic");
+  DCP_CHECK(found > 0, "cuBLASLt: no algorithm for a ", m, " x ", n, " x ", k, " GEMM");
+  p.algo = result.algo;
+  return plans_.emplace(key, p).first->second;
+}
+
+void GemmLt::run(bool bf16, int64_t m, int64_t n, int64_t k, const uint16_t* a, const uint16_t* b, uint16_t* c,
+                 cudaStream_t stream) {
+  DCP_CHECK(m > 0 && n > 0 && k > 0, "GemmLt: ", m, " x ", n, " x ", k, " is not a GEMM");
+  const Plan& p = plan(bf16, m, n, k);
+  const float alpha = 1.f, beta = 0.f;
+  check(cublasLtMatmul(handle_, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo, workspace_,
+                       workspace_bytes_, stream),
+        "cublasLtMatmul");
+}
+
+}  // namespace dcp::exec

@@ -1,0 +1,230 @@
+// See stage_runner.h.
+#include "exec/cuda/stage_runner.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "attn/cuda/device_array.h"
+#include "attn/cuda/flash_launch.h"
+#include "attn/cuda/flash_ring_cuda.h"
+#include "attn/flash_emu.h"
+#include "attn/thd.h"
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "exec/cuda/gemm_lt.h"
+#include "model/cuda/layer_launch.h"
+
+namespace dcp::exec {
+
+using attn::cuda::DeviceArray;
+
+namespace {
+
+// A growable device buffer filled with one 16-bit pattern (0x3C3C: bf16 ~0.0115, fp16 ~1.06) or
+// float 0.01: finite, non-zero inputs.
+template <class T>
+struct Buffer {
+  DeviceArray<T> a;
+  T* need(size_t n) {
+    if (a.size() < n) {
+      a = DeviceArray<T>(n);
+      if constexpr (sizeof(T) == 2) {
+        DCP_CUDA_CHECK(cudaMemset(a.get(), 0x3C, n * sizeof(T)));
+      } else {
+        std::vector<T> h(n, T(0.01));
+        DCP_CUDA_CHECK(cudaMemcpy(a.get(), h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+      }
+    }
+    return a.get();
+  }
+};
+
+// An attention op's two THD batches on the device and the kernels' parameters over the buffers.
+struct AttnPlan {
+  attn::ThdBatch bq, bk;
+  std::unique_ptr<attn::DeviceBatchPair> arrays;
+  int64_t rows_q = 0, rows_k = 0;
+};
+
+}  // namespace
+
+struct StageRunner::Impl {
+  cost::ModelConfig model;
+  attn::Half half;
+  bool bf16;
+  GemmLt gemm;
+  Buffer<uint16_t> x, y, z, q, k, v, o, dq, dk, dv, dout, kv_copy;
+  Buffer<float> f1, f2, f3;
+  Buffer<int32_t> pos, labels;
+  Buffer<uint8_t> mask;
+
+  Impl(const cost::ModelConfig& m, attn::Half h) : model(m), half(h), bf16(h == attn::Half::bf16) {}
+
+  // Everything a run needs that is not timed: the attention ops' batches on the device, the
+  // loss's labels (0) and mask (1).
+  std::vector<AttnPlan> prepare(const StageWork& w) {
+    std::vector<AttnPlan> plans(w.ops.size());
+    for (size_t i = 0; i < w.ops.size(); ++i) {
+      const StageOp& op = w.ops[i];
+      if (op.kind == OpKind::loss) {
+        const size_t rows = static_cast<size_t>(op.rows);
+        DCP_CUDA_CHECK(cudaMemset(mask.need(rows), 1, rows));
+        DCP_CUDA_CHECK(cudaMemset(labels.need(rows), 0, rows * sizeof(int32_t)));
+      }
+      if (op.kind != OpKind::attention) continue;
+      AttnPlan& p = plans[i];
+      p.bq = attn::make_thd_batch(op.len_q, 1);
+      p.bk = attn::make_thd_batch(op.len_k, 1);
+      p.arrays = std::make_unique<attn::DeviceBatchPair>(p.bq, p.bk);
+      p.rows_q = p.bq.total_tokens();
+      p.rows_k = p.bk.total_tokens();
+    }
+    return plans;
+  }
+
+  // Runs one op; its ring copy (a step with another rank's KV) between the events c0 and c1.
+  void run(const StageOp& op, const AttnPlan& ap, cudaEvent_t c0, cudaEvent_t c1) {
+    const bool backward = op.pass == Pass::bwd;
+    switch (op.kind) {
+      case OpKind::gemm:
+        gemm.run(bf16, op.m, op.n, op.k, x.need(static_cast<size_t>(op.m * op.k)), y.need(static_cast<size_t>(op.k * op.n)),
+                 z.need(static_cast<size_t>(op.m * op.n)), nullptr);
+        break;
+      case OpKind::attention: {
+        attn::AttnShape s;
+        s.heads = op.heads;
+        s.kv_heads = op.kv_heads;
+        s.head_dim = op.head_dim;
+        s.causal = op.step == attn::RingStep::diagonal;
+        const size_t nq = static_cast<size_t>(ap.rows_q * s.q_row()), nk = static_cast<size_t>(ap.rows_k * s.kv_row());
+        const size_t nl = static_cast<size_t>(ap.rows_q * s.heads);
+        if (op.step != attn::RingStep::diagonal) {  // KV of another rank of the group: a device copy
+          DCP_CUDA_CHECK(cudaEventRecord(c0, nullptr));
+          DCP_CUDA_CHECK(cudaMemcpyAsync(kv_copy.need(2 * nk), k.need(2 * nk), 2 * nk * sizeof(uint16_t),
+                                         cudaMemcpyDeviceToDevice, nullptr));
+          DCP_CUDA_CHECK(cudaEventRecord(c1, nullptr));
+        }
+        if (!backward) {
+          attn::flash::FwdParams p = attn::flash_fwd_params(ap.bq, ap.bk, s, nq, nk, nk, nq, nl);
+          attn::bind_fwd(p, ap.arrays->arrays(), q.need(nq), k.need(nk), v.need(nk), o.need(nq), f1.need(nl));
+          DCP_CUDA_CHECK(attn::flash::flash_fwd(p, bf16, attn::flash_fwd_m_blocks(ap.bq), nullptr));
+        } else {
+          attn::flash::BwdParams p = attn::flash_bwd_params(ap.bq, ap.bk, s, nq, nk, nk, nq, nl, nq, nq, nk, nk);
+          attn::bind_bwd(p, ap.arrays->arrays(), q.need(nq), k.need(nk), v.need(nk), o.need(nq), f1.need(nl),
+                         dout.need(nq), f2.need(nl), f3.need(nq), dq.need(nq), dk.need(nk), dv.need(nk));
+          DCP_CUDA_CHECK(attn::flash::flash_bwd(p, bf16, attn::flash_bwd_n_blocks(ap.bk), nullptr));
+        }
+        break;
+      }
+      case OpKind::rmsnorm: {
+        const int d = static_cast<int>(op.width);
+        const size_t n = static_cast<size_t>(op.rows * op.width);
+        if (!backward)
+          DCP_CUDA_CHECK(model::gpu::rmsnorm_fwd({x.need(n), y.need(static_cast<size_t>(d)), z.need(n),
+                                                  f1.need(static_cast<size_t>(op.rows)), op.rows, d, 1e-5f},
+                                                 bf16, nullptr));
+        else
+          DCP_CUDA_CHECK(model::gpu::rmsnorm_bwd({x.need(n), y.need(static_cast<size_t>(d)),
+                                                  f1.need(static_cast<size_t>(op.rows)), dout.need(n), z.need(n),
+                                                  f2.need(static_cast<size_t>(d)), op.rows, d},
+                                                 bf16, nullptr));
+        break;
+      }
+      case OpKind::rope: {
+        const int hd = static_cast<int>(model.head_dim_or_default());
+        const size_t n = static_cast<size_t>(op.rows * op.width);
+        DCP_CUDA_CHECK(model::gpu::rope({x.need(n), pos.need(static_cast<size_t>(op.rows)), op.rows,
+                                         static_cast<int>(op.width / hd), hd, 10000.0, backward},
+                                        bf16, nullptr));
+        break;
+      }
+      case OpKind::swiglu: {
+        const int f = static_cast<int>(op.width);
+        const size_t n = static_cast<size_t>(op.rows * op.width);
+        if (!backward)
+          DCP_CUDA_CHECK(model::gpu::swiglu_fwd({x.need(2 * n), nullptr, z.need(n), nullptr, op.rows, f}, bf16, nullptr));
+        else
+          DCP_CUDA_CHECK(
+              model::gpu::swiglu_bwd({x.need(2 * n), dout.need(n), nullptr, z.need(2 * n), op.rows, f}, bf16, nullptr));
+        break;
+      }
+      case OpKind::residual: {
+        const size_t n = static_cast<size_t>(op.rows * op.width);
+        DCP_CUDA_CHECK(model::gpu::add({x.need(n), y.need(n), z.need(n), static_cast<int64_t>(n)}, bf16, nullptr));
+        break;
+      }
+      case OpKind::loss: {
+        if (backward) break;  // the fused kernel wrote dlogits with the loss
+        const size_t n = static_cast<size_t>(op.rows * op.width);
+        DCP_CUDA_CHECK(model::gpu::cross_entropy({x.need(n), labels.a.get(), mask.a.get(), 1.f, z.need(n),
+                                                  f1.need(static_cast<size_t>(op.rows)), op.rows,
+                                                  static_cast<int>(op.width)},
+                                                 bf16, nullptr));
+        break;
+      }
+    }
+  }
+};
+
+StageRunner::StageRunner(const cost::ModelConfig& model, attn::Half half) : impl_(std::make_unique<Impl>(model, half)) {}
+StageRunner::~StageRunner() = default;
+
+MeasuredMicrobatch StageRunner::measure(const StageWork& work, int reps) {
+  DCP_REQUIRE(reps >= 1, "StageRunner: reps ", reps, " must be >= 1");
+  Impl& m = *impl_;
+  const std::vector<AttnPlan> plans = m.prepare(work);
+  cudaEvent_t start, mid, end;
+  DCP_CUDA_CHECK(cudaEventCreate(&start));
+  DCP_CUDA_CHECK(cudaEventCreate(&mid));
+  DCP_CUDA_CHECK(cudaEventCreate(&end));
+  std::vector<cudaEvent_t> copy_ev;
+  for (const auto& op : work.ops)
+    if (op.kind == OpKind::attention && op.step != attn::RingStep::diagonal)
+      for (int e = 0; e < 2; ++e) DCP_CUDA_CHECK(cudaEventCreate(&copy_ev.emplace_back()));
+  std::vector<MeasuredMicrobatch> runs;
+  for (int r = 0; r <= reps; ++r) {  // run 0 is the untimed warm-up
+    DCP_CUDA_CHECK(cudaDeviceSynchronize());
+    DCP_CUDA_CHECK(cudaEventRecord(start, nullptr));
+    bool fwd_done = false;
+    size_t ce = 0;
+    std::vector<bool> copy_fwd;
+    for (size_t i = 0; i < work.ops.size(); ++i) {
+      const StageOp& op = work.ops[i];
+      if (!fwd_done && op.pass != Pass::fwd) {
+        DCP_CUDA_CHECK(cudaEventRecord(mid, nullptr));
+        fwd_done = true;
+      }
+      const bool copies = op.kind == OpKind::attention && op.step != attn::RingStep::diagonal;
+      m.run(op, plans[i], copies ? copy_ev[ce] : nullptr, copies ? copy_ev[ce + 1] : nullptr);
+      if (copies) {
+        copy_fwd.push_back(!fwd_done);
+        ce += 2;
+      }
+    }
+    if (!fwd_done) DCP_CUDA_CHECK(cudaEventRecord(mid, nullptr));
+    DCP_CUDA_CHECK(cudaEventRecord(end, nullptr));
+    DCP_CUDA_CHECK(cudaEventSynchronize(end));
+    if (r == 0) continue;
+    MeasuredMicrobatch x;
+    float ms = 0;
+    DCP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, mid));
+    x.fwd_s = ms / 1e3;
+    DCP_CUDA_CHECK(cudaEventElapsedTime(&ms, mid, end));
+    x.bwd_s = ms / 1e3;
+    for (size_t c = 0; c < copy_fwd.size(); ++c) {
+      DCP_CUDA_CHECK(cudaEventElapsedTime(&ms, copy_ev[2 * c], copy_ev[2 * c + 1]));
+      (copy_fwd[c] ? x.copy_fwd_s : x.copy_bwd_s) += ms / 1e3;
+    }
+    runs.push_back(x);
+  }
+  for (cudaEvent_t e : copy_ev) cudaEventDestroy(e);
+  cudaEventDestroy(start);
+  cudaEventDestroy(mid);
+  cudaEventDestroy(end);
+  // The median run by total time.
+  std::sort(runs.begin(), runs.end(),
+            [](const MeasuredMicrobatch& a, const MeasuredMicrobatch& b) { return a.fwd_s + a.bwd_s < b.fwd_s + b.bwd_s; });
+  return runs[runs.size() / 2];
+}
+
+}  // namespace dcp::exec

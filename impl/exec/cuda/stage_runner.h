@@ -1,0 +1,42 @@
+// Replays the operations of one micro-batch through one pipeline stage (stage_ops.h) on the GPU
+// with the real kernels, and times them (issue 10: `dcpbench share --measure`): cuBLASLt GEMMs
+// (gemm_lt.h), the tensor-core attention forward / backward of each ring step (attn/cuda/), the
+// layer kernels (model/cuda/). A measured run of one rank's share: the other ranks of a CP group
+// are virtual, their KV blocks reach this rank as device-to-device copies, timed apart (the
+// ring's transfer on one GPU is a stand-in, its real cost is modelled by the simulator).
+// What is replayed is the work and its shapes, not a trained model: tensors hold a constant,
+// finite, non-zero 16-bit value; outputs are not checked here (the kernels' own tests are).
+// Timing: CUDA events after one untimed run (cuBLASLt plans, buffers), the median of `reps`
+// timed runs; forward = the forward ops, backward = recompute + backward ops.
+// Only built with CUDA; throws dcp::Error on any CUDA or cuBLASLt error.
+#pragma once
+
+#include <memory>
+
+#include "attn/bf16_rule.h"
+#include "cost/flops.h"
+#include "exec/stage_ops.h"
+
+namespace dcp::exec {
+
+struct MeasuredMicrobatch {
+  double fwd_s = 0;       // the forward ops (incl. the ring copies of the forward)
+  double bwd_s = 0;       // recompute + backward ops (incl. their ring copies)
+  double copy_fwd_s = 0;  // the ring's KV copies inside fwd_s
+  double copy_bwd_s = 0;  // inside bwd_s
+};
+
+class StageRunner {
+ public:
+  StageRunner(const cost::ModelConfig& model, attn::Half half);
+  ~StageRunner();
+  StageRunner(const StageRunner&) = delete;
+  StageRunner& operator=(const StageRunner&) = delete;
+  MeasuredMicrobatch measure(const StageWork& work, int reps = 3);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dcp::exec
