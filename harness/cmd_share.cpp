@@ -18,7 +18,18 @@
 
 #include <nlohmann/json.hpp>
 
+#ifdef DCP_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#include "exec/cuda/stage_runner.h"
+#include "exec/stage_ops.h"
+#endif
+
 #include <algorithm>
+#include <tuple>
+#include <utility>
+#include <vector>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -30,6 +41,47 @@ namespace {
 
 constexpr const char* kShareSchema = "dcpbench.share.v1";
 
+struct exec_measured_t {
+  double fwd_s = 0, bwd_s = 0, copy_fwd_s = 0, copy_bwd_s = 0;
+};
+
+// --measure needs a CUDA build and a device: InputError (exit 2) before any work otherwise.
+void require_measure_device() {
+#ifdef DCP_HAVE_CUDA
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    throw InputError("--measure needs a CUDA device, and none is visible on this machine");
+#else
+  throw InputError("--measure needs a CUDA build (nvcc at /usr/local/cuda, DCP_CUDA=AUTO|ON)");
+#endif
+}
+
+// --measure: replays every micro-batch of the share on the GPU (exec/cuda/stage_runner.h).
+std::pair<std::string, std::vector<exec_measured_t>> measure_share(const sim::RankShare& share,
+                                                                   const cost::CostModel& cm, int reps) {
+#ifdef DCP_HAVE_CUDA
+  cudaDeviceProp prop{};
+  DCP_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  exec::StageRunner runner(cm.model, attn::Half::bf16);
+  std::vector<exec_measured_t> rows;
+  for (const auto& m : share.microbatches) {
+    const exec::StageWork w = exec::stage_ops(cm.model, m.lengths, m.cp_size, m.cp_rank, share.layers,
+                                              share.last_stage, cm.training.recompute_full);
+    const exec::MeasuredMicrobatch t = runner.measure(w, reps);
+    rows.push_back({t.fwd_s, t.bwd_s, t.copy_fwd_s, t.copy_bwd_s});
+    std::fprintf(stderr, "measured micro-batch %d: fwd %.3f ms, bwd %.3f ms\n", m.microbatch, 1e3 * t.fwd_s,
+                 1e3 * t.bwd_s);
+  }
+  return {std::string("measured:") + prop.name, rows};
+#else
+  (void)share;
+  (void)cm;
+  (void)reps;
+  require_measure_device();
+  return {};
+#endif
+}
+
 struct ShareArgs {
   std::string scenario;
   std::string strategy;
@@ -37,11 +89,17 @@ struct ShareArgs {
   int rank = 0;
   int stage = 0;
   std::string out = "-";
+  bool measure = false;
+  int reps = 3;
 };
+
+// Measured times of every micro-batch of the share on this machine's GPU (empty source: none).
+
 
 int run_share(const ShareArgs& a, const CLI::App& cmd) {
   const bool to_file = cmd.count("--out") > 0 && !is_stdout_path(a.out);
   if (to_file) check_output_path(a.out);
+  if (a.measure) require_measure_device();
   const Scenario s = load_scenario(a.scenario);
   const auto& registry = builtin_planners();
   DCP_REQUIRE(std::find(s.strategies.begin(), s.strategies.end(), a.strategy) != s.strategies.end(), "--strategy \"",
@@ -67,9 +125,13 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   const int stage = pick_stage ? sim::busiest_stage(step, rank, pool) : a.stage;
   DCP_REQUIRE(stage < cm.cluster.pp, "--stage ", stage, " is outside the ", cm.cluster.pp, " pipeline stages of ", s.file);
   const sim::RankShare share = sim::rank_share(plan, req.batch, cm, rank, stage);
+  std::string measured_source;
+  std::vector<exec_measured_t> measured;
+  if (a.measure) std::tie(measured_source, measured) = measure_share(share, cm, a.reps);
 
   nlohmann::json mbs = nlohmann::json::array();
-  for (const auto& m : share.microbatches)
+  for (size_t i = 0; i < share.microbatches.size(); ++i) {
+    const auto& m = share.microbatches[i];
     mbs.push_back({{"microbatch", m.microbatch},
                    {"first_rank", m.first_rank},
                    {"cp_size", m.cp_size},
@@ -88,6 +150,12 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                      {"fwd_overhead_s", m.predicted.fwd_overhead_s},
                      {"bwd_overhead_s", m.predicted.bwd_overhead_s},
                      {"p2p_s", m.predicted.p2p_s}}}});
+    if (!measured.empty())
+      mbs.back()["measured"] = {{"fwd_s", measured[i].fwd_s},
+                                {"bwd_s", measured[i].bwd_s},
+                                {"ring_copy_fwd_s", measured[i].copy_fwd_s},
+                                {"ring_copy_bwd_s", measured[i].copy_bwd_s}};
+  }
   const nlohmann::json j = {{"schema", kShareSchema},
                             {"scenario", s.name},
                             {"strategy", a.strategy},
@@ -107,7 +175,17 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                             {"busy_s", share.busy_s},
                             {"step_s", step.step_s},
                             {"microbatches", mbs}};
-  write_output(to_file ? a.out : "-", j.dump(1) + "\n");
+  nlohmann::json out = j;
+  if (!measured.empty()) {
+    double busy = 0;
+    for (const auto& r : measured) busy += r.fwd_s + r.bwd_s;
+    out["measured_source"] = measured_source;
+    out["measured_busy_s"] = busy;
+    out["measured_note"] =
+        "the rank's ops replayed on this GPU (exec/stage_ops.h): CP peers virtual, their KV as device copies "
+        "(ring_copy_*, inside fwd_s/bwd_s; the real transfer is what the simulator models), no PP or DP traffic";
+  }
+  write_output(to_file ? a.out : "-", out.dump(1) + "\n");
 
   std::FILE* t = stderr;
   std::fprintf(t, "%s, %s, step %d: pool rank %d (%s), pipeline stage %d (%s), %d layers%s; %s\n", s.name.c_str(),
@@ -124,6 +202,12 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   }
   std::fprintf(t, "busy %.3f ms of a simulated step of %.3f ms (the rest: pipeline bubble, waiting, DP sync, "
                "per-iteration cost)\n", 1e3 * share.busy_s, 1e3 * step.step_s);
+  if (!measured.empty()) {
+    double busy = 0;
+    for (const auto& r : measured) busy += r.fwd_s + r.bwd_s;
+    std::fprintf(t, "measured on this GPU (%s): busy %.3f ms; simulated / measured = %.3f\n", measured_source.c_str(),
+                 1e3 * busy, busy > 0 ? share.busy_s / busy : 0.0);
+  }
   return 0;
 }
 
@@ -139,6 +223,10 @@ void add_share_command(CLI::App& app, int& exit_code) {
   add_int_option(cmd, "--step", args->step, 0, 99999, "Global batch (step) of the scenario (default 0)");
   add_int_option(cmd, "--rank", args->rank, 0, 1 << 30, "Pool rank, 0 .. dp*cp-1 (default: the busiest)");
   add_int_option(cmd, "--stage", args->stage, 0, 1 << 20, "Pipeline stage (default: the rank's busiest)");
+  cmd->add_flag("--measure", args->measure,
+                "Also replay every micro-batch of the share on this machine's GPU and time it (needs a CUDA build and "
+                "device; the rank's own ops, CP peers virtual: exec/cuda/stage_runner.h)");
+  add_int_option(cmd, "--reps", args->reps, 1, 100, "Timed repetitions per micro-batch with --measure (median; default 3)");
   cmd->add_option("--out", args->out,
                   "Write the JSON here (atomically; a regular file or a new path in an existing folder; - = stdout, "
                   "the default); the table goes to stderr");

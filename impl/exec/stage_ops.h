@@ -15,6 +15,9 @@
 // step, the backward of rmsnorm, rope, swiglu. On the last stage: the output layer GEMM
 // [T, h] x [h, V] (forward; dgrad + wgrad backward) and the loss over [T, V].
 // T = the rank's THD rows (RankMicrobatch::local_tokens: each sequence padded to 2 k, / k).
+// Approximations of the replay (stage_runner.h), all element-wise and memory-bound: a plain MLP's
+// activation (GeLU, megatron-dcp-bench) runs as the SwiGLU kernel over its F columns, LayerNorm
+// as RMSNorm, biases are not added.
 #pragma once
 
 #include <cstdint>

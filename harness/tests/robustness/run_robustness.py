@@ -270,6 +270,8 @@ def main():
                                                          "--out", "s.json"], ['--strategy "megatron-pr2000"'])
         case("contract/share-rank-outside-pool", ["share", "ok.json", "--strategy", "dcp", "--rank", "4",
                                                   "--out", "s.json"], ["--rank 4", "pool of 4"])
+        case("contract/share-measure-without-device", ["share", "ok.json", "--strategy", "dcp", "--measure",
+                                                       "--out", "s.json"], ["--measure needs a CUDA"])
         case("contract/share-stage-outside-pp", ["share", "ok.json", "--strategy", "dcp", "--stage", "1",
                                                  "--out", "s.json"], ["--stage 1", "1 pipeline stages"])
         case("file-size/gate-dev-zero", ["gate", "--baseline", "/dev/zero", "--current", "results.json"], ["64 MiB"])

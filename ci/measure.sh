@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On a GPU machine (issue 10): replays the busiest rank's share of every strategy of the Llama-13B
+# scenarios on this GPU (`dcpbench share --measure`: the rank's own ops with cuBLASLt and the
+# tensor-core kernels, CP peers virtual) and writes, per scenario and strategy,
+# results/measured/<scenario>-<strategy>.json with the simulated and the measured time of every
+# micro-batch. Builds build-gpu/ first if needed (as ci/gpu.sh). DCP_MEASURE_REPS (default 1)
+# timed repetitions per micro-batch after a warm-up run; DCP_MEASURE_SCENARIOS to choose others.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "ci/measure.sh: no NVIDIA GPU visible (nvidia-smi -L failed); run this on a GPU machine" >&2
+  exit 2
+fi
+arch="${DCP_CUDA_ARCH:-90a}"
+if [ ! -x build-gpu/dcpbench ]; then
+  ci/install.sh
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_CUDA_ARCH="$arch" \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch"
+  cmake --build build-gpu -j "$(nproc)" --target dcpbench
+fi
+mkdir -p results/measured
+for s in ${DCP_MEASURE_SCENARIOS:-scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json}; do
+  name=$(basename "$s" .json)
+  for strategy in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['strategies']))" "$s"); do
+    echo "== $name / $strategy =="
+    build-gpu/dcpbench share "$s" --strategy "$strategy" --measure --reps "${DCP_MEASURE_REPS:-1}" \
+      --out "results/measured/$name-$strategy.json"
+  done
+done
+echo "ci/measure.sh: results/measured/*.json"
