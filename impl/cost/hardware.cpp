@@ -361,7 +361,8 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
       DCP_REQUIRE(value == "public" || value == "measured" || value == "synthetic", at, "=",
                   value.dump(), " (expected \"public\", \"measured\" or \"synthetic\")");
       p.obtained = value.get<std::string>();
-    } else if (key == "comment" || key == "sources" || key == "script" || key == "device") {
+    } else if (key == "comment" || key == "sources" || key == "script" || key == "device" || key == "date" ||
+               key == "git_sha") {
       // free-form provenance
     } else if (field != scalar_fields().end()) {
       DCP_REQUIRE(value.is_number(), at, "=", value.dump(), " must be a number");
