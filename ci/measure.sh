@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On a GPU machine (issue 10): replays the busiest rank's share of every strategy of the Llama-13B
+# On a GPU machine (issue 10): measures the cost model's tables (`dcpbench calibrate --backend cuda`
+# -> results/calibration/h100-measured.json), then replays the busiest rank's share of every strategy of the Llama-13B
 # scenarios on this GPU (`dcpbench share --measure`: the rank's own ops with cuBLASLt and the
 # tensor-core kernels, CP peers virtual) and writes, per scenario and strategy,
 # results/measured/<scenario>-<strategy>.json with the simulated and the measured time of every
@@ -18,6 +19,8 @@ if [ ! -x build-gpu/dcpbench ]; then
     -DCMAKE_CUDA_ARCHITECTURES="$arch"
   cmake --build build-gpu -j "$(nproc)" --target dcpbench
 fi
+echo "== calibration: results/calibration/h100-measured.json =="
+build-gpu/dcpbench calibrate --backend cuda --model llama-13b --out results/calibration/h100-measured.json
 mkdir -p results/measured
 for s in ${DCP_MEASURE_SCENARIOS:-scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json}; do
   name=$(basename "$s" .json)

@@ -17,5 +17,6 @@ void add_conform_command(CLI::App& app, int& exit_code);  // cmd_conform.cpp
 void add_check_command(CLI::App& app, int& exit_code);    // cmd_check.cpp
 void add_evaluate_command(CLI::App& app, int& exit_code);  // cmd_evaluate.cpp
 void add_share_command(CLI::App& app, int& exit_code);     // cmd_share.cpp
+void add_calibrate_command(CLI::App& app, int& exit_code);  // cmd_calibrate.cpp
 
 }  // namespace dcp::harness

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     dcp::harness::add_check_command(app, exit_code);
     dcp::harness::add_evaluate_command(app, exit_code);
     dcp::harness::add_share_command(app, exit_code);
+    dcp::harness::add_calibrate_command(app, exit_code);
     if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) return report(bad, 2);
     try {
       app.parse(argc, argv);

@@ -227,6 +227,8 @@ std::string simulated_source(const std::string& cost_model, const std::string& c
   return "simulated:" + cost_model + "@" + calibration;
 }
 
+std::string source_git_sha() { return git_sha(); }
+
 json make_context(const std::string& device, const std::string& cost_model, const std::string& calibration,
                   const std::string& command) {
   json c;

@@ -272,6 +272,12 @@ def main():
                                                   "--out", "s.json"], ["--rank 4", "pool of 4"])
         case("contract/share-measure-without-device", ["share", "ok.json", "--strategy", "dcp", "--measure",
                                                        "--out", "s.json"], ["--measure needs a CUDA"])
+        case("contract/calibrate-bad-backend", ["calibrate", "--backend", "cpu", "--out", "c.json"],
+             ['--backend "cpu"'])
+        case("contract/calibrate-unknown-model", ["calibrate", "--backend", "cuda", "--model", "gpt-9",
+                                                  "--out", "c.json"], ["gpt-9"])
+        case("contract/calibrate-without-device", ["calibrate", "--backend", "cuda", "--out", "c.json"],
+             ["calibrate --backend cuda needs a CUDA"])
         case("contract/share-stage-outside-pp", ["share", "ok.json", "--strategy", "dcp", "--stage", "1",
                                                  "--out", "s.json"], ["--stage 1", "1 pipeline stages"])
         case("file-size/gate-dev-zero", ["gate", "--baseline", "/dev/zero", "--current", "results.json"], ["64 MiB"])
