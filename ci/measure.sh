@@ -30,4 +30,15 @@ for s in ${DCP_MEASURE_SCENARIOS:-scenarios/llama13b-github.json scenarios/llama
       --out "results/measured/$name-$strategy.json"
   done
 done
-echo "ci/measure.sh: results/measured/*.json"
+# Validation: the same shares predicted with the measured calibration and our kernels' attention
+# table (no dataset's micro-batch went into the calibration: both datasets are held out); each
+# file carries per micro-batch and per rank-step the error simulated / measured - 1.
+for s in ${DCP_MEASURE_SCENARIOS:-scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json}; do
+  name=$(basename "$s" .json)
+  for strategy in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['strategies']))" "$s"); do
+    build-gpu/dcpbench share "$s" --strategy "$strategy" --measure --reps "${DCP_MEASURE_REPS:-1}" \
+      --calibration results/calibration/h100-measured.json --attention-backend dcpbench \
+      --out "results/measured/$name-$strategy-calibrated.json"
+  done
+done
+echo "ci/measure.sh: results/measured/*.json (rank_step_error: simulated / measured - 1)"

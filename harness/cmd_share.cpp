@@ -27,6 +27,7 @@
 #endif
 
 #include <algorithm>
+#include <filesystem>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -91,6 +92,8 @@ struct ShareArgs {
   std::string out = "-";
   bool measure = false;
   int reps = 3;
+  std::string calibration;
+  std::string attention_backend;
 };
 
 // Measured times of every micro-batch of the share on this machine's GPU (empty source: none).
@@ -100,7 +103,14 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   const bool to_file = cmd.count("--out") > 0 && !is_stdout_path(a.out);
   if (to_file) check_output_path(a.out);
   if (a.measure) require_measure_device();
-  const Scenario s = load_scenario(a.scenario);
+  Scenario s = load_scenario(a.scenario);
+  // Predict with a (measured) calibration and its attention table instead of the scenario's.
+  if (cmd.count("--calibration")) {
+    DCP_REQUIRE(std::filesystem::is_regular_file(a.calibration), "--calibration \"", a.calibration,
+                "\" is not a readable file");
+    s.calibration = a.calibration;
+  }
+  if (cmd.count("--attention-backend")) s.training.attention_backend = a.attention_backend;
   const auto& registry = builtin_planners();
   DCP_REQUIRE(std::find(s.strategies.begin(), s.strategies.end(), a.strategy) != s.strategies.end(), "--strategy \"",
               a.strategy, "\" is not one of the strategies of ", s.file);
@@ -150,11 +160,19 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                      {"fwd_overhead_s", m.predicted.fwd_overhead_s},
                      {"bwd_overhead_s", m.predicted.bwd_overhead_s},
                      {"p2p_s", m.predicted.p2p_s}}}});
-    if (!measured.empty())
+    if (!measured.empty()) {
+      // Like for like: the prediction without its CP communication (a transfer the one GPU does
+      // not make) against the measurement without the ring's stand-in copies.
+      const double pred = m.predicted.fwd_s + m.predicted.bwd_s - m.predicted.fwd_comm_s - m.predicted.bwd_comm_s;
+      const double meas = measured[i].fwd_s + measured[i].bwd_s - measured[i].copy_fwd_s - measured[i].copy_bwd_s;
       mbs.back()["measured"] = {{"fwd_s", measured[i].fwd_s},
                                 {"bwd_s", measured[i].bwd_s},
                                 {"ring_copy_fwd_s", measured[i].copy_fwd_s},
-                                {"ring_copy_bwd_s", measured[i].copy_bwd_s}};
+                                {"ring_copy_bwd_s", measured[i].copy_bwd_s},
+                                {"predicted_no_comm_s", pred},
+                                {"measured_no_copy_s", meas},
+                                {"error", meas > 0 ? pred / meas - 1 : 0.0}};
+    }
   }
   const nlohmann::json j = {{"schema", kShareSchema},
                             {"scenario", s.name},
@@ -177,10 +195,17 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                             {"microbatches", mbs}};
   nlohmann::json out = j;
   if (!measured.empty()) {
-    double busy = 0;
-    for (const auto& r : measured) busy += r.fwd_s + r.bwd_s;
+    double busy = 0, meas = 0, pred = 0;
+    for (size_t i = 0; i < measured.size(); ++i) {
+      const auto& r = measured[i];
+      const auto& p = share.microbatches[i].predicted;
+      busy += r.fwd_s + r.bwd_s;
+      meas += r.fwd_s + r.bwd_s - r.copy_fwd_s - r.copy_bwd_s;
+      pred += p.fwd_s + p.bwd_s - p.fwd_comm_s - p.bwd_comm_s;
+    }
     out["measured_source"] = measured_source;
     out["measured_busy_s"] = busy;
+    out["rank_step_error"] = meas > 0 ? pred / meas - 1 : 0.0;  // simulated / measured - 1, like for like
     out["measured_note"] =
         "the rank's ops replayed on this GPU (exec/stage_ops.h): CP peers virtual, their KV as device copies "
         "(ring_copy_*, inside fwd_s/bwd_s; the real transfer is what the simulator models), no PP or DP traffic";
@@ -227,6 +252,13 @@ void add_share_command(CLI::App& app, int& exit_code) {
                 "Also replay every micro-batch of the share on this machine's GPU and time it (needs a CUDA build and "
                 "device; the rank's own ops, CP peers virtual: exec/cuda/stage_runner.h)");
   add_int_option(cmd, "--reps", args->reps, 1, 100, "Timed repetitions per micro-batch with --measure (median; default 3)");
+  cmd->add_option("--calibration", args->calibration,
+                  "Predict with this calibration file instead of the scenario's (e.g. the measured "
+                  "results/calibration/h100-measured.json of `dcpbench calibrate`)");
+  cmd->add_option("--attention-backend", args->attention_backend,
+                  "Predict with this attention table (fa2, fa3, cudnn, or dcpbench: our kernels, in a measured "
+                  "calibration)")
+      ->check(CLI::IsMember({"fa2", "fa3", "cudnn", "dcpbench"}));
   cmd->add_option("--out", args->out,
                   "Write the JSON here (atomically; a regular file or a new path in an existing folder; - = stdout, "
                   "the default); the table goes to stderr");

@@ -158,7 +158,7 @@ TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
   t.precision = r.get_string("precision", false, {"bf16"}).value_or("bf16");
   t.steps = static_cast<int>(r.get_int("steps", false, 1, 100000).value_or(1));
   t.seed = static_cast<uint64_t>(r.get_int("seed", false, 0, (1LL << 62)).value_or(0));
-  t.attention_backend = r.get_string("attention_backend", false, {"fa2", "fa3", "cudnn"}).value_or("fa3");
+  t.attention_backend = r.get_string("attention_backend", false, {"fa2", "fa3", "cudnn", "dcpbench"}).value_or("fa3");
   t.distributed_optimizer = r.get_bool("distributed_optimizer", false).value_or(false);
   t.grad_reduce = r.get_string("grad_reduce", false, {"fp32", "bf16"}).value_or("fp32");
   t.overlap_grad_reduce = r.get_bool("overlap_grad_reduce", false).value_or(false);

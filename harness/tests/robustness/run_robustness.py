@@ -278,6 +278,10 @@ def main():
                                                   "--out", "c.json"], ["gpt-9"])
         case("contract/calibrate-without-device", ["calibrate", "--backend", "cuda", "--out", "c.json"],
              ["calibrate --backend cuda needs a CUDA"])
+        case("contract/share-backend-without-table", ["share", "ok.json", "--strategy", "dcp", "--attention-backend",
+                                                      "dcpbench", "--out", "s.json"], ['"dcpbench" has no table'])
+        case("contract/share-calibration-missing", ["share", "ok.json", "--strategy", "dcp", "--calibration",
+                                                    "nope.json", "--out", "s.json"], ['--calibration "nope.json"'])
         case("contract/share-stage-outside-pp", ["share", "ok.json", "--strategy", "dcp", "--stage", "1",
                                                  "--out", "s.json"], ["--stage 1", "1 pipeline stages"])
         case("file-size/gate-dev-zero", ["gate", "--baseline", "/dev/zero", "--current", "results.json"], ["64 MiB"])
