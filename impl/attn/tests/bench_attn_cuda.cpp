@@ -28,6 +28,7 @@
 
 #include "attn/bench_shapes.h"
 #include "attn/cuda/device_array.h"
+#include "attn/cuda/event_timer.h"
 #include "attn/cuda/flash_launch.h"
 #include "attn/cuda/flash_ring_cuda.h"
 #include "attn/flash/flash_common.h"
@@ -80,23 +81,16 @@ void run_timed(benchmark::State& state, double flops, F&& launch) {
   L2Flush flush;
   for (int i = 0; i < 3; ++i) launch();
   DCP_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t start, stop;
-  DCP_CUDA_CHECK(cudaEventCreate(&start));
-  DCP_CUDA_CHECK(cudaEventCreate(&stop));
+  cuda::EventTimer timer;
   std::vector<double> times;
   for (auto _ : state) {
     flush();
-    DCP_CUDA_CHECK(cudaEventRecord(start, nullptr));
+    timer.start();
     launch();
-    DCP_CUDA_CHECK(cudaEventRecord(stop, nullptr));
-    DCP_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    DCP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms / 1e3);
-    times.push_back(ms / 1e3);
+    const double s = timer.stop_s();
+    state.SetIterationTime(s);
+    times.push_back(s);
   }
-  DCP_CUDA_CHECK(cudaEventDestroy(start));
-  DCP_CUDA_CHECK(cudaEventDestroy(stop));
   // The median over the repetitions (the peers script reports its peers' medians too), and the mean.
   std::sort(times.begin(), times.end());
   double sum = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attn/cuda/device_array.h"
+#include "attn/cuda/event_timer.h"
 #include "attn/cuda/flash_launch.h"
 #include "attn/cuda/flash_ring_cuda.h"
 #include "attn/flash_emu.h"
@@ -24,21 +25,13 @@ namespace {
 double median_s(const std::function<void()>& f, int reps) {
   f();
   DCP_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  DCP_CUDA_CHECK(cudaEventCreate(&a));
-  DCP_CUDA_CHECK(cudaEventCreate(&b));
+  attn::cuda::EventTimer timer;
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
-    DCP_CUDA_CHECK(cudaEventRecord(a, nullptr));
+    timer.start();
     f();
-    DCP_CUDA_CHECK(cudaEventRecord(b, nullptr));
-    DCP_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    DCP_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms / 1e3);
+    t.push_back(timer.stop_s());
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
