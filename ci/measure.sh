@@ -6,28 +6,27 @@
 # results/measured/<scenario>-<strategy>.json with the simulated and the measured time of every
 # micro-batch. Builds build-gpu/ first if needed (as ci/gpu.sh). DCP_MEASURE_REPS (default 1)
 # timed repetitions per micro-batch after a warm-up run; DCP_MEASURE_SCENARIOS to choose others.
-set -euo pipefail
+set -uo pipefail  # a failing strategy is reported at the end, the others still run
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "ci/measure.sh: no NVIDIA GPU visible (nvidia-smi -L failed); run this on a GPU machine" >&2
   exit 2
 fi
 arch="${DCP_CUDA_ARCH:-90a}"
-if [ ! -x build-gpu/dcpbench ]; then
-  ci/install.sh
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_CUDA_ARCH="$arch" \
-    -DCMAKE_CUDA_ARCHITECTURES="$arch"
-  cmake --build build-gpu -j "$(nproc)" --target dcpbench
-fi
+ci/install.sh || exit 1
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_CUDA_ARCH="$arch" \
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" || exit 1
+cmake --build build-gpu -j "$(nproc)" --target dcpbench || exit 1  # incremental: never a stale binary
+failed=()
 echo "== calibration: results/calibration/h100-measured.json =="
-build-gpu/dcpbench calibrate --backend cuda --model llama-13b --out results/calibration/h100-measured.json
+build-gpu/dcpbench calibrate --backend cuda --model llama-13b --out results/calibration/h100-measured.json || exit 1
 mkdir -p results/measured
 for s in ${DCP_MEASURE_SCENARIOS:-scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json}; do
   name=$(basename "$s" .json)
   for strategy in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['strategies']))" "$s"); do
     echo "== $name / $strategy =="
     build-gpu/dcpbench share "$s" --strategy "$strategy" --measure --reps "${DCP_MEASURE_REPS:-1}" \
-      --out "results/measured/$name-$strategy.json"
+      --out "results/measured/$name-$strategy.json" || failed+=("$name/$strategy")
   done
 done
 # Validation: the same shares predicted with the measured calibration and our kernels' attention
@@ -38,7 +37,11 @@ for s in ${DCP_MEASURE_SCENARIOS:-scenarios/llama13b-github.json scenarios/llama
   for strategy in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['strategies']))" "$s"); do
     build-gpu/dcpbench share "$s" --strategy "$strategy" --measure --reps "${DCP_MEASURE_REPS:-1}" \
       --calibration results/calibration/h100-measured.json --attention-backend dcpbench \
-      --out "results/measured/$name-$strategy-calibrated.json"
+      --out "results/measured/$name-$strategy-calibrated.json" || failed+=("$name/$strategy (calibrated)")
   done
 done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "ci/measure.sh: FAILED: ${failed[*]}" >&2
+  exit 1
+fi
 echo "ci/measure.sh: results/measured/*.json (rank_step_error: simulated / measured - 1)"

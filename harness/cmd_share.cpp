@@ -27,6 +27,7 @@
 #endif
 
 #include <algorithm>
+#include <map>
 #include <filesystem>
 #include <tuple>
 #include <utility>
@@ -65,13 +66,21 @@ std::pair<std::string, std::vector<exec_measured_t>> measure_share(const sim::Ra
   DCP_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   exec::StageRunner runner(cm.model, attn::Half::bf16);
   std::vector<exec_measured_t> rows;
+  // Micro-batches with the same sequences on the same place of a group of the same size run the
+  // same ops: measured once (bshd's and packing's often all are).
+  std::map<std::tuple<std::vector<int64_t>, int, int>, exec_measured_t> seen;
   for (const auto& m : share.microbatches) {
-    const exec::StageWork w = exec::stage_ops(cm.model, m.lengths, m.cp_size, m.cp_rank, share.layers,
-                                              share.last_stage, cm.training.recompute_full);
-    const exec::MeasuredMicrobatch t = runner.measure(w, reps);
-    rows.push_back({t.fwd_s, t.bwd_s, t.copy_fwd_s, t.copy_bwd_s});
-    std::fprintf(stderr, "measured micro-batch %d: fwd %.3f ms, bwd %.3f ms\n", m.microbatch, 1e3 * t.fwd_s,
-                 1e3 * t.bwd_s);
+    const auto key = std::make_tuple(m.lengths, m.cp_size, m.cp_rank);
+    auto it = seen.find(key);
+    if (it == seen.end()) {
+      const exec::StageWork w = exec::stage_ops(cm.model, m.lengths, m.cp_size, m.cp_rank, share.layers,
+                                                share.last_stage, cm.training.recompute_full);
+      const exec::MeasuredMicrobatch t = runner.measure(w, reps);
+      it = seen.emplace(key, exec_measured_t{t.fwd_s, t.bwd_s, t.copy_fwd_s, t.copy_bwd_s}).first;
+      std::fprintf(stderr, "measured micro-batch %d: fwd %.3f ms, bwd %.3f ms\n", m.microbatch, 1e3 * t.fwd_s,
+                   1e3 * t.bwd_s);
+    }
+    rows.push_back(it->second);
   }
   return {std::string("measured:") + prop.name, rows};
 #else
@@ -96,9 +105,6 @@ struct ShareArgs {
   std::string attention_backend;
 };
 
-// Measured times of every micro-batch of the share on this machine's GPU (empty source: none).
-
-
 int run_share(const ShareArgs& a, const CLI::App& cmd) {
   const bool to_file = cmd.count("--out") > 0 && !is_stdout_path(a.out);
   if (to_file) check_output_path(a.out);
@@ -111,6 +117,14 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
     s.calibration = a.calibration;
   }
   if (cmd.count("--attention-backend")) s.training.attention_backend = a.attention_backend;
+  DCP_REQUIRE(a.measure || !cmd.count("--reps"), "--reps ", a.reps, " is given without --measure");
+  if (a.measure) {  // what the replay cannot do, refused before the work
+    DCP_REQUIRE(s.cluster.tp == 1, "--measure replays TP1 ranks; ", s.file, " sets cluster.tp=", s.cluster.tp);
+    const cost::CostModel cm0 = cost_model_of(s);
+    const int64_t d = cm0.model.head_dim_or_default();
+    DCP_REQUIRE(d == 64 || d == 128, "--measure needs head_dim 64 or 128 (the tensor-core kernels); model ",
+                cm0.model.name, " has ", d);
+  }
   const auto& registry = builtin_planners();
   DCP_REQUIRE(std::find(s.strategies.begin(), s.strategies.end(), a.strategy) != s.strategies.end(), "--strategy \"",
               a.strategy, "\" is not one of the strategies of ", s.file);
@@ -191,6 +205,7 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                             {"layers", share.layers},
                             {"last_stage", share.last_stage},
                             {"busy_s", share.busy_s},
+                            {"fits", step.fits},  // false: the plan does not fit the GPU's memory (run: oom)
                             {"step_s", step.step_s},
                             {"microbatches", mbs}};
   nlohmann::json out = j;
@@ -226,7 +241,8 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                  1e3 * (o.fwd_comm_s + o.bwd_comm_s), 1e3 * (o.fwd_overhead_s + o.bwd_overhead_s));
   }
   std::fprintf(t, "busy %.3f ms of a simulated step of %.3f ms (the rest: pipeline bubble, waiting, DP sync, "
-               "per-iteration cost)\n", 1e3 * share.busy_s, 1e3 * step.step_s);
+               "per-iteration cost)%s\n", 1e3 * share.busy_s, 1e3 * step.step_s,
+               step.fits ? "" : "; the plan does NOT fit the GPU's memory (run reports it as oom)");
   if (!measured.empty()) {
     double busy = 0;
     for (const auto& r : measured) busy += r.fwd_s + r.bwd_s;

@@ -90,6 +90,7 @@ StageWork stage_ops(const cost::ModelConfig& model, const std::vector<int64_t>& 
   struct Step {
     attn::RingStep type;
     std::vector<int32_t> lq, lk;
+    int64_t transfer_rows;
   };
   std::vector<Step> steps;
   const auto& mine = ring.lay[static_cast<size_t>(cp_rank)];
@@ -97,9 +98,12 @@ StageWork stage_ops(const cost::ModelConfig& model, const std::vector<int64_t>& 
     const int src = (cp_rank - i + cp_size) % cp_size;
     const auto& theirs = ring.lay[static_cast<size_t>(src)];
     const attn::RingStep t = attn::ring_step_type(cp_size, cp_rank, i, true);
-    if (t == attn::RingStep::diagonal) steps.push_back({t, real_lengths(mine.local), real_lengths(theirs.local)});
-    else if (t == attn::RingStep::lower) steps.push_back({t, real_lengths(mine.local), real_lengths(theirs.front)});
-    else steps.push_back({t, real_lengths(mine.back), real_lengths(theirs.local)});
+    // The ring sends src's whole local KV block every step (TE's p2p); the lower step reads its
+    // front half.
+    const int64_t sent = i == 0 ? 0 : theirs.local.total_tokens();
+    if (t == attn::RingStep::diagonal) steps.push_back({t, real_lengths(mine.local), real_lengths(theirs.local), sent});
+    else if (t == attn::RingStep::lower) steps.push_back({t, real_lengths(mine.local), real_lengths(theirs.front), sent});
+    else steps.push_back({t, real_lengths(mine.back), real_lengths(theirs.local), sent});
   }
   static const char* kStepNames[] = {"attn.step0", "attn.step1", "attn.step2", "attn.step3", "attn.step4",
                                      "attn.step5", "attn.step6", "attn.step7", "attn.stepN"};
@@ -113,6 +117,7 @@ StageWork stage_ops(const cost::ModelConfig& model, const std::vector<int64_t>& 
       o.step = steps[i].type;
       o.len_q = steps[i].lq;
       o.len_k = steps[i].lk;
+      o.transfer_rows = steps[i].transfer_rows;
       o.heads = model.heads;
       o.kv_heads = model.kv_heads;
       o.head_dim = static_cast<int>(model.head_dim_or_default());

@@ -42,6 +42,8 @@ struct StageOp {
   // diagonal step; backward when pass == bwd
   attn::RingStep step = attn::RingStep::diagonal;
   std::vector<int32_t> len_q, len_k;
+  int64_t transfer_rows = 0;  // rows of the KV block the ring sent for this step (src's local rows;
+                              // 0 for the diagonal: this rank's own KV)
   // element-wise ops: rows x width elements
   int64_t rows = 0, width = 0;
 

@@ -1,5 +1,5 @@
 // One pool rank's share of a plan on one pipeline stage: the micro-batches it runs, in the
-// plan's order, with the CP group it runs each in, the group's sequences, the rows it holds, and
+// plan's order (the schedule's order when vpp = 1; interleaving visits them per model chunk), with the CP group it runs each in, the group's sequences, the rows it holds, and
 // the time the cost model predicts for each (forward and backward through the stage's layers,
 // all of its model chunks). What `dcpbench share` prints, and what a GPU run of that rank
 // (issue 10: `run --backend cuda`) executes and validates the simulator against, micro-batch by
@@ -17,7 +17,7 @@
 namespace dcp::sim {
 
 struct RankMicrobatch {
-  int microbatch = 0;              // index in the plan (1F1B order)
+  int microbatch = 0;              // index in the plan
   int first_rank = 0;              // the CP group: pool ranks [first_rank, first_rank + cp_size)
   int cp_size = 1;
   int cp_rank = 0;                 // this rank's position in the group (its zigzag chunks)
@@ -40,8 +40,9 @@ struct RankShare {
                              // no waiting, no DP sync, no per-iteration cost)
 };
 
-// Throws InputError for a rank or stage outside the cluster (and what simulate_step throws for
-// an inconsistent plan).
+// Throws InputError for a rank or stage outside the cluster and what build_schedule_input throws
+// for a plan that does not fit the cost model; it does not re-check the plan's validity
+// (plan/validate.h: callers validate first, as `dcpbench share` does).
 RankShare rank_share(const plan::Plan& plan, const plan::Batch& batch, const cost::CostModel& cm, int pool_rank,
                      int pp_stage);
 

@@ -102,6 +102,9 @@ def write(path, data):
 
 
 def main():
+    # The CLI's refusals must not depend on the machine: no GPU is visible to the cases (the
+    # --measure and calibrate cases expect the no-device refusal).
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
     exe, repo = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     only = sys.argv[sys.argv.index("-k") + 1] if "-k" in sys.argv else None
     rng = random.Random(11)
@@ -282,6 +285,8 @@ def main():
                                                       "dcpbench", "--out", "s.json"], ['"dcpbench" has no table'])
         case("contract/share-calibration-missing", ["share", "ok.json", "--strategy", "dcp", "--calibration",
                                                     "nope.json", "--out", "s.json"], ['--calibration "nope.json"'])
+        case("contract/share-reps-without-measure", ["share", "ok.json", "--strategy", "dcp", "--reps", "2",
+                                                     "--out", "s.json"], ["--reps 2", "without --measure"])
         case("contract/share-stage-outside-pp", ["share", "ok.json", "--strategy", "dcp", "--stage", "1",
                                                  "--out", "s.json"], ["--stage 1", "1 pipeline stages"])
         case("file-size/gate-dev-zero", ["gate", "--baseline", "/dev/zero", "--current", "results.json"], ["64 MiB"])

@@ -4,6 +4,7 @@
 #include "attn/cuda/flash_cuda.h"
 
 #include "attn/cuda/flash_ring_cuda.h"
+#include "attn/flash_emu.h"
 #include "core/nvtx.h"
 
 #include <algorithm>
@@ -26,6 +27,7 @@ void flash_fwd_cuda(Half half, const ThdBatch& bq, const ThdBatch& bk, const Att
                     std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
                     std::span<uint16_t> out, std::span<float> lse) {
   DCP_NVTX_RANGE();
+  flash_fwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), lse.size());  // sizes, before any copy
   CudaFlashBackend be;
   be.half = half;
   CudaFlashBackend::B16 o;
@@ -40,6 +42,8 @@ void flash_bwd_cuda(Half half, const ThdBatch& bq, const ThdBatch& bk, const Att
                     std::span<const uint16_t> out, std::span<const float> lse, std::span<const uint16_t> dout,
                     std::span<uint16_t> dq, std::span<uint16_t> dk, std::span<uint16_t> dv) {
   DCP_NVTX_RANGE();
+  flash_bwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), lse.size(), dout.size(), dq.size(), dk.size(),
+                   dv.size());  // sizes, before any copy
   CudaFlashBackend be;
   be.half = half;
   CudaFlashBackend::B16 gq, gk, gv;

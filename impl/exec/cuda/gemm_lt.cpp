@@ -34,12 +34,13 @@ const GemmLt::Plan& GemmLt::plan(bool bf16, int64_t m, int64_t n, int64_t k) {
   const auto key = std::make_tuple(bf16, m, n, k);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   Plan p;
+  cublasLtMatmulPreference_t pref = nullptr;
+  try {
   const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   check(cublasLtMatrixLayoutCreate(&p.la, t, static_cast<uint64_t>(n), static_cast<uint64_t>(k), n), "layout A");
   check(cublasLtMatrixLayoutCreate(&p.lb, t, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "layout B");
   check(cublasLtMatrixLayoutCreate(&p.lc, t, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "layout C");
-  cublasLtMatmulPreference_t pref = nullptr;
   check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                              sizeof(workspace_bytes_)),
@@ -49,9 +50,18 @@ const GemmLt::Plan& GemmLt::plan(bool bf16, int64_t m, int64_t n, int64_t k) {
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  pref = nullptr;
   check(st, "cublasLtMatmulAlgoGetHeuristic");
   DCP_CHECK(found > 0, "cuBLASLt: no algorithm for a ", m, " x ", n, " x ", k, " GEMM");
   p.algo = result.algo;
+  } catch (...) {  // nothing created here outlives a failure
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (p.la) cublasLtMatrixLayoutDestroy(p.la);
+    if (p.lb) cublasLtMatrixLayoutDestroy(p.lb);
+    if (p.lc) cublasLtMatrixLayoutDestroy(p.lc);
+    if (p.op) cublasLtMatmulDescDestroy(p.op);
+    throw;
+  }
   return plans_.emplace(key, p).first->second;
 }
 

@@ -27,6 +27,7 @@ struct Buffer {
   DeviceArray<T> a;
   T* need(size_t n) {
     if (a.size() < n) {
+      a = DeviceArray<T>();  // free the old one first (the largest buffers are T x vocab)
       a = DeviceArray<T>(n);
       if constexpr (sizeof(T) == 2) {
         DCP_CUDA_CHECK(cudaMemset(a.get(), 0x3C, n * sizeof(T)));
@@ -98,9 +99,10 @@ struct StageRunner::Impl {
         s.causal = op.step == attn::RingStep::diagonal;
         const size_t nq = static_cast<size_t>(ap.rows_q * s.q_row()), nk = static_cast<size_t>(ap.rows_k * s.kv_row());
         const size_t nl = static_cast<size_t>(ap.rows_q * s.heads);
-        if (op.step != attn::RingStep::diagonal) {  // KV of another rank of the group: a device copy
+        if (op.transfer_rows > 0) {  // KV of another rank of the group (its whole local block): a device copy
+          const size_t sent = 2 * static_cast<size_t>(op.transfer_rows * s.kv_row());
           DCP_CUDA_CHECK(cudaEventRecord(c0, nullptr));
-          DCP_CUDA_CHECK(cudaMemcpyAsync(kv_copy.need(2 * nk), k.need(2 * nk), 2 * nk * sizeof(uint16_t),
+          DCP_CUDA_CHECK(cudaMemcpyAsync(kv_copy.need(sent), k.need(sent), sent * sizeof(uint16_t),
                                          cudaMemcpyDeviceToDevice, nullptr));
           DCP_CUDA_CHECK(cudaEventRecord(c1, nullptr));
         }
@@ -173,14 +175,24 @@ MeasuredMicrobatch StageRunner::measure(const StageWork& work, int reps) {
   DCP_REQUIRE(reps >= 1, "StageRunner: reps ", reps, " must be >= 1");
   Impl& m = *impl_;
   const std::vector<AttnPlan> plans = m.prepare(work);
-  cudaEvent_t start, mid, end;
-  DCP_CUDA_CHECK(cudaEventCreate(&start));
-  DCP_CUDA_CHECK(cudaEventCreate(&mid));
-  DCP_CUDA_CHECK(cudaEventCreate(&end));
+  // Every event is destroyed on every path (a CUDA error throws).
+  struct Events {
+    std::vector<cudaEvent_t> all;
+    cudaEvent_t make() {
+      cudaEvent_t e = nullptr;
+      DCP_CUDA_CHECK(cudaEventCreate(&e));
+      all.push_back(e);
+      return e;
+    }
+    ~Events() {
+      for (cudaEvent_t e : all) cudaEventDestroy(e);
+    }
+  } events;
+  const cudaEvent_t start = events.make(), mid = events.make(), end = events.make();
   std::vector<cudaEvent_t> copy_ev;
   for (const auto& op : work.ops)
-    if (op.kind == OpKind::attention && op.step != attn::RingStep::diagonal)
-      for (int e = 0; e < 2; ++e) DCP_CUDA_CHECK(cudaEventCreate(&copy_ev.emplace_back()));
+    if (op.kind == OpKind::attention && op.transfer_rows > 0)
+      for (int e = 0; e < 2; ++e) copy_ev.push_back(events.make());
   std::vector<MeasuredMicrobatch> runs;
   for (int r = 0; r <= reps; ++r) {  // run 0 is the untimed warm-up
     DCP_CUDA_CHECK(cudaDeviceSynchronize());
@@ -194,7 +206,7 @@ MeasuredMicrobatch StageRunner::measure(const StageWork& work, int reps) {
         DCP_CUDA_CHECK(cudaEventRecord(mid, nullptr));
         fwd_done = true;
       }
-      const bool copies = op.kind == OpKind::attention && op.step != attn::RingStep::diagonal;
+      const bool copies = op.kind == OpKind::attention && op.transfer_rows > 0;
       m.run(op, plans[i], copies ? copy_ev[ce] : nullptr, copies ? copy_ev[ce + 1] : nullptr);
       if (copies) {
         copy_fwd.push_back(!fwd_done);
@@ -217,10 +229,6 @@ MeasuredMicrobatch StageRunner::measure(const StageWork& work, int reps) {
     }
     runs.push_back(x);
   }
-  for (cudaEvent_t e : copy_ev) cudaEventDestroy(e);
-  cudaEventDestroy(start);
-  cudaEventDestroy(mid);
-  cudaEventDestroy(end);
   // The median run by total time.
   std::sort(runs.begin(), runs.end(),
             [](const MeasuredMicrobatch& a, const MeasuredMicrobatch& b) { return a.fwd_s + a.bwd_s < b.fwd_s + b.bwd_s; });

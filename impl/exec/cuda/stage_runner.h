@@ -4,8 +4,12 @@
 // layer kernels (model/cuda/). A measured run of one rank's share: the other ranks of a CP group
 // are virtual, their KV blocks reach this rank as device-to-device copies, timed apart (the
 // ring's transfer on one GPU is a stand-in, its real cost is modelled by the simulator).
-// What is replayed is the work and its shapes, not a trained model: tensors hold a constant,
-// finite, non-zero 16-bit value; outputs are not checked here (the kernels' own tests are).
+// What is replayed is the work and its shapes, not a trained model: inputs start as a constant,
+// finite, non-zero 16-bit value and buffers are reused between ops; outputs are not checked here
+// (the kernels' own tests are). Not replayed: TransformerEngine's THD side kernels (read-half,
+// output/LSE and gradient corrections), which the cost model charges; GEMMs all run NN with a
+// 16-bit output (Megatron's dgrad/wgrad are NT/TN). Memory: buffers grow to the largest operand
+// (T x vocab on the last stage, three of them).
 // Timing: CUDA events after one untimed run (cuBLASLt plans, buffers), the median of `reps`
 // timed runs; forward = the forward ops, backward = recompute + backward ops.
 // Only built with CUDA; throws dcp::Error on any CUDA or cuBLASLt error.

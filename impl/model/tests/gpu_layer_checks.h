@@ -78,15 +78,29 @@ inline double ulp16(double m, Half h) {
   return std::ldexp(1.0, e - (h == Half::bf16 ? 8 : 11));
 }
 
+// max |got - ref|, infinite when an output is not finite where the reference is (a NaN never
+// hides in a max).
 inline double max_err(const std::vector<double>& got, const std::vector<double>& ref) {
   double m = 0;
-  for (size_t i = 0; i < ref.size(); ++i) m = std::max(m, std::fabs(got[i] - ref[i]));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::isfinite(ref[i]) ? INFINITY : m;
+    m = std::max(m, std::fabs(got[i] - ref[i]));
+  }
   return m;
 }
 
+// Element by element: |got_i - ref_i| <= ulp(|ref_i|) (the output's own rounding, plus the fp32
+// math moving a value across a rounding boundary) + 1e-5 max |ref| (fp32 arithmetic, incl. the
+// cancellations of the backward formulas); every element finite where the reference is.
 inline void expect16(const std::vector<uint16_t>& got, const std::vector<double>& ref, Half h, const char* what) {
-  const double m = max_abs(ref), tol = ulp16(m, h) + 1e-5 * m, err = max_err(decode(got, h), ref);
-  EXPECT_LE(err, tol) << what << (h == Half::bf16 ? " bf16" : " fp16") << ": max |got - ref| " << err << " > " << tol;
+  const std::vector<double> g = decode(got, h);
+  const double m = max_abs(ref);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double tol = ulp16(std::fabs(ref[i]), h) + 1e-5 * m;
+    ASSERT_TRUE(std::isfinite(g[i]) && std::fabs(g[i] - ref[i]) <= tol)
+        << what << (h == Half::bf16 ? " bf16" : " fp16") << "[" << i << "]: got " << g[i] << ", ref " << ref[i]
+        << " (tolerance " << tol << ")";
+  }
 }
 
 template <class T>
@@ -95,6 +109,9 @@ void expect32(const std::vector<T>& got, const std::vector<double>& ref, const c
   const double m = max_abs(ref), err = max_err(g, ref);
   EXPECT_LE(err, 1e-5 * m) << what << ": max |got - ref| " << err;
 }
+
+// Outputs start as NaN (16-bit 0x7fff, float quiet NaN): an element a kernel skips fails.
+inline std::vector<uint16_t> poisoned16(size_t n) { return std::vector<uint16_t>(n, 0x7fff); }
 
 inline constexpr int64_t kRows = 37;  // not a multiple of the 4 warps of a CTA
 
@@ -105,8 +122,8 @@ inline void check_rmsnorm(const LayerImpl& k, Half h) {
     std::vector<double> y(x.v.size()), rstd(kRows), dx(x.v.size()), dg(d, 0.0);
     ref->rmsnorm_fwd(x.v.data(), g.v.data(), y.data(), rstd.data(), kRows, d, 1e-5);
     ref->rmsnorm_bwd(x.v.data(), g.v.data(), rstd.data(), dy.v.data(), dx.data(), dg.data(), kRows, d);
-    std::vector<uint16_t> yg(x.b.size()), dxg(x.b.size());
-    std::vector<float> rg(kRows), dgg(d, 0.f);
+    std::vector<uint16_t> yg = poisoned16(x.b.size()), dxg = poisoned16(x.b.size());
+    std::vector<float> rg(kRows, NAN), dgg(d, 0.f);  // dg accumulates from 0
     k.rmsnorm_fwd(h, x.b, g.b, yg, rg, kRows, d, 1e-5);
     k.rmsnorm_bwd(h, x.b, g.b, rg, dy.b, dxg, dgg, kRows, d);
     expect16(yg, y, h, "rmsnorm y");
@@ -123,7 +140,7 @@ inline void check_swiglu(const LayerImpl& k, Half h) {
   std::vector<double> out(kRows * f), dgu(gu.v.size());
   ref->swiglu_fwd(gu.v.data(), out.data(), kRows, f);
   ref->swiglu_bwd(gu.v.data(), dout.v.data(), dgu.data(), kRows, f);
-  std::vector<uint16_t> og(out.size()), dg(gu.b.size());
+  std::vector<uint16_t> og = poisoned16(out.size()), dg = poisoned16(gu.b.size());
   k.swiglu_fwd(h, gu.b, og, kRows, f);
   k.swiglu_bwd(h, gu.b, dout.b, dg, kRows, f);
   expect16(og, out, h, "swiglu out");
@@ -151,7 +168,7 @@ inline void check_add(const LayerImpl& k, Half h) {
   const Half16 a = random16(kRows * 77, 7, h, 2.0), b = random16(kRows * 77, 8, h, 2.0);
   std::vector<double> r(a.v.size());
   make_cpu_kernels<double>()->add(a.v.data(), b.v.data(), r.data(), static_cast<int64_t>(r.size()));
-  std::vector<uint16_t> g(a.b.size());
+  std::vector<uint16_t> g = poisoned16(a.b.size());
   k.add(h, a.b, b.b, g);
   expect16(g, r, h, "add");
 }
@@ -170,7 +187,7 @@ inline void check_cross_entropy(const LayerImpl& k, Half h) {
   std::vector<double> dref(logits.v.size());
   const double lref = make_cpu_kernels<double>()->cross_entropy(logits.v.data(), labels.data(), mask.data(), 0.25,
                                                                 dref.data(), kRows, vocab);
-  std::vector<uint16_t> dg(logits.b.size());
+  std::vector<uint16_t> dg = poisoned16(logits.b.size());
   const double lg = k.cross_entropy(h, logits.b, labels, mask, 0.25, dg, kRows, vocab);
   EXPECT_NEAR(lg, lref, 1e-5 * std::fabs(lref)) << "cross_entropy loss";
   expect16(dg, dref, h, "cross_entropy dlogits");

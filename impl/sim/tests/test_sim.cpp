@@ -375,8 +375,6 @@ TEST(Step, BoundChargesTheLongestSamplesCriticalPath) {
   EXPECT_NEAR(lower_bound_s(batch, cm, m), w_long + it, 1e-12);
 }
 
-// Random valid plans on the H100 profile: the lower bound never exceeds the simulated time and
-// the breakdown always sums to the step.
 // A random valid plan on a pool of 8 ranks (dp 2 x cp 4; aligned groups of 1..8 ranks, 1-3
 // samples each of lo .. max(lo, cap k / n) tokens), 8 micro-batches; the lengths go to `batch`.
 plan::Plan random_pool8_plan(Rng& rng, plan::Batch& batch, int64_t lo, int64_t cap, int64_t pad_to = 0) {
@@ -406,6 +404,8 @@ plan::Plan random_pool8_plan(Rng& rng, plan::Batch& batch, int64_t lo, int64_t c
   return p;
 }
 
+// Random valid plans on the H100 profile: the lower bound never exceeds the simulated time and
+// the breakdown always sums to the step.
 TEST(Step, BoundHoldsOnRandomPlansH100) {
   cost::CostModel cm = h100_llama3_8b(32, 4, 4, 2, 4);
   cm.training.recompute_full = true;
