@@ -118,13 +118,6 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   }
   if (cmd.count("--attention-backend")) s.training.attention_backend = a.attention_backend;
   DCP_REQUIRE(a.measure || !cmd.count("--reps"), "--reps ", a.reps, " is given without --measure");
-  if (a.measure) {  // what the replay cannot do, refused before the work
-    DCP_REQUIRE(s.cluster.tp == 1, "--measure replays TP1 ranks; ", s.file, " sets cluster.tp=", s.cluster.tp);
-    const cost::CostModel cm0 = cost_model_of(s);
-    const int64_t d = cm0.model.head_dim_or_default();
-    DCP_REQUIRE(d == 64 || d == 128, "--measure needs head_dim 64 or 128 (the tensor-core kernels); model ",
-                cm0.model.name, " has ", d);
-  }
   const auto& registry = builtin_planners();
   DCP_REQUIRE(std::find(s.strategies.begin(), s.strategies.end(), a.strategy) != s.strategies.end(), "--strategy \"",
               a.strategy, "\" is not one of the strategies of ", s.file);
@@ -132,6 +125,12 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   opt.steps = 1;  // only the batch of --step is drawn
   opt.strategies = {a.strategy};
   PreparedScenario p = prepare_scenario(s, opt, registry);
+  if (a.measure) {  // what the replay cannot do, refused before sampling and planning
+    DCP_REQUIRE(s.cluster.tp == 1, "--measure replays TP1 ranks; ", s.file, " sets cluster.tp=", s.cluster.tp);
+    const int64_t d = p.cm.model.head_dim_or_default();
+    DCP_REQUIRE(d == 64 || d == 128, "--measure needs head_dim 64 or 128 (the tensor-core kernels); model ",
+                p.cm.model.name, " has ", d);
+  }
   sample_batches(p, a.step);
   const Setting setting = published_setting(s);
   const plan::PlanConfig config = plan_config_of(s, setting);

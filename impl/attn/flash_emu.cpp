@@ -45,22 +45,29 @@ flash::BwdParams flash_bwd_params(const ThdBatch& bq, const ThdBatch& bk, const 
   return p;
 }
 
-void bind_fwd(flash::FwdParams& p, const FlashBatchArrays& a, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-              uint16_t* out, float* lse) {
-  p.q = q;
-  p.k = k;
-  p.v = v;
-  p.out = out;
-  p.lse = lse;
+namespace {
+void bind_arrays(flash::VarlenProblem& p, const FlashBatchArrays& a) {
   p.cu_seqlens_q = a.cu_seqlens_q;
   p.cu_seqlens_k = a.cu_seqlens_k;
   p.seqstart_q = a.seqstart_q;
   p.seqstart_k = a.seqstart_k;
 }
+}  // namespace
+
+void bind_fwd(flash::FwdParams& p, const FlashBatchArrays& a, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+              uint16_t* out, float* lse) {
+  bind_arrays(p, a);
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.out = out;
+  p.lse = lse;
+}
 
 void bind_bwd(flash::BwdParams& p, const FlashBatchArrays& a, const uint16_t* q, const uint16_t* k, const uint16_t* v,
               const uint16_t* out, const float* lse, const uint16_t* dout, float* delta, float* dq_accum, uint16_t* dq,
               uint16_t* dk, uint16_t* dv) {
+  bind_arrays(p, a);
   p.q = q;
   p.k = k;
   p.v = v;
@@ -72,10 +79,6 @@ void bind_bwd(flash::BwdParams& p, const FlashBatchArrays& a, const uint16_t* q,
   p.dq = dq;
   p.dk = dk;
   p.dv = dv;
-  p.cu_seqlens_q = a.cu_seqlens_q;
-  p.cu_seqlens_k = a.cu_seqlens_k;
-  p.seqstart_q = a.seqstart_q;
-  p.seqstart_k = a.seqstart_k;
 }
 
 int flash_bwd_n_blocks(const ThdBatch& bk) {
