@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # On a GPU machine (issue 10): measures the cost model's tables (`dcpbench calibrate --backend cuda`
-# -> results/calibration/h100-measured.json), then replays the busiest rank's share of every strategy of the Llama-13B
-# scenarios on this GPU (`dcpbench share --measure`: the rank's own ops with cuBLASLt and the
-# tensor-core kernels, CP peers virtual) and writes, per scenario and strategy,
-# results/measured/<scenario>-<strategy>.json with the simulated and the measured time of every
-# micro-batch. Builds build-gpu/ first if needed (as ci/gpu.sh). DCP_MEASURE_REPS (default 1)
-# timed repetitions per micro-batch after a warm-up run; DCP_MEASURE_SCENARIOS to choose others.
+# -> results/calibration/h100-measured.json); replays the busiest rank's share of every strategy of
+# the Llama-13B scenarios on this GPU (`dcpbench run --backend cuda`: the rank's own ops with
+# cuBLASLt and the tensor-core kernels, CP peers virtual) -> results/measured/llama13b.json, measured
+# rows (TFLOPS/GPU of the share, the public profile's prediction error beside each); then predicts
+# the same shares with the measured calibration (`dcpbench share --measure --calibration`) ->
+# results/measured/<scenario>-<strategy>-calibrated.json, per micro-batch and per rank-step error.
+# Builds build-gpu/ first if needed (as ci/gpu.sh). DCP_MEASURE_REPS (default 1) timed repetitions
+# per micro-batch after a warm-up run; DCP_MEASURE_SCENARIOS to choose others.
 set -uo pipefail  # a failing strategy is reported at the end, the others still run
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -21,18 +23,14 @@ failed=()
 echo "== calibration: results/calibration/h100-measured.json =="
 build-gpu/dcpbench calibrate --backend cuda --model llama-13b --out results/calibration/h100-measured.json || exit 1
 mkdir -p results/measured
-for s in ${DCP_MEASURE_SCENARIOS:-scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json}; do
-  name=$(basename "$s" .json)
-  for strategy in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['strategies']))" "$s"); do
-    echo "== $name / $strategy =="
-    build-gpu/dcpbench share "$s" --strategy "$strategy" --measure --reps "${DCP_MEASURE_REPS:-1}" \
-      --out "results/measured/$name-$strategy.json" || failed+=("$name/$strategy")
-  done
-done
+scenarios=(${DCP_MEASURE_SCENARIOS:-scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json})
+echo "== measured rows: results/measured/llama13b.json =="
+build-gpu/dcpbench run "${scenarios[@]}" --backend cuda --reps "${DCP_MEASURE_REPS:-1}" \
+  --out results/measured/llama13b.json || failed+=("run --backend cuda")
 # Validation: the same shares predicted with the measured calibration and our kernels' attention
 # table (no dataset's micro-batch went into the calibration: both datasets are held out); each
 # file carries per micro-batch and per rank-step the error simulated / measured - 1.
-for s in ${DCP_MEASURE_SCENARIOS:-scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json}; do
+for s in "${scenarios[@]}"; do
   name=$(basename "$s" .json)
   for strategy in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['strategies']))" "$s"); do
     build-gpu/dcpbench share "$s" --strategy "$strategy" --measure --reps "${DCP_MEASURE_REPS:-1}" \
@@ -44,4 +42,5 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "ci/measure.sh: FAILED: ${failed[*]}" >&2
   exit 1
 fi
-echo "ci/measure.sh: results/measured/*.json (rank_step_error: simulated / measured - 1)"
+echo "ci/measure.sh: results/measured/llama13b.json (measured rows; dcpbench table to print them) and"
+echo "  results/measured/*-calibrated.json (rank_step_error: simulated / measured - 1)"

@@ -124,6 +124,8 @@ nlohmann::json aggregate_to_json(const Aggregate& a) {
     j["overhead_s"] = a.overhead_s;
     j["bubble_s"] = a.bubble_s;
     j["imbalance_s"] = a.imbalance_s;
+    if (a.measured())  // one GPU's replay of a rank's share measures none of these (results.h)
+      for (const char* k : {"balance", "bubble_frac", "comm_frac", "plan_efficiency"}) j[k] = nullptr;
   }
   return j;
 }

@@ -55,6 +55,7 @@ struct Aggregate {
   double peak_memory_gib = 0;  // max over steps
   nlohmann::json knobs;        // of the first step (a setting's knobs are the same every step)
   bool valid() const { return invalid_steps == 0 && oom_steps == 0 && steps > 0; }
+  bool measured() const { return source.rfind("measured:", 0) == 0; }  // results.h "Measured rows"
   std::string label() const { return setting == "published" ? strategy : strategy + " (" + setting + ")"; }
 };
 

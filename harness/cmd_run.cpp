@@ -1,7 +1,9 @@
 // `dcpbench run SCENARIO... [--steps N] [--out FILE] [--strategies a,b] [--quiet] [--no-detail]
-// [--tune] [--sensitivity] [--sync-planning]`: runs the
-// scenarios (harness/runner.h), writes the results JSON (schema dcpbench.results.v1, atomically)
-// and prints the fixed-width table (harness/report.h) on stdout. Progress lines go to stderr.
+// [--tune] [--sensitivity] [--sync-planning] [--backend sim|cuda [--reps N] [--rank R] [--stage S]
+// [--comm none|nccl]]`: runs the scenarios (harness/runner.h; --backend cuda: each row one rank's
+// share replayed on the GPU, harness/measured.h), writes the results JSON (schema
+// dcpbench.results.v1, atomically) and prints the fixed-width table (harness/report.h) on stdout.
+// Progress lines go to stderr. Under `mpirun -np N ... --comm nccl` process 0 writes and prints.
 // `dcpbench table RESULTS.json` reprints the table of an existing results file.
 #include "core/error.h"
 #include "core/files.h"
@@ -10,11 +12,19 @@
 #include "plan/planner.h"
 #include "harness/cli_options.h"
 #include "harness/commands.h"
+#include "harness/measured.h"
 #include "harness/registry.h"
 #include "harness/report.h"
 #include "harness/results.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
+
+#ifdef DCP_HAVE_NCCL_COMM
+#include <mpi.h>
+
+#include "comm/mpi_comm.h"
+#include "comm/nccl_comm.h"
+#endif
 
 #include <algorithm>
 #include <iostream>
@@ -45,14 +55,66 @@ struct RunArgs {
   bool sensitivity = false;
   int64_t time_budget_ms = 0;
   bool sync_planning = false;
+  std::string backend = "sim";
+  std::string comm = "none";
+  int reps = 3;
+  int rank = 0;
+  int stage = 0;
   std::string command;
 };
 
+// --backend cuda: the measured run (harness/measured.h); with --comm nccl one process per GPU under
+// mpirun, process 0 writing. Returns whether this process writes the results.
+bool measure_run(const RunArgs& a, const CLI::App& cmd, const std::vector<Scenario>& scenarios, RunOptions opt,
+                 ResultsFile& results) {
+  MeasureOptions m;
+  m.reps = a.reps;
+  if (cmd.count("--rank")) m.rank = a.rank;
+  if (cmd.count("--stage")) m.stage = a.stage;
+  m.progress = opt.progress;
+  if (a.comm == "none") {
+    m.device = cuda_device_name();
+    m.measurer = cuda_share_measurer();
+    results = measure_scenarios(scenarios, opt, builtin_planners(), m);
+    return true;
+  }
+#ifdef DCP_HAVE_NCCL_COMM
+  comm::MpiRuntime mpi(nullptr, nullptr);
+  bool writer = false;
+  // run_mpi takes every process down (MPI_Abort) if one throws, so none waits in the all-reduce.
+  comm::run_mpi([&](comm::Communicator& world) {
+    writer = world.rank() == 0;
+    if (!writer) opt.progress = nullptr;  // the runner's lines once; every process prints its replays
+    std::unique_ptr<comm::Communicator> nccl = comm::nccl_communicator(MPI_COMM_WORLD);  // sets the GPU
+    m.comm = nccl.get();
+    m.device = cuda_device_name();
+    m.measurer = cuda_share_measurer();
+    results = measure_scenarios(scenarios, opt, builtin_planners(), m);
+  });
+  return writer;
+#else
+  throw InputError("--comm nccl: this dcpbench was built without NCCL and MPI (the CUDA toolkit's NCCL and "
+                   "OpenMPI, found at configure time)");
+#endif
+}
+
 int run_run(const RunArgs& a, const CLI::App& cmd) {
+  const bool cuda = a.backend == "cuda";
+  for (const char* o : {"--reps", "--rank", "--stage", "--comm"})
+    DCP_REQUIRE(cuda || !cmd.count(o), o, " is given without --backend cuda (it chooses what the GPU replays)");
+  DCP_REQUIRE(!cuda || !a.tune, "--tune with --backend cuda: a measured run replays the published settings");
+  DCP_REQUIRE(!cuda || !a.sensitivity,
+              "--sensitivity with --backend cuda: it varies the simulator's parameters, a measured run has none");
+#ifndef DCP_HAVE_NCCL_COMM
+  DCP_REQUIRE(a.comm != "nccl", "--comm nccl: this dcpbench was built without NCCL and MPI (the CUDA toolkit's "
+                                "NCCL and OpenMPI, found at configure time)");
+#endif
+  if (cuda) require_cuda_device("--backend cuda");
   std::vector<Scenario> scenarios;
   for (const auto& f : a.scenarios) scenarios.push_back(load_scenario(f));
   RunOptions opt;
   if (cmd.count("--steps")) opt.steps = a.steps;
+  else if (cuda) opt.steps = 1;  // a replay of a Llama-13B share takes minutes: one step unless asked
   opt.strategies = a.strategies;
   opt.progress = a.quiet ? nullptr : &std::cerr;
   opt.command = a.command;
@@ -81,7 +143,12 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   DCP_REQUIRE(held_samples <= kMaxHeldSamples, "the run would hold ", held_samples,
               " samples at once (steps x training.global_batch of one scenario), more than the limit of ",
               kMaxHeldSamples, "; use fewer --steps or a smaller global batch");
-  const ResultsFile results = run_scenarios(scenarios, opt, builtin_planners());
+  ResultsFile results;
+  if (!cuda) {
+    results = run_scenarios(scenarios, opt, builtin_planners());
+  } else if (!measure_run(a, cmd, scenarios, opt, results)) {
+    return 0;  // a process other than 0 of an mpirun: process 0 writes
+  }
   write_results(a.out, results);
   if (is_stdout_path(a.out)) {  // the JSON went to stdout: the table goes to stderr
     print_table(std::cerr, results);
@@ -102,7 +169,8 @@ int run_table(const std::string& path) {
 
 void add_run_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
-  CLI::App* cmd = app.add_subcommand("run", "Run scenarios (simulated): results JSON + table");
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run scenarios (simulated, or --backend cuda: one rank's share measured on this GPU): results JSON + table");
   cmd->add_option("scenarios", args->scenarios, "Scenario files (scenarios/*.json)")->required();
   add_int_option(cmd, "--steps", args->steps, 1, 100000, "Steps per scenario (overrides training.steps)");
   cmd->add_option("--out", args->out,
@@ -112,6 +180,20 @@ void add_run_command(CLI::App& app, int& exit_code) {
   add_int_option(cmd, "--time-budget-ms", args->time_budget_ms, 1, 3600000,
                  "Search budget of the searching planners (dcp's local search), converted to work units by a "
                  "fixed calibration so plans are deterministic (default: the planner's own)");
+  cmd->add_option("--backend", args->backend,
+                  "sim (default): simulate every strategy's step; cuda: replay one pool rank's share of each "
+                  "strategy's plan on one pipeline stage on this GPU with the real kernels and report measured rows "
+                  "(the busiest rank and stage unless --rank/--stage; one step unless --steps; CP peers virtual, "
+                  "their transfers as device copies reported apart)")
+      ->check(CLI::IsMember({"sim", "cuda"}));
+  add_int_option(cmd, "--reps", args->reps, 1, 100, "--backend cuda: timed runs per micro-batch, median (default 3)");
+  add_int_option(cmd, "--rank", args->rank, 0, 1 << 30, "--backend cuda: pool rank to replay (default: each row's busiest)");
+  add_int_option(cmd, "--stage", args->stage, 0, 1 << 20,
+                 "--backend cuda: pipeline stage to replay (default: the rank's busiest)");
+  cmd->add_option("--comm", args->comm,
+                  "--backend cuda: none (default, one process) or nccl: under `mpirun -np N`, one process per GPU "
+                  "splits the rows, NCCL all-reduces the measurements (MPI only bootstraps), process 0 writes")
+      ->check(CLI::IsMember({"none", "nccl"}));
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   cmd->footer("Limits: a scenario file at most " + std::to_string(kMaxScenarioBytes >> 20) +
               " MiB, JSON nested at most " + std::to_string(kMaxJsonDepth) + " levels, mixtures at most " +
@@ -138,6 +220,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
     if (args->tune) args->command += " --tune";
     if (args->sensitivity) args->command += " --sensitivity";
     if (args->sync_planning) args->command += " --sync-planning";
+    if (args->backend != "sim") args->command += " --backend " + args->backend;
+    if (cmd->count("--reps")) args->command += " --reps " + std::to_string(args->reps);
+    if (cmd->count("--rank")) args->command += " --rank " + std::to_string(args->rank);
+    if (cmd->count("--stage")) args->command += " --stage " + std::to_string(args->stage);
+    if (cmd->count("--comm")) args->command += " --comm " + args->comm;
     if (cmd->count("--time-budget-ms")) args->command += " --time-budget-ms " + std::to_string(args->time_budget_ms);
     if (!args->strategies.empty()) {  // the recorded command must reproduce the same rows
       args->command += " --strategies ";

@@ -9,6 +9,7 @@
 #include "core/files.h"
 #include "harness/cli_options.h"
 #include "harness/commands.h"
+#include "harness/measured.h"
 #include "harness/registry.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
@@ -18,18 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#ifdef DCP_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "core/cuda_check.h"
-#include "exec/cuda/stage_runner.h"
-#include "exec/stage_ops.h"
-#endif
-
 #include <algorithm>
-#include <map>
 #include <filesystem>
-#include <tuple>
 #include <utility>
 #include <vector>
 #include <cstdio>
@@ -42,55 +33,6 @@ namespace dcp::harness {
 namespace {
 
 constexpr const char* kShareSchema = "dcpbench.share.v1";
-
-struct exec_measured_t {
-  double fwd_s = 0, bwd_s = 0, copy_fwd_s = 0, copy_bwd_s = 0;
-};
-
-// --measure needs a CUDA build and a device: InputError (exit 2) before any work otherwise.
-void require_measure_device() {
-#ifdef DCP_HAVE_CUDA
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
-    throw InputError("--measure needs a CUDA device, and none is visible on this machine");
-#else
-  throw InputError("--measure needs a CUDA build (nvcc at /usr/local/cuda, DCP_CUDA=AUTO|ON)");
-#endif
-}
-
-// --measure: replays every micro-batch of the share on the GPU (exec/cuda/stage_runner.h).
-std::pair<std::string, std::vector<exec_measured_t>> measure_share(const sim::RankShare& share,
-                                                                   const cost::CostModel& cm, int reps) {
-#ifdef DCP_HAVE_CUDA
-  cudaDeviceProp prop{};
-  DCP_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  exec::StageRunner runner(cm.model, attn::Half::bf16);
-  std::vector<exec_measured_t> rows;
-  // Micro-batches with the same sequences on the same place of a group of the same size run the
-  // same ops: measured once (bshd's and packing's often all are).
-  std::map<std::tuple<std::vector<int64_t>, int, int>, exec_measured_t> seen;
-  for (const auto& m : share.microbatches) {
-    const auto key = std::make_tuple(m.lengths, m.cp_size, m.cp_rank);
-    auto it = seen.find(key);
-    if (it == seen.end()) {
-      const exec::StageWork w = exec::stage_ops(cm.model, m.lengths, m.cp_size, m.cp_rank, share.layers,
-                                                share.last_stage, cm.training.recompute_full);
-      const exec::MeasuredMicrobatch t = runner.measure(w, reps);
-      it = seen.emplace(key, exec_measured_t{t.fwd_s, t.bwd_s, t.copy_fwd_s, t.copy_bwd_s}).first;
-      std::fprintf(stderr, "measured micro-batch %d: fwd %.3f ms, bwd %.3f ms\n", m.microbatch, 1e3 * t.fwd_s,
-                   1e3 * t.bwd_s);
-    }
-    rows.push_back(it->second);
-  }
-  return {std::string("measured:") + prop.name, rows};
-#else
-  (void)share;
-  (void)cm;
-  (void)reps;
-  require_measure_device();
-  return {};
-#endif
-}
 
 struct ShareArgs {
   std::string scenario;
@@ -108,7 +50,7 @@ struct ShareArgs {
 int run_share(const ShareArgs& a, const CLI::App& cmd) {
   const bool to_file = cmd.count("--out") > 0 && !is_stdout_path(a.out);
   if (to_file) check_output_path(a.out);
-  if (a.measure) require_measure_device();
+  if (a.measure) require_cuda_device("--measure");
   Scenario s = load_scenario(a.scenario);
   // Predict with a (measured) calibration and its attention table instead of the scenario's.
   if (cmd.count("--calibration")) {
@@ -125,12 +67,7 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   opt.steps = 1;  // only the batch of --step is drawn
   opt.strategies = {a.strategy};
   PreparedScenario p = prepare_scenario(s, opt, registry);
-  if (a.measure) {  // what the replay cannot do, refused before sampling and planning
-    DCP_REQUIRE(s.cluster.tp == 1, "--measure replays TP1 ranks; ", s.file, " sets cluster.tp=", s.cluster.tp);
-    const int64_t d = p.cm.model.head_dim_or_default();
-    DCP_REQUIRE(d == 64 || d == 128, "--measure needs head_dim 64 or 128 (the tensor-core kernels); model ",
-                p.cm.model.name, " has ", d);
-  }
+  if (a.measure) require_replayable(s, p.cm);  // refused before sampling and planning
   sample_batches(p, a.step);
   const Setting setting = published_setting(s);
   const plan::PlanConfig config = plan_config_of(s, setting);
@@ -149,8 +86,14 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   DCP_REQUIRE(stage < cm.cluster.pp, "--stage ", stage, " is outside the ", cm.cluster.pp, " pipeline stages of ", s.file);
   const sim::RankShare share = sim::rank_share(plan, req.batch, cm, rank, stage);
   std::string measured_source;
-  std::vector<exec_measured_t> measured;
-  if (a.measure) std::tie(measured_source, measured) = measure_share(share, cm, a.reps);
+  std::vector<ShareTiming> measured;
+  if (a.measure) {
+    measured_source = "measured:" + cuda_device_name();
+    measured = cuda_share_measurer()(share, cm, a.reps, s.name + " " + a.strategy + " step " + std::to_string(a.step));
+    for (size_t i = 0; i < measured.size(); ++i)
+      std::fprintf(stderr, "measured micro-batch %d: fwd %.3f ms, bwd %.3f ms\n", share.microbatches[i].microbatch,
+                   1e3 * measured[i].fwd_s, 1e3 * measured[i].bwd_s);
+  }
 
   nlohmann::json mbs = nlohmann::json::array();
   for (size_t i = 0; i < share.microbatches.size(); ++i) {

@@ -17,12 +17,6 @@ namespace {
 
 using Key = std::tuple<std::string, std::string, std::string>;  // scenario, setting, strategy
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 struct Index {
   std::map<Key, const Aggregate*> by_key;
   std::vector<std::pair<std::string, std::string>> scenario_settings;  // first-appearance order

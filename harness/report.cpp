@@ -1,6 +1,8 @@
 // The fixed-width results table (see report.h).
 #include "harness/report.h"
 
+#include "core/text.h"
+
 #include <cstdio>
 #include <set>
 
@@ -8,12 +10,6 @@ namespace dcp::harness {
 namespace {
 
 using nlohmann::json;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::string pad(const std::string& s, size_t w, bool right = true) {
   if (s.size() >= w) return s;
@@ -58,7 +54,7 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
       const std::string st = pv.value("strategy", "");
       for (const char* setting : {"published", "tuned"}) {
         const Aggregate* a = find(aggs, sc, st, setting);
-        if (!a) continue;
+        if (!a || a->measured()) continue;  // a rank's busy time is not a step time: no comparison
         if (!header) {
           os << "\n## Ours (simulated) beside published numbers (measured by others on their hardware)\n"
              << pad("scenario", 26, false) << pad("strategy (setting)", 26, false) << pad("TFLOPS/GPU", 12)
@@ -135,6 +131,36 @@ void print_sensitivity(std::ostream& os, const json& sens) {
   }
 }
 
+// Under a measured aggregate: the same steps simulated, and the simulator's prediction of the
+// replayed share against the measurement (measured.h), summed over the steps.
+std::string measured_detail(const ResultsFile& results, const Aggregate& a) {
+  double sim_step = 0, sim_tflops_time = 0, predicted = 0, measured = 0, copies = 0;
+  int n = 0;
+  std::set<std::string> where;
+  for (const auto& r : results.rows) {
+    if (r.scenario != a.scenario || r.strategy != a.strategy || r.setting != a.setting || !r.has_metrics() ||
+        !r.measured.is_object())
+      continue;
+    const json& m = r.measured;
+    const double s = m.value("simulated_step_s", 0.0);
+    sim_step += s;
+    sim_tflops_time += m.value("simulated_tflops_per_gpu", 0.0) * s;
+    predicted += m.value("predicted_s", 0.0);
+    measured += r.step_time_s;
+    copies += m.value("ring_copy_s", 0.0);
+    where.insert("rank " + std::to_string(m.value("pool_rank", -1)) + " stage " + std::to_string(m.value("pp_stage", -1)));
+    ++n;
+  }
+  if (n == 0) return "";
+  std::string w;
+  for (const auto& x : where) w += (w.empty() ? "" : ", ") + x;
+  return pad("", 26, false) + "   replayed: " + w + "; ring copies " + fmt("%.1f", 1e3 * copies / n) +
+         " ms apart; simulated whole step: " + fmt("%.4f", sim_step / n) + " s, " +
+         fmt("%.2f", sim_step > 0 ? sim_tflops_time / sim_step : 0.0) + " TFLOPS/GPU; predicted share " +
+         fmt("%.4f", predicted / n) + " s (error " + fmt("%+.1f%%", measured > 0 ? 100 * (predicted / measured - 1) : 0.0) +
+         ")";
+}
+
 }  // namespace
 
 void print_table(std::ostream& os, const ResultsFile& results) {
@@ -154,7 +180,9 @@ void print_table(std::ostream& os, const ResultsFile& results) {
     os << "#   simulated = discrete-event simulator (impl/sim) over the cost model \"" << ctx.value("cost_model", "?")
        << "\" with calibration \"" << ctx.value("calibration", "?") << "\"; nothing here was measured on a GPU.\n";
   } else if (how == "measured") {
-    os << "#   every row was measured on the device named in its source.\n";
+    os << "#   every row was measured on the device named in its source: one pool rank's share of the plan on one\n"
+       << "#   pipeline stage (the busiest unless chosen), replayed with the real kernels; step time = that GPU's busy\n"
+       << "#   time (no bubble, no DP or CP transfer), TFLOPS/GPU = its share's useful FLOPs over it.\n";
   } else {
     os << "#   rows marked simulated: come from the simulator over the cost model \"" << ctx.value("cost_model", "?")
        << "\"; rows marked measured: were measured on the device named in their source.\n";
@@ -163,7 +191,8 @@ void print_table(std::ostream& os, const ResultsFile& results) {
      << " no padding), so ratios between strategies are speed ratios.\n"
      << "#   published = the strategy as the scenario sets it (the upstream script's values); tuned = its best\n"
      << "#   setting found by `run --tune` under the memory model. oom = does not fit the GPU's memory.\n"
-     << "#   solve (ms, host) is the one measured column: the planner's wall-clock time on this host's CPU.\n"
+     << (how == "simulated" ? "#   solve (ms, host) is the one measured column: the planner's wall-clock time on this host's CPU.\n"
+                            : "#   solve (ms, host): the planner's wall-clock time on this host's CPU.\n")
      << "#   git " << ctx.value("git_sha", "unknown") << ", " << ctx.value("date", "") << "\n";
 
   const std::vector<std::pair<std::string, std::string>> cols = {
@@ -207,16 +236,18 @@ void print_table(std::ostream& os, const ResultsFile& results) {
       line += pad(a.speedup_vs_reference ? fmt("%.3f", *a.speedup_vs_reference) : "-", cw);
       line += pad(fmt("%.4f", a.step_time_s), cw);
       line += pad(fmt("%.1f", a.microbatches), cw);
-      line += pad(fmt("%.3f", a.balance), cw);
-      line += pad(fmt("%.1f", 100.0 * a.bubble_frac), cw);
-      line += pad(fmt("%.1f", 100.0 * a.comm_frac), cw);
-      line += pad(fmt("%.1f", a.step_time_s > 0 ? 100.0 * a.overhead_s / a.step_time_s : 0.0), cw);
-      line += pad(fmt("%.3f", a.plan_efficiency), cw);
+      const bool m = a.measured();  // one GPU's replay of a rank's share: no balance, bubble, comm, bound
+      line += pad(m ? "-" : fmt("%.3f", a.balance), cw);
+      line += pad(m ? "-" : fmt("%.1f", 100.0 * a.bubble_frac), cw);
+      line += pad(m ? "-" : fmt("%.1f", 100.0 * a.comm_frac), cw);
+      line += pad(m ? "-" : fmt("%.1f", a.step_time_s > 0 ? 100.0 * a.overhead_s / a.step_time_s : 0.0), cw);
+      line += pad(m ? "-" : fmt("%.3f", a.plan_efficiency), cw);
       line += pad(fmt("%.1f", a.peak_memory_gib), cw);
       line += pad(fmt("%.1f", a.solve_ms), cw);
       line += "   " + knobs_text(a.knobs);
     }
     os << line << "\n";
+    if (a.valid() && a.measured()) os << measured_detail(results, a) << "\n";
     const bool last_of_scenario = i + 1 == aggs.size() || aggs[i + 1].scenario != scenario;
     if (last_of_scenario && facts && facts->contains("published")) {
       const json& p = (*facts)["published"];

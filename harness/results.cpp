@@ -10,6 +10,7 @@
 #include "core/text.h"
 #include "harness/aggregate.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <ctime>
@@ -38,6 +39,13 @@ using nlohmann::json;
 constexpr std::array<const char*, 8> kMetricKeys = {
     "step_time_s", "tflops_per_gpu", "tokens_per_s_per_gpu", "balance",
     "bubble_frac", "comm_frac",      "plan_efficiency",      "speedup_vs_packing"};
+
+// Metric keys one GPU's replay of a rank's share does not measure: null in measured rows.
+constexpr std::array<const char*, 4> kNotMeasuredKeys = {"balance", "bubble_frac", "comm_frac", "plan_efficiency"};
+
+bool not_measured_key(const std::string& k) {
+  return std::find(kNotMeasuredKeys.begin(), kNotMeasuredKeys.end(), k) != kNotMeasuredKeys.end();
+}
 
 constexpr std::array<const char*, 6> kContextKeys = {"git_sha", "date", "host", "device", "cost_model",
                                                      "calibration"};
@@ -178,6 +186,16 @@ void check_sensitivity(const json& sens, std::vector<std::string>& errs) {
   if (!ok) errs.push_back("\"sensitivity\" has a value of the wrong type");
 }
 
+// A measured row's "measured" object (measured.h): flat, numbers finite.
+bool is_measured_object(const json& m) {
+  if (!m.is_object()) return false;
+  for (const auto& [k, v] : m.items()) {
+    if (v.is_number() && !std::isfinite(v.get<double>())) return false;
+    if (!v.is_number() && !v.is_boolean() && !v.is_string()) return false;
+  }
+  return true;
+}
+
 // A row's knobs (report.cpp knobs_text): integers in range.
 bool is_knobs(const json& k) {
   if (k.is_null()) return true;
@@ -256,6 +274,8 @@ json row_to_json(const ResultRow& r) {
   if (r.has_metrics()) {
     j.update(json(static_cast<const RowMetrics&>(r)));
     j["speedup_vs_packing"] = r.speedup_vs_packing ? json(*r.speedup_vs_packing) : json(nullptr);
+    if (r.is_measured())
+      for (const char* k : kNotMeasuredKeys) j[k] = nullptr;
   } else {
     for (const char* k : kMetricKeys) j[k] = nullptr;
     j["microbatches"] = nullptr;
@@ -264,6 +284,7 @@ json row_to_json(const ResultRow& r) {
   if (!r.knobs.is_null()) j["knobs"] = r.knobs;
   if (!r.rank_busy_s.empty()) j["rank_busy_s"] = r.rank_busy_s;
   if (!r.plan.is_null()) j["plan"] = r.plan;
+  if (!r.measured.is_null()) j["measured"] = r.measured;
   return j;
 }
 
@@ -284,6 +305,7 @@ ResultRow row_from_json(const json& j) {
       if (v.is_number()) r.rank_busy_s.push_back(v.get<double>());
   }
   if (clean.contains("plan")) r.plan = clean["plan"];
+  if (clean.contains("measured")) r.measured = clean["measured"];
   return r;
 }
 
@@ -344,11 +366,14 @@ std::vector<std::string> validate_results(const json& j) {
     }
     const bool oom = r.contains("oom") && r["oom"].is_boolean() && r["oom"].get<bool>();
     const bool valid = has_valid && r["plan_valid"].get<bool>() && !oom;
+    const bool measured = r.contains("source") && r["source"].is_string() &&
+                          r["source"].get<std::string>().rfind("measured:", 0) == 0;
     for (const char* k : kMetricKeys) {
       const bool is_num = r.contains(k) && r[k].is_number();
       const bool is_null = r.contains(k) && r[k].is_null();
-      // speedup_vs_packing is null when the scenario has no valid packing row for that step.
-      const bool nullable = !valid || std::string(k) == "speedup_vs_packing";
+      // speedup_vs_packing is null when the scenario has no valid packing row for that step; a
+      // measured row has no balance, bubble, comm or plan efficiency (results.h).
+      const bool nullable = !valid || std::string(k) == "speedup_vs_packing" || (measured && not_measured_key(k));
       need(k, is_num || (nullable && is_null), nullable ? "a number or null" : "a number");
       // NaN/inf would be written as null and make the file unreadable; a zero step time would
       // weigh nothing in the gate's time-weighted TFLOPS.
@@ -381,6 +406,8 @@ std::vector<std::string> validate_results(const json& j) {
       errs.push_back(at + ".\"knobs\" is not an object of integer max_seqlen_per_rank, cp, vpp");
     if (r.contains("rank_busy_s") && !is_number_array(r["rank_busy_s"]))
       errs.push_back(at + ".\"rank_busy_s\" is not an array of numbers");
+    if (r.contains("measured") && !r["measured"].is_null() && !is_measured_object(r["measured"]))
+      errs.push_back(at + ".\"measured\" is not an object of numbers, booleans and strings");
     if (r.contains("plan") && !r["plan"].is_null() && !is_plan_picture(r["plan"]))
       errs.push_back(at + ".\"plan\" is not an array of micro-batches of [first_rank, cp_size, samples, tokens] groups");
   }

@@ -21,6 +21,13 @@
 //   per micro-batch]). rank_busy_s and plan are kept for step 0 only (the charts draw one step).
 //   planning ("async" | "sync"), plan_hidden_ms, plan_exposed_ms, plan_wait_ms: RowPlanning below
 //   (README "Async planning"); written only when planning is set.
+// Measured rows (source "measured:<device>", `run --backend cuda`, harness/measured.h): one pool
+//   rank's share of the plan on one pipeline stage replayed on that device. step_time_s is that
+//   GPU's busy time for the step (forward, recompute and backward of every micro-batch of the
+//   share; no pipeline bubble, DP or CP transfer), tflops_per_gpu and tokens_per_s_per_gpu the
+//   share's useful FLOPs and tokens over it; balance, bubble_frac, comm_frac and plan_efficiency
+//   are null (one GPU measures none of them); "measured" (object) says which rank and stage, the
+//   ring's stand-in copies and the simulator's prediction of the same work (measured.h).
 // The file also carries "aggregates" (one per scenario, strategy and setting: report.h's
 // aggregate(), computed once here in C++; the charts draw from them) and, when asked for,
 // "sensitivity" (harness/sensitivity.h).
@@ -90,7 +97,9 @@ struct ResultRow : RowInfo, RowMetrics, RowPlanning {
   nlohmann::json knobs;             // the setting's knobs (object) or null
   std::vector<double> rank_busy_s;  // step 0 only
   nlohmann::json plan;              // step 0 only; null otherwise
+  nlohmann::json measured;          // measured rows: the object above; null otherwise
   bool has_metrics() const { return plan_valid && !oom; }
+  bool is_measured() const { return source.rfind("measured:", 0) == 0; }
 };
 
 struct ResultsFile {

@@ -449,6 +449,7 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
         row.rank_busy_s = r.rank_busy_s;
         row.plan = plan_picture(plan, batch);
       }
+      if (options.on_row && row.has_metrics()) options.on_row(row, RowSource{plan, batch, cm, sb.real_lengths, r});
     }
     previous_step_s = row.has_metrics() ? row.step_time_s : 0.0;
     rows.push_back(std::move(row));

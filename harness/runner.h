@@ -20,7 +20,9 @@
 #include "harness/scenario.h"
 #include "plan/async_planner.h"
 #include "plan/planner.h"
+#include "sim/simulator.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -29,6 +31,15 @@
 #include <vector>
 
 namespace dcp::harness {
+
+// What made a row with figures, for RunOptions::on_row (valid during the call only).
+struct RowSource {
+  const plan::Plan& plan;
+  const plan::Batch& batch;          // the lengths the plan was made for (possibly padded)
+  const cost::CostModel& cm;         // at the row's setting
+  std::span<const int64_t> real_lengths;
+  const sim::StepResult& step;       // the simulated step (rank_busy_s, schedule)
+};
 
 struct RunOptions {
   std::optional<int> steps;             // overrides every scenario's training.steps
@@ -42,6 +53,10 @@ struct RunOptions {
   // Plan every step inside the loop instead of step i+1 on a background thread while step i is
   // simulated (plan/async_planner.h; README "Async planning"). The plans are the same.
   bool sync_planning = false;
+  // Called for every row with figures (valid plan, fits) right after its simulation, on the
+  // runner's thread, in the order the rows are made (the measured backend replays the row's rank
+  // share on the GPU: harness/measured.h). Null: nothing.
+  std::function<void(ResultRow&, const RowSource&)> on_row;
 };
 
 // The knobs a strategy can be run at: per-rank token budget M, static CP size (static planners;

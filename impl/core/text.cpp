@@ -3,6 +3,7 @@
 #include "core/text.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 namespace dcp {
@@ -112,6 +113,12 @@ std::string one_line(std::string_view message, size_t max_chars) {
   out += kCut;
   for (size_t i = tail; i < units.size(); ++i) out += units[i].text;
   return out;
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
 }
 
 }  // namespace dcp

@@ -25,5 +25,7 @@ inline constexpr size_t kMaxQuotedChars = 64;   // quote() default: prefix of a 
 std::string escape_bytes(std::string_view bytes, bool escape_backslash = true);
 std::string quote(std::string_view value, size_t max_chars = kMaxQuotedChars);
 std::string one_line(std::string_view message, size_t max_chars = kMaxErrorChars);
+// One number through a printf format of one double conversion, e.g. fmt("%.3f", x) (tables).
+std::string fmt(const char* format, double v);
 
 }  // namespace dcp

@@ -289,6 +289,18 @@ def main():
                                                      "--out", "s.json"], ["--reps 2", "without --measure"])
         case("contract/share-stage-outside-pp", ["share", "ok.json", "--strategy", "dcp", "--stage", "1",
                                                  "--out", "s.json"], ["--stage 1", "1 pipeline stages"])
+        case("contract/run-cuda-without-device", ["run", "ok.json", "--backend", "cuda", "--out", "r.json"],
+             ["--backend cuda needs a CUDA"])
+        case("contract/run-bad-backend", ["run", "ok.json", "--backend", "gpu", "--out", "r.json"],
+             ["--backend: gpu not in {sim,cuda}"])
+        case("contract/run-reps-without-cuda", ["run", "ok.json", "--reps", "2", "--out", "r.json"],
+             ["--reps is given without --backend cuda"])
+        case("contract/run-comm-without-cuda", ["run", "ok.json", "--comm", "nccl", "--out", "r.json"],
+             ["--comm is given without --backend cuda"])
+        case("contract/run-cuda-tune", ["run", "ok.json", "--backend", "cuda", "--tune", "--out", "r.json"],
+             ["--tune with --backend cuda"])
+        case("contract/run-cuda-sensitivity", ["run", "ok.json", "--backend", "cuda", "--sensitivity", "--out", "r.json"],
+             ["--sensitivity with --backend cuda"])
         case("file-size/gate-dev-zero", ["gate", "--baseline", "/dev/zero", "--current", "results.json"], ["64 MiB"])
         # ---- 6. cp-attn work budget -------------------------------------------------------------
         case("budget/cp-attn-16384", ["cp-attn", "--ranks", "1", "--lengths", "16384"], ["6.87e+10 units", "budget"])

@@ -2,6 +2,8 @@
 #include "exec/cuda/stage_runner.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "attn/cuda/device_array.h"
@@ -11,6 +13,7 @@
 #include "attn/thd.h"
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "core/nvtx.h"
 #include "exec/cuda/gemm_lt.h"
 #include "model/cuda/layer_launch.h"
 
@@ -171,8 +174,22 @@ struct StageRunner::Impl {
 StageRunner::StageRunner(const cost::ModelConfig& model, attn::Half half) : impl_(std::make_unique<Impl>(model, half)) {}
 StageRunner::~StageRunner() = default;
 
-MeasuredMicrobatch StageRunner::measure(const StageWork& work, int reps) {
+namespace {
+
+// NVTX name of the range an op belongs to: its layer and pass ("layer 3 fwd", "layer 3 recompute",
+// "layer 3 bwd"), or the output layer and loss of the last stage ("output fwd", "output bwd").
+std::string layer_range_name(const StageOp& op) {
+  const char* pass = op.pass == Pass::fwd ? "fwd" : op.pass == Pass::recompute ? "recompute" : "bwd";
+  return (op.layer < 0 ? std::string("output ") : "layer " + std::to_string(op.layer) + " ") + pass;
+}
+
+}  // namespace
+
+MeasuredMicrobatch StageRunner::measure(const StageWork& work, int reps, const std::string& label) {
   DCP_REQUIRE(reps >= 1, "StageRunner: reps ", reps, " must be >= 1");
+  // NVTX: one range per micro-batch (the caller's label) around all its runs, one per run, and one
+  // per layer and pass inside each run (nsys shows where a micro-batch's time goes).
+  const ScopedRange mb_range(label.empty() ? "micro-batch" : label.c_str());
   Impl& m = *impl_;
   const std::vector<AttnPlan> plans = m.prepare(work);
   // Every event is destroyed on every path (a CUDA error throws).
@@ -195,6 +212,9 @@ MeasuredMicrobatch StageRunner::measure(const StageWork& work, int reps) {
       for (int e = 0; e < 2; ++e) copy_ev.push_back(events.make());
   std::vector<MeasuredMicrobatch> runs;
   for (int r = 0; r <= reps; ++r) {  // run 0 is the untimed warm-up
+    const ScopedRange run_range(r == 0 ? "warm-up" : "timed run");
+    std::optional<ScopedRange> layer_range;
+    std::string layer_name;
     DCP_CUDA_CHECK(cudaDeviceSynchronize());
     DCP_CUDA_CHECK(cudaEventRecord(start, nullptr));
     bool fwd_done = false;
@@ -206,6 +226,11 @@ MeasuredMicrobatch StageRunner::measure(const StageWork& work, int reps) {
         DCP_CUDA_CHECK(cudaEventRecord(mid, nullptr));
         fwd_done = true;
       }
+      if (std::string name = layer_range_name(op); name != layer_name) {
+        layer_range.reset();
+        layer_name = std::move(name);
+        layer_range.emplace(layer_name.c_str());
+      }
       const bool copies = op.kind == OpKind::attention && op.transfer_rows > 0;
       m.run(op, plans[i], copies ? copy_ev[ce] : nullptr, copies ? copy_ev[ce + 1] : nullptr);
       if (copies) {
@@ -213,6 +238,7 @@ MeasuredMicrobatch StageRunner::measure(const StageWork& work, int reps) {
         ce += 2;
       }
     }
+    layer_range.reset();
     if (!fwd_done) DCP_CUDA_CHECK(cudaEventRecord(mid, nullptr));
     DCP_CUDA_CHECK(cudaEventRecord(end, nullptr));
     DCP_CUDA_CHECK(cudaEventSynchronize(end));

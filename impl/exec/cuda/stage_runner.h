@@ -10,12 +10,15 @@
 // output/LSE and gradient corrections), which the cost model charges; GEMMs all run NN with a
 // 16-bit output (Megatron's dgrad/wgrad are NT/TN). Memory: buffers grow to the largest operand
 // (T x vocab on the last stage, three of them).
+// NVTX: a range per micro-batch (the caller's label), per run (warm-up / timed run) and per layer
+// and pass ("layer 3 fwd", "layer 3 recompute", "layer 3 bwd", "output bwd") for nsys.
 // Timing: CUDA events after one untimed run (cuBLASLt plans, buffers), the median of `reps`
 // timed runs; forward = the forward ops, backward = recompute + backward ops.
 // Only built with CUDA; throws dcp::Error on any CUDA or cuBLASLt error.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "attn/bf16_rule.h"
 #include "cost/flops.h"
@@ -36,7 +39,8 @@ class StageRunner {
   ~StageRunner();
   StageRunner(const StageRunner&) = delete;
   StageRunner& operator=(const StageRunner&) = delete;
-  MeasuredMicrobatch measure(const StageWork& work, int reps = 3);
+  // `label`: the NVTX range around this micro-batch's runs (e.g. "strategy dcp mb 3 (cp 4)").
+  MeasuredMicrobatch measure(const StageWork& work, int reps = 3, const std::string& label = "");
 
  private:
   struct Impl;

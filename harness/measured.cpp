@@ -1,0 +1,259 @@
+// The measured run (see measured.h).
+#include "harness/measured.h"
+
+#include "core/error.h"
+#include "core/text.h"
+#include "cost/flops.h"
+
+#ifdef DCP_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#include "exec/cuda/stage_runner.h"
+#include "exec/stage_ops.h"
+#endif
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <utility>
+
+namespace dcp::harness {
+
+void require_cuda_device(const std::string& what) {
+#ifdef DCP_HAVE_CUDA
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    throw InputError(what + " needs a CUDA device, and none is visible on this machine");
+#else
+  throw InputError(what + " needs a CUDA build (nvcc at /usr/local/cuda, DCP_CUDA=AUTO|ON)");
+#endif
+}
+
+std::string cuda_device_name() {
+#ifdef DCP_HAVE_CUDA
+  require_cuda_device("measuring");
+  int dev = 0;
+  DCP_CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  DCP_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  return prop.name;
+#else
+  require_cuda_device("measuring");
+  return {};
+#endif
+}
+
+void require_replayable(const Scenario& s, const cost::CostModel& cm) {
+  DCP_REQUIRE(s.cluster.tp == 1, "the GPU replay runs TP1 ranks; ", s.file, " sets cluster.tp=", s.cluster.tp);
+  const int64_t d = cm.model.head_dim_or_default();
+  DCP_REQUIRE(d == 64 || d == 128, "the GPU replay needs head_dim 64 or 128 (the tensor-core kernels); model ",
+              cm.model.name, " of ", s.file, " has ", d);
+}
+
+ShareMeasurer cuda_share_measurer() {
+#ifdef DCP_HAVE_CUDA
+  // One runner per model (its buffers and cuBLASLt plans live between shares).
+  auto runners = std::make_shared<std::map<std::string, std::unique_ptr<exec::StageRunner>>>();
+  return [runners](const sim::RankShare& share, const cost::CostModel& cm, int reps, const std::string& label) {
+    auto& runner = (*runners)[cm.model.name];
+    if (!runner) runner = std::make_unique<exec::StageRunner>(cm.model, attn::Half::bf16);
+    std::vector<ShareTiming> out;
+    // Micro-batches with the same sequences at the same place of a group of the same size run the
+    // same ops: measured once (bshd's and packing's often all are).
+    std::map<std::tuple<std::vector<int64_t>, int, int>, ShareTiming> seen;
+    for (const auto& m : share.microbatches) {
+      const auto key = std::make_tuple(m.lengths, m.cp_size, m.cp_rank);
+      auto it = seen.find(key);
+      if (it == seen.end()) {
+        const exec::StageWork w = exec::stage_ops(cm.model, m.lengths, m.cp_size, m.cp_rank, share.layers,
+                                                  share.last_stage, cm.training.recompute_full);
+        const std::string name = label + " mb " + std::to_string(m.microbatch) + " (cp " + std::to_string(m.cp_size) + ")";
+        const exec::MeasuredMicrobatch t = runner->measure(w, reps, name);
+        it = seen.emplace(key, ShareTiming{t.fwd_s, t.bwd_s, t.copy_fwd_s, t.copy_bwd_s}).first;
+      }
+      out.push_back(it->second);
+    }
+    return out;
+  };
+#else
+  require_cuda_device("the GPU replay");
+  return {};
+#endif
+}
+
+double share_useful_flops(const cost::ModelConfig& model, const sim::RankShare& share,
+                          std::span<const int64_t> real_lengths) {
+  // Training = 3 x forward (cost/flops.cpp train_flops_coefficients), per layer and for the output
+  // layer, so that over all layers and stages the sum is cost::useful_flops of the batch.
+  const double layer_lin = 3.0 * cost::fwd_layer_gemm_flops_per_token(model);
+  const double layer_sq = 3.0 * cost::fwd_layer_attn_flops_per_token_sq(model);
+  const double head = 3.0 * cost::fwd_logits_flops_per_token(model);
+  double f = 0;
+  for (const auto& m : share.microbatches) {
+    double group = 0;
+    for (int id : m.samples) {
+      DCP_CHECK(id >= 0 && static_cast<size_t>(id) < real_lengths.size(), "share_useful_flops: sample ", id,
+                " outside the batch of ", real_lengths.size());
+      const double l = static_cast<double>(real_lengths[static_cast<size_t>(id)]);
+      group += share.layers * (layer_lin * l + layer_sq * l * l) + (share.last_stage ? head * l : 0.0);
+    }
+    f += group / m.cp_size;
+  }
+  return f;
+}
+
+double share_real_tokens(const sim::RankShare& share, std::span<const int64_t> real_lengths) {
+  double t = 0;
+  for (const auto& m : share.microbatches) {
+    double group = 0;
+    for (int id : m.samples) {
+      DCP_CHECK(id >= 0 && static_cast<size_t>(id) < real_lengths.size(), "share_real_tokens: sample ", id,
+                " outside the batch of ", real_lengths.size());
+      group += static_cast<double>(real_lengths[static_cast<size_t>(id)]);
+    }
+    t += group / m.cp_size;
+  }
+  return t;
+}
+
+namespace {
+
+// The numbers of one replay that travel between the processes (summed: only the measuring process
+// has non-zero ones).
+constexpr size_t kPacked = 5;  // busy_s, fwd_s, bwd_s, ring_copy_s, measured (1 on the measuring process)
+
+// Turns a simulated row carrying its "measured" object (with the gathered numbers) into a measured
+// row (results.h "Measured rows").
+void finish_row(ResultRow& row, const std::string& device) {
+  nlohmann::json& m = row.measured;
+  const double busy = m.value("busy_s", 0.0), copies = m.value("ring_copy_s", 0.0);
+  const double t = busy - copies;
+  DCP_CHECK(t > 0, "measured ", row.scenario, " / ", row.strategy, " step ", row.step, ": busy ", busy,
+            " s minus ring copies ", copies, " s is not positive");
+  const double useful = m.value("useful_flops", 0.0), tokens = m.value("tokens", 0.0);
+  m["simulated_step_s"] = row.step_time_s;
+  m["simulated_tflops_per_gpu"] = row.tflops_per_gpu;
+  m["error"] = m.value("predicted_s", 0.0) / t - 1.0;
+  row.source = "measured:" + device;
+  row.step_time_s = t;
+  row.tflops_per_gpu = useful / t / 1e12;
+  row.tokens_per_s_per_gpu = tokens / t;
+  row.microbatches = m.value("microbatches", 0);
+  // Not measured by one GPU's replay (written as null, results.h); the simulated breakdown of the
+  // step does not describe this time.
+  row.balance = row.bubble_frac = row.comm_frac = row.plan_efficiency = 0;
+  row.lower_bound_s = 0;
+  row.compute_s = t;
+  row.comm_s = row.overhead_s = row.bubble_s = row.imbalance_s = 0;
+  row.rank_busy_s.clear();
+  row.speedup_vs_packing.reset();
+}
+
+}  // namespace
+
+ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions options,
+                              const plan::PlannerRegistry& registry, const MeasureOptions& measure) {
+  DCP_REQUIRE(!options.tune, "--tune is not measured: a measured run replays the published settings");
+  DCP_REQUIRE(!options.sensitivity, "--sensitivity varies the simulator's parameters; a measured run has none");
+  DCP_REQUIRE(measure.reps >= 1, "--reps ", measure.reps, " must be >= 1");
+  DCP_CHECK(static_cast<bool>(measure.measurer), "measure_scenarios: no measurer");
+  // What the replay cannot do, refused before any planning (exit 2, nothing written).
+  for (const auto& s : scenarios) {
+    const cost::CostModel cm = cost_model_of(s);
+    require_replayable(s, cm);
+    const int pool = cm.cluster.pool();
+    if (measure.rank)
+      DCP_REQUIRE(*measure.rank < pool, "--rank ", *measure.rank, " is outside the pool of ", pool,
+                  " ranks (dp x cp) of ", s.file);
+    if (measure.stage)
+      DCP_REQUIRE(*measure.stage < s.cluster.pp, "--stage ", *measure.stage, " is outside the ", s.cluster.pp,
+                  " pipeline stages of ", s.file);
+  }
+  const int me = measure.comm ? measure.comm->rank() : 0;
+  const int procs = measure.comm ? measure.comm->size() : 1;
+  std::ostream* progress = measure.progress;
+  size_t index = 0;  // rows with figures, in the order the runner makes them (the same on every process)
+  options.on_row = [&](ResultRow& row, const RowSource& src) {
+    const int owner = static_cast<int>(index++ % static_cast<size_t>(procs));
+    const int pool = src.cm.cluster.pool();
+    const int rank = measure.rank ? *measure.rank : sim::busiest_pool_rank(src.step);
+    const int stage = measure.stage ? *measure.stage : sim::busiest_stage(src.step, rank, pool);
+    const sim::RankShare share = sim::rank_share(src.plan, src.batch, src.cm, rank, stage);
+    double predicted = 0, predicted_comm = 0;
+    for (const auto& m : share.microbatches) {
+      predicted += m.predicted.fwd_s + m.predicted.bwd_s - m.predicted.fwd_comm_s - m.predicted.bwd_comm_s;
+      predicted_comm += m.predicted.fwd_comm_s + m.predicted.bwd_comm_s;
+    }
+    nlohmann::json m = {{"pool_rank", rank},
+                        {"pp_stage", stage},
+                        {"rank_chosen", measure.rank ? "--rank" : "busiest"},
+                        {"stage_chosen", measure.stage ? "--stage" : "busiest of the rank"},
+                        {"layers", share.layers},
+                        {"last_stage", share.last_stage},
+                        {"microbatches", static_cast<int>(share.microbatches.size())},
+                        {"reps", measure.reps},
+                        {"useful_flops", share_useful_flops(src.cm.model, share, src.real_lengths)},
+                        {"tokens", share_real_tokens(share, src.real_lengths)},
+                        {"predicted_s", predicted},
+                        {"predicted_cp_comm_s", predicted_comm},
+                        {"process", owner},
+                        {"busy_s", 0.0},
+                        {"fwd_s", 0.0},
+                        {"bwd_s", 0.0},
+                        {"ring_copy_s", 0.0}};
+    if (owner == me) {
+      const std::string label = row.scenario + " " + row.strategy + " step " + std::to_string(row.step);
+      const std::vector<ShareTiming> t = measure.measurer(share, src.cm, measure.reps, label);
+      DCP_CHECK(t.size() == share.microbatches.size(), "the measurer returned ", t.size(), " timings for ",
+                share.microbatches.size(), " micro-batches");
+      double fwd = 0, bwd = 0, copies = 0;
+      for (const auto& x : t) {
+        fwd += x.fwd_s;
+        bwd += x.bwd_s;
+        copies += x.copy_fwd_s + x.copy_bwd_s;
+      }
+      m["busy_s"] = fwd + bwd;
+      m["fwd_s"] = fwd;
+      m["bwd_s"] = bwd;
+      m["ring_copy_s"] = copies;
+      if (progress)
+        *progress << "dcpbench run --backend cuda: " << label << ": rank " << rank << " stage " << stage << ", "
+                  << share.microbatches.size() << " micro-batches: " << fmt("%.3f", 1e3 * (fwd + bwd - copies))
+                  << " ms measured (+ " << fmt("%.3f", 1e3 * copies) << " ms ring copies), "
+                  << fmt("%.3f", 1e3 * predicted) << " ms predicted" << std::endl;
+    }
+    row.measured = std::move(m);
+  };
+  ResultsFile out = run_scenarios(scenarios, options, registry);
+  // Gather: each measured number is non-zero on its measuring process only; one sum over all.
+  std::vector<double> packed;
+  for (const auto& r : out.rows) {
+    if (r.measured.is_null()) continue;
+    const bool mine = r.measured.value("process", -1) == me;
+    for (const char* k : {"busy_s", "fwd_s", "bwd_s", "ring_copy_s"}) packed.push_back(r.measured.value(k, 0.0));
+    packed.push_back(mine ? 1.0 : 0.0);
+  }
+  if (measure.comm && procs > 1 && !packed.empty()) measure.comm->all_reduce(std::span<double>(packed));
+  size_t i = 0;
+  for (auto& r : out.rows) {
+    if (r.measured.is_null()) {
+      r.source = "measured:" + measure.device;  // invalid or oom: nothing replayed, no figures
+      continue;
+    }
+    DCP_CHECK(packed[i + 4] == 1.0, "measured row ", r.scenario, " / ", r.strategy, " step ", r.step, " was measured ",
+              packed[i + 4], " times over the processes");
+    r.measured["busy_s"] = packed[i];
+    r.measured["fwd_s"] = packed[i + 1];
+    r.measured["bwd_s"] = packed[i + 2];
+    r.measured["ring_copy_s"] = packed[i + 3];
+    i += kPacked;
+    finish_row(r, measure.device);
+  }
+  fill_speedups(out.rows, 0);
+  out.context["device"] = measure.device + (procs > 1 ? " x " + std::to_string(procs) + " processes" : "");
+  return out;
+}
+
+}  // namespace dcp::harness

@@ -1,0 +1,288 @@
+// The measured run (harness/measured.h) without a GPU: its arithmetic, its rows and the split of
+// the rows over processes, with a stand-in measurer that returns times derived from each micro-
+// batch's prediction (the GPU replay itself is tested in exec/cuda/tests, label gpu).
+//   - share_useful_flops / share_real_tokens over every pool rank and stage add up to the batch's
+//     useful FLOPs (DESIGN.md) and tokens, for dynamic and static plans, with PP, VPP and padding;
+//   - measured rows: source measured:<device>, step time = replayed busy time minus the ring's
+//     copies, TFLOPS = the share's useful FLOPs over it, speedups from measured times, the
+//     prediction error, null for what one GPU does not measure; the file validates and reads back;
+//   - three processes (threads over the thread communicator) that split the rows give the rows of
+//     one process, every row measured exactly once;
+//   - what the replay cannot run is refused (exit 2) before any replay.
+#include "core/error.h"
+#include "comm/thread_comm.h"
+#include "cost/time_model.h"
+#include "harness/measured.h"
+#include "harness/registry.h"
+#include "harness/report.h"
+#include "harness/runner.h"
+#include "harness/scenario.h"
+#include "measured_cases.h"
+#include "plan/validate.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+namespace dcp::harness {
+namespace {
+
+using nlohmann::json;
+
+// Stand-in measurer: 1.5 x the predicted pass times + 20 us, and 10 us of ring copies per peer
+// (so every row differs from its prediction in a known way). Counts its calls.
+struct FakeMeasurer {
+  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+  ShareMeasurer fn() const {
+    auto c = calls;
+    return [c](const sim::RankShare& share, const cost::CostModel&, int reps, const std::string&) {
+      EXPECT_GE(reps, 1);
+      ++*c;
+      std::vector<ShareTiming> out;
+      for (const auto& m : share.microbatches) {
+        ShareTiming t;
+        t.copy_fwd_s = 1e-5 * (m.cp_size - 1);
+        t.copy_bwd_s = 2e-5 * (m.cp_size - 1);
+        t.fwd_s = 1.5 * m.predicted.fwd_s + 2e-5 + t.copy_fwd_s;
+        t.bwd_s = 1.5 * m.predicted.bwd_s + t.copy_bwd_s;
+        out.push_back(t);
+      }
+      return out;
+    };
+  }
+};
+
+TEST(Measured, ShareFlopsAndTokensOverAllRanksAndStagesAreTheBatchs) {
+  const Scenario s = small_scenario();
+  RunOptions opt;
+  opt.steps = 1;
+  const auto& registry = builtin_planners();
+  PreparedScenario p = prepare_scenario(s, opt, registry);
+  sample_batches(p);
+  const auto& real = p.batches[0].real_lengths;
+  const double useful = cost::useful_flops(p.cm.model, real);
+  const double tokens = std::accumulate(real.begin(), real.end(), 0.0);
+  for (const std::string strategy : {"packing", "bshd", "megatron-dev", "dcp"}) {
+    const Setting setting = published_setting(s);
+    const cost::CostModel cm = cost_model_at(p.cm, setting);
+    const plan::PlanRequest req = plan_request_of(p, cm, strategy, plan_config_of(s, setting), 0, 0, registry);
+    const plan::Plan plan = req.planner->plan(req.batch, req.config);
+    plan::validate(plan, req.batch, req.config);
+    double f = 0, t = 0;
+    for (int rank = 0; rank < cm.cluster.pool(); ++rank)
+      for (int stage = 0; stage < cm.cluster.pp; ++stage) {
+        const sim::RankShare share = sim::rank_share(plan, req.batch, cm, rank, stage);
+        const double sf = share_useful_flops(cm.model, share, real);
+        EXPECT_GE(sf, 0) << strategy;
+        f += sf;
+        t += share_real_tokens(share, real);
+      }
+    // Every sample is in one group; each rank of it gets 1/k on each stage: summed over the pool
+    // and the stages (the layers of every stage add up to the model's) it is the batch's.
+    EXPECT_NEAR(f / useful, 1.0, 1e-12) << strategy;
+    // Tokens: each sample counted once per stage.
+    EXPECT_NEAR(t / (tokens * cm.cluster.pp), 1.0, 1e-12) << strategy;
+  }
+}
+
+TEST(Measured, RowsAreMeasuredRowsOfTheSameRun) {
+  const Scenario s = small_scenario();
+  const auto& registry = builtin_planners();
+  RunOptions opt;
+  const ResultsFile simulated = run_scenarios({s}, opt, registry);
+  FakeMeasurer fake;
+  MeasureOptions m;
+  m.measurer = fake.fn();
+  m.device = "Fake GPU";
+  m.reps = 2;
+  const ResultsFile measured = measure_scenarios({s}, opt, registry, m);
+  ASSERT_EQ(measured.rows.size(), simulated.rows.size());
+  EXPECT_EQ(measured.context.value("device", ""), "Fake GPU");
+  int with_figures = 0;
+  for (size_t i = 0; i < measured.rows.size(); ++i) {
+    const ResultRow& r = measured.rows[i];
+    const ResultRow& sim_row = simulated.rows[i];
+    ASSERT_EQ(r.strategy, sim_row.strategy);
+    ASSERT_EQ(r.step, sim_row.step);
+    EXPECT_EQ(r.source, "measured:Fake GPU");
+    ASSERT_EQ(r.has_metrics(), sim_row.has_metrics()) << r.strategy;
+    if (!r.has_metrics()) continue;
+    ++with_figures;
+    ASSERT_TRUE(r.measured.is_object());
+    const json& x = r.measured;
+    // The replayed share's busy time minus the copies is the row's time; the copies are apart.
+    const double busy = x.at("busy_s").get<double>(), copies = x.at("ring_copy_s").get<double>();
+    EXPECT_NEAR(x.at("fwd_s").get<double>() + x.at("bwd_s").get<double>(), busy, 1e-15);
+    EXPECT_DOUBLE_EQ(r.step_time_s, busy - copies);
+    EXPECT_DOUBLE_EQ(r.tflops_per_gpu, x.at("useful_flops").get<double>() / r.step_time_s / 1e12);
+    EXPECT_DOUBLE_EQ(r.tokens_per_s_per_gpu, x.at("tokens").get<double>() / r.step_time_s);
+    EXPECT_EQ(r.microbatches, x.at("microbatches").get<int>());
+    // The fake took 1.5 x the prediction (incl. the CP comm the simulator charges) + 20 us per
+    // micro-batch: the error is the prediction like for like over that.
+    const double pred = x.at("predicted_s").get<double>(), pcomm = x.at("predicted_cp_comm_s").get<double>();
+    EXPECT_NEAR(r.step_time_s, 1.5 * (pred + pcomm) + 2e-5 * r.microbatches, 1e-12);
+    EXPECT_NEAR(x.at("error").get<double>(), pred / r.step_time_s - 1, 1e-12);
+    EXPECT_LT(x.at("error").get<double>(), -0.3);
+    // The busiest rank and its busiest stage of the simulated step, and the simulated figures.
+    EXPECT_EQ(x.at("rank_chosen"), "busiest");
+    EXPECT_DOUBLE_EQ(x.at("simulated_step_s").get<double>(), sim_row.step_time_s);
+    EXPECT_GT(sim_row.step_time_s, 0);
+    if (r.strategy == "bshd" || r.strategy == "packing") {
+      EXPECT_EQ(copies > 0, s.cluster.cp > 1) << r.strategy;  // static CP 2: every group has a peer
+    }
+  }
+  EXPECT_EQ(with_figures, *fake.calls);
+  EXPECT_GE(with_figures, 6);
+  // Speedups come from the measured times of the same step.
+  for (const ResultRow& r : measured.rows) {
+    if (!r.has_metrics()) continue;
+    const ResultRow* ref = nullptr;
+    for (const ResultRow& q : measured.rows)
+      if (q.strategy == "packing" && q.step == r.step && q.has_metrics()) ref = &q;
+    ASSERT_NE(ref, nullptr);
+    ASSERT_TRUE(r.speedup_vs_packing.has_value());
+    EXPECT_DOUBLE_EQ(*r.speedup_vs_packing, ref->step_time_s / r.step_time_s);
+  }
+  // The file: null for what one GPU does not measure, valid, and it reads back.
+  const json j = results_to_json(measured);
+  EXPECT_TRUE(validate_results(j).empty()) << validate_results(j).front();
+  bool saw = false;
+  for (const json& row : j["rows"]) {
+    if (row["step_time_s"].is_null()) continue;
+    saw = true;
+    for (const char* k : {"balance", "bubble_frac", "comm_frac", "plan_efficiency"}) EXPECT_TRUE(row[k].is_null()) << k;
+    EXPECT_TRUE(row["measured"].is_object());
+  }
+  EXPECT_TRUE(saw);
+  for (const json& a : j["aggregates"]) EXPECT_TRUE(a["plan_efficiency"].is_null() || !a.value("valid", false));
+  const ResultRow back = row_from_json(j["rows"][0]);
+  EXPECT_EQ(back.measured, measured.rows[0].measured);
+  // A null "balance" in a simulated row is still an error.
+  json bad = j;
+  for (json& row : bad["rows"])
+    if (!row["step_time_s"].is_null()) {
+      row["source"] = "simulated:x@y";
+      break;
+    }
+  EXPECT_FALSE(validate_results(bad).empty());
+  // The table says measured and prints no balance, bubble or bound for these rows.
+  std::ostringstream table;
+  print_table(table, measured);
+  EXPECT_NE(table.str().find("every row was measured"), std::string::npos) << table.str();
+  EXPECT_EQ(table.str().find("nothing here was measured"), std::string::npos);
+  EXPECT_NE(table.str().find("predicted share"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("(error -"), std::string::npos) << table.str();  // the fake took 1.5x the prediction
+}
+
+// The charts draw a measured file too (its null balance, bubble and bound included).
+TEST(Measured, PlotScriptDrawsAMeasuredFile) {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no /usr/bin/python3 with matplotlib (apt-get install python3-matplotlib)";
+  namespace fs = std::filesystem;
+  const fs::path script = fs::path(__FILE__).parent_path().parent_path() / "plot" / "plot_results.py";
+  FakeMeasurer fake;
+  MeasureOptions m;
+  m.measurer = fake.fn();
+  m.device = "Fake GPU";
+  const ResultsFile f = measure_scenarios({small_scenario()}, RunOptions{}, builtin_planners(), m);
+  const fs::path dir = fs::temp_directory_path() / ("dcp_measured_plot_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_results((dir / "m.json").string(), f);
+  const std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + (dir / "m.json").string() + "' --out '" +
+                          (dir / "charts").string() + "' >/dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  int pngs = 0;
+  if (fs::exists(dir / "charts"))
+    for (const auto& e : fs::directory_iterator(dir / "charts")) pngs += e.path().extension() == ".png";
+  EXPECT_GE(pngs, 1);
+  fs::remove_all(dir);
+}
+
+TEST(Measured, ProcessesSplitTheRowsAndAgree) {
+  const Scenario s = small_scenario(R"(["packing", "megatron-dev", "dcp"])", 3);
+  const auto& registry = builtin_planners();
+  RunOptions opt;
+  FakeMeasurer alone;
+  MeasureOptions m;
+  m.measurer = alone.fn();
+  m.device = "Fake GPU";
+  const ResultsFile one = measure_scenarios({s}, opt, registry, m);
+  constexpr int kProcs = 3;
+  std::vector<ResultsFile> files(kProcs);
+  std::vector<int> calls(kProcs, 0);
+  comm::run_threads(kProcs, [&](comm::Communicator& world) {
+    FakeMeasurer mine;
+    MeasureOptions mo;
+    mo.measurer = mine.fn();
+    mo.device = "Fake GPU";
+    mo.comm = &world;
+    files[static_cast<size_t>(world.rank())] = measure_scenarios({s}, opt, registry, mo);
+    calls[static_cast<size_t>(world.rank())] = *mine.calls;
+  });
+  // Each row replayed once, over all processes; the work is split (no process did it all).
+  EXPECT_EQ(std::accumulate(calls.begin(), calls.end(), 0), *alone.calls);
+  for (int c : calls) EXPECT_LT(c, *alone.calls);
+  for (const ResultsFile& f : files) {
+    ASSERT_EQ(f.rows.size(), one.rows.size());
+    for (size_t i = 0; i < f.rows.size(); ++i) {
+      EXPECT_EQ(f.rows[i].has_metrics(), one.rows[i].has_metrics());
+      if (!one.rows[i].has_metrics()) continue;
+      EXPECT_EQ(f.rows[i].step_time_s, one.rows[i].step_time_s) << i;  // bitwise: the same numbers, summed with zeros
+      EXPECT_EQ(f.rows[i].tflops_per_gpu, one.rows[i].tflops_per_gpu) << i;
+    }
+    EXPECT_NE(f.context.value("device", "").find("x 3 processes"), std::string::npos);
+  }
+}
+
+TEST(Measured, WhatTheReplayCannotRunIsRefusedFirst) {
+  const auto& registry = builtin_planners();
+  FakeMeasurer fake;
+  MeasureOptions m;
+  m.measurer = fake.fn();
+  m.device = "Fake GPU";
+  RunOptions opt;
+  const auto message = [&](const Scenario& s, const MeasureOptions& mo, const RunOptions& o) -> std::string {
+    try {
+      measure_scenarios({s}, o, registry, mo);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  // Head dim 16: the tensor-core kernels run 64 and 128.
+  const Scenario tiny = small_scenario(R"(["packing"])", 1, R"("tiny")");
+  EXPECT_NE(message(tiny, m, opt).find("head_dim 64 or 128"), std::string::npos) << message(tiny, m, opt);
+  const Scenario s = small_scenario(R"(["packing"])", 1);
+  MeasureOptions bad_rank = m;
+  bad_rank.rank = 4;  // pool of 4
+  EXPECT_NE(message(s, bad_rank, opt).find("--rank 4 is outside the pool of 4"), std::string::npos)
+      << message(s, bad_rank, opt);
+  MeasureOptions bad_stage = m;
+  bad_stage.stage = 2;
+  EXPECT_NE(message(s, bad_stage, opt).find("--stage 2 is outside the 2 pipeline stages"), std::string::npos);
+  RunOptions tune = opt;
+  tune.tune = true;
+  EXPECT_NE(message(s, m, tune).find("--tune"), std::string::npos);
+  EXPECT_EQ(*fake.calls, 0);  // nothing replayed
+  // A chosen rank and stage are what is replayed.
+  MeasureOptions chosen = m;
+  chosen.rank = 3;
+  chosen.stage = 1;
+  const ResultsFile f = measure_scenarios({s}, opt, registry, chosen);
+  ASSERT_TRUE(f.rows[0].has_metrics());
+  EXPECT_EQ(f.rows[0].measured.at("pool_rank"), 3);
+  EXPECT_EQ(f.rows[0].measured.at("pp_stage"), 1);
+  EXPECT_EQ(f.rows[0].measured.at("rank_chosen"), "--rank");
+  EXPECT_TRUE(f.rows[0].measured.at("last_stage").get<bool>());
+}
+
+}  // namespace
+}  // namespace dcp::harness
