@@ -83,6 +83,26 @@ ShareMeasurer cuda_share_measurer() {
 #endif
 }
 
+namespace {
+
+// Sum over the share's micro-batches of 1/k of the sum of f(real length) over its group's samples.
+template <class F>
+double per_rank_sum(const sim::RankShare& share, std::span<const int64_t> real_lengths, F f) {
+  double total = 0;
+  for (const auto& m : share.microbatches) {
+    double group = 0;
+    for (int id : m.samples) {
+      DCP_CHECK(id >= 0 && static_cast<size_t>(id) < real_lengths.size(), "rank share: sample ", id,
+                " outside the batch of ", real_lengths.size());
+      group += f(static_cast<double>(real_lengths[static_cast<size_t>(id)]));
+    }
+    total += group / m.cp_size;
+  }
+  return total;
+}
+
+}  // namespace
+
 double share_useful_flops(const cost::ModelConfig& model, const sim::RankShare& share,
                           std::span<const int64_t> real_lengths) {
   // Training = 3 x forward (cost/flops.cpp train_flops_coefficients), per layer and for the output
@@ -90,32 +110,13 @@ double share_useful_flops(const cost::ModelConfig& model, const sim::RankShare& 
   const double layer_lin = 3.0 * cost::fwd_layer_gemm_flops_per_token(model);
   const double layer_sq = 3.0 * cost::fwd_layer_attn_flops_per_token_sq(model);
   const double head = 3.0 * cost::fwd_logits_flops_per_token(model);
-  double f = 0;
-  for (const auto& m : share.microbatches) {
-    double group = 0;
-    for (int id : m.samples) {
-      DCP_CHECK(id >= 0 && static_cast<size_t>(id) < real_lengths.size(), "share_useful_flops: sample ", id,
-                " outside the batch of ", real_lengths.size());
-      const double l = static_cast<double>(real_lengths[static_cast<size_t>(id)]);
-      group += share.layers * (layer_lin * l + layer_sq * l * l) + (share.last_stage ? head * l : 0.0);
-    }
-    f += group / m.cp_size;
-  }
-  return f;
+  return per_rank_sum(share, real_lengths, [&](double l) {
+    return share.layers * (layer_lin * l + layer_sq * l * l) + (share.last_stage ? head * l : 0.0);
+  });
 }
 
 double share_real_tokens(const sim::RankShare& share, std::span<const int64_t> real_lengths) {
-  double t = 0;
-  for (const auto& m : share.microbatches) {
-    double group = 0;
-    for (int id : m.samples) {
-      DCP_CHECK(id >= 0 && static_cast<size_t>(id) < real_lengths.size(), "share_real_tokens: sample ", id,
-                " outside the batch of ", real_lengths.size());
-      group += static_cast<double>(real_lengths[static_cast<size_t>(id)]);
-    }
-    t += group / m.cp_size;
-  }
-  return t;
+  return per_rank_sum(share, real_lengths, [](double l) { return l; });
 }
 
 namespace {
