@@ -33,7 +33,7 @@ struct Builder {
   int64_t T;
   StageWork w;
 
-  void gemm(Pass p, int layer, const char* name, int64_t mm, int64_t nn, int64_t kk) {
+  void gemm(Pass p, int layer, const char* name, int64_t mm, int64_t nn, int64_t kk, GemmForm form, bool acc) {
     StageOp o;
     o.kind = OpKind::gemm;
     o.pass = p;
@@ -42,15 +42,18 @@ struct Builder {
     o.m = mm;
     o.n = nn;
     o.k = kk;
+    o.form = form;
+    o.accumulate_fp32 = acc;
     w.ops.push_back(o);
   }
-  // forward GEMM [T, k] x [k, n]; backward: dgrad [T, n] x [n, k], wgrad [k, T] x [T, n].
+  // A linear layer with weight W [out, in] (GemmForm): forward X [T, in] W^T; backward dgrad
+  // dY [T, out] W and wgrad dY^T X [out, in] accumulated into fp32.
   void linear(Pass p, int layer, const char* name, const char* dgrad, const char* wgrad, int64_t in, int64_t out) {
     if (p == Pass::bwd) {
-      gemm(p, layer, dgrad, T, in, out);
-      gemm(p, layer, wgrad, in, out, T);
+      gemm(p, layer, dgrad, T, in, out, GemmForm::nn, false);
+      gemm(p, layer, wgrad, out, in, T, GemmForm::tn, true);
     } else {
-      gemm(p, layer, name, T, out, in);
+      gemm(p, layer, name, T, out, in, GemmForm::nt, false);
     }
   }
   void elem(OpKind kind, Pass p, int layer, const char* name, int64_t rows, int64_t width) {

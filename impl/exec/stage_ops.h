@@ -11,7 +11,8 @@
 //   [T, q] x [q, h]; residual add; rmsnorm; GEMM up/gate [T, h] x [h, 2 F] (F with a plain MLP);
 //   swiglu; GEMM down [T, F] x [F, h]; residual add.
 // Backward, per layer in reverse: with full recompute the forward again, then dgrad and wgrad of
-// each GEMM (dgrad [T, n] x [n, k]^T; wgrad [k, T] x [T, n]), the attention backward of every
+// each linear layer W [out, in] (dgrad dY [T, out] x W; wgrad dY^T x X into fp32, GemmForm below),
+// the attention backward of every
 // step, the backward of rmsnorm, rope, swiglu. On the last stage: the output layer GEMM
 // [T, h] x [h, V] (forward; dgrad + wgrad backward) and the loss over [T, V].
 // T = the rank's THD rows (RankMicrobatch::local_tokens: each sequence padded to 2 k, / k).
@@ -29,6 +30,12 @@
 namespace dcp::exec {
 
 enum class OpKind { gemm, attention, rmsnorm, rope, swiglu, residual, loss };
+// How a GEMM's row-major operands are stored, C[m, n] = op(A) op(B) with inner dimension k, as a
+// TransformerEngine / PyTorch linear layer with weight W [out, in] runs them:
+//   nt: A [m, k], B stored [n, k]   forward  Y [T, out] = X [T, in] W^T
+//   nn: A [m, k], B [k, n]          dgrad    dX [T, in] = dY [T, out] W
+//   tn: A stored [k, m], B [k, n]   wgrad    dW [out, in] = dY^T X (k = T)
+enum class GemmForm { nn, nt, tn };
 enum class Pass { fwd, recompute, bwd };
 
 struct StageOp {
@@ -36,8 +43,13 @@ struct StageOp {
   Pass pass = Pass::fwd;
   int layer = -1;             // transformer layer within the stage (-1: output layer / loss)
   const char* name = "";      // e.g. "qkv", "qkv.dgrad", "attn.step1"
-  // gemm: C[m, n] = A[m, k] B[k, n]
+  // gemm: C[m, n] = op(A) op(B) (GemmForm); accumulate_fp32: C is fp32 and the product is added to
+  // it (the wgrad GEMMs: Megatron's gradient accumulation fusion, on by default, accumulates the
+  // weight gradient into the fp32 main_grad: megatron/training/arguments.py
+  // --no-gradient-accumulation-fusion is store_false), else C is 16-bit and overwritten
   int64_t m = 0, n = 0, k = 0;
+  GemmForm form = GemmForm::nn;
+  bool accumulate_fp32 = false;
   // attention (one ring step): per sequence the real query and key counts; causal only for the
   // diagonal step; backward when pass == bwd
   attn::RingStep step = attn::RingStep::diagonal;

@@ -64,7 +64,8 @@ cost::CalibrationMeasurements measure_calibration(const cost::CalibrationPlan& p
       const auto tokens = static_cast<int64_t>(x);
       m.gemm_s.push_back(median_s(
           [&] {
-            for (const auto& s : plan.gemm_shapes) gemm.run(bf16, tokens, s.n, s.k, a.get(), b.get(), c.get(), nullptr);
+            for (const auto& s : plan.gemm_shapes)  // a linear layer's forward: X [T, k] W^T, W [n, k]
+              gemm.run(bf16, GemmForm::nt, tokens, s.n, s.k, a.get(), b.get(), c.get(), false, nullptr);
           },
           reps));
     }

@@ -1,6 +1,9 @@
-// See gemm_lt.h. Column-major view of the row-major product: C^T [n, m] = B^T [n, k] A^T [k, m],
-// i.e. cuBLASLt's "A" is our B (n x k, ld n), its "B" our A (k x m, ld k), C n x m (ld n); no
-// transposes.
+// See gemm_lt.h. Column-major view of the row-major product: C^T [n, m] = op(B)^T op(A)^T, i.e.
+// cuBLASLt's "A" is our B and its "B" our A; a row-major [r, c] buffer is a column-major [c, r]
+// one with leading dimension c. So, per form (layouts as stored, then the op):
+//   our B [k, n] (nn, tn): column-major n x k, ld n, op N;  stored [n, k] (nt): k x n, ld k, op T
+//   our A [m, k] (nn, nt): column-major k x m, ld k, op N;  stored [k, m] (tn): m x k, ld m, op T
+//   C [m, n]: column-major n x m, ld n (16-bit, or fp32 with beta = 1 when accumulating).
 #include "exec/cuda/gemm_lt.h"
 
 #include "core/cuda_check.h"
@@ -30,17 +33,24 @@ GemmLt::~GemmLt() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-const GemmLt::Plan& GemmLt::plan(bool bf16, int64_t m, int64_t n, int64_t k) {
-  const auto key = std::make_tuple(bf16, m, n, k);
+const GemmLt::Plan& GemmLt::plan(bool bf16, GemmForm form, bool accumulate_fp32, int64_t m, int64_t n, int64_t k) {
+  const auto key = std::make_tuple(bf16, form, accumulate_fp32, m, n, k);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   Plan p;
   cublasLtMatmulPreference_t pref = nullptr;
   try {
   const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-  check(cublasLtMatrixLayoutCreate(&p.la, t, static_cast<uint64_t>(n), static_cast<uint64_t>(k), n), "layout A");
-  check(cublasLtMatrixLayoutCreate(&p.lb, t, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "layout B");
-  check(cublasLtMatrixLayoutCreate(&p.lc, t, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "layout C");
+  const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
+  const bool b_t = form == GemmForm::nt, a_t = form == GemmForm::tn;
+  const cublasOperation_t op_a = b_t ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = a_t ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "transa");
+  check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "transb");
+  check(b_t ? cublasLtMatrixLayoutCreate(&p.la, t, u(k), u(n), k) : cublasLtMatrixLayoutCreate(&p.la, t, u(n), u(k), n),
+        "layout A");
+  check(a_t ? cublasLtMatrixLayoutCreate(&p.lb, t, u(m), u(k), m) : cublasLtMatrixLayoutCreate(&p.lb, t, u(k), u(m), k),
+        "layout B");
+  check(cublasLtMatrixLayoutCreate(&p.lc, accumulate_fp32 ? CUDA_R_32F : t, u(n), u(m), n), "layout C");
   check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                              sizeof(workspace_bytes_)),
@@ -65,11 +75,11 @@ const GemmLt::Plan& GemmLt::plan(bool bf16, int64_t m, int64_t n, int64_t k) {
   return plans_.emplace(key, p).first->second;
 }
 
-void GemmLt::run(bool bf16, int64_t m, int64_t n, int64_t k, const uint16_t* a, const uint16_t* b, uint16_t* c,
-                 cudaStream_t stream) {
+void GemmLt::run(bool bf16, GemmForm form, int64_t m, int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
+                 void* c, bool accumulate_fp32, cudaStream_t stream) {
   DCP_CHECK(m > 0 && n > 0 && k > 0, "GemmLt: ", m, " x ", n, " x ", k, " is not a GEMM");
-  const Plan& p = plan(bf16, m, n, k);
-  const float alpha = 1.f, beta = 0.f;
+  const Plan& p = plan(bf16, form, accumulate_fp32, m, n, k);
+  const float alpha = 1.f, beta = accumulate_fp32 ? 1.f : 0.f;
   check(cublasLtMatmul(handle_, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo, workspace_,
                        workspace_bytes_, stream),
         "cublasLtMatmul");

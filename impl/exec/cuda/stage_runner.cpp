@@ -59,6 +59,7 @@ struct StageRunner::Impl {
   GemmLt gemm;
   Buffer<uint16_t> x, y, z, q, k, v, o, dq, dk, dv, dout, kv_copy;
   Buffer<float> f1, f2, f3;
+  Buffer<float> main_grad;  // the wgrad GEMMs' fp32 accumulator (one buffer for every weight: only time matters)
   Buffer<int32_t> pos, labels;
   Buffer<uint8_t> mask;
 
@@ -91,8 +92,11 @@ struct StageRunner::Impl {
     const bool backward = op.pass == Pass::bwd;
     switch (op.kind) {
       case OpKind::gemm:
-        gemm.run(bf16, op.m, op.n, op.k, x.need(static_cast<size_t>(op.m * op.k)), y.need(static_cast<size_t>(op.k * op.n)),
-                 z.need(static_cast<size_t>(op.m * op.n)), nullptr);
+        gemm.run(bf16, op.form, op.m, op.n, op.k, x.need(static_cast<size_t>(op.m * op.k)),
+                 y.need(static_cast<size_t>(op.k * op.n)),
+                 op.accumulate_fp32 ? static_cast<void*>(main_grad.need(static_cast<size_t>(op.m * op.n)))
+                                    : static_cast<void*>(z.need(static_cast<size_t>(op.m * op.n))),
+                 op.accumulate_fp32, nullptr);
         break;
       case OpKind::attention: {
         attn::AttnShape s;

@@ -7,9 +7,10 @@
 // What is replayed is the work and its shapes, not a trained model: inputs start as a constant,
 // finite, non-zero 16-bit value and buffers are reused between ops; outputs are not checked here
 // (the kernels' own tests are). Not replayed: TransformerEngine's THD side kernels (read-half,
-// output/LSE and gradient corrections), which the cost model charges; GEMMs all run NN with a
-// 16-bit output (Megatron's dgrad/wgrad are NT/TN). Memory: buffers grow to the largest operand
-// (T x vocab on the last stage, three of them).
+// output/LSE and gradient corrections), which the cost model charges. GEMMs run in the stored
+// forms of a TransformerEngine linear layer (forward X W^T, dgrad dY W, wgrad dY^T X accumulated
+// into one fp32 main_grad buffer: exec/stage_ops.h GemmForm). Memory: buffers grow to the largest
+// operand (T x vocab on the last stage, three of them, and the vocab x hidden fp32 main_grad).
 // NVTX: a range per micro-batch (the caller's label), per run (warm-up / timed run) and per layer
 // and pass ("layer 3 fwd", "layer 3 recompute", "layer 3 bwd", "output bwd") for nsys.
 // Timing: CUDA events after one untimed run (cuBLASLt plans, buffers), the median of `reps`

@@ -8,6 +8,8 @@
 #include "cost/flops.h"
 #include "exec/stage_ops.h"
 
+#include <string>
+
 namespace dcp::exec {
 namespace {
 
@@ -33,6 +35,44 @@ TEST(StageOps, GemmFlopsAreTheCostModels) {
         const double re = recompute ? 3 * cost::fwd_layer_gemm_flops_per_token(m) * T : 0.0;
         EXPECT_NEAR(gemm_flops(w, Pass::recompute), re, 1e-9 * fwd);
       }
+}
+
+// Each linear layer W [out, in] runs as TransformerEngine runs it: forward X [T, in] W^T (nt),
+// dgrad dY [T, out] W (nn, 16-bit), wgrad dY^T X [out, in] over the T rows into fp32 (tn,
+// accumulating: Megatron's gradient accumulation fusion), the three with the same out and in.
+TEST(StageOps, GemmFormsAreALinearLayers) {
+  const cost::ModelConfig m = cost::model_preset("llama3-8b");
+  const StageWork w = stage_ops(m, {700, 33}, 2, 1, 2, true, true);
+  int fwd = 0, dgrad = 0, wgrad = 0;
+  for (const StageOp& o : w.ops) {
+    if (o.kind != OpKind::gemm) continue;
+    const std::string name = o.name;
+    if (o.pass != Pass::bwd) {
+      ++fwd;
+      EXPECT_EQ(o.form, GemmForm::nt) << name;
+      EXPECT_FALSE(o.accumulate_fp32) << name;
+      EXPECT_EQ(o.m, w.rows) << name;
+    } else if (name.ends_with(".dgrad")) {
+      ++dgrad;
+      EXPECT_EQ(o.form, GemmForm::nn) << name;
+      EXPECT_FALSE(o.accumulate_fp32) << name;
+      EXPECT_EQ(o.m, w.rows) << name;
+    } else {
+      ASSERT_TRUE(name.ends_with(".wgrad")) << name;
+      ++wgrad;
+      EXPECT_EQ(o.form, GemmForm::tn) << name;
+      EXPECT_TRUE(o.accumulate_fp32) << name;
+      EXPECT_EQ(o.k, w.rows) << name;
+      // Its dgrad (the op before it) has the same weight: dgrad [T, in] = [T, out] x [out, in].
+      const StageOp& d = *(&o - 1);
+      EXPECT_EQ(std::string(d.name), name.substr(0, name.size() - 5) + "dgrad");
+      EXPECT_EQ(o.m, d.k) << name;  // out
+      EXPECT_EQ(o.n, d.n) << name;  // in
+    }
+  }
+  EXPECT_EQ(dgrad, wgrad);
+  EXPECT_EQ(wgrad, 2 * 4 + 1);  // 2 layers x (qkv, proj, fc1, fc2) + the output layer
+  EXPECT_EQ(fwd, 2 * 2 * 4 + 1);  // forward and recompute of the layers, the output layer once
 }
 
 TEST(StageOps, RingStepsOfAGroupAttendEveryCausalPairOnce) {
