@@ -94,6 +94,7 @@ StageWork stage_ops(const cost::ModelConfig& model, const std::vector<int64_t>& 
     attn::RingStep type;
     std::vector<int32_t> lq, lk;
     int64_t transfer_rows;
+    std::shared_ptr<const std::vector<int64_t>> gather_rows;  // read-half rows (lower, upper)
   };
   std::vector<Step> steps;
   const auto& mine = ring.lay[static_cast<size_t>(cp_rank)];
@@ -104,9 +105,14 @@ StageWork stage_ops(const cost::ModelConfig& model, const std::vector<int64_t>& 
     // The ring sends src's whole local KV block every step (TE's p2p); the lower step reads its
     // front half.
     const int64_t sent = i == 0 ? 0 : theirs.local.total_tokens();
-    if (t == attn::RingStep::diagonal) steps.push_back({t, real_lengths(mine.local), real_lengths(theirs.local), sent});
-    else if (t == attn::RingStep::lower) steps.push_back({t, real_lengths(mine.local), real_lengths(theirs.front), sent});
-    else steps.push_back({t, real_lengths(mine.back), real_lengths(theirs.local), sent});
+    if (t == attn::RingStep::diagonal)
+      steps.push_back({t, real_lengths(mine.local), real_lengths(theirs.local), sent, nullptr});
+    else if (t == attn::RingStep::lower)
+      steps.push_back({t, real_lengths(mine.local), real_lengths(theirs.front), sent,
+                       std::make_shared<const std::vector<int64_t>>(theirs.front_rows)});
+    else
+      steps.push_back({t, real_lengths(mine.back), real_lengths(theirs.local), sent,
+                       std::make_shared<const std::vector<int64_t>>(mine.back_rows)});
   }
   static const char* kStepNames[] = {"attn.step0", "attn.step1", "attn.step2", "attn.step3", "attn.step4",
                                      "attn.step5", "attn.step6", "attn.step7", "attn.stepN"};
@@ -121,6 +127,10 @@ StageWork stage_ops(const cost::ModelConfig& model, const std::vector<int64_t>& 
       o.len_q = steps[i].lq;
       o.len_k = steps[i].lk;
       o.transfer_rows = steps[i].transfer_rows;
+      o.cp_size = cp_size;
+      o.local_rows = ring.local_rows;
+      o.last_step = i + 1 == steps.size();
+      o.gather_rows = steps[i].gather_rows;
       o.heads = model.heads;
       o.kv_heads = model.kv_heads;
       o.head_dim = static_cast<int>(model.head_dim_or_default());

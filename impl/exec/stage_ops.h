@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "attn/cp_attn.h"
@@ -56,6 +57,15 @@ struct StageOp {
   std::vector<int32_t> len_q, len_k;
   int64_t transfer_rows = 0;  // rows of the KV block the ring sent for this step (src's local rows;
                               // 0 for the diagonal: this rank's own KV)
+  // TransformerEngine's THD ring side kernels around the step (cp_size > 1; flash_ring.h runs the
+  // same): read-half of the step's operands at gather_rows (lower: src's front-half KV rows;
+  // upper: this rank's back-half rows of Q, and in the backward of O, dO and the LSE), then the
+  // fp32 output/LSE merge (forward) or gradient additions (backward) into the rank's local
+  // accumulators (local_rows rows), rounded to 16-bit after the group's last step.
+  int cp_size = 1;
+  int64_t local_rows = 0;
+  bool last_step = false;
+  std::shared_ptr<const std::vector<int64_t>> gather_rows;  // null for diagonal / full steps
   // element-wise ops: rows x width elements
   int64_t rows = 0, width = 0;
 

@@ -9,6 +9,7 @@
 #include "attn/cuda/device_array.h"
 #include "attn/cuda/flash_launch.h"
 #include "attn/cuda/flash_ring_cuda.h"
+#include "attn/cuda/thd_kernels.h"
 #include "attn/flash_emu.h"
 #include "attn/thd.h"
 #include "core/cuda_check.h"
@@ -48,6 +49,7 @@ struct AttnPlan {
   attn::ThdBatch bq, bk;
   std::unique_ptr<attn::DeviceBatchPair> arrays;
   int64_t rows_q = 0, rows_k = 0;
+  std::unique_ptr<DeviceArray<int64_t>> gather_rows;  // the read-half rows on the device (lower, upper)
 };
 
 }  // namespace
@@ -59,6 +61,9 @@ struct StageRunner::Impl {
   GemmLt gemm;
   Buffer<uint16_t> x, y, z, q, k, v, o, dq, dk, dv, dout, kv_copy;
   Buffer<float> f1, f2, f3;
+  // The THD ring side kernels' buffers: gathered halves, fp32 step results and accumulators.
+  Buffer<uint16_t> qg, og, dog, kg, vg;
+  Buffer<float> lg, step32, out_acc, lse_acc, dq_acc, dk_acc, dv_acc;
   Buffer<float> main_grad;  // the wgrad GEMMs' fp32 accumulator (one buffer for every weight: only time matters)
   Buffer<int32_t> pos, labels;
   Buffer<uint8_t> mask;
@@ -83,6 +88,8 @@ struct StageRunner::Impl {
       p.arrays = std::make_unique<attn::DeviceBatchPair>(p.bq, p.bk);
       p.rows_q = p.bq.total_tokens();
       p.rows_k = p.bk.total_tokens();
+      if (op.gather_rows && !op.gather_rows->empty())
+        p.gather_rows = std::make_unique<DeviceArray<int64_t>>(std::span<const int64_t>(*op.gather_rows));
     }
     return plans;
   }
@@ -113,15 +120,92 @@ struct StageRunner::Impl {
                                          cudaMemcpyDeviceToDevice, nullptr));
           DCP_CUDA_CHECK(cudaEventRecord(c1, nullptr));
         }
+        // TransformerEngine's THD ring around the step (cp > 1; attn/flash_ring.h runs the same on
+        // its virtual ranks): read-half before it, fp32 corrections after it.
+        const bool ring = op.cp_size > 1;
+        const bool lower = op.step == attn::RingStep::lower, upper = op.step == attn::RingStep::upper;
+        const int64_t half = ap.gather_rows ? static_cast<int64_t>(ap.gather_rows->size()) : 0;
+        const int64_t* rows = ap.gather_rows ? ap.gather_rows->get() : nullptr;
+        const int64_t q_rows = upper ? half : op.local_rows;  // rows of this rank's Q side the step touches
+        const int64_t k_rows = lower ? half : op.local_rows;  // of the KV side
+        const int64_t qr = s.q_row(), kr = s.kv_row();
+        const size_t nq_side = std::max(nq, static_cast<size_t>(q_rows * qr)),
+                     nk_side = std::max(nk, static_cast<size_t>(k_rows * kr));
+        const size_t nl_side = std::max(nl, static_cast<size_t>(q_rows * s.heads));
+        const int64_t local = op.local_rows;
+        if (ring && op.step == attn::RingStep::diagonal) {  // the group's first step: fresh accumulators
+          if (!backward) {
+            DCP_CUDA_CHECK(cudaMemsetAsync(out_acc.need(static_cast<size_t>(local * qr)), 0, local * qr * sizeof(float), nullptr));
+            DCP_CUDA_CHECK(cudaMemsetAsync(lse_acc.need(static_cast<size_t>(local * s.heads)), 0,
+                                           local * s.heads * sizeof(float), nullptr));
+          } else {
+            DCP_CUDA_CHECK(cudaMemsetAsync(dq_acc.need(static_cast<size_t>(local * qr)), 0, local * qr * sizeof(float), nullptr));
+            DCP_CUDA_CHECK(cudaMemsetAsync(dk_acc.need(static_cast<size_t>(local * kr)), 0, local * kr * sizeof(float), nullptr));
+            DCP_CUDA_CHECK(cudaMemsetAsync(dv_acc.need(static_cast<size_t>(local * kr)), 0, local * kr * sizeof(float), nullptr));
+          }
+        }
+        uint16_t *qs = q.need(nq_side), *ks = k.need(nk_side), *vs = v.need(nk_side);
+        uint16_t *os = o.need(nq_side), *dos = dout.need(nq_side);
+        float* ls = f1.need(nl_side);
+        const auto gather16 = [&](const uint16_t* src, Buffer<uint16_t>& dst, int64_t row_elems) {
+          DCP_CUDA_CHECK(attn::cuda::thd_gather_rows(src, dst.need(static_cast<size_t>(half * row_elems)), rows, half,
+                                                     sizeof(uint16_t), row_elems, nullptr));
+          return dst.a.get();
+        };
+        if (ring && lower) {  // src's front-half K and V (from the received block)
+          const uint16_t* recv = kv_copy.need(std::max(2 * nk_side, static_cast<size_t>(2 * op.transfer_rows * kr)));
+          ks = gather16(recv, kg, kr);
+          vs = gather16(recv + static_cast<size_t>(op.transfer_rows * kr), vg, kr);
+        }
+        if (ring && upper) {  // this rank's back-half Q (and O, dO, LSE for the backward)
+          qs = gather16(q.need(static_cast<size_t>(local * qr)), qg, qr);
+          if (backward) {
+            os = gather16(o.need(static_cast<size_t>(local * qr)), og, qr);
+            dos = gather16(dout.need(static_cast<size_t>(local * qr)), dog, qr);
+            DCP_CUDA_CHECK(attn::cuda::thd_gather_rows(f1.need(static_cast<size_t>(local * s.heads)),
+                                                       lg.need(static_cast<size_t>(half * s.heads)), rows, half,
+                                                       sizeof(float), s.heads, nullptr));
+            ls = lg.a.get();
+          }
+        }
         if (!backward) {
           attn::flash::FwdParams p = attn::flash_fwd_params(ap.bq, ap.bk, s, nq, nk, nk, nq, nl);
-          attn::bind_fwd(p, ap.arrays->arrays(), q.need(nq), k.need(nk), v.need(nk), o.need(nq), f1.need(nl));
+          uint16_t* out_step = ring ? og.need(nq_side) : o.need(nq);
+          attn::bind_fwd(p, ap.arrays->arrays(), qs, ks, vs, out_step, f2.need(nl_side));
           DCP_CUDA_CHECK(attn::flash::flash_fwd(p, bf16, attn::flash_fwd_m_blocks(ap.bq), nullptr));
+          if (ring) {  // the output/LSE correction into the rank's fp32 result, rounded after the last step
+            DCP_CUDA_CHECK(attn::cuda::convert_to_f32(out_step, step32.need(nq_side), q_rows * qr, bf16, nullptr));
+            DCP_CUDA_CHECK(attn::cuda::thd_lse_merge(step32.a.get(), f2.a.get(), out_acc.need(static_cast<size_t>(local * qr)),
+                                                     lse_acc.need(static_cast<size_t>(local * s.heads)),
+                                                     upper ? rows : nullptr, q_rows, s.heads, s.head_dim, nullptr));
+            if (op.last_step)
+              DCP_CUDA_CHECK(attn::cuda::convert_from_f32(out_acc.a.get(), o.need(static_cast<size_t>(local * qr)),
+                                                          local * qr, bf16, nullptr));
+          }
         } else {
           attn::flash::BwdParams p = attn::flash_bwd_params(ap.bq, ap.bk, s, nq, nk, nk, nq, nl, nq, nq, nk, nk);
-          attn::bind_bwd(p, ap.arrays->arrays(), q.need(nq), k.need(nk), v.need(nk), o.need(nq), f1.need(nl),
-                         dout.need(nq), f2.need(nl), f3.need(nq), dq.need(nq), dk.need(nk), dv.need(nk));
+          attn::bind_bwd(p, ap.arrays->arrays(), qs, ks, vs, os, ls, dos, f2.need(nl_side), f3.need(nq_side),
+                         dq.need(nq_side), dk.need(nk_side), dv.need(nk_side));
           DCP_CUDA_CHECK(attn::flash::flash_bwd(p, bf16, attn::flash_bwd_n_blocks(ap.bk), nullptr));
+          if (ring) {  // the gradient corrections: the step's dQ, dK, dV added into fp32, rounded after the last step
+            const auto add = [&](const uint16_t* g, Buffer<float>& acc, int64_t n, int64_t row_elems, const int64_t* at) {
+              DCP_CUDA_CHECK(attn::cuda::convert_to_f32(g, step32.need(static_cast<size_t>(n * row_elems)), n * row_elems,
+                                                        bf16, nullptr));
+              DCP_CUDA_CHECK(attn::cuda::thd_add_rows(step32.a.get(), acc.need(static_cast<size_t>(local * row_elems)), at,
+                                                      n, row_elems, nullptr));
+            };
+            add(dq.a.get(), dq_acc, q_rows, qr, upper ? rows : nullptr);
+            add(dk.a.get(), dk_acc, k_rows, kr, lower ? rows : nullptr);
+            add(dv.a.get(), dv_acc, k_rows, kr, lower ? rows : nullptr);
+            if (op.last_step) {
+              DCP_CUDA_CHECK(attn::cuda::convert_from_f32(dq_acc.a.get(), dq.need(static_cast<size_t>(local * qr)),
+                                                          local * qr, bf16, nullptr));
+              DCP_CUDA_CHECK(attn::cuda::convert_from_f32(dk_acc.a.get(), dk.need(static_cast<size_t>(local * kr)),
+                                                          local * kr, bf16, nullptr));
+              DCP_CUDA_CHECK(attn::cuda::convert_from_f32(dv_acc.a.get(), dv.need(static_cast<size_t>(local * kr)),
+                                                          local * kr, bf16, nullptr));
+            }
+          }
         }
         break;
       }

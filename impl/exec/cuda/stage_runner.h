@@ -6,8 +6,11 @@
 // ring's transfer on one GPU is a stand-in, its real cost is modelled by the simulator).
 // What is replayed is the work and its shapes, not a trained model: inputs start as a constant,
 // finite, non-zero 16-bit value and buffers are reused between ops; outputs are not checked here
-// (the kernels' own tests are). Not replayed: TransformerEngine's THD side kernels (read-half,
-// output/LSE and gradient corrections), which the cost model charges. GEMMs run in the stored
+// (the kernels' own tests are). Each ring step of a CP group (cp > 1) runs with
+// TransformerEngine's THD side kernels around it, as attn/flash_ring.h does on virtual ranks:
+// read-half of the step's operands (our thd_gather_rows), the fp32 output/LSE merge (forward) or
+// gradient additions (backward) into the rank's accumulators, rounded to 16-bit after the last
+// step; the cost model charges them as HBM traffic (hardware.cpp). GEMMs run in the stored
 // forms of a TransformerEngine linear layer (forward X W^T, dgrad dY W, wgrad dY^T X accumulated
 // into one fp32 main_grad buffer: exec/stage_ops.h GemmForm). Memory: buffers grow to the largest
 // operand (T x vocab on the last stage, three of them, and the vocab x hidden fp32 main_grad).

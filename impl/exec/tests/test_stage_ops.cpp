@@ -8,6 +8,7 @@
 #include "cost/flops.h"
 #include "exec/stage_ops.h"
 
+#include <algorithm>
 #include <string>
 
 namespace dcp::exec {
@@ -73,6 +74,37 @@ TEST(StageOps, GemmFormsAreALinearLayers) {
   EXPECT_EQ(dgrad, wgrad);
   EXPECT_EQ(wgrad, 2 * 4 + 1);  // 2 layers x (qkv, proj, fc1, fc2) + the output layer
   EXPECT_EQ(fwd, 2 * 2 * 4 + 1);  // forward and recompute of the layers, the output layer once
+}
+
+// The THD side kernels' inputs of every ring step: read-half rows exactly for the lower (src's
+// front half) and upper (this rank's back half) steps, half of the local rows, distinct and inside
+// them; the group's last step marked once per layer and pass; nothing of it at cp = 1.
+TEST(StageOps, RingStepsCarryTheSideKernelsRows) {
+  const cost::ModelConfig m = cost::model_preset("llama3-8b");
+  const std::vector<int64_t> lengths = {700, 33, 1, 0, 4096};
+  for (const int k : {1, 2, 4})
+    for (int r = 0; r < k; ++r) {
+      const StageWork w = stage_ops(m, lengths, k, r, 2, false, true);
+      int steps = 0, last = 0;
+      for (const StageOp& o : w.ops) {
+        if (o.kind != OpKind::attention) continue;
+        ++steps;
+        last += o.last_step;
+        EXPECT_EQ(o.cp_size, k);
+        EXPECT_EQ(o.local_rows, w.rows);
+        const bool half = o.step == attn::RingStep::lower || o.step == attn::RingStep::upper;
+        ASSERT_EQ(o.gather_rows != nullptr, half) << "k " << k << " rank " << r << " " << o.name;
+        if (!half) continue;
+        EXPECT_EQ(static_cast<int64_t>(o.gather_rows->size()) * 2, w.rows) << o.name;
+        std::vector<int64_t> sorted = *o.gather_rows;
+        std::sort(sorted.begin(), sorted.end());
+        EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << o.name;
+        EXPECT_GE(sorted.front(), 0);
+        EXPECT_LT(sorted.back(), w.rows);
+      }
+      EXPECT_EQ(steps, 3 * 2 * k);  // forward, recompute, backward of 2 layers, k steps each
+      EXPECT_EQ(last, 3 * 2);
+    }
 }
 
 TEST(StageOps, RingStepsOfAGroupAttendEveryCausalPairOnce) {
