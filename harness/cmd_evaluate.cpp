@@ -33,10 +33,12 @@ struct EvaluateArgs {
 int run_evaluate(const EvaluateArgs& a) {
   check_output_path(a.out);
   ResultsFile results = read_results(a.results.front());
+  require_simulated(results, a.results.front());
   std::set<std::string> seen;
   for (const auto& r : results.rows) seen.insert(r.scenario);
   for (size_t i = 1; i < a.results.size(); ++i) {
     ResultsFile more = read_results(a.results[i]);
+    require_simulated(more, a.results[i]);
     std::set<std::string> here;
     for (auto& r : more.rows) {
       if (seen.count(r.scenario))

@@ -20,7 +20,10 @@
 #include "harness/scenario.h"
 
 #ifdef DCP_HAVE_NCCL_COMM
+#include <cuda_runtime.h>
 #include <mpi.h>
+
+#include <chrono>
 
 #include "comm/mpi_comm.h"
 #include "comm/nccl_comm.h"
@@ -72,6 +75,7 @@ bool measure_run(const RunArgs& a, const CLI::App& cmd, const std::vector<Scenar
   if (cmd.count("--rank")) m.rank = a.rank;
   if (cmd.count("--stage")) m.stage = a.stage;
   m.progress = opt.progress;
+  check_measured_run(scenarios, opt, m);  // bad input: exit 2 with one line, before MPI starts
   if (a.comm == "none") {
     m.device = cuda_device_name();
     m.measurer = cuda_share_measurer();
@@ -85,7 +89,21 @@ bool measure_run(const RunArgs& a, const CLI::App& cmd, const std::vector<Scenar
   comm::run_mpi([&](comm::Communicator& world) {
     writer = world.rank() == 0;
     if (!writer) opt.progress = nullptr;  // the runner's lines once; every process prints its replays
-    std::unique_ptr<comm::Communicator> nccl = comm::nccl_communicator(MPI_COMM_WORLD);  // sets the GPU
+    // One GPU per process of a node: the node-local rank (MPI_COMM_TYPE_SHARED), whatever the
+    // mapping of ranks to nodes. The deadline covers the wait of a process that finished its rows
+    // for the slowest one (a Llama-13B share replays in minutes), not just a transfer.
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node);
+    int local_rank = 0;
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_free(&node);
+    int devices = 0;
+    DCP_REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0, "no CUDA device on process ", world.rank());
+    DCP_REQUIRE(local_rank < devices, "process ", world.rank(), " is the ", local_rank + 1, "th on its node, which has ",
+                devices, " GPUs: start at most one process per GPU");
+    comm::CommOptions copt;
+    copt.deadline = std::chrono::hours(6);
+    std::unique_ptr<comm::Communicator> nccl = comm::nccl_communicator(MPI_COMM_WORLD, local_rank, copt);  // sets the GPU
     m.comm = nccl.get();
     m.device = cuda_device_name();
     m.measurer = cuda_share_measurer();

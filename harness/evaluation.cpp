@@ -2,6 +2,7 @@
 #include "harness/evaluation.h"
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/text.h"
 #include "harness/aggregate.h"
 
@@ -60,6 +61,14 @@ std::string state(const Aggregate* a) {
 }
 
 }  // namespace
+
+void require_simulated(const ResultsFile& results, const std::string& path) {
+  for (const auto& r : results.rows)
+    if (r.is_measured())
+      throw InputError(show_path(path) + ": the row of " + quote(r.strategy) + " is measured (" + quote(r.source) +
+                       "); evaluate reads simulated results (run without --backend cuda): a measured row has no "
+                       "step breakdown or lower bound");
+}
 
 std::vector<TargetCheck> evaluate_targets(const ResultsFile& results, const EvaluationOptions& o) {
   const std::vector<Aggregate> aggs = aggregate(results);

@@ -47,6 +47,11 @@ struct TargetCheck {
 // Evaluates the targets (empty when the focus is absent from the file).
 std::vector<TargetCheck> evaluate_targets(const ResultsFile& results, const EvaluationOptions& options);
 
+// The evaluation explains simulated step times (the simulator's breakdown and lower bound); a
+// measured row (`run --backend cuda`) is one GPU's busy time of a rank's share with neither:
+// InputError naming `path` and the row.
+void require_simulated(const ResultsFile& results, const std::string& path);
+
 // Writes the report as Markdown: provenance, one comparison table and one breakdown table per
 // (scenario, setting), then the target checks. Throws InputError when the focus strategy has no
 // rows in the file.

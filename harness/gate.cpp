@@ -35,7 +35,11 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
       f.message = "missing from the current results";
     } else {
       const Aggregate& c = *it->second;
-      if (c.steps != b.steps) {
+      if (c.measured() != b.measured()) {
+        // A measured rank share's rate and a simulated step's are different quantities.
+        f.failed = true;
+        f.message = "not comparable: " + b.source + " in the baseline, " + c.source + " now";
+      } else if (c.steps != b.steps) {
         // Different step counts average TFLOPS/GPU over different batches: not comparable.
         f.failed = true;
         f.message = "ran " + std::to_string(c.steps) + " steps, the baseline " + std::to_string(b.steps) +

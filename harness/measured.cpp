@@ -13,6 +13,7 @@
 #include "exec/stage_ops.h"
 #endif
 
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -54,10 +55,16 @@ void require_replayable(const Scenario& s, const cost::CostModel& cm) {
 
 ShareMeasurer cuda_share_measurer() {
 #ifdef DCP_HAVE_CUDA
-  // One runner per model (its buffers and cuBLASLt plans live between shares).
+  // One runner per model config (its buffers and cuBLASLt plans live between shares): keyed by every
+  // field the replay's shapes depend on, not the name (inline models are all "custom").
   auto runners = std::make_shared<std::map<std::string, std::unique_ptr<exec::StageRunner>>>();
   return [runners](const sim::RankShare& share, const cost::CostModel& cm, int reps, const std::string& label) {
-    auto& runner = (*runners)[cm.model.name];
+    const cost::ModelConfig& md = cm.model;
+    const std::string key = md.name + "/" + std::to_string(md.layers) + "/" + std::to_string(md.hidden) + "/" +
+                            std::to_string(md.ffn) + "/" + std::to_string(md.heads) + "/" + std::to_string(md.kv_heads) +
+                            "/" + std::to_string(md.head_dim_or_default()) + "/" + std::to_string(md.vocab) + "/" +
+                            (md.swiglu ? "swiglu" : "mlp") + (md.layernorm ? "/layernorm" : "/rmsnorm");
+    auto& runner = (*runners)[key];
     if (!runner) runner = std::make_unique<exec::StageRunner>(cm.model, attn::Half::bf16);
     std::vector<ShareTiming> out;
     // Micro-batches with the same sequences at the same place of a group of the same size run the
@@ -154,13 +161,11 @@ void finish_row(ResultRow& row, const std::string& device) {
 
 }  // namespace
 
-ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions options,
-                              const plan::PlannerRegistry& registry, const MeasureOptions& measure) {
+void check_measured_run(const std::vector<Scenario>& scenarios, const RunOptions& options,
+                        const MeasureOptions& measure) {
   DCP_REQUIRE(!options.tune, "--tune is not measured: a measured run replays the published settings");
   DCP_REQUIRE(!options.sensitivity, "--sensitivity varies the simulator's parameters; a measured run has none");
   DCP_REQUIRE(measure.reps >= 1, "--reps ", measure.reps, " must be >= 1");
-  DCP_CHECK(static_cast<bool>(measure.measurer), "measure_scenarios: no measurer");
-  // What the replay cannot do, refused before any planning (exit 2, nothing written).
   for (const auto& s : scenarios) {
     const cost::CostModel cm = cost_model_of(s);
     require_replayable(s, cm);
@@ -172,8 +177,42 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
       DCP_REQUIRE(*measure.stage < s.cluster.pp, "--stage ", *measure.stage, " is outside the ", s.cluster.pp,
                   " pipeline stages of ", s.file);
   }
+}
+
+namespace {
+
+// FNV-1a, for the processes' agreement on their rows and GPU (not a security hash).
+uint64_t fnv1a(uint64_t h, const std::string& text) {
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions options,
+                              const plan::PlannerRegistry& registry, const MeasureOptions& measure) {
+  DCP_CHECK(static_cast<bool>(measure.measurer), "measure_scenarios: no measurer");
+  check_measured_run(scenarios, options, measure);  // refused before any planning (exit 2, nothing written)
   const int me = measure.comm ? measure.comm->rank() : 0;
   const int procs = measure.comm ? measure.comm->size() : 1;
+  // Every process must make the same rows (same scenarios, options, binary) and replay on the same
+  // GPU type, or the sums below mix different rows: agree on a hash of them first.
+  const auto agree = [&](int64_t value, const char* what) {
+    if (procs <= 1) return;
+    std::vector<int64_t> lo{value}, hi{value};
+    measure.comm->all_reduce(std::span<int64_t>(lo), comm::ReduceOp::min);
+    measure.comm->all_reduce(std::span<int64_t>(hi), comm::ReduceOp::max);
+    DCP_REQUIRE(lo[0] == hi[0], "the ", procs, " processes disagree on ", what, " (process ", me, ": ", value,
+                "); run the same dcpbench with the same arguments on GPUs of one type");
+  };
+  {
+    uint64_t h = fnv1a(14695981039346656037ull, measure.device);
+    for (const auto& s : scenarios) h = fnv1a(h, s.file + "|" + s.name + "|" + std::to_string(s.training.steps));
+    h = fnv1a(h, std::to_string(options.steps.value_or(-1)) + "|" + std::to_string(measure.reps) + "|" +
+                     std::to_string(measure.rank.value_or(-1)) + "|" + std::to_string(measure.stage.value_or(-1)));
+    for (const auto& st : options.strategies) h = fnv1a(h, st);
+    agree(static_cast<int64_t>(h >> 1), "the GPU type or the run's inputs");
+  }
   std::ostream* progress = measure.progress;
   size_t index = 0;  // rows with figures, in the order the runner makes them (the same on every process)
   options.on_row = [&](ResultRow& row, const RowSource& src) {
@@ -196,7 +235,9 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
                         {"microbatches", static_cast<int>(share.microbatches.size())},
                         {"reps", measure.reps},
                         {"useful_flops", share_useful_flops(src.cm.model, share, src.real_lengths)},
-                        {"tokens", share_real_tokens(share, src.real_lengths)},
+                        // per GPU of the pipeline as the simulator counts tokens/s/GPU (each token passes
+                        // every stage): the share's tokens over the stages
+                        {"tokens", share_real_tokens(share, src.real_lengths) / src.cm.cluster.pp},
                         {"predicted_s", predicted},
                         {"predicted_cp_comm_s", predicted_comm},
                         {"process", owner},
@@ -236,6 +277,7 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
     for (const char* k : {"busy_s", "fwd_s", "bwd_s", "ring_copy_s"}) packed.push_back(r.measured.value(k, 0.0));
     packed.push_back(mine ? 1.0 : 0.0);
   }
+  agree(static_cast<int64_t>(packed.size()), "the number of replayed rows");
   if (measure.comm && procs > 1 && !packed.empty()) measure.comm->all_reduce(std::span<double>(packed));
   size_t i = 0;
   for (auto& r : out.rows) {

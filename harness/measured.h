@@ -85,10 +85,17 @@ struct MeasureOptions {
   std::ostream* progress = nullptr;    // one line per replayed row (every process its own)
 };
 
+// What the replay cannot run or a --rank / --stage outside a scenario: InputError (exit 2) before
+// any planning. measure_scenarios calls it too; `run` calls it before MPI starts (--comm nccl), so
+// bad input is one line and exit 2 on every process, not an abort.
+void check_measured_run(const std::vector<Scenario>& scenarios, const RunOptions& options,
+                        const MeasureOptions& measure);
+
 // The measured run: run_scenarios with the replay hook, then the measurements gathered (comm) and
 // the rows turned into measured rows; speedups recomputed from the measured times. Every process
-// returns the same file. InputError for a --rank / --stage outside a scenario, before any replay
-// of that scenario.
+// returns the same file. With several processes, they first agree on the rows to replay and on
+// the GPU type (one all-reduce; a mismatch throws before any replay), so the sums are of the same
+// rows. A replay that fails (e.g. out of GPU memory) fails the run: nothing is written.
 ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions options,
                               const plan::PlannerRegistry& registry, const MeasureOptions& measure);
 

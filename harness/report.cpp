@@ -187,8 +187,14 @@ void print_table(std::ostream& os, const ResultsFile& results) {
     os << "#   rows marked simulated: come from the simulator over the cost model \"" << ctx.value("cost_model", "?")
        << "\"; rows marked measured: were measured on the device named in their source.\n";
   }
-  os << "#   TFLOPS/GPU counts useful FLOPs only (Megatron formula on the real lengths, no recompute,"
-     << " no padding), so ratios between strategies are speed ratios.\n"
+  if (how == "simulated")
+    os << "#   TFLOPS/GPU counts useful FLOPs only (Megatron formula on the real lengths, no recompute,"
+       << " no padding), so ratios between strategies are speed ratios.\n";
+  else  // a measured share's useful FLOPs differ between strategies: its rate is not a speed ratio
+    os << "#   TFLOPS/GPU counts useful FLOPs only (Megatron formula on the real lengths, no recompute, no padding);"
+       << " a measured row's are its share's, which differ between strategies: compare measured speed by the"
+       << " speedup column.\n";
+  os
      << "#   published = the strategy as the scenario sets it (the upstream script's values); tuned = its best\n"
      << "#   setting found by `run --tune` under the memory model. oom = does not fit the GPU's memory.\n"
      << (how == "simulated" ? "#   solve (ms, host) is the one measured column: the planner's wall-clock time on this host's CPU.\n"

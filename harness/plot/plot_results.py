@@ -99,7 +99,17 @@ def footer(fig, doc):
              f" | {ctx.get('date', '')}", fontsize=7, color="#555555", ha="left", va="bottom")
 
 
+def kind_of(doc):
+    """How ours was obtained, from the rows: "simulated", "measured" or "simulated and measured"."""
+    kinds = sorted({r.get("source", "?").split(":", 1)[0] for r in doc["rows"]})
+    return " and ".join(k for k in kinds if k in ("simulated", "measured")) or "simulated"
+
+
 def published_of(doc):
+    """Others' published numbers per scenario; none beside measured rows (a rank share's busy time and
+    rate are not a whole step's, so the table does not compare them either)."""
+    if kind_of(doc) != "simulated":
+        return {}
     pub = {}
     for s in doc.get("scenarios", []):
         if isinstance(s, dict) and isinstance(s.get("published"), dict):
@@ -153,8 +163,10 @@ def plot_tflops(doc, agg, order, out):
             ax.set_ylabel("useful TFLOPS/GPU", fontsize=8)
     for n in range(len(scenarios), rows * cols):
         axes[n // cols][n % cols].axis("off")
-    fig.suptitle("Useful TFLOPS per GPU (Megatron formula, real lengths, no recompute): ours simulated as published "
-                 "(solid) and tuned (dotted); hatched // = published by others (their hardware)", fontsize=9)
+    what = ("ours simulated as published (solid) and tuned (dotted); hatched // = published by others (their "
+            "hardware)") if kind_of(doc) == "simulated" else (
+            f"ours {kind_of(doc)}; a measured bar is one rank's share of the step on one stage (README)")
+    fig.suptitle("Useful TFLOPS per GPU (Megatron formula, real lengths, no recompute): " + what, fontsize=9)
     fig.tight_layout(rect=(0, 0.03, 1, 0.96))
     footer(fig, doc)
     fig.savefig(os.path.join(out, "tflops.png"), dpi=110)
@@ -197,7 +209,7 @@ def plot_speedup(doc, agg, order, out):
     ax.set_xticklabels(scenarios, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("speedup over the reference strategy (same batches)")
     ax.set_title("Speedup over " + ", ".join(sorted(set(refs.values()))) +
-                 " (simulated): as published (solid), tuned (dotted), published by others (//)")
+                 f" ({kind_of(doc)}): as published (solid), tuned (dotted), published by others (//)")
     ax.legend(fontsize=6, ncol=2)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
@@ -243,7 +255,8 @@ def plot_breakdown(doc, agg, order, out):
             ax.legend(fontsize=6)
     for n in range(len(scenarios), rows * cols):
         axes[n // cols][n % cols].axis("off")
-    fig.suptitle("Step time breakdown (simulated; strategies as the scenarios set them)", fontsize=11)
+    fig.suptitle(f"Step time breakdown ({kind_of(doc)}; strategies as the scenarios set them; a measured"
+                 " step is one GPU's busy time, all compute)", fontsize=11)
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
     footer(fig, doc)
     fig.savefig(os.path.join(out, "breakdown.png"), dpi=110)
@@ -273,7 +286,7 @@ def plot_rank_busy(doc, scenario, out):
         ax.tick_params(labelsize=7)
     axes[0, 0].legend(fontsize=6, loc="lower right")
     axes[-1, 0].set_xlabel("DP x CP rank (busy = compute + exposed CP comm, DP gradient sync excluded; mean over its PP stages)")
-    fig.suptitle(f"{scenario}: per-rank busy time, step 0 (simulated)", fontsize=10)
+    fig.suptitle(f"{scenario}: per-rank busy time, step 0 ({kind_of(doc)})", fontsize=10)
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
     footer(fig, doc)
     path = os.path.join(out, f"rank_busy_{safe(scenario)}.png")

@@ -12,6 +12,8 @@
 #include "core/error.h"
 #include "comm/thread_comm.h"
 #include "cost/time_model.h"
+#include "harness/evaluation.h"
+#include "harness/gate.h"
 #include "harness/measured.h"
 #include "harness/registry.h"
 #include "harness/report.h"
@@ -182,6 +184,39 @@ TEST(Measured, RowsAreMeasuredRowsOfTheSameRun) {
   EXPECT_NE(table.str().find("(error -"), std::string::npos) << table.str();  // the fake took 1.5x the prediction
 }
 
+// A measured file is not a simulated one: the gate refuses to compare them (a rank share's rate
+// against a whole step's), in either direction, and evaluate refuses it.
+TEST(Measured, GateAndEvaluateDoNotTakeMeasuredForSimulated) {
+  const Scenario s = small_scenario(R"(["packing", "dcp"])", 1);
+  const auto& registry = builtin_planners();
+  const ResultsFile simulated = run_scenarios({s}, RunOptions{}, registry);
+  FakeMeasurer fake;
+  MeasureOptions m;
+  m.measurer = fake.fn();
+  m.device = "Fake GPU";
+  const ResultsFile measured = measure_scenarios({s}, RunOptions{}, registry, m);
+  for (const auto& [base, cur] : {std::pair{&simulated, &measured}, std::pair{&measured, &simulated}}) {
+    const GateReport g = run_gate(*base, *cur, 0.02);
+    ASSERT_EQ(g.findings.size(), 2u);
+    for (const auto& f : g.findings) {
+      EXPECT_TRUE(f.failed) << f.message;
+      EXPECT_NE(f.message.find("not comparable"), std::string::npos) << f.message;
+    }
+  }
+  // evaluate explains simulated steps: it refuses a measured file, naming it.
+  try {
+    require_simulated(measured, "m.json");
+    ADD_FAILURE() << "a measured file passed require_simulated";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("m.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is measured"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(require_simulated(simulated, "s.json"));
+  // Measured against measured compares.
+  const GateReport same = run_gate(measured, measured, 0.02);
+  for (const auto& f : same.findings) EXPECT_FALSE(f.failed) << f.message;
+}
+
 // The charts draw a measured file too (its null balance, bubble and bound included).
 TEST(Measured, PlotScriptDrawsAMeasuredFile) {
   if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
@@ -240,6 +275,33 @@ TEST(Measured, ProcessesSplitTheRowsAndAgree) {
     }
     EXPECT_NE(f.context.value("device", "").find("x 3 processes"), std::string::npos);
   }
+}
+
+// Processes that would replay on different GPU types (or make different rows) stop before any
+// replay, every one of them.
+TEST(Measured, ProcessesThatDisagreeStopBeforeReplaying) {
+  const Scenario s = small_scenario(R"(["packing"])", 1);
+  std::atomic<int> calls{0};
+  std::string message;
+  try {
+    comm::run_threads(2, [&](comm::Communicator& world) {
+      FakeMeasurer mine;
+      MeasureOptions mo;
+      mo.measurer = mine.fn();
+      mo.device = world.rank() == 0 ? "Fake GPU" : "Other GPU";
+      mo.comm = &world;
+      try {
+        measure_scenarios({s}, RunOptions{}, builtin_planners(), mo);
+      } catch (...) {
+        calls += *mine.calls;
+        throw;
+      }
+    });
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("disagree on the GPU type"), std::string::npos) << message;
+  EXPECT_EQ(calls.load(), 0);
 }
 
 TEST(Measured, WhatTheReplayCannotRunIsRefusedFirst) {
