@@ -171,11 +171,14 @@ struct StageRunner::Impl {
         if (!backward) {
           attn::flash::FwdParams p = attn::flash_fwd_params(ap.bq, ap.bk, s, nq, nk, nk, nq, nl);
           uint16_t* out_step = ring ? og.need(nq_side) : o.need(nq);
-          attn::bind_fwd(p, ap.arrays->arrays(), qs, ks, vs, out_step, f2.need(nl_side));
+          // The step's LSE: the layer's own (f1, what the backward reads) without a ring, else a
+          // step result merged into lse_acc.
+          float* lse_step = ring ? f2.need(nl_side) : f1.need(nl_side);
+          attn::bind_fwd(p, ap.arrays->arrays(), qs, ks, vs, out_step, lse_step);
           DCP_CUDA_CHECK(attn::flash::flash_fwd(p, bf16, attn::flash_fwd_m_blocks(ap.bq), nullptr));
           if (ring) {  // the output/LSE correction into the rank's fp32 result, rounded after the last step
             DCP_CUDA_CHECK(attn::cuda::convert_to_f32(out_step, step32.need(nq_side), q_rows * qr, bf16, nullptr));
-            DCP_CUDA_CHECK(attn::cuda::thd_lse_merge(step32.a.get(), f2.a.get(), out_acc.need(static_cast<size_t>(local * qr)),
+            DCP_CUDA_CHECK(attn::cuda::thd_lse_merge(step32.a.get(), lse_step, out_acc.need(static_cast<size_t>(local * qr)),
                                                      lse_acc.need(static_cast<size_t>(local * s.heads)),
                                                      upper ? rows : nullptr, q_rows, s.heads, s.head_dim, nullptr));
             if (op.last_step)
