@@ -1,23 +1,24 @@
 // The host emulator of a CTA (used by attn/flash_emu.cpp and the model's GPU layer kernels):
-// kThreads host threads run one CTA body written against the kernels' Ctx (flash/flash_common.h
-// and cuda/flash_device.cuh list its members), __syncthreads as a barrier of the block, warp
-// shuffles, ldmatrix and the MMA m16n8k16 as collectives of the warp's 32 threads (computed from
-// the PTX fragment layouts), cp.async as an immediate copy, fp32 atomics as std::atomic_ref.
-// CTAs of a grid run one after the other. Accesses the hardware would fault on (16-byte shared
-// accesses misaligned or outside the CTA's shared memory) abort with a message. Slow (a barrier
-// per collective): for test-sized problems.
+// kThreads cooperative fibers (ucontext, on the calling thread) run one CTA body written against
+// the kernels' Ctx (flash/flash_common.h and cuda/flash_device.cuh list its members),
+// __syncthreads as a barrier of the block, warp shuffles, ldmatrix and the MMA m16n8k16 as
+// collectives of the warp's 32 lanes (computed from the PTX fragment layouts), cp.async as an
+// immediate copy, fp32 atomics as std::atomic_ref. CTAs of a grid run one after the other.
+// Accesses the hardware would fault on (16-byte shared accesses misaligned or outside the CTA's
+// shared memory) abort with a message, and so does a barrier that not every thread of its block
+// or warp reaches (the hardware would hang). Fibers, not OS threads: a collective costs 32 fiber
+// switches on one core instead of waking 32 threads, which made the emulated tests several times
+// slower on CI's 2 cores. Still slow (a switch per lane per collective): for test-sized problems.
 #pragma once
 
 #include <array>
 #include <atomic>
-#include <barrier>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
-#include <thread>
 #include <vector>
 
+#include "attn/cta_fiber.h"
 #include "attn/flash/flash_common.h"
 
 namespace dcp::attn::emu {
@@ -30,8 +31,12 @@ using flash::kWarps;
 // barrier, reads, and flips parity: a lane can only overwrite a buffer after every lane passed
 // the next collective's barrier, i.e. finished reading it.
 struct Emu {
-  std::barrier<> block{kThreads};
-  std::array<std::unique_ptr<std::barrier<>>, kWarps> warp;
+  explicit Emu(FiberPool& pool) : pool(pool), block{kThreads, 0, "__syncthreads"} {
+    for (auto& w : warp) w = FiberBarrier{32, 0, "a warp collective"};
+  }
+  FiberPool& pool;
+  FiberBarrier block;
+  std::array<FiberBarrier, kWarps> warp;
   struct Scratch {
     float shfl[2][32];
     float a[2][16][16];
@@ -41,9 +46,6 @@ struct Emu {
   std::array<Scratch, kWarps> scratch{};
   const uint16_t* smem_lo = nullptr;  // the CTA's shared memory, for the address checks
   const uint16_t* smem_hi = nullptr;
-  Emu() {
-    for (auto& w : warp) w = std::make_unique<std::barrier<>>(32);
-  }
 };
 
 // What the hardware would fault on: a shared-memory access of 16 bytes that is not 16-byte
@@ -62,12 +64,12 @@ struct HostCtx {
   int t;
   int parity = 0;
   int tid() const { return t; }
-  void sync() { emu->block.arrive_and_wait(); }
+  void sync() { emu->pool.arrive_and_wait(emu->block); }
   float shfl_xor(float v, int mask) {
     const int w = t / 32, lane = t % 32;
     auto& s = emu->scratch[w];
     s.shfl[parity][lane] = v;
-    emu->warp[w]->arrive_and_wait();
+    emu->pool.arrive_and_wait(emu->warp[w]);
     const float r = s.shfl[parity][lane ^ mask];
     parity ^= 1;
     return r;
@@ -78,7 +80,7 @@ struct HostCtx {
     auto& s = emu->scratch[w];
     check_smem16(*emu, p, trans ? "ldmatrix.trans" : "ldmatrix");
     s.rows[parity][lane] = p;
-    emu->warp[w]->arrive_and_wait();
+    emu->pool.arrive_and_wait(emu->warp[w]);
     for (int j = 0; j < 4; ++j) {
       const uint16_t* const* m = &s.rows[parity][8 * j];
       if (!trans)
@@ -119,7 +121,7 @@ struct HostCtx {
       const uint32_t r = b[e / 2];
       s.b[parity][frag_b_k(lane, e)][frag_b_n(lane, e)] = E::to_float(e % 2 ? unpack_hi(r) : unpack_lo(r));
     }
-    emu->warp[w]->arrive_and_wait();
+    emu->pool.arrive_and_wait(emu->warp[w]);
     for (int e = 0; e < 4; ++e) {
       const int row = frag_c_row(lane, e), col = frag_c_col(lane, e);
       double acc = d[e];
@@ -132,27 +134,25 @@ struct HostCtx {
 };
 
 
-// Runs the CTAs of a grid (x fastest, then y, then z) one after the other on kThreads host threads:
-// cta(ctx, x, y, z, smem) is the CTA body; shared memory is one buffer of smem_elems, NaN-poisoned.
+// Runs the CTAs of a grid (x fastest, then y, then z) one after the other as kThreads fibers on the
+// calling thread: cta(ctx, x, y, z, smem) is the CTA body; shared memory is one buffer of
+// smem_elems, NaN-poisoned.
 template <class Body>
 void run_grid(int gx, int gy, int gz, int smem_elems, Body&& cta) {
-  Emu emu;
+  FiberPool pool(kThreads);
+  Emu emu(pool);
   std::vector<uint16_t> smem(static_cast<size_t>(smem_elems), 0x7fff);
   emu.smem_lo = smem.data();
   emu.smem_hi = smem.data() + smem.size();
-  std::vector<std::thread> threads;
-  threads.reserve(kThreads);
-  for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] {
-      HostCtx ctx{&emu, t};
-      for (int z = 0; z < gz; ++z)
-        for (int y = 0; y < gy; ++y)
-          for (int x = 0; x < gx; ++x) {
-            cta(ctx, x, y, z, smem.data());
-            ctx.sync();  // the next CTA reuses the shared memory
-          }
-    });
-  for (auto& th : threads) th.join();
+  pool.run([&](int t) {
+    HostCtx ctx{&emu, t};
+    for (int z = 0; z < gz; ++z)
+      for (int y = 0; y < gy; ++y)
+        for (int x = 0; x < gx; ++x) {
+          cta(ctx, x, y, z, smem.data());
+          ctx.sync();  // the next CTA reuses the shared memory
+        }
+  });
 }
 
 }  // namespace dcp::attn::emu

@@ -24,6 +24,7 @@
 #include "attn/inputs.h"
 #include "attn/tolerances.h"
 #include "attn/thd.h"
+#include "core/sanitizer.h"
 
 namespace dcp::attn::testing {
 
@@ -31,21 +32,7 @@ namespace dcp::attn::testing {
 // slower; the sanitizer build then runs a third of the cases (every one with index % 3 == 0, and
 // the first ring case), which still exercises every code path of the emulator and the kernel
 // bodies for memory errors. The normal build runs them all.
-inline bool sanitized_subset_skips(int index) {
-#if defined(__SANITIZE_ADDRESS__)
-  return index % 3 != 0;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  return index % 3 != 0;
-#else
-  (void)index;
-  return false;
-#endif
-#else
-  (void)index;
-  return false;
-#endif
-}
+inline bool sanitized_subset_skips(int index) { return kAddressSanitizer && index % 3 != 0; }
 
 struct FlashCase {
   std::string what;

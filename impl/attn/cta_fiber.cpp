@@ -1,0 +1,182 @@
+// See cta_fiber.h.
+#include "attn/cta_fiber.h"
+
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "core/sanitizer.h"
+#ifdef DCP_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace dcp::attn::emu {
+
+namespace {
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "CTA emulator: %s\n", what);
+  std::abort();
+}
+
+thread_local FiberPool* tl_pool = nullptr;
+
+}  // namespace
+
+struct FiberPool::Fiber {
+  ucontext_t uc{};
+  void* map = nullptr;  // guard page + stack
+  size_t map_bytes = 0;
+  const void* stack_lo = nullptr;
+  size_t stack_bytes = 0;
+  FiberBarrier* wait = nullptr;
+  uint64_t wait_generation = 0;
+  bool done = false;
+  void* fake_stack = nullptr;  // ASan's fake stack of this context while it is switched out
+
+  bool runnable() const { return !done && (wait == nullptr || wait->generation != wait_generation); }
+};
+
+FiberPool::FiberPool(int fibers, size_t stack_bytes) : main_(std::make_unique<Fiber>()) {
+  if (fibers < 1) die("a fiber pool needs at least one fiber");
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  stack_bytes = (stack_bytes + page - 1) / page * page;
+  fibers_.reserve(static_cast<size_t>(fibers));
+  for (int i = 0; i < fibers; ++i) {
+    auto f = std::make_unique<Fiber>();
+    f->map_bytes = stack_bytes + page;
+    f->map = mmap(nullptr, f->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (f->map == MAP_FAILED) die("mmap of a fiber stack failed");
+    if (mprotect(f->map, page, PROT_NONE) != 0) die("mprotect of a fiber stack's guard page failed");
+    f->stack_lo = static_cast<char*>(f->map) + page;
+    f->stack_bytes = stack_bytes;
+    fibers_.push_back(std::move(f));
+  }
+}
+
+FiberPool::~FiberPool() {
+  for (auto& f : fibers_) {
+#ifdef DCP_ASAN
+    // A fiber's last frames never returned: their redzones would stay poisoned for whatever is
+    // mapped at these addresses next.
+    __asan_unpoison_memory_region(f->stack_lo, f->stack_bytes);
+#endif
+    munmap(f->map, f->map_bytes);
+  }
+}
+
+void FiberPool::run(std::function<void(int)> body) {
+  if (current_ != -1) die("FiberPool::run called from inside one of its fibers");
+  body_ = std::move(body);
+  done_ = 0;
+  for (auto& f : fibers_) {
+    f->wait = nullptr;
+    f->done = false;
+    if (getcontext(&f->uc) != 0) die("getcontext failed");
+    f->uc.uc_stack.ss_sp = const_cast<void*>(f->stack_lo);
+    f->uc.uc_stack.ss_size = f->stack_bytes;
+    f->uc.uc_link = nullptr;  // entry() never returns: the last fiber switches back here
+    makecontext(&f->uc, &FiberPool::entry, 0);
+#ifdef DCP_ASAN
+    __asan_unpoison_memory_region(f->stack_lo, f->stack_bytes);  // frames of an earlier run
+    // ASan's swapcontext interceptor clears the shadow of the whole target stack at every switch
+    // when the context names its stack (a madvise per switch, and it wipes the redzones of the
+    // resumed fiber's live frames). glibc's swapcontext does not read uc_stack after makecontext,
+    // so the stack is forgotten here; the switch annotations tell ASan about it instead.
+    f->uc.uc_stack.ss_sp = nullptr;
+    f->uc.uc_stack.ss_size = 0;
+#endif
+  }
+  FiberPool* const outer = tl_pool;
+  tl_pool = this;
+  jump_to(0);
+  tl_pool = outer;
+  body_ = nullptr;
+  if (done_ != fibers()) die("fibers left unfinished");
+}
+
+void FiberPool::entry() {
+  FiberPool* const p = tl_pool;
+#ifdef DCP_ASAN
+  const void* lo = nullptr;
+  size_t bytes = 0;
+  __sanitizer_finish_switch_fiber(nullptr, &lo, &bytes);
+  if (p->main_->stack_lo == nullptr) {
+    p->main_->stack_lo = lo;  // the first switch comes from run()'s caller
+    p->main_->stack_bytes = bytes;
+  }
+#endif
+  const int i = p->current_;
+  try {
+    p->body_(i);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "CTA emulator: thread %d threw: %s\n", i, e.what());
+    std::abort();
+  } catch (...) {
+    die("a thread threw a non-standard exception");
+  }
+  p->fibers_[static_cast<size_t>(i)]->done = true;
+  ++p->done_;
+  p->yield();
+  die("a finished fiber was resumed");
+}
+
+void FiberPool::arrive_and_wait(FiberBarrier& b) {
+  if (current_ < 0) die("a barrier outside a fiber");
+  if (++b.arrived == b.expected) {
+    b.arrived = 0;
+    ++b.generation;
+    return;
+  }
+  Fiber& self = *fibers_[static_cast<size_t>(current_)];
+  self.wait = &b;
+  self.wait_generation = b.generation;
+  yield();
+  self.wait = nullptr;
+}
+
+void FiberPool::yield() {
+  const int n = fibers();
+  for (int k = 1; k <= n; ++k) {
+    const int j = (current_ + k) % n;
+    if (fibers_[static_cast<size_t>(j)]->runnable()) {
+      if (j != current_) jump_to(j);
+      return;
+    }
+  }
+  if (done_ == n) {
+    jump_to(-1);
+    return;
+  }
+  for (const auto& f : fibers_)
+    if (!f->done && f->wait != nullptr) {
+      std::fprintf(stderr,
+                   "CTA emulator: deadlock at %s: %d of %d threads arrived and no other thread can run (%d finished)\n",
+                   f->wait->what, f->wait->arrived, f->wait->expected, done_);
+      std::abort();
+    }
+  die("no fiber can run");
+}
+
+void FiberPool::jump_to(int next) {
+  Fiber& from = current_ < 0 ? *main_ : *fibers_[static_cast<size_t>(current_)];
+  Fiber& to = next < 0 ? *main_ : *fibers_[static_cast<size_t>(next)];
+  current_ = next;
+#ifdef DCP_ASAN
+  // A finished fiber is never resumed: nullptr lets ASan free its fake stack.
+  __sanitizer_start_switch_fiber(from.done ? nullptr : &from.fake_stack, to.stack_lo, to.stack_bytes);
+#endif
+  if (swapcontext(&from.uc, &to.uc) != 0) die("swapcontext failed");
+#ifdef DCP_ASAN
+  const void* lo = nullptr;
+  size_t bytes = 0;
+  __sanitizer_finish_switch_fiber(from.fake_stack, &lo, &bytes);
+#endif
+}
+
+}  // namespace dcp::attn::emu

@@ -1,0 +1,120 @@
+// The CTA emulator's fibers (cta_fiber.h): barrier semantics the emulated kernels rely on
+// (nothing after a barrier runs before every fiber reached it; the last arrival goes on; a
+// barrier is reusable and sub-barriers of a subset work beside a block barrier), a fixed
+// schedule (two runs interleave identically), reuse of a pool, and a barrier that can never
+// complete aborting with its name instead of hanging.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "attn/cta_emu.h"
+#include "attn/cta_fiber.h"
+
+namespace dcp::attn::emu {
+namespace {
+
+TEST(CtaFiber, NothingAfterABarrierRunsBeforeEveryFiberReachedIt) {
+  constexpr int kN = 37;  // not a multiple of anything the emulator uses
+  FiberPool pool(kN);
+  FiberBarrier all{kN, 0, "all"};
+  std::vector<int> phase(kN, 0);
+  std::vector<std::string> violations;
+  pool.run([&](int i) {
+    for (int round = 1; round <= 5; ++round) {
+      phase[static_cast<size_t>(i)] = round;
+      pool.arrive_and_wait(all);
+      for (int j = 0; j < kN; ++j)
+        if (phase[static_cast<size_t>(j)] < round)
+          violations.push_back("fiber " + std::to_string(i) + " passed round " + std::to_string(round) +
+                               " before fiber " + std::to_string(j) + " arrived");
+      pool.arrive_and_wait(all);  // nobody starts the next round while another still checks
+    }
+  });
+  EXPECT_TRUE(violations.empty()) << violations.front();
+  for (int p : phase) EXPECT_EQ(p, 5);
+}
+
+TEST(CtaFiber, WarpBarriersBesideABlockBarrier) {
+  // Four "warps" of 8 exchange values through their own barrier, then the block syncs: each
+  // warp's sum must be the sum of its lanes' values for every round.
+  constexpr int kWarpsHere = 4, kLanes = 8, kN = kWarpsHere * kLanes;
+  FiberPool pool(kN);
+  FiberBarrier block{kN, 0, "block"};
+  std::vector<FiberBarrier> warp(kWarpsHere, FiberBarrier{kLanes, 0, "warp"});
+  std::vector<int> slot(kN, 0);
+  std::vector<long> sums(kN, 0);
+  pool.run([&](int i) {
+    const int w = i / kLanes;
+    for (int round = 0; round < 3; ++round) {
+      slot[static_cast<size_t>(i)] = 100 * round + i;
+      pool.arrive_and_wait(warp[static_cast<size_t>(w)]);
+      long s = 0;
+      for (int l = 0; l < kLanes; ++l) s += slot[static_cast<size_t>(w * kLanes + l)];
+      sums[static_cast<size_t>(i)] += s;
+      pool.arrive_and_wait(block);
+    }
+  });
+  for (int i = 0; i < kN; ++i) {
+    const int w = i / kLanes;
+    long expect = 0;
+    for (int round = 0; round < 3; ++round)
+      for (int l = 0; l < kLanes; ++l) expect += 100 * round + w * kLanes + l;
+    EXPECT_EQ(sums[static_cast<size_t>(i)], expect) << "fiber " << i;
+  }
+}
+
+TEST(CtaFiber, TheScheduleIsFixedAndAPoolRunsAgain) {
+  FiberPool pool(16);
+  auto trace = [&] {
+    FiberBarrier b{16, 0, "b"};
+    std::vector<int> order;
+    pool.run([&](int i) {
+      for (int r = 0; r < 3; ++r) {
+        order.push_back(i);
+        if (i % 3 != 0) pool.arrive_and_wait(b);  // uneven work between barriers
+        else {
+          order.push_back(-i);
+          pool.arrive_and_wait(b);
+        }
+      }
+    });
+    return order;
+  };
+  const std::vector<int> first = trace();
+  EXPECT_EQ(first.size(), 3u * (16 + 6));
+  EXPECT_EQ(trace(), first);
+}
+
+void run_with_a_missing_arrival() {
+  FiberPool pool(4);
+  FiberBarrier b{4, 0, "the test's barrier"};
+  pool.run([&](int i) {
+    if (i != 2) pool.arrive_and_wait(b);  // fiber 2 never arrives: on a GPU, a hang
+  });
+}
+
+TEST(CtaFiber, AnUnreachableBarrierAbortsWithItsName) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(run_with_a_missing_arrival(), "deadlock at the test's barrier: 3 of 4");
+}
+
+TEST(CtaFiber, EmulatedCtaShuffleMatchesTheButterfly) {
+  // A whole emulated CTA through run_grid: each lane's xor-shuffle butterfly sums its warp.
+  std::vector<float> out(static_cast<size_t>(2 * kThreads), 0.0f);
+  run_grid(2, 1, 1, 8, [&](HostCtx& c, int x, int, int, uint16_t*) {
+    float v = static_cast<float>(c.tid() + 1000 * x);
+    for (int m = 16; m >= 1; m /= 2) v += c.shfl_xor(v, m);
+    out[static_cast<size_t>(x * kThreads + c.tid())] = v;
+  });
+  for (int x = 0; x < 2; ++x)
+    for (int t = 0; t < kThreads; ++t) {
+      const int w = t / 32;
+      float expect = 0;
+      for (int l = 0; l < 32; ++l) expect += static_cast<float>(w * 32 + l + 1000 * x);
+      EXPECT_EQ(out[static_cast<size_t>(x * kThreads + t)], expect) << "cta " << x << " thread " << t;
+    }
+}
+
+}  // namespace
+}  // namespace dcp::attn::emu
