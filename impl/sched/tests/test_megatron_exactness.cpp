@@ -1,9 +1,10 @@
 // The fast ports against the slow literal translations of tests/megatron_ref.h on thousands of
-// seeded random inputs: identical micro-batches, groups and pack order (before VPP alignment,
+// seeded random inputs (a tenth under AddressSanitizer, core/sanitizer.h): identical micro-batches, groups and pack order (before VPP alignment,
 // which both share). Power-of-two and other pools, min_cp, log-normal / bimodal / tied lengths.
 // (The literal translations were themselves compared with Megatron's Python functions, outside
 // this repository, on ~9,000 random inputs: identical wherever Megatron returns a valid plan.)
 #include "core/rng.h"
+#include "core/sanitizer.h"
 #include "megatron_ref.h"
 #include "sched/megatron_dev.h"
 #include "sched/megatron_pr2000.h"
@@ -35,7 +36,7 @@ void expect_same(const std::vector<std::vector<plan::Group>>& fast, const std::v
 
 TEST(MegatronExactness, FastPortsMatchLiteralReference) {
   int compared = 0;
-  for (uint64_t seed = 1; seed <= 3000; ++seed) {
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(sanitized_cases(3000)); ++seed) {
     testing_inputs::Case c = testing_inputs::random_case(seed, /*max_n=*/64, /*max_g=*/120);
     c.config.vpp_group.reset();
     const int n = c.config.pool();
@@ -47,7 +48,7 @@ TEST(MegatronExactness, FastPortsMatchLiteralReference) {
     if (HasFatalFailure()) return;
     ++compared;
   }
-  EXPECT_EQ(compared, 3000);
+  EXPECT_EQ(compared, sanitized_cases(3000));
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 // two and not, min_cp, VPP groups 2/4/8, log-normal / bimodal / tied / uniform lengths from 1 to
 // N*M): each port returns a plan that plan::validate accepts, or a dcp::InputError (only the
 // impossible VPP count can cause one for these inputs, which all fit the pool); two runs give the
-// same plan. Every loop in the ports is bounded, so a hang would show up as a test timeout.
+// same plan. Under AddressSanitizer each suite runs its first tenth (core/sanitizer.h: ~10x slower
+// there; the normal build runs all 10,000). Every loop in the ports is bounded, so a hang would show up as a test timeout.
 #include "core/error.h"
+#include "core/sanitizer.h"
 #include "plan/validate.h"
 #include "sched/megatron_dev.h"
 #include "sched/megatron_pr2000.h"
@@ -32,7 +34,8 @@ bool same_plan(const plan::Plan& a, const plan::Plan& b) {
   return true;
 }
 
-void check_property(const std::string& name, PlanFn fn, int cases) {
+void check_property(const std::string& name, PlanFn fn, int all_cases) {
+  const int cases = sanitized_cases(all_cases);
   int planned = 0, vpp_errors = 0, with_vpp = 0;
   for (uint64_t seed = 1; seed <= static_cast<uint64_t>(cases); ++seed) {
     const testing_inputs::Case c = testing_inputs::random_case(seed, /*max_n=*/1024, /*max_g=*/300);
