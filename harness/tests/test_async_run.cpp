@@ -18,7 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-Scenario small_scenario(const std::string& strategies) {
+Scenario async_scenario(const std::string& strategies) {
   return parse_scenario(json::parse(R"({
     "name": "small", "notes": ["test"],
     "model": "tiny",
@@ -35,7 +35,7 @@ json without_timings(const ResultRow& r) {
 }
 
 TEST(AsyncRun, SameRowsAsSyncAndHiddenPlanningFollowsItsModel) {
-  const Scenario s = small_scenario(R"(["packing", "megatron-dev", "dcp"])");
+  const Scenario s = async_scenario(R"(["packing", "megatron-dev", "dcp"])");
   RunOptions async_opt, sync_opt;
   sync_opt.sync_planning = true;
   const ResultsFile a = run_scenarios({s}, async_opt, builtin_planners());
@@ -75,7 +75,7 @@ class ThrowsEveryStep : public plan::Planner {
 TEST(AsyncRun, AnErrorAtEveryStepLeavesAnErrorRowForEveryStep) {
   plan::PlannerRegistry reg;
   reg.add("throws", [] { return std::make_unique<ThrowsEveryStep>(); });
-  const ResultsFile r = run_scenarios({small_scenario(R"(["throws"])")}, RunOptions{}, reg);
+  const ResultsFile r = run_scenarios({async_scenario(R"(["throws"])")}, RunOptions{}, reg);
   ASSERT_EQ(r.rows.size(), 4u);
   for (int step = 0; step < 4; ++step) {
     EXPECT_EQ(r.rows[static_cast<size_t>(step)].step, step);

@@ -6,6 +6,7 @@
 #include "cost/hardware.h"
 #include "cost/attention_table.h"
 #include "cost/time_model.h"
+#include "unit_model.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -159,17 +160,9 @@ TEST(Hardware, ProfileJsonRoundTripsAndCommittedFileMatches) {
 }
 
 // ---- time model on the unit profile ------------------------------------------------------
-// Model: 2 layers, h 128, FFN 128 (no SwiGLU), 1 head of dim 128, vocab 1:
-//   fwd GEMM flops/token/layer = 2*(128*384 + 128*128 + 2*128*128) = 196,608
-//   fwd attention flops/token^2/layer = 2*128 = 256;   logits flops/token = 256
-CostModel unit_model(int gpus = 2, int pp = 1) {
-  ModelConfig m{"unit", 2, 128, 128, 1, 1, 128, 1, false};
-  ClusterConfig c;
-  c.gpus = gpus;
-  c.pp = pp;
-  c.gpus_per_node = 64;
-  return CostModel{m, hardware_preset("unit"), c, {}};
-}
+// Model: tests/unit_model.h (fwd GEMM 196,608 flops/token/layer, attention 256 per token^2 per
+// layer, logits 256 per token).
+using testing::unit_model;
 
 TEST(TimeModel, SingleSequenceNoCp) {
   const auto cm = unit_model();

@@ -7,6 +7,7 @@
 #include "cost/hardware.h"
 #include "cost/memory.h"
 #include "cost/time_model.h"
+#include "unit_model.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -17,16 +18,7 @@
 namespace dcp::cost {
 namespace {
 
-// Same unit model as test_cost.cpp: 2 layers, h 128, FFN 128 (GeLU), 1 head of dim 128, vocab 1;
-// fwd GEMM flops/token/layer 196,608; attention 256 per token^2 per layer; logits 256 per token.
-CostModel unit_model(int gpus = 2, int pp = 1) {
-  ModelConfig m{"unit", 2, 128, 128, 1, 1, 128, 1, false};
-  ClusterConfig c;
-  c.gpus = gpus;
-  c.pp = pp;
-  c.gpus_per_node = 64;
-  return CostModel{m, hardware_preset("unit"), c, {}};
-}
+using testing::unit_model;  // tests/unit_model.h
 
 TEST(AttentionTable, ShortSequencesPayWholeTiles) {
   const auto p = hardware_preset("h100-sxm");

@@ -22,6 +22,9 @@
 
 namespace dcp::model::testing {
 
+// The relative error the tests accept (derivation above).
+inline constexpr double kFdTol = 1e-6;
+
 struct FdResult {
   double rel_err = 0;
   double max_analytic = 0;

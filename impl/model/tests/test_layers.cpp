@@ -16,9 +16,8 @@ namespace {
 
 using testing::dot;
 using testing::fd_check;
+using testing::kFdTol;
 using testing::random_vec;
-
-constexpr double kFdTol = 1e-6;
 
 ModelConfig small_config() {
   ModelConfig c;

@@ -26,9 +26,8 @@ namespace {
 
 using testing::dot;
 using testing::fd_check;
+using testing::kFdTol;
 using testing::random_vec;
-
-constexpr double kFdTol = 1e-6;  // fd_check.h
 
 ModelConfig mamba_config(int heads, int head_dim, int state, int hidden) {
   ModelConfig c;

@@ -10,6 +10,7 @@
 #include "sched/dcp_search.h"
 #include "sched/dcp_solver.h"
 #include "sched/megatron_dev.h"
+#include "test_inputs.h"
 
 #include <gtest/gtest.h>
 
@@ -19,15 +20,7 @@
 namespace dcp::sched {
 namespace {
 
-plan::PlanConfig cfg(int dp, int cp, int64_t m, int min_cp = 1, std::optional<int> vpp = std::nullopt) {
-  plan::PlanConfig c;
-  c.dp = dp;
-  c.cp = cp;
-  c.max_seqlen_per_rank = m;
-  c.min_cp = min_cp;
-  c.vpp_group = vpp;
-  return c;
-}
+using testing_inputs::cfg;
 
 TEST(DcpSolver, RandomInputsGiveValidDeterministicPlans) {
   Rng rng(2026);

@@ -7,10 +7,23 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <string>
 
 namespace dcp::sched::testing_inputs {
+
+// A planning configuration of a dp x cp pool with M tokens per rank, min_cp and an optional VPP
+// group (the hand-written cases of the sched tests).
+inline plan::PlanConfig cfg(int dp, int cp, int64_t m, int min_cp = 1, std::optional<int> vpp = std::nullopt) {
+  plan::PlanConfig c;
+  c.dp = dp;
+  c.cp = cp;
+  c.max_seqlen_per_rank = m;
+  c.min_cp = min_cp;
+  c.vpp_group = vpp;
+  return c;
+}
 
 struct Case {
   plan::Batch batch;

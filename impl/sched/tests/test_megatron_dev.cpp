@@ -2,27 +2,21 @@
 // plan is derived by hand from the Megatron source in the comment above it.
 #include "plan/validate.h"
 #include "sched/megatron_dev.h"
+#include "test_inputs.h"
 
 #include <gtest/gtest.h>
 
 namespace dcp::sched {
 namespace {
 
-plan::PlanConfig cfg(int n, int64_t m, int min_cp = 1) {
-  plan::PlanConfig c;
-  c.dp = n;
-  c.cp = 1;
-  c.max_seqlen_per_rank = m;
-  c.min_cp = min_cp;
-  return c;
-}
+using testing_inputs::cfg;
 
 // N=2, M=100, cap = 100*100*1.05 = 10500. 100 -> rank 0 (10000). 100: rank 0 is full (pack 200 >
 // 100); new rank 1: pm = 10000. Third 100: no room at k=1, no free rank at k=1 or 2 -> leftover.
 // Call 2: [100] on rank 0, fill doubles it to ranks 0-1.
 TEST(MegatronDev, LeftoverWhenNoRoomThenFill) {
   plan::Batch b{{100, 100, 100}};
-  EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(2, 100))),
+  EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(2, 1, 100))),
             (plan::RankLists{{{0}, {1}}, {{2}, {2}}}));
 }
 
@@ -31,7 +25,7 @@ TEST(MegatronDev, LeftoverWhenNoRoomThenFill) {
 // fill: first size-1 group (rank 0) -> ranks 0-1, pushing [1,2] to rank 2; then rank 2 -> ranks 2-3.
 TEST(MegatronDev, ProjectedMaxPicksIdleGroupThenFills) {
   plan::Batch b{{60, 30, 30}};
-  EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(4, 100))),
+  EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(4, 1, 100))),
             (plan::RankLists{{{0}, {0}, {1, 2}, {1, 2}}}));
 }
 
@@ -39,7 +33,7 @@ TEST(MegatronDev, ProjectedMaxPicksIdleGroupThenFills) {
 // 0-1 (pushing rank 1 to 2), rank 2 -> 2-3, then 0-3 (pushing to 4-5), then 4-7.
 TEST(MegatronDev, FillDoublesPowerOfTwoPool) {
   plan::Batch b{{50, 50}};
-  EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(8, 100))),
+  EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(8, 1, 100))),
             (plan::RankLists{{{0}, {0}, {0}, {0}, {1}, {1}, {1}, {1}}}));
 }
 
@@ -48,7 +42,7 @@ TEST(MegatronDev, FillDoublesPowerOfTwoPool) {
 // -> fill_with_full_dpxcp_group: both samples on all 6 ranks (the later rules agree).
 TEST(MegatronDev, NonPowerOfTwoFallsBackToFullPool) {
   plan::Batch b{{50, 50}};
-  EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(6, 100))),
+  EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(6, 1, 100))),
             (plan::RankLists{std::vector<std::vector<int>>(6, std::vector<int>{0, 1})}));
 }
 
@@ -58,11 +52,11 @@ TEST(MegatronDev, NonPowerOfTwoFallsBackToFullPool) {
 // -> rank 1.
 TEST(MegatronDev, TiesKeepEarlierCandidate) {
   plan::Batch b{{40, 40, 40, 40}};
-  EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(2, 100))), (plan::RankLists{{{0, 2}, {1, 3}}}));
+  EXPECT_EQ(plan::rank_lists_of(megatron_dev_plan(b, cfg(2, 1, 100))), (plan::RankLists{{{0, 2}, {1, 3}}}));
 }
 
 TEST(MegatronDev, EmptyBatchGivesNoMicrobatches) {
-  EXPECT_TRUE(megatron_dev_plan(plan::Batch{}, cfg(4, 100)).microbatches.empty());
+  EXPECT_TRUE(megatron_dev_plan(plan::Batch{}, cfg(4, 1, 100)).microbatches.empty());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // derived by hand from the Megatron source, step by step in the comment above it.
 #include "plan/validate.h"
 #include "sched/megatron_pr2000.h"
+#include "test_inputs.h"
 
 #include <gtest/gtest.h>
 
@@ -10,14 +11,7 @@ namespace {
 
 using megatron::SeqItem;
 
-plan::PlanConfig cfg(int n, int64_t m, int min_cp = 1) {
-  plan::PlanConfig c;
-  c.dp = n;
-  c.cp = 1;
-  c.max_seqlen_per_rank = m;
-  c.min_cp = min_cp;
-  return c;
-}
+using testing_inputs::cfg;
 
 std::vector<SeqItem> items(const std::vector<int64_t>& lengths) {
   std::vector<SeqItem> out;
@@ -54,7 +48,7 @@ TEST(MegatronPr2000, BucketGuardClosesBeforeLastSample) {
 // 30: no free rank; groups of size 1 with room: rank 0 (load 2500), rank 1 (load 1600) -> rank 1.
 TEST(MegatronPr2000, LeastLoadedGroupWithRoom) {
   plan::Batch b{{50, 40, 30}};
-  const auto p = megatron_pr2000_plan(b, cfg(2, 100));
+  const auto p = megatron_pr2000_plan(b, cfg(2, 1, 100));
   EXPECT_EQ(plan::rank_lists_of(p), (plan::RankLists{{{0}, {1, 2}}}));
 }
 
@@ -65,7 +59,7 @@ TEST(MegatronPr2000, LeastLoadedGroupWithRoom) {
 // fill_empty_gpus doubles it to ranks 0-1, then 0-3.
 TEST(MegatronPr2000, BalanceBreakEndsMicrobatch) {
   plan::Batch b{{200, 141, 141, 5}};
-  const auto p = megatron_pr2000_plan(b, cfg(4, 150));
+  const auto p = megatron_pr2000_plan(b, cfg(4, 1, 150));
   EXPECT_EQ(plan::rank_lists_of(p), (plan::RankLists{{{0}, {0}, {1}, {2}}, {{3}, {3}, {3}, {3}}}));
 }
 
@@ -74,7 +68,7 @@ TEST(MegatronPr2000, BalanceBreakEndsMicrobatch) {
 // [100] -> 4-7.
 TEST(MegatronPr2000, FillEmptyGpusDoublesFirstSmallestGroupAndPushes) {
   plan::Batch b{{200, 100}};
-  const auto p = megatron_pr2000_plan(b, cfg(8, 100));
+  const auto p = megatron_pr2000_plan(b, cfg(8, 1, 100));
   ASSERT_EQ(p.microbatches.size(), 1u);
   const auto& g = p.microbatches[0].groups;
   ASSERT_EQ(g.size(), 2u);
@@ -92,20 +86,20 @@ TEST(MegatronPr2000, FillEmptyGpusDoublesFirstSmallestGroupAndPushes) {
 // [10] rank 1, then the last 10 goes to the less loaded rank 1.
 TEST(MegatronPr2000, CandidateScanIgnoresCapacity) {
   plan::Batch b{{90, 80, 60, 10, 10}};
-  const auto p = megatron_pr2000_plan(b, cfg(2, 100));
+  const auto p = megatron_pr2000_plan(b, cfg(2, 1, 100));
   EXPECT_EQ(plan::rank_lists_of(p), (plan::RankLists{{{0}, {1}}, {{2}, {3, 4}}}));
 }
 
 // PR2000 sorts once, stably: equal lengths keep ascending id order (§7p).
 TEST(MegatronPr2000, StableSortKeepsIdOrderOnTies) {
   plan::Batch b{{7, 9, 7, 9}};
-  const auto p = megatron_pr2000_plan(b, cfg(4, 100));
+  const auto p = megatron_pr2000_plan(b, cfg(4, 1, 100));
   // buckets (k=1, guard at the last sample): [[1,3,0],[2]]; four free ranks, one sample each.
   EXPECT_EQ(plan::rank_lists_of(p), (plan::RankLists{{{1}, {3}, {0}, {2}}}));
 }
 
 TEST(MegatronPr2000, EmptyBatchGivesNoMicrobatches) {
-  const auto p = megatron_pr2000_plan(plan::Batch{}, cfg(4, 100));
+  const auto p = megatron_pr2000_plan(plan::Batch{}, cfg(4, 1, 100));
   EXPECT_TRUE(p.microbatches.empty());
 }
 

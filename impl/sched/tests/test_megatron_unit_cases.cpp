@@ -3,19 +3,14 @@
 #include "plan/validate.h"
 #include "sched/megatron_dev.h"
 #include "sched/megatron_pr2000.h"
+#include "test_inputs.h"
 
 #include <gtest/gtest.h>
 
 namespace dcp::sched {
 namespace {
 
-plan::PlanConfig cfg(int dp, int cp, int64_t m) {
-  plan::PlanConfig c;
-  c.dp = dp;
-  c.cp = cp;
-  c.max_seqlen_per_rank = m;
-  return c;
-}
+using testing_inputs::cfg;
 
 // test_next_hdp_group_packing_aware_can_use_larger_cp_group_for_short_sequences:
 // [(0,6144),(1,2048)], N=2, M=4096 -> ids [[0,1],[0,1]], no leftovers.
