@@ -16,7 +16,7 @@ constexpr int64_t kMaxSeqlen = 1 << 16;    // the float64 reference attention is
 constexpr int kMaxPool = 64;               // thread ranks / mpirun processes
 constexpr int kMaxSteps = 100000;
 
-model::ModelConfig parse_model(ObjectReader& top) {
+model::ModelConfig parse_converge_model(ObjectReader& top) {
   model::ModelConfig m;
   ObjectReader r = top.child(*top.get_object("model", true), "model");
   m.vocab = static_cast<int>(r.get_int("vocab", false, 2, 1 << 20).value_or(m.vocab));
@@ -78,7 +78,7 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
   ObjectReader top(j, path, "");
   s.name = *top.get_string("name", true);
   s.description = top.get_string("description", false).value_or("");
-  s.model = parse_model(top);
+  s.model = parse_converge_model(top);
 
   ObjectReader d = top.child(*top.get_object("data", true), "data");
   s.text_dir_as_written = *d.get_string("text_dir", true);

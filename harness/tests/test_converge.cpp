@@ -19,7 +19,7 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-const fs::path kRepo = fs::path(__FILE__).parent_path().parent_path().parent_path();
+const fs::path kConvergeRepo = fs::path(__FILE__).parent_path().parent_path().parent_path();
 
 // A small but complete scenario: 4 ranks, 2 attention + Mamba blocks, MTP, 3 steps, 1 edge case.
 json small() {
@@ -34,7 +34,7 @@ json small() {
     "strategies": ["packing", "megatron-dev", "dcp"],
     "edge_cases": [{"name": "tied", "lengths": [20, 20, 20, 20]}]
   })");
-  j["data"]["text_dir"] = (kRepo / "scenarios" / "data" / "text" / "moby-dick").string();
+  j["data"]["text_dir"] = (kConvergeRepo / "scenarios" / "data" / "text" / "moby-dick").string();
   return j;
 }
 
@@ -44,7 +44,7 @@ std::string write_tmp(const json& j, const std::string& name) {
   return p.string();
 }
 
-void expect_error(const json& j, const std::vector<std::string>& fragments) {
+void expect_converge_error(const json& j, const std::vector<std::string>& fragments) {
   const std::string path = write_tmp(j, "err");
   try {
     load_converge_scenario(path);
@@ -57,7 +57,7 @@ void expect_error(const json& j, const std::vector<std::string>& fragments) {
 
 TEST(ConvergeScenario, EveryCommittedConvergenceScenarioLoads) {
   int n = 0;
-  for (const auto& e : fs::directory_iterator(kRepo / "scenarios")) {
+  for (const auto& e : fs::directory_iterator(kConvergeRepo / "scenarios")) {
     const std::string f = e.path().filename().string();
     if (f.rfind("converge-", 0) != 0 || e.path().extension() != ".json") continue;
     SCOPED_TRACE(f);
@@ -73,31 +73,31 @@ TEST(ConvergeScenario, EveryCommittedConvergenceScenarioLoads) {
 TEST(ConvergeScenario, BadInputNamesFileKeyAndValue) {
   json j = small();
   j["training"]["stepz"] = 3;
-  expect_error(j, {"\"training.stepz\"=3", "not a known key"});
+  expect_converge_error(j, {"\"training.stepz\"=3", "not a known key"});
   j = small();
   j["model"]["mixers"] = {"attention", "lstm"};
-  expect_error(j, {"\"model.mixers[1]\"=\"lstm\"", "attention, mamba"});
+  expect_converge_error(j, {"\"model.mixers[1]\"=\"lstm\"", "attention, mamba"});
   j = small();
   j["model"]["mamba_heads"] = 6;
-  expect_error(j, {"\"model.mamba_heads\"=6", "pool of 4"});
+  expect_converge_error(j, {"\"model.mamba_heads\"=6", "pool of 4"});
   j = small();
   j["training"]["max_seqlen_per_rank"] = 8;
-  expect_error(j, {"\"training.max_seqlen_per_rank\"=8", "data.max_seqlen"});
+  expect_converge_error(j, {"\"training.max_seqlen_per_rank\"=8", "data.max_seqlen"});
   j = small();
   j["edge_cases"][0]["lengths"] = {20, 1};
-  expect_error(j, {"\"edge_cases[0].lengths[1]\"=1"});
+  expect_converge_error(j, {"\"edge_cases[0].lengths[1]\"=1"});
   j = small();
   j["data"]["text_dir"] = "no/such/folder";
-  expect_error(j, {"\"data.text_dir\"=\"no/such/folder\"", "is not a folder"});
+  expect_converge_error(j, {"\"data.text_dir\"=\"no/such/folder\"", "is not a folder"});
   j = small();
   j["strategies"] = {"reference"};
-  expect_error(j, {"\"strategies[0]\"=\"reference\""});
+  expect_converge_error(j, {"\"strategies[0]\"=\"reference\""});
   j = small();
   j["strategies"] = {"packing", "dcpp"};
-  expect_error(j, {"\"strategies[1]\"=\"dcpp\"", "is not a planner", "megatron-dev"});
+  expect_converge_error(j, {"\"strategies[1]\"=\"dcpp\"", "is not a planner", "megatron-dev"});
   j = small();
   j["training"]["steps"] = 1;
-  expect_error(j, {"\"training.steps\"=1", "below the minimum 2"});
+  expect_converge_error(j, {"\"training.steps\"=1", "below the minimum 2"});
 }
 
 TEST(ConvergeData, CorpusAndBatchesAreDeterministicAndWithinLimits) {

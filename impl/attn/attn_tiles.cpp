@@ -11,7 +11,7 @@ namespace dcp::attn {
 
 namespace {
 template <typename T>
-T dot(const T* a, const T* b, int n) {
+T tile_dot(const T* a, const T* b, int n) {
   T acc = 0;
   for (int e = 0; e < n; ++e) acc += a[e] * b[e];
   return acc;
@@ -46,7 +46,7 @@ void tiles_fwd(const AttnShape& s, std::span<const Tile> tiles, const int32_t* q
         scores.resize(keys.size());
         T m = neg_inf;
         for (size_t x = 0; x < keys.size(); ++x) {
-          scores[x] = scale * dot(qi, k + (keys[x] * s.kv_heads + g) * d, d);
+          scores[x] = scale * tile_dot(qi, k + (keys[x] * s.kv_heads + g) * d, d);
           m = std::max(m, scores[x]);
         }
         T sum = 0;
@@ -77,8 +77,8 @@ void tiles_bwd(const AttnShape& s, std::span<const Tile> tiles, const int32_t* q
           const int g = h / s.group();
           const int64_t qrow = (i * s.heads + h) * d;
           const int64_t krow = (p * s.kv_heads + g) * d;
-          const T prob = std::exp(scale * dot(q + qrow, k + krow, d) - lse[i * s.heads + h]);
-          const T ds = prob * (dot(dout + qrow, v + krow, d) - delta[i * s.heads + h]);
+          const T prob = std::exp(scale * tile_dot(q + qrow, k + krow, d) - lse[i * s.heads + h]);
+          const T ds = prob * (tile_dot(dout + qrow, v + krow, d) - delta[i * s.heads + h]);
           for (int e = 0; e < d; ++e) {
             dq[qrow + e] += scale * ds * k[krow + e];
             dk[krow + e] += scale * ds * q[qrow + e];
@@ -117,7 +117,7 @@ void lse_merge(const AttnShape& s, int64_t rows, const T* out_step, const T* lse
 template <typename T>
 void row_delta(const AttnShape& s, int64_t rows, const T* out, const T* dout, T* delta) {
   for (int64_t r = 0; r < rows * s.heads; ++r)
-    delta[r] = dot(dout + r * s.head_dim, out + r * s.head_dim, s.head_dim);
+    delta[r] = tile_dot(dout + r * s.head_dim, out + r * s.head_dim, s.head_dim);
 }
 
 #define DCP_INSTANTIATE_TILES(T)                                                              \

@@ -92,6 +92,8 @@ void FiberPool::run(std::function<void(int)> body) {
     f->uc.uc_stack.ss_size = 0;
 #endif
   }
+  main_->stack_lo = nullptr;  // run()'s caller may be another thread or fiber than last time
+  main_->stack_bytes = 0;
   FiberPool* const outer = tl_pool;
   tl_pool = this;
   jump_to(0);

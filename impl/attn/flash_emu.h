@@ -1,5 +1,5 @@
 // The tensor-core attention kernels (flash/flash_fwd_block.h) run on the host: every CTA's 128
-// threads are host threads, __syncthreads a barrier of the block, a warp shuffle and the warp's
+// threads are cooperative fibers (cta_emu.h, cta_fiber.h), __syncthreads a barrier of the block, a warp shuffle and the warp's
 // mma.sync m16n8k16 collectives over the warp's 32 threads (the MMA computed from the fragment
 // layout of the PTX ISA, flash/flash_common.h, in double and rounded to float). Same source as
 // the CUDA kernel, so the CPU tests (test_flash_emu.cpp) check its tiling, masking, fragment

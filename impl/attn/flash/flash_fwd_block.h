@@ -1,7 +1,7 @@
 // The work of one CTA of the tensor-core varlen attention forward: kBlockM query rows of one
 // (sequence, head) against every key block they attend. One source for the CUDA kernel
 // (cuda/flash_fwd.cu, Ctx = the device's intrinsics) and the host emulator (flash_emu.cpp,
-// Ctx = 128 host threads with barriers), so the emulator's tests check the kernel's own tiling,
+// Ctx = 128 cooperative host fibers with barriers), so the emulator's tests check the kernel's own tiling,
 // masking, fragment indexing and online softmax against the float64 reference.
 //
 // Algorithm (FlashAttention-2, Dao 2023, Algorithm 1 with the forward's warp split):

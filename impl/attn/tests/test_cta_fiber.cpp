@@ -95,7 +95,6 @@ void run_with_a_missing_arrival() {
 }
 
 TEST(CtaFiber, AnUnreachableBarrierAbortsWithItsName) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(run_with_a_missing_arrival(), "deadlock at the test's barrier: 3 of 4");
 }
 
