@@ -1,41 +1,83 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one command, on a machine with an NVIDIA GPU (Hopper for the
-# default sm_90a build), the CUDA toolkit at /usr/local/cuda and NCCL:
-#   1. builds with CUDA + NCCL + MPI in build-gpu/ (DCP_CUDA_ARCH, default 90a);
-#   2. runs the gpu-labelled tests (CUDA attention kernel vs the float64 reference; the NCCL
-#      communicator under mpirun) with DCP_REQUIRE_GPU=1, so a test that would skip for lack of a
-#      device fails instead of passing silently;
-#   3. runs the cpu and mpi tests of the same build;
-#   4. benchmarks the attention kernels (bench_attn_cuda: our forward and backward beside a cuBLAS
-#      GEMM of the same FLOPs) and, with the python3 on PATH that has PyTorch (DCP_TORCH_PYTHON to
-#      choose another), PyTorch's FlashAttention-2 and cuDNN on the same cases; writes
-#      results/bench/attn_h100.json and results/bench/attn_h100.png (issue 9).
+# Everything that needs a GPU, on a machine with an NVIDIA GPU (Hopper for the default sm_90a
+# build), the CUDA toolkit at /usr/local/cuda and NCCL. Steps, all of them by default, or those
+# named (ci/gpu.sh build gpu-tests bench), in this order:
+#   build      builds with CUDA + NCCL + MPI in build-gpu/ (DCP_CUDA_ARCH, default 90a);
+#   gpu-tests  runs the gpu-labelled tests (CUDA attention kernels vs the float64 reference; the
+#              NCCL communicator under mpirun) with DCP_REQUIRE_GPU=1, so a test that would skip
+#              for lack of a device fails instead of passing silently;
+#   cpu-tests  runs the cpu and mpi tests of the same build;
+#   bench      benchmarks the attention kernels (bench_attn_cuda: our forward and backward beside a
+#              cuBLAS GEMM of the same FLOPs) and, with the python3 on PATH that has PyTorch
+#              (DCP_TORCH_PYTHON to choose another), PyTorch's FlashAttention-2 and cuDNN on the
+#              same cases; writes results/bench/attn_h100.json and results/bench/attn_h100.png
+#              (issue 9).
+# Every step but build builds first if build-gpu/ is missing. Where $OUT names a folder (the
+# device tool's), the step's results are also copied there as one archive, gpu-results.tar.gz:
+# files written on that machine come back only through $OUT.
 # This machine class (CI, developers) has no GPU: the gpu tests there skip with "no CUDA device".
+# On a machine without a package registry (the lent H100) run ci/device-deps.sh first where apt
+# works and carry .deps (ci/deps.sh says how they are used). NCCL is taken from the CUDA toolkit,
+# else from the nvidia-nccl wheel of the python3 that has PyTorch (DCP_NCCL_ROOT to name another).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${DCP_JOBS:-$(nproc)}"
 arch="${DCP_CUDA_ARCH:-90a}"
+all_steps=(build gpu-tests cpu-tests bench)
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=("${all_steps[@]}")
+for s in "${steps[@]}"; do
+  case "$s" in
+    build|gpu-tests|cpu-tests|bench) ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "ci/gpu.sh: unknown step '$s' (steps: ${all_steps[*]})" >&2; exit 2 ;;
+  esac
+done
+want() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "ci/gpu.sh: no NVIDIA GPU visible (nvidia-smi -L failed); run this on a GPU machine" >&2
   exit 2
 fi
 nvidia-smi -L
-ci/install.sh
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_NCCL=ON -DDCP_MPI=ON \
-  -DDCP_CUDA_ARCH="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch"
-cmake --build build-gpu -j "$jobs"
-echo "== gpu tests (a skip is a failure here) =="
-(cd build-gpu && DCP_REQUIRE_GPU=1 ctest --output-on-failure -L gpu)
-echo "== cpu and mpi tests =="
-(cd build-gpu && ctest --output-on-failure -j 2 -L "cpu|mpi")
-echo "== attention benchmark: ours, cuBLAS ceiling, PyTorch FlashAttention-2 and cuDNN =="
-mkdir -p results/bench
-build-gpu/impl/attn/bench_attn_cuda --dump-cases=build-gpu/attn_cases.json
-build-gpu/impl/attn/bench_attn_cuda --benchmark_out=build-gpu/bench_attn_cuda.json --benchmark_out_format=json
-"${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --cases build-gpu/attn_cases.json \
-  --bench build-gpu/bench_attn_cuda.json --out results/bench/attn_h100.json
-/usr/bin/python3 harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
-  --chart results/bench/attn_h100.png ||
-  echo "ci/gpu.sh: the chart was not drawn (Debian's python3-matplotlib missing?); the JSON is written" >&2
-echo "ci/gpu.sh: all GPU, CPU and MPI tests passed; attention benchmark in results/bench/attn_h100.{json,png}"
+source ci/deps.sh
+dcp_deps
+dcp_nccl_args
+if want build || [ ! -f build-gpu/CMakeCache.txt ]; then
+  echo "== build (build-gpu, sm_$arch, $jobs jobs) =="
+  # NCCL AUTO: without it everything else still builds and runs, and the script fails at the end.
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_NCCL=AUTO -DDCP_MPI=ON \
+    -DDCP_CUDA_ARCH="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch" "${dcp_deps_cmake_args[@]}"
+  cmake --build build-gpu -j "$jobs"
+fi
+if want gpu-tests; then
+  echo "== gpu tests (a skip is a failure here) =="
+  (cd build-gpu && DCP_REQUIRE_GPU=1 ctest --output-on-failure -L gpu)
+fi
+if want cpu-tests; then
+  echo "== cpu and mpi tests =="
+  (cd build-gpu && ctest --output-on-failure -j "$(( jobs > 8 ? 8 : jobs ))" -L "cpu|mpi")
+fi
+if want bench; then
+  echo "== attention benchmark: ours, cuBLAS ceiling, PyTorch FlashAttention-2 and cuDNN =="
+  mkdir -p results/bench
+  build-gpu/impl/attn/bench_attn_cuda --dump-cases=build-gpu/attn_cases.json
+  build-gpu/impl/attn/bench_attn_cuda --benchmark_out=build-gpu/bench_attn_cuda.json --benchmark_out_format=json
+  "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --cases build-gpu/attn_cases.json \
+    --bench build-gpu/bench_attn_cuda.json --out results/bench/attn_h100.json
+  "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
+    --chart results/bench/attn_h100.png ||
+    /usr/bin/python3 harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
+    --chart results/bench/attn_h100.png ||
+    echo "ci/gpu.sh: the chart was not drawn (no matplotlib in either python3?); the JSON is written" >&2
+  if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+    tar czf "$OUT/gpu-results.tar.gz" results/bench/attn_h100.json build-gpu/bench_attn_cuda.json \
+      $(ls results/bench/attn_h100.png 2>/dev/null)
+    echo "ci/gpu.sh: results copied to \$OUT/gpu-results.tar.gz (unpack in the checkout: tar xzf ...)"
+  fi
+fi
+if [ ! -x build-gpu/impl/comm/test_comm_nccl ]; then
+  echo "ci/gpu.sh: FAILED: built without NCCL (no nccl.h + libnccl found; DCP_NCCL_ROOT names a folder with include/ and lib/), so the NCCL communicator was not tested; the other steps ran" >&2
+  exit 1
+fi
+echo "ci/gpu.sh: steps ${steps[*]} passed$(want bench && echo "; attention benchmark in results/bench/attn_h100.{json,png}")"

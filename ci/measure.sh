@@ -7,7 +7,8 @@
 # the same shares with the measured calibration (`dcpbench share --measure --calibration`) ->
 # results/measured/<scenario>-<strategy>-calibrated.json, per micro-batch and per rank-step error.
 # Builds build-gpu/ first if needed (as ci/gpu.sh). DCP_MEASURE_REPS (default 1) timed repetitions
-# per micro-batch after a warm-up run; DCP_MEASURE_SCENARIOS to choose others.
+# per micro-batch after a warm-up run; DCP_MEASURE_SCENARIOS to choose others. Where $OUT names a
+# folder (the device tool's), the results are also copied there as measure-results.tar.gz.
 set -uo pipefail  # a failing strategy is reported at the end, the others still run
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -15,9 +16,11 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
   exit 2
 fi
 arch="${DCP_CUDA_ARCH:-90a}"
-ci/install.sh || exit 1
+source ci/deps.sh  # the packages, carried in .deps where no registry is reachable (ci/gpu.sh)
+dcp_deps || exit 1
+dcp_nccl_args
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_CUDA_ARCH="$arch" \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" || exit 1
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" "${dcp_deps_cmake_args[@]}" || exit 1
 cmake --build build-gpu -j "$(nproc)" --target dcpbench || exit 1  # incremental: never a stale binary
 failed=()
 echo "== calibration: results/calibration/h100-measured.json =="
@@ -38,6 +41,12 @@ for s in "${scenarios[@]}"; do
       --out "results/measured/$name-$strategy-calibrated.json" || failed+=("$name/$strategy (calibrated)")
   done
 done
+# Files written on the device tool's machine come back only through $OUT (at most 8 files): one
+# archive of everything this script wrote, also when a strategy failed.
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+  tar czf "$OUT/measure-results.tar.gz" results/calibration/h100-measured.json results/measured
+  echo "ci/measure.sh: results copied to \$OUT/measure-results.tar.gz (unpack in the checkout: tar xzf ...)"
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "ci/measure.sh: FAILED: ${failed[*]}" >&2
   exit 1

@@ -1,0 +1,124 @@
+# Sourced by ci/gpu.sh and ci/measure.sh: makes the Debian packages a GPU build needs available,
+# also on a machine that cannot reach a package registry (the lent H100: its image has nvcc,
+# CMake, ninja and PyTorch, no GoogleTest, Google Benchmark, nlohmann/json, CLI11 or OpenMPI, and
+# nothing outside it can be reached).
+#
+#   dcp_deps   1. every package of dcp_gpu_packages installed (dpkg-query)      -> nothing to do;
+#              2. else .deps/debs/*.deb present (ci/device-deps.sh downloads them on a machine with
+#                 a registry; the device tool carries .deps)                    -> unpacks them
+#                 into .deps/root (dpkg-deb -x, or Python's ar/tar reader without dpkg), never
+#                 into /, and exports what the build and the tests need to find them;
+#              3. else ci/install.sh (apt-get).
+#   After it, "${dcp_deps_cmake_args[@]}" goes on the cmake configure line.
+#
+# Case 2 exports CMAKE_PREFIX_PATH (the packages' CMake config files), PATH, OPAL_PREFIX and
+# PMIX_INSTALL_PREFIX (Debian's OpenMPI is built for /usr and its PMIx for /usr/lib/x86_64-linux-gnu/pmix2;
+# these relocate their wrappers, help files and components) and
+# LD_LIBRARY_PATH=.deps/lib, which holds links to only those shared libraries whose soname the
+# system's loader cache (ldconfig -p) does not already know: the system's own libraries (glibc,
+# libstdc++, zlib, OpenSSL, ...) always win, so PyTorch and the toolchain are not handed Debian's
+# older copies. dcp_deps_cmake_args names OpenMPI's wrapper and launcher, which carry a
+# .openmpi suffix because Debian's update-alternatives links are made by maintainer scripts that
+# dpkg-deb -x does not run.
+
+dcp_gpu_packages=(libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+                  libopenmpi-dev openmpi-bin)
+dcp_deps_cmake_args=()
+
+dcp_deps_missing() {
+  local p
+  command -v dpkg-query >/dev/null 2>&1 || { echo "${dcp_gpu_packages[*]}"; return; }
+  for p in "${dcp_gpu_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+# Unpacks one .deb into $2 (the data member only; maintainer scripts never run).
+dcp_deps_unpack() {
+  if command -v dpkg-deb >/dev/null 2>&1; then
+    dpkg-deb -x "$1" "$2"
+  else
+    python3 - "$1" "$2" <<'EOF'
+import io, sys, tarfile
+deb, dest = sys.argv[1], sys.argv[2]
+with open(deb, "rb") as f:
+    blob = f.read()
+if blob[:8] != b"!<arch>\n":
+    sys.exit(f"{deb}: not a Debian package (no ar header)")
+pos = 8
+while pos + 60 <= len(blob):
+    name = blob[pos:pos + 16].decode().strip().rstrip("/")
+    size = int(blob[pos + 48:pos + 58].decode().strip())
+    if name.startswith("data.tar"):
+        with tarfile.open(fileobj=io.BytesIO(blob[pos + 60:pos + 60 + size])) as t:
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.12 (and backports): no paths outside dest
+                t.extractall(dest, filter="tar")
+            else:
+                t.extractall(dest)
+        sys.exit(0)
+    pos += 60 + size + (size & 1)
+sys.exit(f"{deb}: no data.tar member")
+EOF
+  fi
+}
+
+dcp_deps() {
+  local root_dir missing
+  root_dir="$(pwd)"
+  missing="$(dcp_deps_missing | tr '\n' ' ')"
+  if [ -z "${missing// /}" ]; then
+    return 0
+  fi
+  if ! compgen -G ".deps/debs/*.deb" >/dev/null; then
+    echo "ci/deps.sh: missing ${missing}; installing with apt-get (ci/install.sh)" >&2
+    ci/install.sh
+    return
+  fi
+  local prefix="$root_dir/.deps/root" libdir="$root_dir/.deps/lib" stamp="$root_dir/.deps/root/.unpacked"
+  echo "ci/deps.sh: missing ${missing}; using the $(ls .deps/debs/*.deb | wc -l) packages carried in .deps/debs (unpacked into .deps/root)" >&2
+  if [ ! -f "$stamp" ] || [ -n "$(find .deps/debs -name '*.deb' -newer "$stamp" | head -1)" ]; then
+    rm -rf "$prefix" "$libdir"
+    mkdir -p "$prefix" "$libdir"
+    local deb
+    for deb in .deps/debs/*.deb; do
+      dcp_deps_unpack "$deb" "$prefix" || { echo "ci/deps.sh: cannot unpack $deb" >&2; return 1; }
+    done
+    # Only the sonames the system lacks go on LD_LIBRARY_PATH.
+    local known so name
+    known="$(ldconfig -p 2>/dev/null | awk '{print $1}' | sort -u)"
+    for so in "$prefix"/usr/lib/x86_64-linux-gnu/*.so.* "$prefix"/lib/x86_64-linux-gnu/*.so.*; do
+      [ -e "$so" ] || continue
+      name="$(basename "$so")"
+      grep -qxF "$name" <<<"$known" || ln -sf "$so" "$libdir/$name"
+    done
+    # The one soname Debian makes with update-alternatives (libpsm-infinipath1's postinst).
+    for so in "$prefix"/usr/lib/libpsm1/libpsm_infinipath.so.1.*; do
+      [ -e "$so" ] && ! grep -qxF libpsm_infinipath.so.1 <<<"$known" && ln -sf "$so" "$libdir/libpsm_infinipath.so.1"
+    done
+    touch "$stamp"
+  fi
+  export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export PATH="$PATH:$prefix/usr/bin"
+  export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export OPAL_PREFIX="$prefix/usr"
+  # OpenMPI's PMIx (Debian installs it under its own prefix) relocates by its own variable.
+  export PMIX_INSTALL_PREFIX="$prefix/usr/lib/x86_64-linux-gnu/pmix2"
+  # mpirun as root (the device runs commands as root); ctest's MPI tests pass the flag themselves.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  dcp_deps_cmake_args=(-DMPI_CXX_COMPILER="$prefix/usr/bin/mpicxx.openmpi"
+                       -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpirun.openmpi")
+}
+
+# NCCL: the CUDA toolkit's when it has nccl.h, else DCP_NCCL_ROOT, else the nvidia-nccl wheel of
+# the python3 that has PyTorch (DCP_TORCH_PYTHON), as the device image provides it (it holds
+# include/nccl.h and lib/libnccl.so.2). Appends -DNCCL_ROOT=... to dcp_deps_cmake_args.
+dcp_nccl_args() {
+  local root="${DCP_NCCL_ROOT:-}"
+  if [ -z "$root" ] && [ ! -f /usr/local/cuda/include/nccl.h ]; then
+    root="$("${DCP_TORCH_PYTHON:-python3}" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)"
+  fi
+  if [ -n "$root" ]; then
+    echo "ci/deps.sh: NCCL from $root" >&2
+    dcp_deps_cmake_args+=(-DNCCL_ROOT="$root")
+  fi
+}
