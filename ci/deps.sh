@@ -5,7 +5,7 @@
 #
 #   dcp_deps   1. every package of dcp_gpu_packages installed (dpkg-query)      -> nothing to do;
 #              2. else .deps/debs/*.deb present (ci/device-deps.sh downloads them on a machine with
-#                 a registry; the device tool carries .deps)                    -> unpacks them
+#                 a registry; the device tool carries .deps/debs)               -> unpacks them
 #                 into .deps/root (dpkg-deb -x, or Python's ar/tar reader without dpkg), never
 #                 into /, and exports what the build and the tests need to find them;
 #              3. else ci/install.sh (apt-get).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Downloads (never installs) the Debian packages a GPU build needs into .deps/debs, for a machine
-# that has no package registry: the lent H100 (`device` tool: run with carry [".deps"]; ci/gpu.sh
+# that has no package registry: the lent H100 (`device` tool: run with carry [".deps/debs"]; ci/gpu.sh
 # and ci/measure.sh then unpack them into .deps/root through ci/deps.sh). Run it here, on a
 # machine that reaches Debian's mirrors (amd64; the device is x86-64 too). ~8.5 MB.
 #
@@ -39,4 +39,4 @@ fi
 rm -rf .deps/debs .deps/root .deps/lib
 mv "$tmp" .deps/debs
 trap - EXIT
-echo "ci/device-deps.sh: $n packages, $(du -sh .deps/debs | cut -f1), in .deps/debs; on the device: carry [\".deps\"], command ci/gpu.sh"
+echo "ci/device-deps.sh: $n packages, $(du -sh .deps/debs | cut -f1), in .deps/debs; on the device: carry [\".deps/debs\"], command ci/gpu.sh"

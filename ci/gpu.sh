@@ -17,7 +17,7 @@
 # files written on that machine come back only through $OUT.
 # This machine class (CI, developers) has no GPU: the gpu tests there skip with "no CUDA device".
 # On a machine without a package registry (the lent H100) run ci/device-deps.sh first where apt
-# works and carry .deps (ci/deps.sh says how they are used). NCCL is taken from the CUDA toolkit,
+# works and carry .deps/debs (ci/deps.sh says how they are used). NCCL is taken from the CUDA toolkit,
 # else from the nvidia-nccl wheel of the python3 that has PyTorch (DCP_NCCL_ROOT to name another).
 set -euo pipefail
 cd "$(dirname "$0")/.."
