@@ -33,9 +33,10 @@ dcp_deps_missing() {
   done
 }
 
-# Unpacks one .deb into $2 (the data member only; maintainer scripts never run).
+# Unpacks one .deb into $2 (the data member only; maintainer scripts never run). dpkg-deb where
+# there is one, else Python's ar/tar reader (DCP_DEPS_UNPACKER=python forces it; ci/tests uses that).
 dcp_deps_unpack() {
-  if command -v dpkg-deb >/dev/null 2>&1; then
+  if [ "${DCP_DEPS_UNPACKER:-}" != python ] && command -v dpkg-deb >/dev/null 2>&1; then
     dpkg-deb -x "$1" "$2"
   else
     python3 - "$1" "$2" <<'EOF'
