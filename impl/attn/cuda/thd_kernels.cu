@@ -1,12 +1,12 @@
 // See thd_kernels.h. One thread per element (grid-stride), the row found per thread: the local
 // row -> sequence lookup is a binary search over cu_seqlens_padded / cp (as TE's
 // thd_partition_src_index does per token). Straightforward kernels: correctness first, memory
-// bound by design; checked against the host functions in tests/test_thd_cuda.cpp.
+// bound by design; checked against the host functions in tests/test_thd_cuda.cpp (on a GPU) and,
+// through the host emulator of the same bodies, in tests/test_thd_emu.cpp.
 #include "attn/cuda/thd_kernels.h"
 
-#include <math_constants.h>
-
 #include "attn/flash/flash_common.h"
+#include "attn/flash/thd_elems.h"
 
 namespace dcp::attn::cuda {
 
@@ -19,75 +19,41 @@ unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b < 65535 * 8 ? b : 65535 * 8);  // grid-stride covers the rest
 }
 
-// Global row of local row u on z.rank (thd.h, TE's formula): cs = cu_padded / cp,
-// lp = cs[j+1] - cs[j], src = u - cs[j] + cs[j] * cp + (lp / 2) * (front ? rank : 2cp-2-rank).
-__device__ int64_t global_row(const ZigzagLayout& z, int64_t u) {
-  int lo = 0, hi = z.batch - 1;  // last j with cs[j] <= u (empty sequences are skipped that way)
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (z.cu_seqlens_padded[mid] / z.cp <= u) lo = mid; else hi = mid - 1;
-  }
-  const int64_t cs = z.cu_seqlens_padded[lo] / z.cp;
-  const int64_t lp = z.cu_seqlens_padded[lo + 1] / z.cp - cs;
-  const int64_t off = u - cs;
-  return off + cs * z.cp + (lp / 2) * (off < lp / 2 ? z.rank : 2 * z.cp - 2 - z.rank);
-}
-
+// The bodies are flash/thd_elems.h's, which the host emulator (attn/thd_emu.h) runs too.
 template <typename T, bool kScatter>
 __global__ void partition_kernel(const T* src, T* dst, int64_t row_elems, ZigzagLayout z) {
-  const int64_t n = z.total_tokens / z.cp * row_elems;
+  const int64_t n = flash::partition_elems(z, row_elems);
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t u = i / row_elems, e = i % row_elems;
-    const int64_t g = global_row(z, u) * row_elems + e;
-    if (kScatter) dst[g] = src[i]; else dst[i] = src[g];
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    flash::partition_elem<T, kScatter>(src, dst, row_elems, z, i);
 }
 
 template <typename T>
 __global__ void gather_kernel(const T* src, T* dst, const int64_t* rows, int64_t n_rows, int64_t row_elems) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_rows * row_elems;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[i] = src[rows[i / row_elems] * row_elems + i % row_elems];
+    flash::gather_elem(src, dst, rows, row_elems, i);
 }
 
-// One thread per (row, head): the same arithmetic as the host lse_merge.
+// One thread per (row, head).
 __global__ void lse_merge_kernel(const float* out_step, const float* lse_step, float* out_acc, float* lse_acc,
                                  const int64_t* rows, int64_t n_rows, int heads, int d) {
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < n_rows * heads;
-       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float b = lse_step[r];
-    if (b == -CUDART_INF_F) continue;  // the step did not touch this row
-    const int64_t acc_row = rows ? rows[r / heads] * heads + r % heads : r;
-    const float a = lse_acc[acc_row];
-    float* o = out_acc + acc_row * d;
-    const float* ob = out_step + r * d;
-    if (a == -CUDART_INF_F) {
-      lse_acc[acc_row] = b;
-      for (int e = 0; e < d; ++e) o[e] = ob[e];
-      continue;
-    }
-    const float hi = fmaxf(a, b), lo = fminf(a, b);
-    const float l = hi + log1pf(expf(lo - hi));
-    const float wa = expf(a - l), wb = expf(b - l);
-    for (int e = 0; e < d; ++e) o[e] = wa * o[e] + wb * ob[e];
-    lse_acc[acc_row] = l;
-  }
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    flash::lse_merge_row(out_step, lse_step, out_acc, lse_acc, rows, heads, d, r);
 }
 
 __global__ void add_rows_kernel(const float* step, float* acc, const int64_t* rows, int64_t n_rows, int64_t row_elems) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_rows * row_elems;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t dst = rows ? rows[i / row_elems] * row_elems + i % row_elems : i;
-    acc[dst] += step[i];
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    flash::add_rows_elem(step, acc, rows, row_elems, i);
 }
 
 template <bool kScatter>
 cudaError_t partition(const void* src, void* dst, int elem_bytes, int64_t row_elems, const ZigzagLayout& z,
                       cudaStream_t stream) {
   if (z.cp < 1 || z.rank < 0 || z.rank >= z.cp || z.batch < 0 || row_elems < 0) return cudaErrorInvalidValue;
-  const int64_t n = z.total_tokens / z.cp * row_elems;
+  const int64_t n = flash::partition_elems(z, row_elems);
   if (n == 0 || z.batch == 0) return cudaSuccess;
   if (elem_bytes == 2)
     partition_kernel<uint16_t, kScatter><<<blocks_for(n), kThreads, 0, stream>>>(

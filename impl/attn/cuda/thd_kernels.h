@@ -12,16 +12,13 @@
 
 #include <cstdint>
 
+#include "attn/flash/thd_elems.h"
+
 namespace dcp::attn::cuda {
 
-// The zigzag split of a batch: cu_seqlens_padded [batch + 1] on the device, total rows, cp, rank.
-struct ZigzagLayout {
-  const int32_t* cu_seqlens_padded;
-  int batch;
-  int64_t total_tokens;
-  int cp;
-  int rank;
-};
+// The zigzag split of a batch: cu_seqlens_padded [batch + 1] on the device, total rows, cp, rank
+// (flash/thd_elems.h, shared with the host emulator).
+using ZigzagLayout = flash::ZigzagLayout;
 
 // local[t] = global[zigzag_global_row(t)] for the rank's total_tokens/cp rows (host: shard_rows).
 cudaError_t thd_partition(const void* global, void* local, int elem_bytes, int64_t row_elems,
