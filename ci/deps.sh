@@ -123,3 +123,14 @@ dcp_nccl_args() {
     dcp_deps_cmake_args+=(-DNCCL_ROOT="$root")
   fi
 }
+
+# One line each: what a GPU run was built and run with (for the log that comes back from a lent
+# machine; nothing here is needed to build).
+dcp_env_report() {
+  echo "== environment =="
+  echo "nvcc:   $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version 2>/dev/null) | tail -1)"
+  echo "c++:    $(c++ --version 2>/dev/null | head -1)"
+  echo "cmake:  $(cmake --version 2>/dev/null | head -1)"
+  echo "python: $("${DCP_TORCH_PYTHON:-python3}" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null || echo "no PyTorch in ${DCP_TORCH_PYTHON:-python3}")"
+  echo "os:     $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") glibc $(ldd --version 2>/dev/null | head -1 | awk '{print $NF}'), $(nproc) cores"
+}

@@ -41,6 +41,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 nvidia-smi -L
 source ci/deps.sh
+dcp_env_report
 dcp_deps
 dcp_nccl_args
 if want build || [ ! -f build-gpu/CMakeCache.txt ]; then
