@@ -15,7 +15,7 @@
 # PMIX_INSTALL_PREFIX (Debian's OpenMPI is built for /usr and its PMIx for /usr/lib/x86_64-linux-gnu/pmix2;
 # these relocate their wrappers, help files and components) and
 # LD_LIBRARY_PATH=.deps/lib, which holds links to only those shared libraries whose soname the
-# system's loader cache (ldconfig -p) does not already know: the system's own libraries (glibc,
+# system's loader cache (ldconfig -p) or standard library folders do not already have: the system's own libraries (glibc,
 # libstdc++, zlib, OpenSSL, ...) always win, so PyTorch and the toolchain are not handed Debian's
 # older copies. dcp_deps_cmake_args names OpenMPI's wrapper and launcher, which carry a
 # .openmpi suffix because Debian's update-alternatives links are made by maintainer scripts that
@@ -85,8 +85,12 @@ dcp_deps() {
       dcp_deps_unpack "$deb" "$prefix" || { echo "ci/deps.sh: cannot unpack $deb" >&2; return 1; }
     done
     # Only the sonames the system lacks go on LD_LIBRARY_PATH.
-    local known so name
-    known="$(ldconfig -p 2>/dev/null | awk '{print $1}' | sort -u)"
+    local known so name ldc
+    # The loader cache (ldconfig is in /sbin, off a non-root PATH) and, should it be missing or
+    # unreadable, the files of the standard library folders.
+    ldc="$(command -v ldconfig || echo /sbin/ldconfig)"
+    known="$( { "$ldc" -p 2>/dev/null | awk '{print $1}';
+                ls /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 2>/dev/null; } | sort -u)"
     for so in "$prefix"/usr/lib/x86_64-linux-gnu/*.so.* "$prefix"/lib/x86_64-linux-gnu/*.so.*; do
       [ -e "$so" ] || continue
       name="$(basename "$so")"

@@ -46,11 +46,14 @@ diff -r --no-dereference "$work/py" "$work/dpkg" >/dev/null || fail "the Python 
 dcp_gpu_packages=(dcp-no-such-package)
 unset LD_LIBRARY_PATH OPAL_PREFIX PMIX_INSTALL_PREFIX CMAKE_PREFIX_PATH
 dcp_deps 2>"$work/log"
+# Kept aside at once: were a system library exposed by mistake, every later command could break.
+ldp="$LD_LIBRARY_PATH"
+unset LD_LIBRARY_PATH
 grep -q "using the 2 packages carried in .deps/debs" "$work/log" || fail "no carried-packages message: $(cat "$work/log")"
 [ -f .deps/root/usr/include/dcpfake/dcpfake.h ] || fail "not unpacked into .deps/root"
 [ -e .deps/lib/libdcpfake.so.1 ] || fail "libdcpfake.so.1 (unknown to the loader cache) not exposed"
 [ ! -e .deps/lib/libc.so.6 ] || fail "libc.so.6 (the system's) exposed from the carried packages"
-[ "$LD_LIBRARY_PATH" = "$work/co/.deps/lib" ] || fail "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+[ "$ldp" = "$work/co/.deps/lib" ] || fail "LD_LIBRARY_PATH=$ldp"
 [ "$OPAL_PREFIX" = "$work/co/.deps/root/usr" ] || fail "OPAL_PREFIX=$OPAL_PREFIX"
 [ "$PMIX_INSTALL_PREFIX" = "$work/co/.deps/root/usr/lib/x86_64-linux-gnu/pmix2" ] || fail "PMIX_INSTALL_PREFIX=$PMIX_INSTALL_PREFIX"
 [[ "$CMAKE_PREFIX_PATH" == "$work/co/.deps/root/usr" ]] || fail "CMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH"
@@ -60,10 +63,12 @@ grep -q "using the 2 packages carried in .deps/debs" "$work/log" || fail "no car
 # 3. unchanged packages are not unpacked again; a newer .deb is
 touch .deps/root/marker
 dcp_deps 2>/dev/null
+unset LD_LIBRARY_PATH
 [ -f .deps/root/marker ] || fail "unpacked again although no .deb changed"
 sleep 1
 mkdeb dcpfake 1.0 libdcpfake.so.1
 dcp_deps 2>/dev/null
+unset LD_LIBRARY_PATH
 [ ! -f .deps/root/marker ] || fail "a newer .deb was not unpacked"
 
 # 4. every package installed: nothing to do
