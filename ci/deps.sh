@@ -66,7 +66,7 @@ EOF
 dcp_deps() {
   local root_dir missing
   root_dir="$(pwd)"
-  missing="$(dcp_deps_missing | tr '\n' ' ')"
+  missing="$(dcp_deps_missing | paste -sd' ' -)"
   if [ -z "${missing// /}" ]; then
     return 0
   fi
@@ -77,6 +77,14 @@ dcp_deps() {
   fi
   local prefix="$root_dir/.deps/root" libdir="$root_dir/.deps/lib" stamp="$root_dir/.deps/root/.unpacked"
   echo "ci/deps.sh: missing ${missing}; using the $(ls .deps/debs/*.deb | wc -l) packages carried in .deps/debs (unpacked into .deps/root)" >&2
+  # Debian 12's binaries and static libraries ask for symbols up to GLIBC_2.36 (libevent's
+  # arc4random, which OpenMPI's launcher and wrappers load).
+  local glibc
+  glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
+  if [ -n "$glibc" ] && [ "$(printf '%s\n2.36\n' "$glibc" | sort -V | head -1)" != 2.36 ]; then
+    echo "ci/deps.sh: the carried packages are Debian 12's and need glibc >= 2.36; this machine has $glibc" >&2
+    return 1
+  fi
   if [ ! -f "$stamp" ] || [ -n "$(find .deps/debs -name '*.deb' -newer "$stamp" | head -1)" ]; then
     rm -rf "$prefix" "$libdir"
     mkdir -p "$prefix" "$libdir"
@@ -89,8 +97,8 @@ dcp_deps() {
     # The loader cache (ldconfig is in /sbin, off a non-root PATH) and, should it be missing or
     # unreadable, the files of the standard library folders.
     ldc="$(command -v ldconfig || echo /sbin/ldconfig)"
-    known="$( { "$ldc" -p 2>/dev/null | awk '{print $1}';
-                ls /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 2>/dev/null; } | sort -u)"
+    known="$( { "$ldc" -p 2>/dev/null | awk '{print $1}' || true;
+                ls /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 2>/dev/null || true; } | sort -u)"
     for so in "$prefix"/usr/lib/x86_64-linux-gnu/*.so.* "$prefix"/lib/x86_64-linux-gnu/*.so.*; do
       [ -e "$so" ] || continue
       name="$(basename "$so")"
@@ -112,14 +120,19 @@ dcp_deps() {
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   dcp_deps_cmake_args=(-DMPI_CXX_COMPILER="$prefix/usr/bin/mpicxx.openmpi"
                        -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpirun.openmpi")
+  # The relocated wrapper must run, or CMake finds no MPI: say why here rather than there.
+  if ! "$prefix/usr/bin/mpicxx.openmpi" --showme:version >/dev/null 2>&1; then
+    echo "ci/deps.sh: the carried OpenMPI does not run here ($("$prefix/usr/bin/mpicxx.openmpi" --showme:version 2>&1 | head -1)); MPI and NCCL will be missing" >&2
+  fi
 }
 
-# NCCL: the CUDA toolkit's when it has nccl.h, else DCP_NCCL_ROOT, else the nvidia-nccl wheel of
-# the python3 that has PyTorch (DCP_TORCH_PYTHON), as the device image provides it (it holds
-# include/nccl.h and lib/libnccl.so.2). Appends -DNCCL_ROOT=... to dcp_deps_cmake_args.
+# NCCL: DCP_NCCL_ROOT when set (a folder with include/ and lib/), else the CUDA toolkit's or the
+# system's (cmake/FindNCCL.cmake) when there is an nccl.h, else the nvidia-nccl wheel of the
+# python3 that has PyTorch (DCP_TORCH_PYTHON), as the device image provides it (include/nccl.h
+# and lib/libnccl.so.2). Appends -DNCCL_ROOT=... to dcp_deps_cmake_args.
 dcp_nccl_args() {
   local root="${DCP_NCCL_ROOT:-}"
-  if [ -z "$root" ] && [ ! -f /usr/local/cuda/include/nccl.h ]; then
+  if [ -z "$root" ] && [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
     root="$("${DCP_TORCH_PYTHON:-python3}" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)"
   fi
   if [ -n "$root" ]; then
@@ -137,4 +150,40 @@ dcp_env_report() {
   echo "cmake:  $(cmake --version 2>/dev/null | head -1)"
   echo "python: $("${DCP_TORCH_PYTHON:-python3}" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null || echo "no PyTorch in ${DCP_TORCH_PYTHON:-python3}")"
   echo "os:     $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") glibc $(ldd --version 2>/dev/null | head -1 | awk '{print $NF}'), $(nproc) cores"
+}
+
+# The scripts' common front (ci/gpu.sh, ci/measure.sh):
+#   dcp_steps SCRIPT "ALL STEPS" ARGS...  sets `steps` to ARGS (all steps when none); -h/--help
+#                                         prints SCRIPT's header comment; an unknown step: exit 2.
+#   dcp_want STEP                         whether STEP was asked for.
+#   dcp_require_gpu SCRIPT                exit 2 unless nvidia-smi lists a GPU (printed).
+dcp_steps() {
+  local script="$1" s
+  local -a all
+  read -r -a all <<<"$2"
+  shift 2
+  steps=("$@")
+  [ ${#steps[@]} -eq 0 ] && steps=("${all[@]}")
+  for s in "${steps[@]}"; do
+    if [ "$s" = -h ] || [ "$s" = --help ]; then
+      awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$script"
+      exit 0
+    fi
+    if [[ " ${all[*]} " != *" $s "* ]]; then
+      echo "$script: unknown step '$s' (steps: ${all[*]})" >&2
+      exit 2
+    fi
+  done
+}
+dcp_want() {
+  local s
+  for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done
+  return 1
+}
+dcp_require_gpu() {
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "$1: no NVIDIA GPU visible (nvidia-smi -L failed); run this on a GPU machine" >&2
+    exit 2
+  fi
+  nvidia-smi -L
 }

@@ -2,7 +2,8 @@
 # Downloads (never installs) the Debian packages a GPU build needs into .deps/debs, for a machine
 # that has no package registry: the lent H100 (`device` tool: run with carry [".deps/debs"]; ci/gpu.sh
 # and ci/measure.sh then unpack them into .deps/root through ci/deps.sh). Run it here, on a
-# machine that reaches Debian's mirrors (amd64; the device is x86-64 too). ~8.5 MB.
+# machine that reaches Debian's mirrors (amd64; the device is x86-64 too). ~8.5 MB. They are
+# Debian 12's: the machine that uses them needs glibc >= 2.36 (ci/deps.sh checks).
 #
 # The list: the header and static-library packages of the build (GoogleTest, Google Benchmark,
 # nlohmann/json, CLI11), OpenMPI (launcher, wrappers, headers, libmpi) and the shared libraries
@@ -26,12 +27,19 @@ fi
 mkdir -p .deps
 tmp=$(mktemp -d .deps/debs.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-# apt-get download writes into the current folder; as root it warns that _apt cannot read it.
-(cd "$tmp" && apt-get download -qq "${packages[@]}" 2>&1 | grep -v "unsandboxed as root" >&2) || {
+# apt-get download writes into the current folder; as root it warns that _apt cannot read it
+# (the warning is dropped; apt-get's own status decides, not grep's, which fails on no output).
+log="$PWD/.deps/download.log"
+if ! (cd "$tmp" && apt-get download -qq "${packages[@]}" >"$log" 2>&1); then
+  grep -v "unsandboxed as root" "$log" >&2 || true
+  rm -f "$log"
   echo "ci/device-deps.sh: apt-get download failed (no package registry here? run it where apt-get works)" >&2
   exit 1
-}
-n=$(ls "$tmp"/*.deb | wc -l)
+fi
+rm -f "$log"
+shopt -s nullglob
+debs=("$tmp"/*.deb)
+n=${#debs[@]}
 if [ "$n" -ne "${#packages[@]}" ]; then
   echo "ci/device-deps.sh: got $n of ${#packages[@]} packages" >&2
   exit 1

@@ -17,49 +17,34 @@
 # files written on that machine come back only through $OUT.
 # This machine class (CI, developers) has no GPU: the gpu tests there skip with "no CUDA device".
 # On a machine without a package registry (the lent H100) run ci/device-deps.sh first where apt
-# works and carry .deps/debs (ci/deps.sh says how they are used). NCCL is taken from the CUDA toolkit,
-# else from the nvidia-nccl wheel of the python3 that has PyTorch (DCP_NCCL_ROOT to name another).
+# works and carry .deps/debs (ci/deps.sh says how they are used). NCCL: DCP_NCCL_ROOT if set, else
+# the CUDA toolkit's or the system's, else the nvidia-nccl wheel of the python3 that has PyTorch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${DCP_JOBS:-$(nproc)}"
 arch="${DCP_CUDA_ARCH:-90a}"
-all_steps=(build gpu-tests cpu-tests bench)
-steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=("${all_steps[@]}")
-for s in "${steps[@]}"; do
-  case "$s" in
-    build|gpu-tests|cpu-tests|bench) ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "ci/gpu.sh: unknown step '$s' (steps: ${all_steps[*]})" >&2; exit 2 ;;
-  esac
-done
-want() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
-
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "ci/gpu.sh: no NVIDIA GPU visible (nvidia-smi -L failed); run this on a GPU machine" >&2
-  exit 2
-fi
-nvidia-smi -L
 source ci/deps.sh
+dcp_steps ci/gpu.sh "build gpu-tests cpu-tests bench" "$@"
+dcp_require_gpu ci/gpu.sh
 dcp_env_report
 dcp_deps
 dcp_nccl_args
-if want build || [ ! -f build-gpu/CMakeCache.txt ]; then
-  echo "== build (build-gpu, sm_$arch, $jobs jobs) =="
-  # NCCL AUTO: without it everything else still builds and runs, and the script fails at the end.
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_NCCL=AUTO -DDCP_MPI=ON \
-    -DDCP_CUDA_ARCH="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch" "${dcp_deps_cmake_args[@]}"
-  cmake --build build-gpu -j "$jobs"
-fi
-if want gpu-tests; then
+# Every step builds (incrementally: a command killed mid-build, or changed sources, never leave a
+# later step with missing or stale binaries). NCCL and MPI AUTO: without them everything else
+# still builds and runs, and the script fails at the end.
+echo "== build (build-gpu, sm_$arch, $jobs jobs) =="
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_NCCL=AUTO -DDCP_MPI=AUTO \
+  -DDCP_CUDA_ARCH="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch" "${dcp_deps_cmake_args[@]}"
+cmake --build build-gpu -j "$jobs"
+if dcp_want gpu-tests; then
   echo "== gpu tests (a skip is a failure here) =="
   (cd build-gpu && DCP_REQUIRE_GPU=1 ctest --output-on-failure -L gpu)
 fi
-if want cpu-tests; then
+if dcp_want cpu-tests; then
   echo "== cpu and mpi tests =="
   (cd build-gpu && ctest --output-on-failure -j "$(( jobs > 8 ? 8 : jobs ))" -L "cpu|mpi")
 fi
-if want bench; then
+if dcp_want bench; then
   echo "== attention benchmark: ours, cuBLAS ceiling, PyTorch FlashAttention-2 and cuDNN =="
   mkdir -p results/bench
   build-gpu/impl/attn/bench_attn_cuda --dump-cases=build-gpu/attn_cases.json
@@ -78,7 +63,7 @@ if want bench; then
   fi
 fi
 if [ ! -x build-gpu/impl/comm/test_comm_nccl ]; then
-  echo "ci/gpu.sh: FAILED: built without NCCL (no nccl.h + libnccl found; DCP_NCCL_ROOT names a folder with include/ and lib/), so the NCCL communicator was not tested; the other steps ran" >&2
+  echo "ci/gpu.sh: FAILED: built without NCCL or MPI (the configure lines above say which; DCP_NCCL_ROOT names a folder with NCCL's include/ and lib/), so the NCCL communicator was not tested; the other steps ran" >&2
   exit 1
 fi
-echo "ci/gpu.sh: steps ${steps[*]} passed$(want bench && echo "; attention benchmark in results/bench/attn_h100.{json,png}")"
+echo "ci/gpu.sh: steps ${steps[*]} passed$(dcp_want bench && echo "; attention benchmark in results/bench/attn_h100.{json,png}")"

@@ -15,29 +15,16 @@
 # tool's), what the steps wrote is also copied there as measure-results.tar.gz.
 set -uo pipefail  # a failing strategy is reported at the end, the others still run
 cd "$(dirname "$0")/.."
-all_steps=(calibrate run validate)
-steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=("${all_steps[@]}")
-for s in "${steps[@]}"; do
-  case "$s" in
-    calibrate|run|validate) ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "ci/measure.sh: unknown step '$s' (steps: ${all_steps[*]})" >&2; exit 2 ;;
-  esac
-done
-want() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+source ci/deps.sh  # the packages, carried in .deps/debs where no registry is reachable (ci/gpu.sh)
+dcp_steps ci/measure.sh "calibrate run validate" "$@"
 scenarios=(${DCP_MEASURE_SCENARIOS:-scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json})
 for s in "${scenarios[@]}"; do
   [ -f "$s" ] || { echo "ci/measure.sh: DCP_MEASURE_SCENARIOS names '$s', which is not a file" >&2; exit 2; }
 done
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "ci/measure.sh: no NVIDIA GPU visible (nvidia-smi -L failed); run this on a GPU machine" >&2
-  exit 2
-fi
+dcp_require_gpu ci/measure.sh
 arch="${DCP_CUDA_ARCH:-90a}"
 reps="${DCP_MEASURE_REPS:-1}"
 calibration=results/calibration/h100-measured.json
-source ci/deps.sh  # the packages, carried in .deps/debs where no registry is reachable (ci/gpu.sh)
 dcp_deps || exit 1
 dcp_nccl_args
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_CUDA_ARCH="$arch" \
@@ -45,7 +32,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_CU
 cmake --build build-gpu -j "$(nproc)" --target dcpbench || exit 1  # incremental: never a stale binary
 failed=()
 written=()
-if want calibrate; then
+if dcp_want calibrate; then
   echo "== calibration: $calibration =="
   build-gpu/dcpbench calibrate --backend cuda --model llama-13b --out "$calibration" || exit 1
   written+=("$calibration")
@@ -53,7 +40,7 @@ fi
 mkdir -p results/measured
 for s in "${scenarios[@]}"; do
   name=$(basename "$s" .json)
-  if want run; then
+  if dcp_want run; then
     echo "== measured rows: results/measured/$name.json =="
     if build-gpu/dcpbench run "$s" --backend cuda --reps "$reps" --out "results/measured/$name.json"; then
       written+=("results/measured/$name.json")
@@ -64,7 +51,7 @@ for s in "${scenarios[@]}"; do
   # Validation: the same shares predicted with the measured calibration and our kernels' attention
   # table (no dataset's micro-batch went into the calibration: both datasets are held out); each
   # file carries per micro-batch and per rank-step the error simulated / measured - 1.
-  if want validate; then
+  if dcp_want validate; then
     [ -f "$calibration" ] || { echo "ci/measure.sh: validate needs $calibration (step calibrate)" >&2; exit 1; }
     for strategy in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['strategies']))" "$s"); do
       out="results/measured/$name-$strategy-calibrated.json"
