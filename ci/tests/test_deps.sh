@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Test of ci/deps.sh, the carried-packages path of the GPU scripts (run by ctest as ci_deps).
+# Test of ci/deps.sh, the carried-packages path of the GPU scripts (run by ctest as ci_deps), and of
+# cmake/FindNCCL.cmake's NCCL_ROOT.
 # Builds two small .debs with dpkg-deb in a scratch checkout and checks that
 #   1. the Python unpacker (used where dpkg-deb is missing) gives the same tree as dpkg-deb -x,
 #      symbolic links included;
@@ -8,7 +9,8 @@
 #      hidden, libdcpfake.so.1 is exposed), and exports OPAL_PREFIX, PMIX_INSTALL_PREFIX and the
 #      OpenMPI CMake hints under .deps/root;
 #   3. a changed .deb is unpacked again (the stamp is older), an unchanged one is not;
-#   4. with every package installed dcp_deps does nothing.
+#   4. with every package installed dcp_deps does nothing;
+#   5. cmake/FindNCCL.cmake finds NCCL under NCCL_ROOT in the nvidia-nccl wheel's layout first.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 work="$(mktemp -d)"
@@ -77,4 +79,22 @@ dcp_deps_cmake_args=()
 LD_LIBRARY_PATH=unchanged
 dcp_deps 2>/dev/null
 [ "$LD_LIBRARY_PATH" = unchanged ] && [ ${#dcp_deps_cmake_args[@]} -eq 0 ] || fail "installed packages still took the carried path"
+# 5. cmake/FindNCCL.cmake takes NCCL from NCCL_ROOT laid out like PyTorch's nvidia-nccl wheel
+#    (include/nccl.h, lib/libnccl.so.2 and no libnccl.so), ahead of a toolkit's or the system's.
+if command -v cmake >/dev/null; then
+  mkdir -p "$work/wheel/include" "$work/wheel/lib" "$work/proj"
+  : >"$work/wheel/include/nccl.h"
+  : >"$work/wheel/lib/libnccl.so.2"
+  cat >"$work/proj/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(find_nccl_check LANGUAGES NONE)
+list(APPEND CMAKE_MODULE_PATH "$repo/cmake")
+find_package(NCCL REQUIRED)
+message(STATUS "nccl library: \${NCCL_LIBRARY}; include: \${NCCL_INCLUDE_DIR}")
+CMAKE
+  cmake -S "$work/proj" -B "$work/proj/build" -DNCCL_ROOT="$work/wheel" >"$work/cmake.log" 2>&1 ||
+    fail "FindNCCL with NCCL_ROOT: $(tail -5 "$work/cmake.log")"
+  grep -q "nccl library: $work/wheel/lib/libnccl.so.2; include: $work/wheel/include" "$work/cmake.log" ||
+    fail "FindNCCL did not take NCCL_ROOT's wheel layout: $(grep 'nccl library' "$work/cmake.log")"
+fi
 echo "ci/deps.sh: all checks passed"
