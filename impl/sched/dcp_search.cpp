@@ -40,6 +40,77 @@ double SampleTimes::operator()(int sample, int level) const {
   return slot;
 }
 
+std::optional<std::pair<plan::MicroBatch, plan::MicroBatch>> split_halves(
+    const plan::MicroBatch& mb, const std::function<double(int, int)>& load) {
+  plan::MicroBatch a, b;
+  for (const auto& gr : mb.groups) {
+    if (gr.samples.size() < 2) return std::nullopt;
+    std::vector<std::pair<double, int>> by_load;  // (load, sample): heaviest first, ties by position
+    for (int x : gr.samples) by_load.emplace_back(load(x, gr.cp_size), x);
+    std::stable_sort(by_load.begin(), by_load.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    plan::Group ga{gr.first_rank, gr.cp_size, {}}, gb{gr.first_rank, gr.cp_size, {}};
+    double la = 0, lb = 0;
+    for (const auto& [l, x] : by_load) {
+      const bool to_a = la <= lb;
+      (to_a ? ga : gb).samples.push_back(x);
+      (to_a ? la : lb) += l;
+    }
+    a.groups.push_back(std::move(ga));
+    b.groups.push_back(std::move(gb));
+  }
+  return std::make_pair(std::move(a), std::move(b));
+}
+
+Ramped pipeline_ramp(const plan::Plan& start, const std::function<double(int, int)>& load, double start_rank,
+                     const std::function<double(const plan::Plan&)>& rank) {
+  Ramped best{start, start_rank};
+  const auto crit = [&](const plan::MicroBatch& mb) {
+    double mx = 0;
+    for (const auto& gr : mb.groups) {
+      double l = 0;
+      for (int x : gr.samples) l += load(x, gr.cp_size);
+      mx = std::max(mx, l);
+    }
+    return mx;
+  };
+  for (int round = 0; round < kRampRounds; ++round) {
+    const plan::Plan cur = best.plan;
+    const auto& mbs = cur.microbatches;
+    std::vector<std::pair<double, size_t>> light;  // (critical path, index) of the splittable ones
+    for (size_t i = 0; i < mbs.size(); ++i) {
+      const auto& gs = mbs[i].groups;
+      if (std::all_of(gs.begin(), gs.end(), [](const plan::Group& gr) { return gr.samples.size() >= 2; }))
+        light.emplace_back(crit(mbs[i]), i);
+    }
+    std::stable_sort(light.begin(), light.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    if (light.size() > kRampTries) light.resize(kRampTries);
+    bool improved = false;
+    for (const auto& [c, i] : light) {
+      auto halves = split_halves(mbs[i], load);
+      for (int where = 0; where < 3; ++where) {  // front + back, both front, both back
+        plan::Plan p = cur;
+        auto& v = p.microbatches;
+        v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
+        if (where == 0) {
+          v.insert(v.begin(), halves->first);
+          v.push_back(halves->second);
+        } else if (where == 1) {
+          v.insert(v.begin(), {halves->first, halves->second});
+        } else {
+          v.insert(v.end(), {halves->first, halves->second});
+        }
+        const double r = rank(p);
+        if (r < best.rank) {
+          best = Ramped{std::move(p), r};
+          improved = true;
+        }
+      }
+    }
+    if (!improved) break;
+  }
+  return best;
+}
+
 double pipeline_estimate(double surrogate, int m, int pp) {
   const double p = static_cast<double>(std::max(1, pp));
   return (surrogate + (p - 1) * surrogate / static_cast<double>(std::max(1, m))) / p;

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace dcp::sched::detail {
@@ -95,6 +97,31 @@ class Packing {
   double total_ = 0;
   std::vector<std::vector<int>> slack_;      // per level: group ids by slack (crit - load), descending
 };
+
+// Pipeline ramp (dcp_solver.h step 11). A 1F1B pipeline idles at the start until the first
+// micro-batch's forward has crossed pp - 1 stages and at the end while the last one's backward
+// crosses them back: the fill and drain scale with the first and last micro-batch, not with the
+// average, so light micro-batches at both ends shorten them. Each round takes one of the
+// kRampTries lightest micro-batches (critical path under `load`) every group of which holds at
+// least two samples, splits it (split_halves) and moves the halves to the front and back, both
+// to the front or both to the back; the candidate with the lowest `rank` (lower is better)
+// replaces the plan if it beats it. At most kRampRounds rounds (each adds one micro-batch); stops
+// at the first round without a gain. So the result never ranks worse than `start`
+// (`start_rank` = rank(start)), and every candidate is a valid plan whenever `start` is: the
+// halves keep their group's ranks and partition its samples.
+// `load(sample, cp_size)`: time per rank of a sample on a group of that size.
+inline constexpr int kRampRounds = 6;
+inline constexpr size_t kRampTries = 3;
+struct Ramped {
+  plan::Plan plan;
+  double rank = 0;
+};
+Ramped pipeline_ramp(const plan::Plan& start, const std::function<double(int, int)>& load, double start_rank,
+                     const std::function<double(const plan::Plan&)>& rank);
+// Each group's samples in two halves on the group's ranks: heaviest first, each to the half with
+// the smaller load so far (ties: the first). Empty if some group holds fewer than two samples.
+std::optional<std::pair<plan::MicroBatch, plan::MicroBatch>> split_halves(
+    const plan::MicroBatch& mb, const std::function<double(int, int)>& load);
 
 // The built-in 1F1B estimate of a packing's step (surrogate S over m micro-batches, pp stages):
 // (S + (pp - 1) * S / m) / pp.

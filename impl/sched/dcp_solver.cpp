@@ -102,7 +102,10 @@ class Solver {
     // to exceed G, which no plan can do (Megatron asserts, §7g).
     DCP_REQUIRE(std::isfinite(best.step), "dcp: no micro-batch count that is a multiple of vpp_group ", v,
                 " and at most the ", g, " samples holds them within max_seqlen_per_rank ", m_cap);
-    if (opt_.pp > 1 && (opt_.estimate || opt_.step_time_s)) reorder(best);
+    if (opt_.pp > 1 && (opt_.estimate || opt_.step_time_s)) {
+      reorder(best);
+      ramp(best);
+    }
     plan::validate(best.plan, batch_, cfg_);  // the one validity check: a packing bug is an internal error
     return std::move(best.plan);
   }
@@ -142,16 +145,9 @@ class Solver {
   // ascending, heavy/light alternating, pyramid (light ... heavy ... light: the heaviest in the
   // pipeline's steady state) and valley (its reverse).
   std::vector<std::vector<size_t>> orders(const plan::Plan& plan) const {
-    const auto& sizes = times_.sizes();
     const size_t m = plan.microbatches.size();
     std::vector<double> crit(m, 0.0);
-    for (size_t i = 0; i < m; ++i)
-      for (const auto& gr : plan.microbatches[i].groups) {
-        const int lv = static_cast<int>(std::lower_bound(sizes.begin(), sizes.end(), gr.cp_size) - sizes.begin());
-        double l = 0;
-        for (int smp : gr.samples) l += times_(smp, lv);
-        crit[i] = std::max(crit[i], l);
-      }
+    for (size_t i = 0; i < m; ++i) crit[i] = crit_of(plan.microbatches[i]);
     std::vector<size_t> desc(m);
     for (size_t i = 0; i < m; ++i) desc[i] = i;
     std::stable_sort(desc.begin(), desc.end(), [&](size_t a, size_t b) { return crit[a] > crit[b]; });
@@ -184,20 +180,38 @@ class Solver {
     }
   }
 
+  // Critical path of a micro-batch under the built-in per-group time (the largest group load).
+  double crit_of(const plan::MicroBatch& mb) const {
+    const auto& sizes = times_.sizes();
+    double mx = 0;
+    for (const auto& gr : mb.groups) {
+      const int lv = static_cast<int>(std::lower_bound(sizes.begin(), sizes.end(), gr.cp_size) - sizes.begin());
+      double l = 0;
+      for (int s : gr.samples) l += times_(s, lv);
+      mx = std::max(mx, l);
+    }
+    return mx;
+  }
+
+  // Pipeline ramp (dcp_solver.h step 11; detail::pipeline_ramp): only without VPP.
+  // Interleaved 1F1B runs micro-batches in groups of vpp_group; splitting vpp_group of them at
+  // once was 5-13% slower on every step of mix-web-code-prose-llama3-8b at VPP 4 (measured with
+  // `dcpbench run`, 2026-11-25).
+  void ramp(Scored& best) const {
+    if (cfg_.vpp_group.value_or(1) != 1 || best.plan.microbatches.size() < 2) return;
+    const auto& sizes = times_.sizes();
+    const auto load = [&](int sample, int cp_size) {
+      return times_(sample, static_cast<int>(std::lower_bound(sizes.begin(), sizes.end(), cp_size) - sizes.begin()));
+    };
+    detail::Ramped r = detail::pipeline_ramp(best.plan, load, best.rank(),
+                                             [&](const plan::Plan& p) { return score(p).rank(); });
+    if (r.rank < best.rank()) best = score(std::move(r.plan));
+  }
+
   // 1F1B estimate of any plan with the built-in per-group critical path.
   double builtin_estimate(const plan::Plan& p) const {
-    const auto& sizes = times_.sizes();
     double sum = 0;
-    for (const auto& mb : p.microbatches) {
-      double mx = 0;
-      for (const auto& gr : mb.groups) {
-        const int lv = static_cast<int>(std::lower_bound(sizes.begin(), sizes.end(), gr.cp_size) - sizes.begin());
-        double l = 0;
-        for (int s : gr.samples) l += times_(s, lv);
-        mx = std::max(mx, l);
-      }
-      sum += mx;
-    }
+    for (const auto& mb : p.microbatches) sum += crit_of(mb);
     return detail::pipeline_estimate(sum, static_cast<int>(p.microbatches.size()), opt_.pp);
   }
 

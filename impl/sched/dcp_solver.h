@@ -53,6 +53,13 @@
 //  10. Memory: when no candidate fits, steps 2-9 rerun with a smaller token cap per rank
 //      (0.75, 0.5, 0.375, 0.25, 0.125 x M, never below what the longest sample needs) until one
 //      fits; if none does, the best non-fitting plan is returned (the harness reports oom).
+//  11. Pipeline ramp on the winner (pp > 1, no VPP, with a simulator): a 1F1B pipeline's fill
+//      and drain scale with its first and last micro-batch, so up to 6 rounds split one of the
+//      3 lightest micro-batches whose groups all hold two or more samples (each group's samples
+//      into two halves of near-equal load on the same ranks) and move the halves to the ends
+//      (front and back, both front or both back), keeping a candidate only if the scorer rates
+//      it better. -0.3% to -3.0% step time on the published vpp-1 scenarios; with VPP it was
+//      slower (dcp_search.h, pipeline_ramp). The ordering of step 8 also runs on the winner first.
 //
 // Portfolio cost: Megatron's greedy is O(G m) (one pass over the remaining samples per
 // micro-batch: 4.9 s for both ports at G = 262144 on 64 ranks on the 2-core VM), so it runs when

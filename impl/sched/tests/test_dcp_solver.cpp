@@ -303,5 +303,118 @@ TEST(DcpSearch, BudgetIsCountedInWorkUnitsSoPlansAreDeterministic) {
   EXPECT_LE(pk.improve(50), 50 + 2000);
 }
 
+// Pipeline ramp (dcp_search.h): light micro-batches split into halves at the pipeline's ends.
+namespace ramp_test {
+// pool of 4 ranks, groups of cp 1; micro-batch i holds samples `ids[i][rank]...`
+plan::Plan plan_of(const std::vector<std::vector<std::vector<int>>>& ids) {
+  plan::Plan p;
+  p.planner = "dcp";
+  p.config = cfg(4, 1, 1 << 20);
+  for (const auto& mb : ids) {
+    auto& out = p.microbatches.emplace_back();
+    for (int r = 0; r < static_cast<int>(mb.size()); ++r) out.groups.push_back(plan::Group{r, 1, mb[r]});
+  }
+  return p;
+}
+double crit(const plan::MicroBatch& mb, const plan::Batch& b) {
+  double mx = 0;
+  for (const auto& g : mb.groups) {
+    double l = 0;
+    for (int s : g.samples) l += static_cast<double>(b.lengths[s]);
+    mx = std::max(mx, l);
+  }
+  return mx;
+}
+}  // namespace ramp_test
+
+TEST(DcpSearch, PipelineRampMovesHalvesOfALightMicroBatchToBothEnds) {
+  using namespace ramp_test;
+  // 4 micro-batches x 4 ranks x 2 samples of 100 tokens; load = tokens; rank = a 1F1B pipeline's
+  // sum of critical paths + (pp - 1) x (first + last): 800 + 3 x 400 = 2000.
+  plan::Batch b;
+  std::vector<std::vector<std::vector<int>>> ids(4, std::vector<std::vector<int>>(4));
+  for (int mb = 0, id = 0; mb < 4; ++mb)
+    for (int r = 0; r < 4; ++r)
+      for (int k = 0; k < 2; ++k, ++id) {
+        b.lengths.push_back(100);
+        ids[mb][r].push_back(id);
+      }
+  const auto start = plan_of(ids);
+  const auto load = [&](int s, int cp) { return static_cast<double>(b.lengths[s]) / cp; };
+  int calls = 0;
+  const auto rank = [&](const plan::Plan& p) {
+    ++calls;
+    double sum = 0;
+    for (const auto& mb : p.microbatches) sum += crit(mb, b);
+    return sum + 3 * (crit(p.microbatches.front(), b) + crit(p.microbatches.back(), b));
+  };
+  ASSERT_DOUBLE_EQ(rank(start), 2000);
+  const auto r = detail::pipeline_ramp(start, load, 2000, rank);
+  ASSERT_FALSE(plan::find_violation(r.plan, b).has_value());
+  // One split (halves of 100 at both ends: 800 + 3 x 200 = 1400); a second split cannot lower
+  // the ends further (the halves hold one sample per group and are not splittable), so it stops.
+  EXPECT_DOUBLE_EQ(r.rank, 1400);
+  EXPECT_DOUBLE_EQ(rank(r.plan), 1400);
+  ASSERT_EQ(r.plan.microbatches.size(), 5u);
+  EXPECT_DOUBLE_EQ(crit(r.plan.microbatches.front(), b), 100);
+  EXPECT_DOUBLE_EQ(crit(r.plan.microbatches.back(), b), 100);
+  for (size_t i = 1; i + 1 < r.plan.microbatches.size(); ++i) EXPECT_DOUBLE_EQ(crit(r.plan.microbatches[i], b), 200);
+  EXPECT_LE(calls, 1 + 2 * static_cast<int>(detail::kRampTries) * 3 + 1);  // two rounds at most
+}
+
+TEST(DcpSearch, PipelineRampNeverRanksWorseAndLeavesUnsplittablePlansAlone) {
+  using namespace ramp_test;
+  Rng rng(77);
+  for (int t = 0; t < 200; ++t) {
+    plan::Batch b;
+    const int m = static_cast<int>(rng.uniform_int(1, 6));
+    std::vector<std::vector<std::vector<int>>> ids(m, std::vector<std::vector<int>>(4));
+    for (auto& mb : ids)
+      for (auto& g : mb)
+        for (int k = 0, n = static_cast<int>(rng.uniform_int(1, 4)); k < n; ++k) {
+          g.push_back(static_cast<int>(b.lengths.size()));
+          b.lengths.push_back(rng.uniform_int(1, 1000));
+        }
+    const auto start = plan_of(ids);
+    const auto load = [&](int s, int cp) { return static_cast<double>(b.lengths[s]) / cp; };
+    // An arbitrary scorer: micro-batch count and order matter through position weights.
+    const auto rank = [&](const plan::Plan& p) {
+      double r = 0;
+      for (size_t i = 0; i < p.microbatches.size(); ++i) r += crit(p.microbatches[i], b) * (1.0 + 0.3 * std::sin(static_cast<double>(i) + t));
+      return r;
+    };
+    const double r0 = rank(start);
+    const auto r = detail::pipeline_ramp(start, load, r0, rank);
+    ASSERT_FALSE(plan::find_violation(r.plan, b).has_value()) << "trial " << t;
+    EXPECT_LE(r.rank, r0) << "trial " << t;
+    EXPECT_DOUBLE_EQ(r.rank, rank(r.plan)) << "trial " << t;
+    const bool splittable = std::any_of(ids.begin(), ids.end(), [](const auto& mb) {
+      return std::all_of(mb.begin(), mb.end(), [](const auto& g) { return g.size() >= 2; });
+    });
+    if (!splittable || r.rank == r0) {
+      EXPECT_EQ(r.plan.microbatches.size(), start.microbatches.size()) << "trial " << t;
+    }
+  }
+}
+
+TEST(DcpSearch, SplitHalvesBalancesEachGroupOnItsRanks) {
+  plan::Batch b{{5, 4, 3, 3, 1, 7}};
+  plan::MicroBatch mb;
+  mb.groups.push_back(plan::Group{0, 2, {0, 1, 2, 3, 4}});
+  mb.groups.push_back(plan::Group{2, 2, {5}});
+  const auto load = [&](int s, int) { return static_cast<double>(b.lengths[s]); };
+  EXPECT_FALSE(detail::split_halves(mb, load).has_value());  // a group of one sample
+  mb.groups.pop_back();
+  const auto h = detail::split_halves(mb, load);
+  ASSERT_TRUE(h.has_value());
+  // Heaviest first to the lighter half: 5 (id 0) -> a, 4 (id 1) -> b, 3 (id 2) -> b (4 < 5),
+  // 3 (id 3) -> a (5 <= 7), 1 (id 4) -> b (8 > 7): 8 and 8.
+  ASSERT_EQ(h->first.groups.size(), 1u);
+  EXPECT_EQ(h->first.groups[0].first_rank, 0);
+  EXPECT_EQ(h->first.groups[0].cp_size, 2);
+  EXPECT_EQ(h->first.groups[0].samples, (std::vector<int>{0, 3}));
+  EXPECT_EQ(h->second.groups[0].samples, (std::vector<int>{1, 2, 4}));
+}
+
 }  // namespace
 }  // namespace dcp::sched
