@@ -192,6 +192,7 @@ cost::CostModel cost_model_of(const Scenario& s) {
   cm.training.grad_reduce_fp32 = s.training.grad_reduce == "fp32";
   cm.training.overlap_grad_reduce = s.training.overlap_grad_reduce;
   cm.training.cross_entropy_fusion = s.training.cross_entropy_fusion;
+  cm.training.cross_entropy_te = s.training.cross_entropy_fusion_impl == "te";
   // The backend must have a table in the profile (a calibration may name others).
   at_key(s, "training.attention_backend", json(s.training.attention_backend), [&] {
     return cm.hardware.attn_efficiency(cm.training.attention_backend, cost::AttnKind::fwd_causal, 1024, 1024,

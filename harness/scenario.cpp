@@ -163,6 +163,9 @@ TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
   t.grad_reduce = r.get_string("grad_reduce", false, {"fp32", "bf16"}).value_or("fp32");
   t.overlap_grad_reduce = r.get_bool("overlap_grad_reduce", false).value_or(false);
   t.cross_entropy_fusion = r.get_bool("cross_entropy_fusion", false).value_or(false);
+  // --cross-entropy-fusion-impl: Megatron's default "native" (model_parallel_config.py:325 at
+  // d98e8a64dd); it only matters with the fusion on, as in Megatron.
+  t.cross_entropy_fusion_impl = r.get_string("cross_entropy_fusion_impl", false, {"native", "te"}).value_or("native");
   if (!plan::is_pow2(t.min_cp)) r.fail("min_cp", json(t.min_cp), "is not a power of two");
   if (t.min_cp > c.pool())
     r.fail("min_cp", json(t.min_cp), "is larger than the DP x CP pool of " + std::to_string(c.pool()) + " ranks");

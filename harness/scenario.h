@@ -94,6 +94,7 @@ struct TrainingSpec {
   std::string grad_reduce = "fp32";       // "fp32" (Megatron's --bf16 default) | "bf16"
   bool overlap_grad_reduce = false;       // --overlap-grad-reduce (+ --overlap-param-gather)
   bool cross_entropy_fusion = false;      // --cross-entropy-loss-fusion
+  std::string cross_entropy_fusion_impl = "native";  // --cross-entropy-fusion-impl native|te
 };
 
 // A published number to print beside ours (never mixed with ours: it carries its source).

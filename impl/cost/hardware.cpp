@@ -120,21 +120,31 @@ HardwareProfile h100_sxm() {
   p.thd_side_bwd_bytes_q = 7.5;
   p.thd_side_bwd_bytes_kv = 19.0;
   // Adam step with fp32 main params [derived]: read fp32 grad (4), r+w fp32 param (8), m (8),
-  // v (8), write the bf16 model copy (2) = 30; grad-norm reads the grads (4); zeroing the grad
-  // buffer writes them (4): 38 bytes per param of the GPU's optimizer shard.
-  p.optimizer_bytes_per_param = 38;
+  // v (8), write the bf16 model copy (2) = 30; grad-norm reads the grads (4): 34 bytes per param
+  // of the GPU's optimizer shard. (Zeroing the grad buffer writes every param of the stage, not
+  // only the shard: Megatron's zero_grad_buffer; cost::iteration_time charges it apart.)
+  p.optimizer_bytes_per_param = 34;
 
   p.memory_bytes = 80e9;  // H100 SXM 80 GB HBM3 (datasheet)
   // NVIDIA's prototype rejects a plan whose simulated peak exceeds 70 GiB on these 80 GB GPUs
   // (PR #2959 hotsim memory model, landscape §3.3): the rest is context, NCCL buffers, workspaces
   // and allocator slack.
   p.memory_reserved_bytes = 80e9 - 70.0 * 1024 * 1024 * 1024;
-  // Live bytes per logit [derived]: Megatron's vocab_parallel_cross_entropy keeps the bf16
-  // logits (2), an fp32 copy (4) and the fp32 softmax for backward (4) = 10; the fused
-  // cross-entropy (--cross-entropy-loss-fusion) keeps the bf16 logits and writes a bf16 gradient
-  // in their place (2 + 2) = 4.
-  p.ce_unfused_bytes_per_logit = 10;
-  p.ce_fused_bytes_per_logit = 4;
+  // Bytes per logit of the cross-entropy [derived from the source]. Megatron's vocab-parallel
+  // cross-entropy, unfused or fused with the native implementation (the default,
+  // model_parallel_config.py:325 at d98e8a64dd), converts the bf16 logits to fp32
+  // (tensor_parallel/cross_entropy.py:25, `.float()`), then subtracts the max, exponentiates and
+  // normalises in place (:42, :62-63, :76), and saves that fp32 softmax for the backward
+  // (fusions/fused_cross_entropy.py:119); the backward turns it into the gradient in place and
+  // casts it to bf16 (:82). So the forward holds bf16 logits + fp32 copy (2 + 4 = 6), 4 are kept
+  // until the backward, and the backward holds fp32 + bf16 gradient (4 + 2 = 6). TE's fused
+  // cross-entropy (--cross-entropy-fusion-impl te; TransformerEngine
+  // pytorch/triton/cross_entropy.py, cross_entropy_forward) writes the gradient into the bf16
+  // logits buffer during the forward and keeps that buffer: 2 throughout.
+  p.ce_fp32_saved_bytes_per_logit = 4;
+  p.ce_fp32_peak_bytes_per_logit = 6;
+  p.ce_te_saved_bytes_per_logit = 2;
+  p.ce_te_peak_bytes_per_logit = 2;
   return p;
 }
 
@@ -189,8 +199,10 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"optimizer_bytes_per_param", &HardwareProfile::optimizer_bytes_per_param},
       {"memory_bytes", &HardwareProfile::memory_bytes},
       {"memory_reserved_bytes", &HardwareProfile::memory_reserved_bytes},
-      {"ce_fused_bytes_per_logit", &HardwareProfile::ce_fused_bytes_per_logit},
-      {"ce_unfused_bytes_per_logit", &HardwareProfile::ce_unfused_bytes_per_logit},
+      {"ce_fp32_saved_bytes_per_logit", &HardwareProfile::ce_fp32_saved_bytes_per_logit},
+      {"ce_fp32_peak_bytes_per_logit", &HardwareProfile::ce_fp32_peak_bytes_per_logit},
+      {"ce_te_saved_bytes_per_logit", &HardwareProfile::ce_te_saved_bytes_per_logit},
+      {"ce_te_peak_bytes_per_logit", &HardwareProfile::ce_te_peak_bytes_per_logit},
   };
   return f;
 }

@@ -89,14 +89,21 @@ struct HardwareProfile {
   double thd_side_fwd_bytes_kv = 0;
   double thd_side_bwd_bytes_q = 0;
   double thd_side_bwd_bytes_kv = 0;
-  double optimizer_bytes_per_param = 0;    // Adam step + grad-norm + zeroing, per param of the
-                                           // GPU's optimizer shard
+  double optimizer_bytes_per_param = 0;    // Adam step + grad-norm, per param of the GPU's
+                                           // optimizer shard (zeroing the whole grad buffer is
+                                           // charged apart, at the grad dtype's bytes per param)
 
   // ---- memory capacity (the memory model, memory.h) ----
   double memory_bytes = 0;           // usable device memory
   double memory_reserved_bytes = 0;  // CUDA context, NCCL buffers, allocator slack
-  double ce_fused_bytes_per_logit = 0;    // live bytes per logit, fused cross-entropy
-  double ce_unfused_bytes_per_logit = 0;  // ... Megatron's unfused vocab-parallel cross-entropy
+  // Bytes per logit of the cross-entropy (memory.h): kept from the last virtual stage's forward
+  // to its backward ("saved"), and the most live at once during the loss or its gradient
+  // ("peak"); fp32 = Megatron's vocab-parallel cross-entropy (unfused, or fused with the native
+  // implementation), te = --cross-entropy-fusion-impl te.
+  double ce_fp32_saved_bytes_per_logit = 0;
+  double ce_fp32_peak_bytes_per_logit = 0;
+  double ce_te_saved_bytes_per_logit = 0;
+  double ce_te_peak_bytes_per_logit = 0;
 
   double gemm_efficiency_at(double tokens) const;
   // Attention efficiency of `backend` at (query, key) lengths; head dims between tables of the

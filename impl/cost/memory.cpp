@@ -3,6 +3,8 @@
 
 #include "core/error.h"
 
+#include <algorithm>
+
 namespace dcp::cost {
 
 StaticMemory static_memory(const CostModel& cm, int s) {
@@ -30,14 +32,16 @@ double stored_bytes_per_token_layer(const CostModel& cm) {
   return activation_bytes_per_token_layer(cm);
 }
 
-double transient_bytes_per_token(const CostModel& cm, bool last_stage) {
-  double t = cm.training.recompute_full ? activation_bytes_per_token_layer(cm) : 0.0;
-  if (last_stage) {
-    const double per_logit = cm.training.cross_entropy_fusion ? cm.hardware.ce_fused_bytes_per_logit
-                                                              : cm.hardware.ce_unfused_bytes_per_logit;
-    t += static_cast<double>(cm.model.vocab) / cm.cluster.tp * per_logit;
-  }
-  return t;
+double layer_transient_bytes_per_token(const CostModel& cm) {
+  return cm.training.recompute_full ? activation_bytes_per_token_layer(cm) : 0.0;
+}
+
+LogitBytes logit_bytes_per_token(const CostModel& cm) {
+  const auto& hw = cm.hardware;
+  const bool te = cm.training.cross_entropy_fusion && cm.training.cross_entropy_te;
+  const double logits = static_cast<double>(cm.model.vocab) / cm.cluster.tp;
+  return {logits * (te ? hw.ce_te_saved_bytes_per_logit : hw.ce_fp32_saved_bytes_per_logit),
+          logits * (te ? hw.ce_te_peak_bytes_per_logit : hw.ce_fp32_peak_bytes_per_logit)};
 }
 
 double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double tokens) {
@@ -46,7 +50,8 @@ double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double toke
   for (int chunk = 0; chunk < cm.cluster.vpp; ++chunk)
     layers += layers_of_virtual_stage(cm.model, cm.cluster, chunk * cm.cluster.pp + s);
   const double stored = in_flight * tokens * stored_bytes_per_token_layer(cm) * layers / cm.cluster.vpp;
-  return static_memory(cm, s).total() + stored + tokens * transient_bytes_per_token(cm, s == cm.cluster.pp - 1);
+  const double logits = s == cm.cluster.pp - 1 ? logit_bytes_per_token(cm).peak : 0.0;
+  return static_memory(cm, s).total() + stored + tokens * std::max(layer_transient_bytes_per_token(cm), logits);
 }
 
 }  // namespace dcp::cost

@@ -22,10 +22,22 @@
 //     (GPT: 32h + 4a, the paper's 34h minus its dropout masks). With full recompute only the layer
 //     input (2h) is stored, and the backward of a layer re-materialises that layer's activations
 //     for one micro-batch (the transient).
-//   logits (last stage, transient of the running micro-batch): T * V / tp * bytes per logit
-//     (ce_fused_bytes_per_logit or ce_unfused_bytes_per_logit of the hardware profile).
+//   logits (the last virtual stage only, which holds the output layer and the loss): T * V / tp
+//     * bytes per logit: `saved` kept from that chunk's forward to its backward (like the stored
+//     activations), `peak` live at once while the loss or its gradient runs (hardware.cpp derives
+//     both from Megatron's and TE's source: fp32 cross-entropy 4 and 6, TE's 2 and 2).
+//   Transients do not add up: the logits exist after the stage's last layer in the forward and
+//   are freed by the output layer's backward before full recompute re-materialises any layer, so
+//   a running op adds max(layer transient, logits), never their sum. The simulator's walk of a
+//   last-virtual-stage op: forward: live += stored; peak >= live + T max(layer, logits peak);
+//   live += T saved. Backward: peak >= live + T (peak - saved); live -= T saved;
+//   peak >= live + T layer; live -= stored. Other ops: the layer transient alone.
 // In-flight micro-batches follow the schedule (1F1B: min(pp - s, M) on stage s; interleaved 1F1B:
 // its warm-up), which the simulator walks op by op with each micro-batch's real token count.
+// Parameters per stage: cost::stage_params (with tied embeddings and pp > 1 the last stage keeps
+// its own copy of the embedding as the output weight, Megatron language_module.py:253-258 at
+// d98e8a64dd). Activations are divided by tp as with sequence parallelism (every shipped
+// scenario has tp = 1; without sequence parallelism Megatron keeps part of them unsplit).
 #pragma once
 
 #include "cost/time_model.h"
@@ -48,13 +60,20 @@ double activation_bytes_per_token_layer(const CostModel& cm);
 // Bytes stored per token per layer between a micro-batch's forward and backward: the full
 // activations, or the layer input (2h / tp) with full recompute.
 double stored_bytes_per_token_layer(const CostModel& cm);
-// Transient of a backward op per token of its micro-batch on a stage with `layers` layers:
-// one layer's re-materialised activations with full recompute, else 0; plus, on the last stage,
-// the logits (V / tp * bytes per logit).
-double transient_bytes_per_token(const CostModel& cm, bool last_stage);
+// Transient of a running op per token of its micro-batch: one layer's re-materialised
+// activations with full recompute, else 0.
+double layer_transient_bytes_per_token(const CostModel& cm);
+// Logits per token on the last virtual stage (V / tp x bytes per logit of the scenario's
+// cross-entropy): kept from its forward to its backward, and the most live at once.
+struct LogitBytes {
+  double saved = 0;
+  double peak = 0;
+};
+LogitBytes logit_bytes_per_token(const CostModel& cm);
 
-// Hand-checkable peak of stage s under a schedule with `in_flight` micro-batches of `tokens`
-// tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s) + transient.
+// Hand-checkable peak of stage s under 1F1B without VPP with `in_flight` micro-batches of
+// `tokens` tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s)
+// + tokens * max(layer transient, logits peak on the last stage).
 double uniform_peak_bytes(const CostModel& cm, int pp_stage, int in_flight, double tokens_per_rank);
 
 // Usable capacity: hardware.memory_bytes (the reserve is counted in static_memory).

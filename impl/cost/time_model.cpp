@@ -270,6 +270,12 @@ double stage_params(const CostModel& cm, int s) {
   double params = layers * layer_params(cm.model);
   if (s == 0) params += embedding_params(cm.model);
   if (s == c.pp - 1) params += output_params(cm.model);
+  // Tied embeddings split over stages: the last stage keeps its own copy of the word embedding
+  // as the output weight (Megatron language_module.py:253-258 at d98e8a64dd, "duplicated
+  // embedding weights in post processing stage"; its gradient is all-reduced with the first
+  // stage's over the embedding group, a transfer not modelled).
+  if (s == c.pp - 1 && c.pp > 1 && cm.model.tied_embeddings)
+    params += static_cast<double>(cm.model.vocab) * static_cast<double>(cm.model.hidden);
   return params / c.tp;
 }
 
@@ -307,7 +313,10 @@ IterationTime iteration_time(const CostModel& cm, bool dynamic_plan, double max_
     double worst = 0;
     for (int s = 0; s < c.pp; ++s) worst = std::max(worst, stage_params(cm, s));
     const double shard = cm.training.distributed_optimizer ? worst / n : worst;
-    it.optimizer_s = hw.optimizer_bytes_per_param * shard / hw.hbm_bytes_per_s;
+    // Adam + grad norm on the shard; zeroing the whole grad buffer of the stage
+    // (zero_grad_buffer), in the grad dtype.
+    const double grad_bytes = cm.training.grad_reduce_fp32 ? 4.0 : 2.0;
+    it.optimizer_s = (hw.optimizer_bytes_per_param * shard + grad_bytes * worst) / hw.hbm_bytes_per_s;
   }
   it.fixed_s = hw.iteration_overhead_s;
   if (dynamic_plan) {

@@ -56,8 +56,8 @@
 //   NIC of a node); (N-1) latencies per collective. Overlapped with the last backward / first
 //   forward only with overlap_grad_reduce (--overlap-grad-reduce / --overlap-param-gather).
 //
-// Per iteration (serial, after the pipeline): the optimizer step (optimizer_bytes_per_param x the
-// GPU's shard / HBM), iteration_overhead_s, and for dynamic-CP plans the data path: the length
+// Per iteration (serial, after the pipeline): the optimizer step ((optimizer_bytes_per_param x the
+// GPU's shard + grad bytes x the stage's params, the zeroed grad buffer) / HBM), iteration_overhead_s, and for dynamic-CP plans the data path: the length
 // all-gather over the pool ((N-1) latencies), the payload re-route (an all-to-all of
 // reroute_bytes_per_token per local token) and dynamic_data_overhead_s.
 #pragma once
@@ -106,6 +106,7 @@ struct TrainingOptions {
   bool distributed_optimizer = false;  // --use-distributed-optimizer: optimizer states and the
                                        // grad reduce-scatter sharded over the DP x CP pool
   bool cross_entropy_fusion = false;   // --cross-entropy-loss-fusion (memory of the logits)
+  bool cross_entropy_te = false;       // with it, --cross-entropy-fusion-impl te (default native)
 };
 
 struct CostModel {

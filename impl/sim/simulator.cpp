@@ -93,10 +93,12 @@ void check_input(const ScheduleInput& in) {
 
 // Memory peak of every GPU: walk its stage's op order; a forward adds its chunk's stored
 // activations (tokens per rank x stored bytes per token per layer x layers of the chunk), the
-// matching backward releases them; the running op adds its transient.
+// matching backward releases them; the running op adds its transient; on the last virtual stage
+// the logits (cost/memory.h: saved from forward to backward, their peak never on top of the
+// layer transient).
 void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& order, ScheduleResult& r) {
   const int n = in.pool, pp = in.pp, stages = pp * in.vpp;
-  DCP_CHECK(static_cast<int>(in.static_bytes.size()) == pp && static_cast<int>(in.transient_bytes_per_token.size()) == pp &&
+  DCP_CHECK(static_cast<int>(in.static_bytes.size()) == pp &&
                 static_cast<int>(in.layers.size()) == stages && in.tokens.size() == in.groups.size(),
             "memory input sizes do not match the schedule");
   // tokens per rank: rank_tokens[mb * n + j]
@@ -113,9 +115,19 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
         const int v = op.chunk * pp + s;
         const double tok = rank_tokens[static_cast<size_t>(op.mb) * n + j];
         const double stored = tok * in.stored_bytes_per_token_layer * in.layers[v];
-        if (!op.bwd) live += stored;
-        peak = std::max(peak, live + tok * in.transient_bytes_per_token[s]);
-        if (op.bwd) live -= stored;
+        const double layer_t = tok * in.layer_transient_bytes_per_token;
+        const bool loss = v == stages - 1;
+        const double saved = loss ? tok * in.logits_saved_bytes_per_token : 0.0;
+        if (!op.bwd) {
+          live += stored;
+          peak = std::max(peak, live + std::max(layer_t, loss ? tok * in.logits_peak_bytes_per_token : 0.0));
+          live += saved;
+        } else {
+          if (loss) peak = std::max(peak, live + tok * in.logits_peak_bytes_per_token - saved);
+          live -= saved;
+          peak = std::max(peak, live + layer_t);
+          live -= stored;
+        }
       }
       GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
       t.peak_bytes = in.static_bytes[s] + peak;
@@ -338,11 +350,13 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
     in.grad_reduce_s.push_back(g.reduce_s);
     in.grad_gather_s.push_back(g.gather_s);
     in.static_bytes.push_back(cost::static_memory(cm, s).total());
-    in.transient_bytes_per_token.push_back(cost::transient_bytes_per_token(cm, s == c.pp - 1));
   }
   const double max_rank_tokens = *std::max_element(rank_total.begin(), rank_total.end());
   in.iteration_s = cost::iteration_time(cm, plan.dynamic, max_rank_tokens).total_s();
   in.stored_bytes_per_token_layer = cost::stored_bytes_per_token_layer(cm);
+  in.layer_transient_bytes_per_token = cost::layer_transient_bytes_per_token(cm);
+  in.logits_saved_bytes_per_token = cost::logit_bytes_per_token(cm).saved;
+  in.logits_peak_bytes_per_token = cost::logit_bytes_per_token(cm).peak;
   for (int v = 0; v < stages; ++v) in.layers.push_back(cost::layers_of_virtual_stage(cm.model, c, v));
   in.capacity_bytes = cost::capacity_bytes(cm);
   return in;

@@ -135,7 +135,9 @@ struct ScheduleInput {
   std::vector<std::vector<double>> tokens;     // [mb][g] tokens per rank of group g
   std::vector<double> static_bytes;            // [pp]
   double stored_bytes_per_token_layer = 0;     // kept between a chunk's forward and backward
-  std::vector<double> transient_bytes_per_token;  // [pp] of the running op
+  double layer_transient_bytes_per_token = 0;  // of every running op (full recompute)
+  double logits_saved_bytes_per_token = 0;     // last virtual stage: forward -> backward
+  double logits_peak_bytes_per_token = 0;      // last virtual stage: live during loss / its grad
   std::vector<int> layers;                     // [pp*vpp] layers of each virtual stage
   double capacity_bytes = 0;
 };

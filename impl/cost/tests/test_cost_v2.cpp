@@ -131,12 +131,17 @@ TEST(IterationCost, OptimizerShardFixedCostAndTheDynamicDataPath) {
   cm.hardware.intra_node_latency_s = 1e-5;
   const double p = 197504;
   auto it = iteration_time(cm, false, 4096);
-  EXPECT_NEAR(it.optimizer_s, 10 * p / 1e9, 1e-15);  // whole model: no distributed optimizer
+  // Whole model (no distributed optimizer), plus zeroing the fp32 grad buffer (4 B per param).
+  EXPECT_NEAR(it.optimizer_s, (10 * p + 4 * p) / 1e9, 1e-15);
   EXPECT_DOUBLE_EQ(it.fixed_s, 1e-3);
   EXPECT_EQ(it.data_s, 0.0);  // static plans move no data
   cm.training.distributed_optimizer = true;
   it = iteration_time(cm, true, 4096);
-  EXPECT_NEAR(it.optimizer_s, 10 * p / 2 / 1e9, 1e-15);  // sharded over the pool of 2
+  // The Adam step on the shard of the pool of 2; the whole grad buffer is still zeroed.
+  EXPECT_NEAR(it.optimizer_s, (10 * p / 2 + 4 * p) / 1e9, 1e-15);
+  cm.training.grad_reduce_fp32 = false;  // bf16 grads: 2 B per param zeroed
+  EXPECT_NEAR(iteration_time(cm, true, 4096).optimizer_s, (10 * p / 2 + 2 * p) / 1e9, 1e-15);
+  cm.training.grad_reduce_fp32 = true;
   // Length all-gather (n-1) latencies + re-route (n-1)/n x 4096 x 28 B / 1e9 + latency + host.
   EXPECT_NEAR(it.data_s, 1e-5 + 0.5 * 4096 * 28 / 1e9 + 1e-5 + 2e-3, 1e-15);
   EXPECT_NEAR(it.total_s(), it.optimizer_s + it.fixed_s + it.data_s, 1e-15);
@@ -163,18 +168,36 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
   EXPECT_DOUBLE_EQ(stored_bytes_per_token_layer(cm), 2564);
   cm.training.recompute_full = true;
   EXPECT_DOUBLE_EQ(stored_bytes_per_token_layer(cm), 256);  // the layer input only
-  EXPECT_DOUBLE_EQ(transient_bytes_per_token(cm, false), 2564);
-  // Logits on the last stage: V / tp x bytes per logit.
+  EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm), 2564);  // one layer re-materialised
+  // Logits on the last virtual stage: V / tp x bytes per logit (h100-sxm's derived values:
+  // Megatron's fp32 cross-entropy keeps 4 and peaks at 6, unfused or fused natively; TE's 2, 2).
   cm.model.vocab = 1000;
-  cm.hardware.ce_unfused_bytes_per_logit = 10;
-  cm.hardware.ce_fused_bytes_per_logit = 4;
-  EXPECT_DOUBLE_EQ(transient_bytes_per_token(cm, true), 2564 + 10000);
+  const auto h100 = hardware_preset("h100-sxm");
+  cm.hardware.ce_fp32_saved_bytes_per_logit = h100.ce_fp32_saved_bytes_per_logit;
+  cm.hardware.ce_fp32_peak_bytes_per_logit = h100.ce_fp32_peak_bytes_per_logit;
+  cm.hardware.ce_te_saved_bytes_per_logit = h100.ce_te_saved_bytes_per_logit;
+  cm.hardware.ce_te_peak_bytes_per_logit = h100.ce_te_peak_bytes_per_logit;
+  EXPECT_DOUBLE_EQ(logit_bytes_per_token(cm).saved, 4000);
+  EXPECT_DOUBLE_EQ(logit_bytes_per_token(cm).peak, 6000);
+  cm.training.cross_entropy_te = true;  // the impl without the fusion: ignored, as in Megatron
+  EXPECT_DOUBLE_EQ(logit_bytes_per_token(cm).peak, 6000);
   cm.training.cross_entropy_fusion = true;
-  EXPECT_DOUBLE_EQ(transient_bytes_per_token(cm, true), 2564 + 4000);
-  // 3 micro-batches of 1000 tokens in flight, 2 layers, plus the transient of one.
+  EXPECT_DOUBLE_EQ(logit_bytes_per_token(cm).saved, 2000);
+  EXPECT_DOUBLE_EQ(logit_bytes_per_token(cm).peak, 2000);
+  cm.training.cross_entropy_te = false;  // fused, native implementation: the fp32 path
+  EXPECT_DOUBLE_EQ(logit_bytes_per_token(cm).peak, 6000);
+  cm.model.vocab = 1001;  // tp 2 splits the vocabulary
+  cm.cluster.tp = 2;
+  EXPECT_DOUBLE_EQ(logit_bytes_per_token(cm).saved, 4 * 1001 / 2.0);
+  cm.cluster.tp = 1;
+  cm.model.vocab = 1000;
+  // Stage 0 is the last stage (pp 1): 3 micro-batches of 1000 tokens in flight, 2 layers, and
+  // the larger of the layer transient and the logits (never their sum, memory.h).
   cm.hardware.memory_reserved_bytes = 1e6;
-  const double expect = static_memory(cm, 0).total() + 3 * 1000.0 * 256 * 2 + 1000.0 * (2564 + 4000);
-  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), expect);
+  const double base = static_memory(cm, 0).total() + 3 * 1000.0 * 256 * 2;
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * 6000);
+  cm.training.cross_entropy_te = true;
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * 2564);
   EXPECT_DOUBLE_EQ(static_memory(cm, 0).reserved_bytes, 1e6);
 }
 
@@ -187,7 +210,7 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
   CostModel cm{model_preset("llama-13b"), hardware_preset("h100-sxm"), c, {}};
   cm.training.distributed_optimizer = true;
   cm.training.recompute_full = true;
-  // Stage 1 holds 5 layers of 202,383,360 params (4h^2 + 3hF + 2h).
+  // Stage 1 holds 5 layers of 317,204,480 params (4h^2 + 3hF + 2h).
   EXPECT_DOUBLE_EQ(layer_params(cm.model), 4.0 * 5120 * 5120 + 3.0 * 5120 * 13824 + 2 * 5120);
   const double params = 5 * layer_params(cm.model);
   const auto st = static_memory(cm, 1);
@@ -196,6 +219,32 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
   const double peak = uniform_peak_bytes(cm, 1, 8, 65536);
   EXPECT_NEAR(peak - st.total(), 8.0 * 65536 * 5 * 2 * 5120 + 65536.0 * activation_bytes_per_token_layer(cm), 1);
   EXPECT_LT(peak, capacity_bytes(cm));  // it fits an 80 GB H100
+  // The last stage (5 layers + the output layer of V x h) runs one micro-batch at a time: its
+  // peak adds the larger of one re-materialised layer and the logits, never both; TE's
+  // cross-entropy (run_hybrid_cp.sh USE_TE_CE=1) keeps 2 bytes per logit.
+  cm.training.cross_entropy_fusion = true;
+  cm.training.cross_entropy_te = true;
+  cm.model.vocab = 131200;  // the scenarios' padded vocabulary (llama13b-github.json)
+  const double v = static_cast<double>(cm.model.vocab);
+  ASSERT_GT(2 * v, activation_bytes_per_token_layer(cm));  // the logits are the larger here
+  const auto last = static_memory(cm, 7);
+  EXPECT_DOUBLE_EQ(stage_params(cm, 7), params + v * 5120 + 5120);  // untied: output weight + final norm
+  EXPECT_NEAR(uniform_peak_bytes(cm, 7, 1, 65536) - last.total(), 65536.0 * 5 * 2 * 5120 + 65536.0 * 2 * v, 1);
+}
+
+TEST(Memory, TiedEmbeddingsKeepACopyOnTheLastStageWhenSplit) {
+  auto cm = unit_model(2, 2);  // pp 2
+  cm.model.tied_embeddings = true;
+  const double vh = static_cast<double>(cm.model.vocab) * cm.model.hidden;
+  const double norm = (cm.model.layernorm ? 2.0 : 1.0) * cm.model.hidden;
+  const double layers1 = layers_of_virtual_stage(cm.model, cm.cluster, 1);
+  EXPECT_DOUBLE_EQ(stage_params(cm, 1), layers1 * layer_params(cm.model) + norm + vh);
+  EXPECT_DOUBLE_EQ(stage_params(cm, 0), layers_of_virtual_stage(cm.model, cm.cluster, 0) * layer_params(cm.model) +
+                                            embedding_params(cm.model));
+  auto one = unit_model(2, 1);  // pp 1: the embedding is the output weight, one copy
+  one.model.tied_embeddings = true;
+  EXPECT_DOUBLE_EQ(stage_params(one, 0), one.model.layers * layer_params(one.model) + embedding_params(one.model) + norm);
+  EXPECT_DOUBLE_EQ(stage_params(one, 0), total_params(one.model));
 }
 
 TEST(Hardware, ScalarKeysRoundTripAndCollectiveBandwidth) {

@@ -488,7 +488,8 @@ TEST(Step, MemoryPeakFollowsTheMicroBatchesInFlight) {
   auto cm = unit_cm2(4, 4);
   cm.model.layers = 4;
   cm.model.vocab = 1000;
-  cm.hardware.ce_unfused_bytes_per_logit = 10;
+  cm.hardware.ce_fp32_saved_bytes_per_logit = 4;
+  cm.hardware.ce_fp32_peak_bytes_per_logit = 6;
   plan::Plan p;
   p.planner = "t";
   p.config.dp = 1;
@@ -520,17 +521,27 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
   in.tokens = {{100}, {1000}, {10}};
   in.static_bytes = {5, 7};
   in.stored_bytes_per_token_layer = 2;
-  in.transient_bytes_per_token = {0, 1};
+  in.layer_transient_bytes_per_token = 0.25;
+  in.logits_saved_bytes_per_token = 0.5;  // the last virtual stage (stage 1) only
+  in.logits_peak_bytes_per_token = 1;
   in.layers = {3, 3};
   in.capacity_bytes = 1e9;
   const auto r = simulate_schedule(in);
-  // Stage 0 (warmup 1): F0 F1 B0 F2 B1 B2 -> live 600, 6600 (peak), 6000, 6060, ...
-  EXPECT_DOUBLE_EQ(r.gpu[0].peak_bytes, 5 + 6 * (100 + 1000));
-  // Stage 1 (no warmup): one at a time; its transient (1 B/token) on top: 6000 + 1000.
+  // Stage 0 (warmup 1): F0 F1 B0 F2 B1 B2 -> live 600, 6600 (peak, + the layer transient of
+  // 1000 tokens: 250), 6000, 6060, ...; no logits here.
+  EXPECT_DOUBLE_EQ(r.gpu[0].peak_bytes, 5 + 6 * (100 + 1000) + 250);
+  // Stage 1 (no warmup): one at a time. F1: 6000 + max(250, 1000 logits) = 7000, then 500 saved;
+  // B1: 6500 + (1000 - 500) = 7000, then 6000 + 250. The logits peak and the layer transient
+  // never add up.
   EXPECT_DOUBLE_EQ(r.gpu[1].peak_bytes, 7 + 6 * 1000 + 1000);
   EXPECT_DOUBLE_EQ(r.peak_bytes, 7007);
   EXPECT_EQ(r.peak_gpu, 1);
   EXPECT_TRUE(r.fits);
+  // The saved part is not charged twice: F1 peaks at 6000 + 1500, keeps 900, and B1 starts at
+  // 6000 + 900 + (1500 - 900) = 7500 again.
+  in.logits_saved_bytes_per_token = 0.9;
+  in.logits_peak_bytes_per_token = 1.5;
+  EXPECT_DOUBLE_EQ(simulate_schedule(in).gpu[1].peak_bytes, 7 + 6000 + 1500);
 }
 
 TEST(Step, IterationCostFollowsTheSlowestGpu) {
