@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <span>
 
 namespace dcp::sched {
 
@@ -35,11 +36,30 @@ PrototypeModel model_of(const plan::PlannerOptions& o) {
   return m;
 }
 
+}  // namespace
+
+// Python's built-in sum() of floats from CPython 3.12 on (Neumaier's compensated summation,
+// bltinmodule.c builtin_sum_impl; the compensation is added once at the end), the version in the
+// NGC PyTorch containers the prototype ran in (Ubuntu 24.04). Before 3.12 sum() added left to
+// right; both round differently from a plain left-to-right double sum in the last place, which
+// decides near-ties of the bucket rules on batches with many equal lengths.
+double python_sum(std::span<const double> xs) {
+  double s = 0.0, c = 0.0;
+  for (double x : xs) {
+    const double t = s + x;
+    c += std::fabs(s) >= std::fabs(x) ? (s - t) + x : (x - t) + s;
+    s = t;
+  }
+  return c != 0.0 && std::isfinite(c) ? s + c : s;
+}
+
+namespace {
+
 struct Bucket {
   std::vector<int> samples;  // sample ids; samples[0] is the except sample of an except bucket
   int cp = 1;                // slots (x min_cp ranks)
   int first_slot = -1;       // except buckets: their interval; normal: set when placed
-  double fwd = 0, bwd = 0;   // per slot (an except bucket's totals are divided by cp)
+  double fwd = 0;            // per slot (an except bucket's total is divided by cp)
   int64_t tokens = 0;        // all tokens of the bucket's samples
   double target_flops = 0;
   double target_length = 0;
@@ -57,7 +77,14 @@ class PrototypeSolver {
       fwd_.push_back(f.fwd);
       bwd_.push_back(f.bwd);
     }
-    sum_fwd_ = std::accumulate(fwd_.begin(), fwd_.end(), 0.0);
+    // The prototype sums the forward FLOPs over the samples sorted by length, longest first
+    // (stable: ties in batch order; sample_id_seqlens, 1809), with Python's sum() (solver,
+    // 2202-2203): the except threshold's sum.
+    by_length_.resize(fwd_.size());
+    std::iota(by_length_.begin(), by_length_.end(), 0);
+    std::stable_sort(by_length_.begin(), by_length_.end(),
+                     [&](int a, int b) { return batch.lengths[a] > batch.lengths[b]; });
+    sum_fwd_ = python_sum(gather(by_length_));
     // Slot counts c allowed as group sizes c * min_cp on this pool (deviation 4).
     for (int size : plan::group_sizes(cfg.pool(), min_cp_))
       if (size % min_cp_ == 0 && plan::is_pow2(size / min_cp_) && size / min_cp_ <= slots_) slot_sizes_.push_back(size / min_cp_);
@@ -71,15 +98,17 @@ class PrototypeSolver {
     const int64_t total_buckets = static_cast<int64_t>(per_slot) * slots_;
     if (total_buckets > g) return std::nullopt;  // next_hdp_group: "num_buckets_sum > len(all_lengths)"
     if (cfg_.vpp_group && per_slot % *cfg_.vpp_group != 0) return std::nullopt;  // deviation 6
-    const double target = sum_fwd_ / static_cast<double>(total_buckets);
     const int64_t M = cfg_.max_seqlen_per_rank;
     // solver: except = forward FLOPs > 1.3 x total / (m * DP * PP), DP = the pool (= slots * min_cp).
     const double threshold = 1.3 * sum_fwd_ / (static_cast<double>(m) * cfg_.pool() * pp_);
-    std::vector<int> except, normal;
-    for (int i = 0; i < g; ++i) (fwd_[i] > threshold ? except : normal).push_back(i);
-    auto by_fwd_desc = [&](int a, int b) { return fwd_[a] > fwd_[b] || (fwd_[a] == fwd_[b] && a < b); };
-    std::stable_sort(except.begin(), except.end(), by_fwd_desc);
-    std::stable_sort(normal.begin(), normal.end(), by_fwd_desc);
+    std::vector<int> except, normal;  // in the prototype's order: longest first, ties in batch order
+    for (int i : by_length_) (fwd_[i] > threshold ? except : normal).push_back(i);
+    // Bucket target as split_sample recomputes it (1940-1948): sum(except) + sum(normal), over
+    // total_num = slots x ratio(m), times ratio(m) / m / PP, in that order (the ratio cancels
+    // algebraically, not in rounding).
+    const double r = ratio(m);
+    const double target = (python_sum(gather(except)) + python_sum(gather(normal))) /
+                          (static_cast<double>(slots_) * r) * r / static_cast<double>(m) / static_cast<double>(pp_);
 
     // split_sample, first pass: bucket counts per except sample.
     int64_t buckets_left = total_buckets;
@@ -129,7 +158,7 @@ class PrototypeSolver {
       b.first_slot = best_left;
       double room = c * target - fwd_[i];
       int64_t tokens = batch_.lengths[i];
-      double fill_fwd = 0, fill_bwd = 0;
+      double fill_fwd = 0;
       const int64_t cap = M * c * min_cp_;
       std::vector<int> kept;
       for (int s : remaining) {
@@ -139,7 +168,6 @@ class PrototypeSolver {
           room -= fwd_[s];
           tokens += batch_.lengths[s];
           fill_fwd += fwd_[s];
-          fill_bwd += bwd_[s];
           b.samples.push_back(s);
         } else {
           kept.push_back(s);
@@ -148,7 +176,6 @@ class PrototypeSolver {
       remaining = std::move(kept);
       b.tokens = tokens;
       b.fwd = (fwd_[i] + fill_fwd) / c;
-      b.bwd = (3.0 * fwd_[i] + fill_bwd) / c;
       const int id = static_cast<int>(buckets.size());
       buckets.push_back(std::move(b));
       for (int s = best_left; s < best_left + c; ++s) {
@@ -284,7 +311,6 @@ class PrototypeSolver {
   }
   void add_normal(Bucket& b, int s) const {
     b.fwd += fwd_[s];
-    b.bwd += 2.0 * fwd_[s];  // the prototype's TODO approximation (assign_samples_to_buckets)
     b.tokens += batch_.lengths[s];
     b.samples.push_back(s);
   }
@@ -293,7 +319,14 @@ class PrototypeSolver {
   const plan::PlanConfig& cfg_;
   const plan::PlannerOptions& opt_;
   int pp_ = 1, min_cp_ = 1, slots_ = 1;
+  std::vector<double> gather(const std::vector<int>& ids) const {
+    std::vector<double> v;
+    v.reserve(ids.size());
+    for (int i : ids) v.push_back(fwd_[i]);
+    return v;
+  }
   std::vector<double> fwd_, bwd_;
+  std::vector<int> by_length_;  // samples by length, longest first (stable)
   double sum_fwd_ = 0;
   std::vector<int> slot_sizes_;
 };

@@ -15,7 +15,7 @@
 //     time wins (strict <, so the smallest m on ties).
 //   * Per m (solver, 2184-2391): bucket target = total forward FLOPs / (slots * m * PP) (the
 //     bubble-aware ratio m*PP*(2PP-1)/(m*PP+PP-1) of compute_ratios, 1539-1546, cancels when all
-//     slots use the same m, as they always do there); "except" samples have forward FLOPs >
+//     slots use the same m, as they always do there, except in rounding: see below); "except" samples have forward FLOPs >
 //     1.3 x total / (m * DP * PP) (solver, 2200-2204) where DP is the whole pool (hybrid CP runs
 //     with --context-parallel-size 1), i.e. 1.3 x the target / min_cp; each gets c = min(nearest_pow2(ceil(f / target)), max split, slots, buckets left
 //     for the other except samples) buckets (split_sample, 1886-2056), placed on the aligned
@@ -28,17 +28,24 @@
 //     length rule); an empty bucket disqualifies the m; buckets go to slots: except buckets on
 //     their interval, then normal buckets in ascending FLOPs to the least-loaded slot with room
 //     (greedy_assign_bucket_to_dp, 1267-1451). Micro-batch k of a slot = its k-th bucket.
-//   * Backward cost of a bucket: 3 x the except sample's forward + its fillers' backward, and
-//     2 x forward for normal samples (the prototype's own TODO approximations, kept).
+//   * The prototype also keeps a backward estimate per bucket (3 x the except sample's forward +
+//     its fillers' backward; 2 x forward for normal samples: its own TODO approximations) that
+//     only its pipeline simulator reads; deviation 2 replaces that simulator, so they are not
+//     ported (the built-in estimate there uses each sample's TFLOPs() backward).
+//   * Rounding: the bucket target and the except threshold are computed as the prototype does
+//     (sums over the samples longest first with Python's sum(), target = sum(except) +
+//     sum(normal) over slots x ratio(m), times ratio(m) / m / PP): the ratio cancels only
+//     algebraically, and last-place differences decide near-ties of the bucket rules.
 //
 // Deviations (each needed for a valid plan or because the prototype's parts are not ours):
 //   1. Costs use TFLOPs() with the model dimensions in PlannerOptions::model when given (the
 //      harness passes the scenario's), else Llama-13B's (h 5120, FFN 13824, MHA, SwiGLU, full
 //      recompute: run_hybrid_cp.sh:42-45, 216-218).
-//   2. Its pipeline simulator (simulate_time -> SplitFuseSchedule, 1717-1722) and its 70 GiB memory
-//      simulator (2331-2357) are replaced by PlannerOptions::estimate (our discrete-event simulator
-//      and memory model: the fitting plan with the smallest step wins) when given, else by a 1F1B
-//      estimate per slot: sum of its buckets' (fwd + bwd) + (PP - 1) x its largest.
+//   2. Its pipeline simulator (simulate_time -> SplitFuseSchedule, 1717-1722) and its 70 GiB
+//      memory simulator check (2339-2340, 2372-2374) are replaced by PlannerOptions::estimate
+//      (our discrete-event simulator and memory model: the fitting plan with the smallest step
+//      wins) when given, else by a 1F1B estimate per slot: sum of its buckets' (fwd + bwd) +
+//      (PP - 1) x its largest.
 //   3. The per-rank token cap M is enforced: an except sample gets at least cp_min(L) ranks, a
 //      filler or normal sample joins a bucket only if the bucket stays within M tokens per rank
 //      (the prototype's length rule has no cap); an m that cannot hold the batch so is skipped.
@@ -48,8 +55,9 @@
 //      free on all of them); the prototype appends it to each slot's list, which puts one CP
 //      group in different micro-batches when its slots already hold different numbers of buckets.
 //   6. An m whose micro-batch count is not a multiple of vpp_group is skipped (Megatron's VPP rule).
-//   7. If no m is feasible (fewer samples than slots * m * PP buckets for every m, or the caps
-//      above), where the prototype raises, we return megatron-dev's plan (planner name kept as
+//   7. If no m is feasible (fewer samples than slots * m * PP buckets for every m, an empty
+//      bucket, or the caps of deviation 3), we return megatron-dev's plan (the prototype raises
+//      in the first two cases; in the third it returns a plan above M, which is invalid here) (planner name kept as
 //      nvidia-prototype; the fallback is counted by nvidia_prototype_fallbacks()).
 //   8. "DP" slots are the pool N = dp*cp divided by min_cp (the prototype's DP with hybrid CP).
 //      Max split size = slots is our choice: run_hybrid_cp.sh:37 sets MAX_CP=8 outright (equal to
@@ -71,6 +79,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <span>
 
 namespace dcp::sched {
 
@@ -85,6 +94,9 @@ struct PrototypeFlops {
   double total = 0, fwd = 0, bwd = 0;  // TFLOP of one layer, as TFLOPs() returns them
 };
 PrototypeFlops prototype_tflops(int64_t length, const PrototypeModel& model);
+
+// Python's sum() of floats as CPython >= 3.12 computes it (compensated); see the .cpp.
+double python_sum(std::span<const double> xs);
 
 // nearest_pow2 (1649-1662): the closer of the powers of two around n (the upper one on a tie).
 int64_t prototype_nearest_pow2(int64_t n);

@@ -49,6 +49,18 @@ plan::PlanConfig pool8() {
   return c;
 }
 
+TEST(NvidiaPrototype, PythonSumIsCompensatedAsInCPython312) {
+  // Python >= 3.12: sum([0.1] * 10) == 1.0 and sum([1e16, 1.0, -1e16]) == 1.0 (the documented
+  // examples of the change); a left-to-right double sum gives 0.9999999999999999 and 0.0.
+  const std::vector<double> tenths(10, 0.1);
+  EXPECT_EQ(python_sum(tenths), 1.0);
+  EXPECT_EQ(python_sum(std::vector<double>{1e16, 1.0, -1e16}), 1.0);
+  EXPECT_EQ(python_sum(std::vector<double>{}), 0.0);
+  double plain = 0;
+  for (double x : tenths) plain += x;
+  EXPECT_NE(plain, 1.0);  // the case the compensation exists for
+}
+
 TEST(NvidiaPrototype, ExceptSampleGetsItsBucketsAsOneAlignedGroup) {
   // One 16000-token sample and 31 of 1000 on 8 slots, m = 1 (8 buckets): its forward FLOPs are
   // 3.187 x the bucket target (> 1.3: except), ceil = 4, nearest_pow2(4) = 4 <= 8 slots: a CP-4
