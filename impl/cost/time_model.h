@@ -57,7 +57,8 @@
 //   forward only with overlap_grad_reduce (--overlap-grad-reduce / --overlap-param-gather).
 //
 // Per iteration (serial, after the pipeline): the optimizer step ((optimizer_bytes_per_param x the
-// GPU's shard + grad bytes x the stage's params, the zeroed grad buffer) / HBM), iteration_overhead_s, and for dynamic-CP plans the data path: the length
+// GPU's shard + grad bytes x the stage's params, the zeroed grad buffer) / HBM),
+// iteration_overhead_s, and for dynamic-CP plans the data path: the length
 // all-gather over the pool ((N-1) latencies), the payload re-route (an all-to-all of
 // reroute_bytes_per_token per local token) and dynamic_data_overhead_s.
 #pragma once

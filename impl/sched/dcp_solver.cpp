@@ -203,9 +203,16 @@ class Solver {
     const auto load = [&](int sample, int cp_size) {
       return times_(sample, static_cast<int>(std::lower_bound(sizes.begin(), sizes.end(), cp_size) - sizes.begin()));
     };
-    detail::Ramped r = detail::pipeline_ramp(best.plan, load, best.rank(),
-                                             [&](const plan::Plan& p) { return score(p).rank(); });
-    if (r.rank < best.rank()) best = score(std::move(r.plan));
+    // pipeline_ramp keeps a candidate iff it ranks below every one kept before, so the last
+    // scored plan to do so is the result: kept here to avoid simulating it again.
+    std::optional<Scored> kept;
+    const detail::Ramped r = detail::pipeline_ramp(best.plan, load, best.rank(), [&](const plan::Plan& p) {
+      Scored c = score(p);
+      const double rank = c.rank();
+      if (rank < (kept ? kept->rank() : best.rank())) kept = std::move(c);
+      return rank;
+    });
+    if (kept && r.rank < best.rank()) best = std::move(*kept);
   }
 
   // 1F1B estimate of any plan with the built-in per-group critical path.

@@ -14,11 +14,12 @@
 //     (the pool / min_cp) runs m*PP micro-batches; the m with the smallest simulated iteration
 //     time wins (strict <, so the smallest m on ties).
 //   * Per m (solver, 2184-2391): bucket target = total forward FLOPs / (slots * m * PP) (the
-//     bubble-aware ratio m*PP*(2PP-1)/(m*PP+PP-1) of compute_ratios, 1539-1546, cancels when all
-//     slots use the same m, as they always do there, except in rounding: see below); "except" samples have forward FLOPs >
-//     1.3 x total / (m * DP * PP) (solver, 2200-2204) where DP is the whole pool (hybrid CP runs
-//     with --context-parallel-size 1), i.e. 1.3 x the target / min_cp; each gets c = min(nearest_pow2(ceil(f / target)), max split, slots, buckets left
-//     for the other except samples) buckets (split_sample, 1886-2056), placed on the aligned
+//     bubble-aware ratio m*PP*(2PP-1)/(m*PP+PP-1) of compute_ratios, 1539-1546, cancels when
+//     all slots use the same m, as they always do there, except in rounding: see below);
+//     "except" samples have forward FLOPs > 1.3 x total / (m * DP * PP) (solver, 2200-2204)
+//     where DP is the whole pool (hybrid CP runs with --context-parallel-size 1), i.e. 1.3 x the
+//     target / min_cp; each gets c = min(nearest_pow2(ceil(f / target)), max split, slots,
+//     buckets left for the other except samples) buckets (split_sample, 1886-2056), placed on the aligned
 //     interval of c slots whose smallest count of free buckets is largest, and filled with normal
 //     samples (fill_bucket_with_samples, 1725-1769: descending FLOPs, a sample joins while its
 //     FLOPs < 1.05 x the room left, while more normal samples remain than slots*ratio and the

@@ -243,7 +243,8 @@ TEST(Memory, TiedEmbeddingsKeepACopyOnTheLastStageWhenSplit) {
                                             embedding_params(cm.model));
   auto one = unit_model(2, 1);  // pp 1: the embedding is the output weight, one copy
   one.model.tied_embeddings = true;
-  EXPECT_DOUBLE_EQ(stage_params(one, 0), one.model.layers * layer_params(one.model) + embedding_params(one.model) + norm);
+  EXPECT_DOUBLE_EQ(stage_params(one, 0),
+                   one.model.layers * layer_params(one.model) + embedding_params(one.model) + norm);
   EXPECT_DOUBLE_EQ(stage_params(one, 0), total_params(one.model));
 }
 

@@ -241,6 +241,60 @@ TEST(DcpSolver, PipelineOrderFollowsTheScorer) {
   EXPECT_TRUE(std::is_sorted(c.begin(), c.end()));
 }
 
+TEST(DcpSolver, PipelineRampKeepsFittingPlansFirstAndVppMultiples) {
+  // Short samples of similar length: the packing balances the micro-batches, and a scorer with a
+  // 1F1B pipeline's fill and drain ((pp - 1) x the first and the last micro-batch) plus a cost per
+  // micro-batch rewards the ramp (dcp_solver.h step 11): halves of light micro-batches at the ends.
+  Rng rng(31);
+  plan::Batch b;
+  for (int i = 0; i < 400; ++i) b.lengths.push_back(rng.uniform_int(100, 300));
+  auto crits = [&](const plan::Plan& p) {
+    std::vector<double> c;
+    for (const auto& mb : p.microbatches) {
+      double mx = 0;
+      for (const auto& g : mb.groups) {
+        double l = 0;
+        for (int s : g.samples) l += dcp_default_sample_time(b.lengths[s], g.cp_size);
+        mx = std::max(mx, l);
+      }
+      c.push_back(mx);
+    }
+    return c;
+  };
+  constexpr int kPp = 4;
+  auto step = [&](const plan::Plan& p) {
+    const auto c = crits(p);
+    double t = 0;
+    for (double x : c) t += x + 300;  // 300: a fixed cost per micro-batch
+    return t + (kPp - 1) * (c.front() + c.back());
+  };
+  auto ramped = [&](const plan::Plan& p) {  // some micro-batch at most 0.6 x the heaviest
+    const auto c = crits(p);
+    return *std::min_element(c.begin(), c.end()) < 0.6 * *std::max_element(c.begin(), c.end());
+  };
+  plan::PlannerOptions o;
+  o.pp = kPp;
+  o.estimate = [&](const plan::Plan& p) { return plan::PlannerOptions::Estimate{step(p), true, 0}; };
+  const auto free = DcpPlanner(o).plan(b, cfg(8, 1, 4096));
+  ASSERT_FALSE(plan::find_violation(free, b).has_value());
+  ASSERT_TRUE(ramped(free)) << "the ramp should split a light micro-batch here";
+  const auto c = crits(free);
+  EXPECT_LT(c.front(), 0.6 * *std::max_element(c.begin(), c.end()));  // a half at each end
+  EXPECT_LT(c.back(), 0.6 * *std::max_element(c.begin(), c.end()));
+  // A memory model under which ramped plans do not fit: the result fits (fitting plans rank
+  // first, also in the ramp), although a ramped one would be faster.
+  o.estimate = [&](const plan::Plan& p) { return plan::PlannerOptions::Estimate{step(p), !ramped(p), 0}; };
+  const auto fitting = DcpPlanner(o).plan(b, cfg(8, 1, 4096));
+  ASSERT_FALSE(plan::find_violation(fitting, b).has_value());
+  EXPECT_FALSE(ramped(fitting));
+  EXPECT_GT(step(fitting), step(free));
+  // With VPP the micro-batch count stays a multiple of vpp_group (the ramp does not run there).
+  o.estimate = [&](const plan::Plan& p) { return plan::PlannerOptions::Estimate{step(p), true, 0}; };
+  const auto vpp = DcpPlanner(o).plan(b, cfg(8, 1, 4096, 1, kPp));
+  ASSERT_FALSE(plan::find_violation(vpp, b).has_value());
+  EXPECT_EQ(vpp.microbatches.size() % kPp, 0u);
+}
+
 // Smallest level (index into the group sizes) holding each sample within m tokens per rank.
 std::vector<int> min_levels(const plan::Batch& b, const detail::SampleTimes& times, int64_t m) {
   std::vector<int> kmin(b.lengths.size(), 0);
@@ -380,7 +434,8 @@ TEST(DcpSearch, PipelineRampNeverRanksWorseAndLeavesUnsplittablePlansAlone) {
     // An arbitrary scorer: micro-batch count and order matter through position weights.
     const auto rank = [&](const plan::Plan& p) {
       double r = 0;
-      for (size_t i = 0; i < p.microbatches.size(); ++i) r += crit(p.microbatches[i], b) * (1.0 + 0.3 * std::sin(static_cast<double>(i) + t));
+      for (size_t i = 0; i < p.microbatches.size(); ++i)
+        r += crit(p.microbatches[i], b) * (1.0 + 0.3 * std::sin(static_cast<double>(i) + t));
       return r;
     };
     const double r0 = rank(start);
