@@ -58,8 +58,9 @@
 //      3 lightest micro-batches whose groups all hold two or more samples (each group's samples
 //      into two halves of near-equal load on the same ranks) and move the halves to the ends
 //      (front and back, both front or both back), keeping a candidate only if the scorer rates
-//      it better. -0.3% to -3.0% step time on the published vpp-1 scenarios; with VPP it was
-//      slower (dcp_search.h, pipeline_ramp). The ordering of step 8 also runs on the winner first.
+//      it better. 0 to -2.9% simulated step on the published vpp-1 scenarios (README); with VPP
+//      it was slower (dcp_search.h, pipeline_ramp). Up to 54 more simulations per plan. The
+//      ordering of step 8 also runs on the winner first.
 //
 // Portfolio cost: Megatron's greedy is O(G m) (one pass over the remaining samples per
 // micro-batch: 4.9 s for both ports at G = 262144 on 64 ranks on the 2-core VM), so it runs when
