@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace dcp::sched {
 namespace {
@@ -140,9 +141,9 @@ TEST(DcpSolver, DefaultTimeModelIsLinearPlusQuadratic) {
 }
 
 
-// Sum over micro-batches of the largest time per rank of a group, under the built-in model.
-double builtin_critical_paths(const plan::Plan& p, const plan::Batch& b) {
-  double sum = 0;
+// Critical path of each micro-batch under the built-in time model (its heaviest group's load).
+std::vector<double> critical_paths(const plan::Plan& p, const plan::Batch& b) {
+  std::vector<double> c;
   for (const auto& mb : p.microbatches) {
     double mx = 0;
     for (const auto& g : mb.groups) {
@@ -150,9 +151,15 @@ double builtin_critical_paths(const plan::Plan& p, const plan::Batch& b) {
       for (int s : g.samples) l += dcp_default_sample_time(b.lengths[s], g.cp_size);
       mx = std::max(mx, l);
     }
-    sum += mx;
+    c.push_back(mx);
   }
-  return sum;
+  return c;
+}
+
+// Sum over micro-batches of the largest time per rank of a group, under the built-in model.
+double builtin_critical_paths(const plan::Plan& p, const plan::Batch& b) {
+  const auto c = critical_paths(p, b);
+  return std::accumulate(c.begin(), c.end(), 0.0);
 }
 
 plan::Batch lognormal(Rng& rng, int g, int64_t m, int64_t cap) {
@@ -213,19 +220,7 @@ TEST(DcpSolver, PipelineOrderFollowsTheScorer) {
   // best order puts the lightest first, so the returned plan's critical paths ascend.
   Rng rng(9);
   const auto b = lognormal(rng, 300, 1024, 1024 * 8);
-  auto crits = [&](const plan::Plan& p) {
-    std::vector<double> c;
-    for (const auto& mb : p.microbatches) {
-      double mx = 0;
-      for (const auto& g : mb.groups) {
-        double l = 0;
-        for (int s : g.samples) l += dcp_default_sample_time(b.lengths[s], g.cp_size);
-        mx = std::max(mx, l);
-      }
-      c.push_back(mx);
-    }
-    return c;
-  };
+  auto crits = [&](const plan::Plan& p) { return critical_paths(p, b); };
   plan::PlannerOptions o;
   o.pp = 4;
   o.step_time_s = [&](const plan::Plan& p) {
@@ -248,19 +243,7 @@ TEST(DcpSolver, PipelineRampKeepsFittingPlansFirstAndVppMultiples) {
   Rng rng(31);
   plan::Batch b;
   for (int i = 0; i < 400; ++i) b.lengths.push_back(rng.uniform_int(100, 300));
-  auto crits = [&](const plan::Plan& p) {
-    std::vector<double> c;
-    for (const auto& mb : p.microbatches) {
-      double mx = 0;
-      for (const auto& g : mb.groups) {
-        double l = 0;
-        for (int s : g.samples) l += dcp_default_sample_time(b.lengths[s], g.cp_size);
-        mx = std::max(mx, l);
-      }
-      c.push_back(mx);
-    }
-    return c;
-  };
+  auto crits = [&](const plan::Plan& p) { return critical_paths(p, b); };
   constexpr int kPp = 4;
   auto step = [&](const plan::Plan& p) {
     const auto c = crits(p);
