@@ -61,18 +61,19 @@ std::optional<std::pair<plan::MicroBatch, plan::MicroBatch>> split_halves(
   return std::make_pair(std::move(a), std::move(b));
 }
 
+double critical_path(const plan::MicroBatch& mb, const std::function<double(int, int)>& load) {
+  double mx = 0;
+  for (const auto& gr : mb.groups) {
+    double l = 0;
+    for (int x : gr.samples) l += load(x, gr.cp_size);
+    mx = std::max(mx, l);
+  }
+  return mx;
+}
+
 Ramped pipeline_ramp(const plan::Plan& start, const std::function<double(int, int)>& load, double start_rank,
                      const std::function<double(const plan::Plan&)>& rank) {
   Ramped best{start, start_rank};
-  const auto crit = [&](const plan::MicroBatch& mb) {
-    double mx = 0;
-    for (const auto& gr : mb.groups) {
-      double l = 0;
-      for (int x : gr.samples) l += load(x, gr.cp_size);
-      mx = std::max(mx, l);
-    }
-    return mx;
-  };
   for (int round = 0; round < kRampRounds; ++round) {
     const plan::Plan cur = best.plan;
     const auto& mbs = cur.microbatches;
@@ -80,7 +81,7 @@ Ramped pipeline_ramp(const plan::Plan& start, const std::function<double(int, in
     for (size_t i = 0; i < mbs.size(); ++i) {
       const auto& gs = mbs[i].groups;
       if (std::all_of(gs.begin(), gs.end(), [](const plan::Group& gr) { return gr.samples.size() >= 2; }))
-        light.emplace_back(crit(mbs[i]), i);
+        light.emplace_back(critical_path(mbs[i], load), i);
     }
     std::stable_sort(light.begin(), light.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     if (light.size() > kRampTries) light.resize(kRampTries);

@@ -111,6 +111,8 @@ class Packing {
 // halves keep their group's ranks and partition its samples.
 // `load(sample, cp_size)`: time per rank of a sample on a group of that size.
 inline constexpr int kRampRounds = 6;
+// Critical path of a micro-batch: the largest load of a group (sum of its samples' loads).
+double critical_path(const plan::MicroBatch& mb, const std::function<double(int, int)>& load);
 inline constexpr size_t kRampTries = 3;
 struct Ramped {
   plan::Plan plan;

@@ -180,17 +180,14 @@ class Solver {
     }
   }
 
-  // Critical path of a micro-batch under the built-in per-group time (the largest group load).
-  double crit_of(const plan::MicroBatch& mb) const {
+  // Time per rank of a sample on a group of cp_size ranks (the memoised t(L, k)).
+  double load(int sample, int cp_size) const {
     const auto& sizes = times_.sizes();
-    double mx = 0;
-    for (const auto& gr : mb.groups) {
-      const int lv = static_cast<int>(std::lower_bound(sizes.begin(), sizes.end(), gr.cp_size) - sizes.begin());
-      double l = 0;
-      for (int s : gr.samples) l += times_(s, lv);
-      mx = std::max(mx, l);
-    }
-    return mx;
+    return times_(sample, static_cast<int>(std::lower_bound(sizes.begin(), sizes.end(), cp_size) - sizes.begin()));
+  }
+  // Critical path of a micro-batch under the per-group time (the largest group load).
+  double crit_of(const plan::MicroBatch& mb) const {
+    return detail::critical_path(mb, [this](int s, int k) { return load(s, k); });
   }
 
   // Pipeline ramp (dcp_solver.h step 11; detail::pipeline_ramp): only without VPP.
@@ -199,14 +196,11 @@ class Solver {
   // `dcpbench run`, 2026-11-25).
   void ramp(Scored& best) const {
     if (cfg_.vpp_group.value_or(1) != 1 || best.plan.microbatches.size() < 2) return;
-    const auto& sizes = times_.sizes();
-    const auto load = [&](int sample, int cp_size) {
-      return times_(sample, static_cast<int>(std::lower_bound(sizes.begin(), sizes.end(), cp_size) - sizes.begin()));
-    };
     // pipeline_ramp keeps a candidate iff it ranks below every one kept before, so the last
     // scored plan to do so is the result: kept here to avoid simulating it again.
     std::optional<Scored> kept;
-    const detail::Ramped r = detail::pipeline_ramp(best.plan, load, best.rank(), [&](const plan::Plan& p) {
+    const auto per_rank = [this](int s, int k) { return load(s, k); };
+    const detail::Ramped r = detail::pipeline_ramp(best.plan, per_rank, best.rank(), [&](const plan::Plan& p) {
       Scored c = score(p);
       const double rank = c.rank();
       if (rank < (kept ? kept->rank() : best.rank())) kept = std::move(c);
