@@ -45,8 +45,11 @@
 //   8. Pipeline-aware order (pp > 1 with a simulator): the order of micro-batches does not
 //      change the surrogate but does change a 1F1B pipeline (it stalls on micro-batches of
 //      unequal length). Candidates are simulated in pyramid order by critical path (light ...
-//      heavy ... light); the finalists after the search and the winner are simulated in five
-//      orders (pyramid, descending, ascending, alternating, valley) and keep the best.
+//      heavy ... light); the finalists after the search and the winner are simulated in nine
+//      orders (pyramid, descending, ascending, alternating, valley, and four tail-light
+//      pyramids with 2, 3, 5 or 8 light micro-batches at the back per one at the front: the
+//      fill is one micro-batch's forward, the drain the backwards, 2-3x a forward, of the last
+//      pp - 1) and keep the best.
 //   9. The best scored plan wins: the finalists before and after the search and the portfolio
 //      plans, fitting ones first, so under the caller's scorer dcp is never worse than Megatron's
 //      plans (whenever the portfolio runs, see below).

@@ -236,6 +236,31 @@ TEST(DcpSolver, PipelineOrderFollowsTheScorer) {
   EXPECT_TRUE(std::is_sorted(c.begin(), c.end()));
 }
 
+TEST(DcpSolver, PipelineOrderTriesTailLightPyramids) {
+  // A scorer shaped like a 1F1B pipeline with full recompute: the first micro-batch's forward
+  // fills it (weight 1), the last ones' backward drains it (3x a forward: weight 3 on each of
+  // the last three). The symmetric pyramid puts the 1st, 3rd and 5th lightest at the back;
+  // the tail-light order with r = 3 puts the three lightest there, which this scorer prefers.
+  Rng rng(21);
+  const auto b = lognormal(rng, 300, 1024, 1024 * 8);
+  auto crits = [&](const plan::Plan& p) { return critical_paths(p, b); };
+  plan::PlannerOptions o;
+  o.pp = 4;
+  o.step_time_s = [&](const plan::Plan& p) {
+    const auto c = crits(p);
+    double t = 0;
+    for (size_t i = 0; i < c.size(); ++i) t += c[i] * (1.0 + (i == 0 ? 1.0 : 0.0) + (i + 3 >= c.size() ? 3.0 : 0.0));
+    return t;
+  };
+  const auto p = DcpPlanner(o).plan(b, cfg(8, 1, 1024));
+  ASSERT_FALSE(plan::find_violation(p, b).has_value());
+  const auto c = crits(p);
+  ASSERT_GE(c.size(), 6u);
+  const double tail_max = *std::max_element(c.end() - 3, c.end());
+  const double rest_min = *std::min_element(c.begin(), c.end() - 3);
+  EXPECT_LE(tail_max, rest_min) << "the three lightest micro-batches should end the pipeline";
+}
+
 TEST(DcpSolver, PipelineRampKeepsFittingPlansFirstAndVppMultiples) {
   // Short samples of similar length: the packing balances the micro-batches, and a scorer with a
   // 1F1B pipeline's fill and drain ((pp - 1) x the first and the last micro-batch) plus a cost per
