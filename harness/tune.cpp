@@ -119,7 +119,7 @@ std::vector<SensitivityParameter> sensitivity_parameters() {
       {"ring_step_s", scalar({"ring_step_fwd_s", "ring_step_bwd_s"})},
       {"microbatch_overhead_s", scalar({"microbatch_overhead_s"})},
       {"iteration_overhead_s", scalar({"iteration_overhead_s"})},
-      {"dynamic_data_overhead_s", scalar({"dynamic_data_overhead_s"})},
+      {"packed_data_overhead_s", scalar({"packed_data_overhead_s"})},
       {"thd_side_bytes", scalar({"thd_side_fwd_bytes_q", "thd_side_fwd_bytes_kv", "thd_side_bwd_bytes_q",
                                  "thd_side_bwd_bytes_kv"})},
       {"optimizer_bytes_per_param", scalar({"optimizer_bytes_per_param"})},

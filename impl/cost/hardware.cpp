@@ -85,19 +85,30 @@ HardwareProfile h100_sxm() {
   // (multi_tensor_l2norm + all-reduce + .item() sync), loss averaging + .item(), optimizer
   // multi-tensor launches, timers and --log-interval 1 logging: ~200 host ops.
   p.iteration_overhead_s = 200 * kTorchOpHostS;  // 2.7 ms
-  // Dynamic-CP data path per iteration [estimate]: the scheduler call and build_packed_microbatches
-  // (Megatron dev data_schedule_utils.py) for the few samples per DP rank of the Megatron example
-  // (~75 host ops). Not valid for large batches: Megatron's Python default_dynamic_cp took ~660 ms
-  // for 2048 samples on 64 ranks (README "Scheduler speed"); NVIDIA's prototype hides its solver in
-  // a background process, which is what the Llama-13B scenarios compare with: run_hybrid_cp.sh
-  // (3b309c627e, lines 226-227) sets --async-hybrid-context-parallel-scheduler, whose sampler
-  // MegatronSFTPrefetchDPBalancedSampler runs PipelineAwareBalancedHybridCPscheduler in a prefetch
-  // process (legacy/data/data_samplers.py:220-226); the step's own scheduler is then
-  // only_packing_no_scheduling (asserted at data_samplers.py:43-44) because the plan is made already.
-  p.dynamic_data_overhead_s = 75 * kTorchOpHostS;  // 1.0 ms
-  // reroute_samples_to_dcp_ranks (Megatron dev data_schedule_utils.py:358) all-to-alls the
-  // sample keys of MockVarlenDataset (varlen_dataset.py): tokens int64 (8), labels int64 (8),
-  // loss_mask fp32 (4), position_ids int64 (8) = 28 bytes per token.
+  // Sequence-packing data path per iteration [estimate]. Megatron runs it for the static
+  // dp_balanced baseline as for dynamic CP: DefaultDynamicCPScheduler inherits
+  // DpBalancedScheduler.run (Megatron-LM 192cbc3554, the commit that added
+  // examples/dynamic_context_parallel/benchmark_dcp.sh and its measurements, and still at dev
+  // d48bd6be0a: megatron/core/datasets/data_schedule.py:164-350), which gathers the lengths over
+  // DP, calls the scheduler, re-routes the samples and builds the packed micro-batches; bshd
+  // (no sequence packing) takes Megatron's ordinary data path and pays none of it. Host work of
+  // the path for the few samples per DP rank of the Megatron example: _unpack_batch, the two
+  // length syncs, the re-route's per-key packing and unpacking and build_packed_microbatches
+  // (data_schedule_utils.py:50-210, 298-484), ~75 op equivalents (most of its few hundred calls at
+  // 8 samples per rank are views and slices, far cheaper than a TE module's op). Not valid for large batches, whose
+  // per-sample calls grow with the samples per rank; for the Llama-13B scenarios (seconds per
+  // step) it is noise either way. The schedulers' own Python time is not charged to any plan:
+  // the harness reports planning time apart (README "Async planning"); NVIDIA's prototype hides
+  // its solver in a background process, which is what the Llama-13B scenarios compare with:
+  // run_hybrid_cp.sh (3b309c627e, lines 226-227) sets --async-hybrid-context-parallel-scheduler,
+  // whose sampler MegatronSFTPrefetchDPBalancedSampler runs PipelineAwareBalancedHybridCPscheduler
+  // in a prefetch process (legacy/data/data_samplers.py:220-226).
+  p.packed_data_overhead_s = 75 * kTorchOpHostS;  // 1.0 ms
+  // reroute_samples_to_dcp_ranks (Megatron-LM 192cbc3554 data_schedule_utils.py:298-410) runs one
+  // all_to_all_single over the DP x CP group per sample key of MockVarlenDataset
+  // (varlen_dataset.py): tokens int64 (8), labels int64 (8), loss_mask fp32 (4), position_ids
+  // int64 (8) = 28 bytes per token, plus the two one-element keys original_seq_len and
+  // padded_seq_len (kRerouteCollectives in time_model.cpp).
   p.reroute_bytes_per_token = 28;
 
   p.hbm_bytes_per_s = 3.35e12;       // H100 SXM HBM3 (datasheet)
@@ -187,7 +198,7 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"ring_step_bwd_s", &HardwareProfile::ring_step_bwd_s},
       {"microbatch_overhead_s", &HardwareProfile::microbatch_overhead_s},
       {"iteration_overhead_s", &HardwareProfile::iteration_overhead_s},
-      {"dynamic_data_overhead_s", &HardwareProfile::dynamic_data_overhead_s},
+      {"packed_data_overhead_s", &HardwareProfile::packed_data_overhead_s},
       {"reroute_bytes_per_token", &HardwareProfile::reroute_bytes_per_token},
       {"hbm_bytes_per_s", &HardwareProfile::hbm_bytes_per_s},
       {"elementwise_bytes_per_token_hidden", &HardwareProfile::elementwise_bytes_per_token_hidden},

@@ -74,10 +74,13 @@ struct HardwareProfile {
                                      // and loss glue), added to the pass
   double iteration_overhead_s = 0;   // per training iteration (train_step bookkeeping, grad-norm
                                      // and loss syncs, logging), serial
-  double dynamic_data_overhead_s = 0;  // per iteration, dynamic-CP plans only: scheduler call,
-                                       // packed-batch building (host); the length all-gather
-                                       // and payload re-route are charged from the links
-  double reroute_bytes_per_token = 0;  // payload a dynamic plan re-routes per token (all-to-all)
+  double packed_data_overhead_s = 0;   // per iteration, every plan that goes through Megatron's
+                                       // sequence-packing scheduler (THD: packing and dynamic
+                                       // CP, not bshd): unpacking, the re-route's per-key
+                                       // packing/unpacking and packed-batch building (host); the
+                                       // length all-gathers and the re-route are charged from
+                                       // the links
+  double reroute_bytes_per_token = 0;  // payload the re-route moves per token (all keys)
 
   // ---- memory traffic (HBM) ----
   double hbm_bytes_per_s = 0;              // memory bandwidth for memory-bound ops (0: ignore them)

@@ -13,6 +13,11 @@ namespace dcp::cost {
 namespace {
 
 constexpr double kBf16Bytes = 2.0;
+// Collectives of the sequence-packing re-route: one all_to_all_single per sample key of
+// MockVarlenDataset kept on a PP = 1 rank (tokens, labels, loss_mask, position_ids,
+// original_seq_len, padded_seq_len; Megatron-LM 192cbc3554 data_schedule.py:267-275 keeps all six
+// on a stage that is both first and last, fewer on the others, so 6 is the slowest stage's).
+constexpr double kRerouteCollectives = 6.0;
 
 // Per-layer times of one rank's share of a group (k ranks, sequences `lengths`).
 struct LayerTimes {
@@ -304,7 +309,7 @@ GradSyncTime grad_sync_time(const CostModel& cm, int s) {
   return g;
 }
 
-IterationTime iteration_time(const CostModel& cm, bool dynamic_plan, double max_tokens_per_rank) {
+IterationTime iteration_time(const CostModel& cm, bool packed, double max_recv_tokens_per_rank) {
   const auto& hw = cm.hardware;
   const auto& c = cm.cluster;
   const int n = c.pool();
@@ -319,17 +324,26 @@ IterationTime iteration_time(const CostModel& cm, bool dynamic_plan, double max_
     it.optimizer_s = (hw.optimizer_bytes_per_param * shard + grad_bytes * worst) / hw.hbm_bytes_per_s;
   }
   it.fixed_s = hw.iteration_overhead_s;
-  if (dynamic_plan) {
-    // Length all-gather (a few bytes per sample: latency-bound ring) and the payload all-to-all
-    // (every token may move: (n-1)/n of the rank's tokens leave it), both over the pool.
-    const bool inter = group_crosses_nodes(c, 0, 0, n);
-    const double lat = inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
-    const double gather_s = n > 1 ? (n - 1) * lat : 0.0;
-    const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
-    const double reroute_s =
-        n > 1 ? frac * max_tokens_per_rank * hw.reroute_bytes_per_token / pool_collective_bytes_per_s(cm, 0, n) + lat
-              : 0.0;
-    it.data_s = gather_s + reroute_s + hw.dynamic_data_overhead_s;
+  if (packed) {
+    // Megatron-LM 192cbc3554 (DpBalancedScheduler.run, data_schedule.py:164-350; helpers in
+    // data_schedule_utils.py), in order:
+    //  * _get_global_seqlens_and_ids: two all_gathers over the DP group (sample counts, then the
+    //    padded lengths): latency-bound rings of DP - 1 steps; the DP group of a pool rank holds
+    //    the ranks with its CP index, pool ranks 0, cp, ..., (DP - 1) cp on a stage.
+    //  * reroute_samples_to_dcp_ranks: one all_to_all_single over the DP x CP group per sample key
+    //    (kRerouteCollectives); a rank sends only to the members of its own DP group (send sizes
+    //    are zero elsewhere) and every rank of a group receives the group's samples whole, so
+    //    (DP - 1) / DP of them cross the links (none with DP = 1: CP siblings load the same data).
+    //  * the host work of the path (packed_data_overhead_s).
+    const int dp = c.dp();
+    const bool dp_inter = dp > 1 && group_crosses_nodes(c, 0, 0, (dp - 1) * c.cp + 1);
+    const double dp_lat = dp_inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
+    const double gather_s = 2.0 * (dp - 1) * dp_lat;
+    const bool pool_inter = group_crosses_nodes(c, 0, 0, n);
+    const double pool_lat = pool_inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
+    const double moved = static_cast<double>(dp - 1) / dp * max_recv_tokens_per_rank * hw.reroute_bytes_per_token;
+    const double reroute_s = n > 1 ? kRerouteCollectives * pool_lat + moved / pool_collective_bytes_per_s(cm, 0, n) : 0.0;
+    it.data_s = gather_s + reroute_s + hw.packed_data_overhead_s;
   }
   return it;
 }

@@ -58,9 +58,11 @@
 //
 // Per iteration (serial, after the pipeline): the optimizer step ((optimizer_bytes_per_param x the
 // GPU's shard + grad bytes x the stage's params, the zeroed grad buffer) / HBM),
-// iteration_overhead_s, and for dynamic-CP plans the data path: the length
-// all-gather over the pool ((N-1) latencies), the payload re-route (an all-to-all of
-// reroute_bytes_per_token per local token) and dynamic_data_overhead_s.
+// iteration_overhead_s, and for plans that go through Megatron's sequence-packing scheduler
+// (THD: the packing baseline and every dynamic plan; not bshd) its data path: two length
+// all-gathers over the DP group ((DP-1) latencies each), the payload re-route (one all-to-all
+// over the pool per sample key; a rank receives every sample of its groups whole, from its DP
+// peers: (DP-1)/DP of reroute_bytes_per_token per received token) and packed_data_overhead_s.
 #pragma once
 
 #include "cost/flops.h"
@@ -185,11 +187,14 @@ double pool_collective_bytes_per_s(const CostModel& cm, int pp_stage, int ranks)
 struct IterationTime {
   double optimizer_s = 0;  // Adam step over the GPU's shard (slowest stage)
   double fixed_s = 0;      // iteration_overhead_s
-  double data_s = 0;       // dynamic plans: length all-gather + payload re-route + host data path
+  double data_s = 0;       // sequence-packing plans: length all-gathers + re-route + host data path
   double total_s() const { return optimizer_s + fixed_s + data_s; }
 };
-// max_tokens_per_rank: the most tokens one pool rank receives in the step (re-route volume).
-IterationTime iteration_time(const CostModel& cm, bool dynamic_plan, double max_tokens_per_rank);
+// packed: the plan goes through Megatron's sequence-packing scheduler (plan.pad_to == 0).
+// max_recv_tokens_per_rank: the most tokens one pool rank receives in the step, every sample of
+// its groups counted whole (the re-route volume; CP siblings each receive the whole sample and
+// slice it afterwards).
+IterationTime iteration_time(const CostModel& cm, bool packed, double max_recv_tokens_per_rank);
 
 // ---- harness helpers --------------------------------------------------------------------
 // Useful FLOPs of a batch (Megatron's formula over the real lengths; never includes recompute).

@@ -24,6 +24,25 @@
 namespace dcp::sim {
 namespace {
 
+// Whether a plan goes through Megatron's sequence-packing scheduler and pays its data path
+// (cost::iteration_time): every THD plan, the static packing baseline (dp_balanced) as much as
+// the dynamic planners (DefaultDynamicCPScheduler inherits DpBalancedScheduler.run); not a padded
+// bshd plan, which takes Megatron's ordinary data path.
+bool uses_packing_scheduler(const plan::Plan& plan) { return plan.pad_to == 0; }
+
+// The re-route's volume: the most tokens one pool rank receives, every sample of its groups
+// whole (CP siblings each receive the whole sample and slice it afterwards).
+double max_received_tokens(const plan::Plan& plan, const plan::Batch& batch, int pool) {
+  std::vector<double> per_rank(static_cast<size_t>(pool), 0.0);
+  for (const auto& mbatch : plan.microbatches)
+    for (const auto& g : mbatch.groups) {
+      double sum = 0;
+      for (int id : g.samples) sum += static_cast<double>(batch.lengths[static_cast<size_t>(id)]);
+      for (int j = g.first_rank; j <= g.last_rank() && j < pool; ++j) per_rank[static_cast<size_t>(j)] += sum;
+    }
+  return *std::max_element(per_rank.begin(), per_rank.end());
+}
+
 struct Op {
   int mb;
   int chunk;
@@ -321,7 +340,6 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   in.overlap_grad_reduce = cm.training.overlap_grad_reduce;
   const int stages = c.pp * c.vpp;
   std::vector<int64_t> lens;
-  std::vector<double> rank_total(static_cast<size_t>(c.pool()), 0.0);
   for (const auto& mbatch : plan.microbatches) {
     auto& groups = in.groups.emplace_back();
     auto& costs = in.cost.emplace_back();
@@ -337,7 +355,6 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
         sum += static_cast<double>(lens.back());
       }
       tokens.push_back(sum / g.cp_size);
-      for (int j = g.first_rank; j < g.first_rank + g.cp_size && j < c.pool(); ++j) rank_total[static_cast<size_t>(j)] += sum / g.cp_size;
       auto& per_stage = costs.emplace_back(stages);
       for (int v = 0; v < stages; ++v) {
         const auto st = cost::group_stage_times(cm, lens, g.cp_size, g.first_rank, v);
@@ -351,8 +368,8 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
     in.grad_gather_s.push_back(g.gather_s);
     in.static_bytes.push_back(cost::static_memory(cm, s).total());
   }
-  const double max_rank_tokens = *std::max_element(rank_total.begin(), rank_total.end());
-  in.iteration_s = cost::iteration_time(cm, plan.dynamic, max_rank_tokens).total_s();
+  in.iteration_s =
+      cost::iteration_time(cm, uses_packing_scheduler(plan), max_received_tokens(plan, batch, c.pool())).total_s();
   in.stored_bytes_per_token_layer = cost::stored_bytes_per_token_layer(cm);
   in.layer_transient_bytes_per_token = cost::layer_transient_bytes_per_token(cm);
   in.logits_saved_bytes_per_token = cost::logit_bytes_per_token(cm).saved;
@@ -462,8 +479,8 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     critical += (m_min - 1) * layers * host_layer;
     worst = std::max(worst, std::max(work, critical) + m_min * c.vpp * hw.microbatch_overhead_s + sync);
   }
-  const cost::IterationTime it = cost::iteration_time(cm, /*dynamic_plan=*/false, 0.0);
-  return worst + it.total_s();  // a static plan's iteration cost: the dynamic data path is extra
+  const cost::IterationTime it = cost::iteration_time(cm, /*packed=*/false, 0.0);
+  return worst + it.total_s();  // bshd's iteration cost: the sequence-packing data path is extra
 }
 
 StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const cost::CostModel& cm,
@@ -506,18 +523,7 @@ StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const
   out.imbalance_frac = s.imbalance_s / s.step_s;
   out.overhead_frac = s.overhead_s / s.step_s;
   out.source = cost::source_label(cm);
-  {
-    double rank_max = 0;
-    std::vector<double> per_rank(static_cast<size_t>(n), 0.0);
-    for (const auto& mbatch : plan.microbatches)
-      for (const auto& g : mbatch.groups) {
-        double sum = 0;
-        for (int id : g.samples) sum += static_cast<double>(std::max(batch.lengths[static_cast<size_t>(id)], plan.pad_to));
-        for (int j = g.first_rank; j <= g.last_rank(); ++j) per_rank[static_cast<size_t>(j)] += sum / g.cp_size;
-      }
-    for (double t : per_rank) rank_max = std::max(rank_max, t);
-    out.iteration = cost::iteration_time(cm, plan.dynamic, rank_max);
-  }
+  out.iteration = cost::iteration_time(cm, uses_packing_scheduler(plan), max_received_tokens(plan, batch, n));
   out.peak_memory_bytes = s.peak_bytes;
   out.fits = s.fits;
   out.capacity_bytes = cost::capacity_bytes(cm);

@@ -14,8 +14,9 @@
 //   * DP x CP sync after each stage's last backward: all-reduce, or reduce-scatter + all-gather with
 //     the distributed optimizer, overlapped with the last backward / first forward only when
 //     overlap_grad_reduce (exposed = excess only).
-//   * Per iteration, after the slowest GPU: optimizer step, fixed iteration cost and, for dynamic
-//     plans, the data path (cost::iteration_time), serial.
+//   * Per iteration, after the slowest GPU: optimizer step, fixed iteration cost and, for plans
+//     that go through Megatron's sequence-packing scheduler (every THD plan: packing and the
+//     dynamic planners; not bshd), its data path (cost::iteration_time), serial.
 // Step time = max over GPUs of their finish time + the iteration cost. Per GPU the step splits
 // exactly into
 //   compute (useful + recompute) + exposed comm + overhead (host floor, micro-batch and iteration
@@ -54,8 +55,8 @@
 // ranks costs imbalance, on many it costs ring steps; work(s) alone assumed it spreads for free,
 // which read dcp's plans of Megatron's example at M = 8192 as 0.81 efficient; 0.96 with crit).
 // Without overlap the gradient sync follows the stage's last op; the optimizer and fixed cost
-// follow the pipeline; the dynamic data path (cost::iteration_time) is left out because a
-// static plan does not pay it.
+// follow the pipeline; the sequence-packing data path (cost::iteration_time) is left out because a
+// padded bshd plan does not pay it.
 // (Before 2026-11-23 the bound spread all work over all pp * N GPUs; with Llama-13B at PP8 the
 // last stage's output layer is ~2 layers' GEMMs, so that bound was unreachable by ~25% for every
 // planner. Before 2026-11-24 it left out the host floor, the micro-batch, gradient-sync and

@@ -121,12 +121,12 @@ TEST(ThdSideKernels, HbmTrafficProportionalToStepsAfterTheFirstTimesTokens) {
   EXPECT_DOUBLE_EQ(one.fwd.compute_s, group_stage_times(cm, l, 1, 0, 0).fwd.compute_s);
 }
 
-TEST(IterationCost, OptimizerShardFixedCostAndTheDynamicDataPath) {
+TEST(IterationCost, OptimizerShardFixedCostAndTheSequencePackingDataPath) {
   auto cm = unit_model(2);
   cm.hardware.hbm_bytes_per_s = 1e9;
   cm.hardware.optimizer_bytes_per_param = 10;
   cm.hardware.iteration_overhead_s = 1e-3;
-  cm.hardware.dynamic_data_overhead_s = 2e-3;
+  cm.hardware.packed_data_overhead_s = 2e-3;
   cm.hardware.reroute_bytes_per_token = 28;
   cm.hardware.intra_node_latency_s = 1e-5;
   const double p = 197504;
@@ -134,7 +134,7 @@ TEST(IterationCost, OptimizerShardFixedCostAndTheDynamicDataPath) {
   // Whole model (no distributed optimizer), plus zeroing the fp32 grad buffer (4 B per param).
   EXPECT_NEAR(it.optimizer_s, (10 * p + 4 * p) / 1e9, 1e-15);
   EXPECT_DOUBLE_EQ(it.fixed_s, 1e-3);
-  EXPECT_EQ(it.data_s, 0.0);  // static plans move no data
+  EXPECT_EQ(it.data_s, 0.0);  // a padded (bshd) plan takes Megatron's ordinary data path
   cm.training.distributed_optimizer = true;
   it = iteration_time(cm, true, 4096);
   // The Adam step on the shard of the pool of 2; the whole grad buffer is still zeroed.
@@ -142,9 +142,21 @@ TEST(IterationCost, OptimizerShardFixedCostAndTheDynamicDataPath) {
   cm.training.grad_reduce_fp32 = false;  // bf16 grads: 2 B per param zeroed
   EXPECT_NEAR(iteration_time(cm, true, 4096).optimizer_s, (10 * p / 2 + 2 * p) / 1e9, 1e-15);
   cm.training.grad_reduce_fp32 = true;
-  // Length all-gather (n-1) latencies + re-route (n-1)/n x 4096 x 28 B / 1e9 + latency + host.
-  EXPECT_NEAR(it.data_s, 1e-5 + 0.5 * 4096 * 28 / 1e9 + 1e-5 + 2e-3, 1e-15);
+  // DP 2 (cp 1): two length all-gathers over the DP group, 1 latency each; the re-route's six
+  // all-to-alls, 1 latency each, moving (DP-1)/DP of the 4096 received tokens x 28 B at 1e9 B/s;
+  // the host part.
+  EXPECT_NEAR(it.data_s, 2 * 1e-5 + 6 * 1e-5 + 0.5 * 4096 * 28 / 1e9 + 2e-3, 1e-15);
   EXPECT_NEAR(it.total_s(), it.optimizer_s + it.fixed_s + it.data_s, 1e-15);
+  // The same pool as DP 1 x CP 2: CP siblings load the same samples, so nothing crosses a link
+  // and there is no DP group to gather over; the six all-to-alls still run.
+  cm.cluster.cp = 2;
+  EXPECT_NEAR(iteration_time(cm, true, 4096).data_s, 6 * 1e-5 + 2e-3, 1e-15);
+  // DP 2 over two nodes: the gathers and the all-to-alls pay the inter-node latency.
+  cm.cluster.cp = 1;
+  cm.cluster.gpus_per_node = 1;
+  cm.hardware.inter_node_latency_s = 1e-4;
+  const double bw = pool_collective_bytes_per_s(cm, 0, 2);
+  EXPECT_NEAR(iteration_time(cm, true, 4096).data_s, 2 * 1e-4 + 6 * 1e-4 + 0.5 * 4096 * 28 / bw + 2e-3, 1e-15);
 }
 
 TEST(Memory, HandComputedStaticActivationsAndLogits) {

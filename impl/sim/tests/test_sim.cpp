@@ -547,23 +547,50 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
 TEST(Step, IterationCostFollowsTheSlowestGpu) {
   auto cm = unit_cm2(2, 1);
   cm.hardware.iteration_overhead_s = 0.5;
-  cm.hardware.dynamic_data_overhead_s = 0.25;
+  cm.hardware.packed_data_overhead_s = 0.25;
   plan::Plan p;
   p.planner = "t";
   p.config.dp = 2;
   p.config.max_seqlen_per_rank = 4096;
   p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}}});
   const plan::Batch batch{{1000, 3000}};
-  p.dynamic = false;
-  const auto st = simulate_step(p, batch, cm);
-  p.dynamic = true;
-  const auto dyn = simulate_step(p, batch, cm);
-  EXPECT_NEAR(dyn.step_s - st.step_s, 0.25, 1e-12);  // unit links: no latency, 1e9 B/s re-route
+  p.pad_to = 4096;  // padded (bshd): Megatron's ordinary data path
+  const auto padded = simulate_step(p, batch, cm);
   cm.hardware.iteration_overhead_s = 0;
-  p.dynamic = false;
-  EXPECT_NEAR(st.step_s - simulate_step(p, batch, cm).step_s, 0.5, 1e-12);
-  expect_breakdown_sums(st.schedule);
-  EXPECT_NEAR(st.schedule.gpu[0].iteration_s, 0.5, 1e-12);
+  EXPECT_NEAR(padded.step_s - simulate_step(p, batch, cm).step_s, 0.5, 1e-12);
+  expect_breakdown_sums(padded.schedule);
+  EXPECT_NEAR(padded.schedule.gpu[0].iteration_s, 0.5, 1e-12);
+  // THD plans go through the sequence-packing scheduler, static packing as much as a dynamic
+  // plan: the same data path, no latency on the unit links, the busiest rank receives 3000
+  // tokens of which (DP-1)/DP = 1/2 cross a link, 28 B each at 1e9 B/s.
+  cm.hardware.reroute_bytes_per_token = 28;
+  p.pad_to = 0;
+  const double thd_data = 0.25 + 0.5 * 3000 * 28 / 1e9;
+  cm.hardware.packed_data_overhead_s = 0;
+  const auto bare = simulate_step(p, batch, cm);
+  cm.hardware.packed_data_overhead_s = 0.25;
+  for (const bool dynamic : {false, true}) {
+    p.dynamic = dynamic;
+    const auto thd = simulate_step(p, batch, cm);
+    EXPECT_NEAR(thd.step_s - bare.step_s, 0.25, 1e-12) << dynamic;
+    EXPECT_NEAR(thd.iteration.data_s, thd_data, 1e-12) << dynamic;
+  }
+}
+
+// The re-route moves whole samples to every rank of a group (CP siblings slice them afterwards):
+// a sample of 4000 tokens on a group of 2 is 4000 received tokens on each of its ranks, not 2000.
+TEST(Step, RerouteCountsWholeSamplesOnEveryRankOfAGroup) {
+  auto cm = unit_cm2(4, 1);
+  cm.hardware.reroute_bytes_per_token = 1;
+  cm.hardware.packed_data_overhead_s = 0;
+  plan::Plan p;
+  p.planner = "t";
+  p.config.dp = 4;
+  p.config.max_seqlen_per_rank = 4096;
+  p.microbatches.push_back({{{0, 2, {0}}, {2, 1, {1}}, {3, 1, {2}}}});
+  const plan::Batch batch{{4000, 100, 100}};
+  // DP 4: 3/4 of the 4000 tokens cross a link at the unit profile's 1e9 B/s.
+  EXPECT_NEAR(simulate_step(p, batch, cm).iteration.data_s, 0.75 * 4000 / 1e9, 1e-15);
 }
 
 }  // namespace
