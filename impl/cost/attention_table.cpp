@@ -4,7 +4,8 @@
 // paper (arXiv 2407.08608) H100 figures as read in shared/reference/landscape.md section 5 (read
 // off figure images: approximate). The paper starts at L = 512; the 128 and 256 points are
 // [estimate]s continuing each series with the FA3 series' own ratios to its 512 point
-// (causal 0.31 / 0.57, full 0.43 / 0.71, backward 0.35 / 0.63).
+// (causal 0.31 / 0.57, full 0.43 / 0.71, backward 0.35 / 0.63). (Until 2026-11-26 the FA2 points
+// at 128 and 256 tokens sat 12-20% above that rule: 70 / 125, 150 / 240, 90 / 150.)
 // Tiles (query rows x key rows of one CTA), from the kernels' sources:
 //   fa2   fwd 128 x 64  (flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h:262,
 //                        run_mha_fwd_hdim128, the path H100 takes), bwd 64 x 128 (flash_bwd_launch_
@@ -42,9 +43,9 @@ struct Series {
 // TFLOP/s at kLengths (see the file comment for sources and which points are estimates).
 const Series kSeries[] = {
     {"fa2",
-     {70, 125, 191, 260, 298, 319, 333, 335},
-     {150, 240, 309, 350, 362, 368, 370, 370},
-     {90, 150, 214, 260, 291, 310, 318, 322},
+     {59, 109, 191, 260, 298, 319, 333, 335},
+     {133, 219, 309, 350, 362, 368, 370, 370},
+     {75, 135, 214, 260, 291, 310, 318, 322},
      128, 64, 64, 128},
     {"fa3",
      {90, 165, 292, 423, 521, 579, 602, 616},
@@ -79,8 +80,10 @@ const std::vector<double>& grid_of(const AttentionTable& t, AttnKind kind) {
   switch (kind) {
     case AttnKind::fwd_causal: return t.fwd_causal;
     case AttnKind::fwd_full: return t.fwd_full;
-    default: return t.bwd;
+    case AttnKind::bwd: return t.bwd;
+    case AttnKind::bwd_causal: break;  // no grid of its own (AttentionTable::at derives it)
   }
+  DCP_FAIL("attention table ", t.backend, ": no grid for the causal backward");
 }
 
 nlohmann::json grid_json(const std::vector<double>& v, size_t n) {
@@ -98,18 +101,23 @@ double tile_utilization(double tokens, int tile) {
 }
 
 double AttentionTable::at(AttnKind kind, double q, double k) const {
-  const auto& g = grid_of(*this, kind);
-  DCP_CHECK(!lengths.empty() && g.size() == lengths.size() * lengths.size(), "attention table ", backend,
-            " is empty or mis-sized");
   const size_t n = lengths.size();
   size_t iq = 0, ik = 0;
   double wq = 0, wk = 0;
   locate(lengths, q, &iq, &wq);
   locate(lengths, k, &ik, &wk);
   const size_t iq1 = std::min(iq + 1, n - 1), ik1 = std::min(ik + 1, n - 1);
-  const double v = (1 - wq) * ((1 - wk) * g[iq * n + ik] + wk * g[iq * n + ik1]) +
-                   wq * ((1 - wk) * g[iq1 * n + ik] + wk * g[iq1 * n + ik1]);
-  const bool fwd = kind != AttnKind::bwd;
+  // Bilinear in (log2 q, log2 k) on one grid, whole tiles.
+  const auto grid = [&](AttnKind g_kind) {
+    const auto& g = grid_of(*this, g_kind);
+    DCP_CHECK(n > 0 && g.size() == n * n, "attention table ", backend, " is empty or mis-sized");
+    return (1 - wq) * ((1 - wk) * g[iq * n + ik] + wk * g[iq * n + ik1]) +
+           wq * ((1 - wk) * g[iq1 * n + ik] + wk * g[iq1 * n + ik1]);
+  };
+  const bool fwd = kind == AttnKind::fwd_causal || kind == AttnKind::fwd_full;
+  const double v = kind == AttnKind::bwd_causal
+                       ? grid(AttnKind::bwd) * grid(AttnKind::fwd_causal) / grid(AttnKind::fwd_full)
+                       : grid(kind);
   return v * tile_utilization(q, fwd ? fwd_tile_q : bwd_tile_q) * tile_utilization(k, fwd ? fwd_tile_k : bwd_tile_k);
 }
 

@@ -14,6 +14,16 @@
 // the flat clamp of the old 1-D curves (issue 8). Tile sizes are the kernels' own (attention_table.cpp
 // cites them).
 //
+// The backward grid is non-causal: the FA3 paper's backward figures and our calibration probes
+// (calibrate.cpp) have no mask. A causal backward (a diagonal ring step, a cp = 1 sequence) is
+// read as bwd_causal = bwd x fwd_causal / fwd_full at the same (q, k) [estimate]: the causal
+// kernels lose the same things in both directions, the masked half of every diagonal tile and
+// the CTAs with little work (a causal forward CTA owns a query tile and loops over the key tiles
+// up to the diagonal; a causal backward CTA owns a key tile and loops over the query tiles from
+// the diagonal down). On the FA3 tables that is 0.63 of the non-causal backward at 512 tokens,
+// 0.75 at 1k, 0.91 at 4k and 0.95 at 16k. (Until 2026-11-26 the non-causal backward was used for
+// causal blocks too, which rated every diagonal and cp = 1 backward up to 1.6x too fast.)
+//
 // Why the grid depends on one axis in the built-in tables: the forward kernel gives each CTA one
 // q tile and loops over the k tiles, so the fixed prologue/epilogue of a CTA is amortised over k;
 // the backward kernel gives each CTA one k tile and loops over q. The published curves (FA3
@@ -28,7 +38,8 @@
 
 namespace dcp::cost {
 
-enum class AttnKind { fwd_causal, fwd_full, bwd };
+// bwd: the non-causal backward (the table's grid); bwd_causal: derived from it (above).
+enum class AttnKind { fwd_causal, fwd_full, bwd, bwd_causal };
 
 struct AttentionTable {
   std::string backend;          // "fa2" | "fa3" | "cudnn" (or a calibration's own name)
@@ -37,7 +48,7 @@ struct AttentionTable {
   // Row-major [iq * n + ik], n = lengths.size(); fractions of peak in (0, 1].
   std::vector<double> fwd_causal;
   std::vector<double> fwd_full;
-  std::vector<double> bwd;
+  std::vector<double> bwd;  // non-causal
   int fwd_tile_q = 128;  // forward CTA tile: query rows, key rows per iteration
   int fwd_tile_k = 128;
   int bwd_tile_q = 64;   // backward CTA tile

@@ -42,11 +42,16 @@ HardwareProfile h100_sxm() {
   p.obtained = "public";
   p.peak_flops_per_s = kH100PeakFlops;
   // GEMM efficiency vs tokens (M) for hidden-size K, N (~4k-14k):
-  //   8192 and above: 798 TFLOP/s measured on an 8192^3 bf16 GEMM (public cuBLAS number quoted in
-  //   the issue; landscape §5) -> 0.807.
-  //   Below: [estimate] roofline with the weights read once per GEMM: intensity ~ M FLOP/byte,
-  //   so at HBM 3.35 TB/s the ceiling is 3.35e12*M FLOP/s (429 TFLOP/s at M=128); points sit
-  //   ~70% of min(roofline, 798) to account for tile/wave quantization.
+  //   8192 and above: 798 TFLOP/s measured on an 8192^3 bf16 GEMM (the public cuBLAS figure
+  //   issue 3 specifies for this profile) -> 0.807.
+  //   Below: [estimate]s under the weight-read roofline (weights read once per GEMM: intensity
+  //   ~ M FLOP/byte, so at HBM 3.35 TB/s the ceiling is 3.35e12*M FLOP/s, 429 TFLOP/s at M=128):
+  //   0.70 of it at 128 tokens, then 495 / 640 / 710 / 750 / 780 TFLOP/s at 256 ... 4096 (tile
+  //   and wave quantization), reaching the 8192^3 figure at 8192.
+  //   Shape-independent, so optimistic for small K, N: TransformerEngine issue #2053 timed
+  //   torch.nn.Linear with hidden 2048 at 8192 tokens on an H100 DGX at 100.06 us of GPU time,
+  //   68.7 GFLOP, i.e. 687 TFLOP/s where this curve reads 798 (the Megatron example's hidden
+  //   2048 layers, README); a measured calibration (dcpbench calibrate) replaces the curve.
   p.gemm_efficiency = tflops_curve({{128, 300}, {256, 495}, {512, 640}, {1024, 710},
                                     {2048, 750}, {4096, 780}, {8192, 798}});
   // FA2 / FA3 / cuDNN tables over (query, key) length with the kernels' tile sizes
@@ -64,7 +69,7 @@ HardwareProfile h100_sxm() {
   // projection, TELayerNormColumnParallelLinear + TERowParallelLinear for the MLP: 5 TE modules)
   // plus 8 torch glue ops (QKV split/views, rotary or position add, 2 bias-dropout-adds, the
   // activation, 2 reshapes):
-  p.host_layer_fwd_s = 5 * kTeModuleHostS + 8 * kTorchOpHostS;  // 317 us
+  p.host_layer_fwd_s = 5 * kTeModuleHostS + 8 * kTorchOpHostS;  // 290 us
   //   backward: TE modules run Python autograd Functions (same order as forward); the glue ops'
   //   backward runs in autograd's C++ engine, taken as half a Python op.
   p.host_layer_bwd_s = 5 * kTeModuleHostS + 4 * kTorchOpHostS;  // 236 us

@@ -78,7 +78,7 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
       const double half = local / 2;
       const double step_flops = attn_c * local * local;  // = 2q L^2 / k^2 / tp
       diag_fwd += attn_time(cm, AttnKind::fwd_causal, step_flops, local, local, d);
-      diag_bwd += attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * step_flops, local, local, d);
+      diag_bwd += attn_time(cm, AttnKind::bwd_causal, tr.attn_bwd_factor * step_flops, local, local, d);
       if (k > 1) {
         // Both half-block shapes run in every step; the group waits for the slower one.
         off_fwd += std::max(attn_time(cm, AttnKind::fwd_full, step_flops, local, half, d),
@@ -124,7 +124,7 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
       const double full = static_cast<double>(l);
       const double flops = attn_c * full * full / k;
       fwd += attn_time(cm, AttnKind::fwd_causal, flops, local, full, d);
-      bwd += attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * flops, local, full, d);
+      bwd += attn_time(cm, AttnKind::bwd_causal, tr.attn_bwd_factor * flops, local, full, d);
     }
     t.fwd_compute_s += fwd;
     t.bwd_compute_s += bwd;

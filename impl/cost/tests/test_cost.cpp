@@ -103,6 +103,13 @@ TEST(Hardware, H100PublicAnchors) {
   EXPECT_NEAR(p.attn_efficiency("fa2", AttnKind::fwd_causal, 16384, 16384, 128) * 989, 335, 1e-9);  // FA2 series
   EXPECT_NEAR(p.attn_efficiency("cudnn", AttnKind::bwd, 2048, 2048, 128) * 989, 465, 1e-9);
   EXPECT_THROW(p.attn_efficiency("fa4", AttnKind::bwd, 2048, 2048, 128), InputError);
+  // The causal backward: the (non-causal) backward times the forward's causal / full ratio at the
+  // same lengths: FA3 at 4096, 542 x 579 / 638; at 512, 316 x 292 / 467 (0.63 of the non-causal).
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::bwd_causal, 4096, 4096, 128) * 989, 542.0 * 579 / 638, 1e-9);
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::bwd_causal, 512, 512, 128) * 989, 316.0 * 292 / 467, 1e-9);
+  // FA2 below the paper's 512 tokens: the FA3 series' ratios (attention_table.cpp), e.g. causal at
+  // 256 tokens 0.57 x 191.
+  EXPECT_NEAR(p.attn_efficiency("fa2", AttnKind::fwd_causal, 256, 256, 128) * 989, 109, 1e-9);
   EXPECT_DOUBLE_EQ(p.intra_node_bytes_per_s, 450e9);
   EXPECT_DOUBLE_EQ(p.inter_node_bytes_per_s, 50e9);
   EXPECT_THROW(hardware_preset("a100"), InputError);
@@ -124,6 +131,7 @@ TEST(Hardware, CalibrationOverridesPointsAndNamesTheSource) {
   EXPECT_DOUBLE_EQ(p.gemm_efficiency_at(128), base.gemm_efficiency_at(128));  // untouched
   EXPECT_DOUBLE_EQ(p.attn_efficiency("fa3", AttnKind::fwd_causal, 1024, 1024, 128), 0.5);
   EXPECT_DOUBLE_EQ(p.attn_efficiency("fa3", AttnKind::bwd, 77, 5000, 128), 0.4);  // one point: flat, tiles of 1
+  EXPECT_DOUBLE_EQ(p.attn_efficiency("fa3", AttnKind::bwd_causal, 77, 5000, 128), 0.4 * 0.5 / 0.6);
   EXPECT_DOUBLE_EQ(p.attn_efficiency("fa2", AttnKind::fwd_causal, 1024, 1024, 128),
                    base.attn_efficiency("fa2", AttnKind::fwd_causal, 1024, 1024, 128));  // other backends kept
   EXPECT_DOUBLE_EQ(p.inter_node_bytes_per_s, 25e9);
