@@ -14,9 +14,11 @@ namespace {
 
 constexpr double kBf16Bytes = 2.0;
 // Collectives of the sequence-packing re-route: one all_to_all_single per sample key of
-// MockVarlenDataset kept on a PP = 1 rank (tokens, labels, loss_mask, position_ids,
-// original_seq_len, padded_seq_len; Megatron-LM 192cbc3554 data_schedule.py:267-275 keeps all six
-// on a stage that is both first and last, fewer on the others, so 6 is the slowest stage's).
+// MockVarlenDataset a PP = 1 rank keeps (tokens, labels, loss_mask, position_ids,
+// original_seq_len, padded_seq_len: Megatron-LM 192cbc3554 data_schedule.py:267-275). With
+// PP > 1 the first stage keeps tokens and position_ids, the last labels and loss_mask (plus the
+// two lengths), so 6 collectives and reroute_bytes_per_token (all four token keys) overstate their
+// path by two latencies and 12-16 B per token: noise next to those scenarios' steps of seconds.
 constexpr double kRerouteCollectives = 6.0;
 
 // Per-layer times of one rank's share of a group (k ranks, sequences `lengths`).
