@@ -162,6 +162,10 @@ TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
   t.distributed_optimizer = r.get_bool("distributed_optimizer", false).value_or(false);
   t.grad_reduce = r.get_string("grad_reduce", false, {"fp32", "bf16"}).value_or("fp32");
   t.overlap_grad_reduce = r.get_bool("overlap_grad_reduce", false).value_or(false);
+  // --no-gradient-accumulation-fusion is store_false: fusion on unless a script turns it off
+  // (Megatron-LM 192cbc3554 megatron/training/arguments.py:3613-3617).
+  t.gradient_accumulation_fusion = r.get_bool("gradient_accumulation_fusion", false).value_or(true);
+  t.data_path = r.get_string("data_path", false, {"megatron", "prefetch"}).value_or("megatron");
   t.cross_entropy_fusion = r.get_bool("cross_entropy_fusion", false).value_or(false);
   // --cross-entropy-fusion-impl: Megatron's default "native" (model_parallel_config.py:325 at
   // d98e8a64dd); it only matters with the fusion on, as in Megatron.

@@ -93,6 +93,8 @@ struct TrainingSpec {
   bool distributed_optimizer = false;     // --use-distributed-optimizer
   std::string grad_reduce = "fp32";       // "fp32" (Megatron's --bf16 default) | "bf16"
   bool overlap_grad_reduce = false;       // --overlap-grad-reduce (+ --overlap-param-gather)
+  bool gradient_accumulation_fusion = true;  // false: --no-gradient-accumulation-fusion
+  std::string data_path = "megatron";     // "megatron" | "prefetch" (cost::DataPath)
   bool cross_entropy_fusion = false;      // --cross-entropy-loss-fusion
   std::string cross_entropy_fusion_impl = "native";  // --cross-entropy-fusion-impl native|te
 };

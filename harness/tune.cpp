@@ -115,7 +115,7 @@ std::vector<SensitivityParameter> sensitivity_parameters() {
            for (auto* g : {&t.fwd_causal, &t.fwd_full, &t.bwd})
              for (double& v : *g) v = std::min(1.0, v * f);
        }},
-      {"host_layer_s", scalar({"host_layer_fwd_s", "host_layer_bwd_s"})},
+      {"host_layer_s", scalar({"host_layer_fwd_s", "host_layer_bwd_s", "grad_add_host_s"})},
       {"ring_step_s", scalar({"ring_step_fwd_s", "ring_step_bwd_s"})},
       {"microbatch_overhead_s", scalar({"microbatch_overhead_s"})},
       {"iteration_overhead_s", scalar({"iteration_overhead_s"})},

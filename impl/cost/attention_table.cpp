@@ -5,7 +5,7 @@
 // off figure images: approximate). The paper starts at L = 512; the 128 and 256 points are
 // [estimate]s continuing each series with the FA3 series' own ratios to its 512 point
 // (causal 0.31 / 0.57, full 0.43 / 0.71, backward 0.35 / 0.63). (Until 2026-11-26 the FA2 points
-// at 128 and 256 tokens sat 12-20% above that rule: 70 / 125, 150 / 240, 90 / 150.)
+// at 128 and 256 tokens sat 10-20% above that rule: 70 / 125, 150 / 240, 90 / 150.)
 // Tiles (query rows x key rows of one CTA), from the kernels' sources:
 //   fa2   fwd 128 x 64  (flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h:262,
 //                        run_mha_fwd_hdim128, the path H100 takes), bwd 64 x 128 (flash_bwd_launch_
@@ -102,6 +102,8 @@ double tile_utilization(double tokens, int tile) {
 
 double AttentionTable::at(AttnKind kind, double q, double k) const {
   const size_t n = lengths.size();
+  DCP_CHECK(n > 0 && fwd_causal.size() == n * n && fwd_full.size() == n * n && bwd.size() == n * n,
+            "attention table ", backend, " is empty or mis-sized");
   size_t iq = 0, ik = 0;
   double wq = 0, wk = 0;
   locate(lengths, q, &iq, &wq);
@@ -110,13 +112,12 @@ double AttentionTable::at(AttnKind kind, double q, double k) const {
   // Bilinear in (log2 q, log2 k) on one grid, whole tiles.
   const auto grid = [&](AttnKind g_kind) {
     const auto& g = grid_of(*this, g_kind);
-    DCP_CHECK(n > 0 && g.size() == n * n, "attention table ", backend, " is empty or mis-sized");
     return (1 - wq) * ((1 - wk) * g[iq * n + ik] + wk * g[iq * n + ik1]) +
            wq * ((1 - wk) * g[iq1 * n + ik] + wk * g[iq1 * n + ik1]);
   };
   const bool fwd = kind == AttnKind::fwd_causal || kind == AttnKind::fwd_full;
   const double v = kind == AttnKind::bwd_causal
-                       ? grid(AttnKind::bwd) * grid(AttnKind::fwd_causal) / grid(AttnKind::fwd_full)
+                       ? grid(AttnKind::bwd) * std::min(1.0, grid(AttnKind::fwd_causal) / grid(AttnKind::fwd_full))
                        : grid(kind);
   return v * tile_utilization(q, fwd ? fwd_tile_q : bwd_tile_q) * tile_utilization(k, fwd ? fwd_tile_k : bwd_tile_k);
 }

@@ -20,9 +20,11 @@
 // kernels lose the same things in both directions, the masked half of every diagonal tile and
 // the CTAs with little work (a causal forward CTA owns a query tile and loops over the key tiles
 // up to the diagonal; a causal backward CTA owns a key tile and loops over the query tiles from
-// the diagonal down). On the FA3 tables that is 0.63 of the non-causal backward at 512 tokens,
-// 0.75 at 1k, 0.91 at 4k and 0.95 at 16k. (Until 2026-11-26 the non-causal backward was used for
-// causal blocks too, which rated every diagonal and cp = 1 backward up to 1.6x too fast.)
+// the diagonal down). On the FA3 tables that is 0.45 of the non-causal backward at 128 tokens,
+// 0.63 at 512, 0.75 at 1k, 0.91 at 4k and 0.95 at 16k; the ratio is capped at 1 (a measured
+// causal forward aligned bottom-right may beat the full one where q < k). (Until 2026-11-26 the
+// non-causal backward was used for causal blocks too, which rated every diagonal and cp = 1
+// backward up to 2.2x too fast at 128 tokens, 1.6x at 512.)
 //
 // Why the grid depends on one axis in the built-in tables: the forward kernel gives each CTA one
 // q tile and loops over the k tiles, so the fixed prologue/epilogue of a CTA is amortised over k;

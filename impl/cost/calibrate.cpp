@@ -65,7 +65,7 @@ nlohmann::json calibration_from_measurements(const HardwareProfile& base, const 
   AttentionTable t = plan.attention;
   const auto grid = [&](AttnKind kind, const std::vector<double>& times, std::vector<double>& out) {
     out.assign(n * n, 0.0);
-    const bool fwd = kind != AttnKind::bwd;
+    const bool fwd = kind == AttnKind::fwd_causal || kind == AttnKind::fwd_full;
     for (size_t iq = 0; iq < n; ++iq)
       for (size_t ik = 0; ik < n; ++ik) {
         const double q = t.lengths[iq], k = t.lengths[ik], s = times[iq * n + ik];

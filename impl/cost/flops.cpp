@@ -114,6 +114,8 @@ double layer_params(const ModelConfig& m) {
   return p;
 }
 
+int layer_param_tensors(const ModelConfig& m) { return 4 + (m.linear_bias ? 4 : 0) + (m.layernorm ? 4 : 2); }
+
 double embedding_params(const ModelConfig& m) {
   return (static_cast<double>(m.vocab) + static_cast<double>(m.position_embeddings)) * static_cast<double>(m.hidden);
 }

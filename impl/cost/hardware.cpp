@@ -82,6 +82,11 @@ HardwareProfile h100_sxm() {
   //   corrections, buffer copies) + one flash-attention backward call.
   p.ring_step_fwd_s = 12 * kTorchOpHostS + kTeModuleHostS;  // 198 us
   p.ring_step_bwd_s = 18 * kTorchOpHostS + kTeModuleHostS;  // 279 us
+  // Unfused gradient accumulation (--no-gradient-accumulation-fusion) [derived]: Megatron's DDP
+  // backward hook runs for every parameter either way; without the fusion it also issues
+  // param.main_grad.add_(param.grad) (Megatron-LM 192cbc3554 distributed_data_parallel.py:466-470):
+  // one PyTorch op per parameter tensor per backward pass.
+  p.grad_add_host_s = kTorchOpHostS;  // 13.5 us
   // Per micro-batch per virtual stage [derived]: get_batch and PackedSeqParams (cu_seqlens, THD
   // slicing: ~10 ops), embedding (~3 ops), output layer (1 TE module), loss (~6 ops), 1 module of
   // pipeline/loss glue: 20 ops + 2 modules, half charged to each pass.
@@ -93,23 +98,29 @@ HardwareProfile h100_sxm() {
   // Sequence-packing data path per iteration [estimate]. Megatron runs it for the static
   // dp_balanced baseline as for dynamic CP: DefaultDynamicCPScheduler inherits
   // DpBalancedScheduler.run (Megatron-LM 192cbc3554, the commit that added
-  // examples/dynamic_context_parallel/benchmark_dcp.sh and its measurements, and still at dev
-  // d48bd6be0a: megatron/core/datasets/data_schedule.py:164-350), which gathers the lengths over
-  // DP, calls the scheduler, re-routes the samples and builds the packed micro-batches; bshd
-  // (no sequence packing) takes Megatron's ordinary data path and pays none of it. Host work of
-  // the path for the few samples per DP rank of the Megatron example: _unpack_batch, the two
-  // length syncs, the re-route's per-key packing and unpacking and build_packed_microbatches
-  // (data_schedule_utils.py:50-210, 298-484), ~75 op equivalents (most of its few hundred calls at
-  // 8 samples per rank are views and slices, far cheaper than a TE module's op). Not valid for large batches, whose
-  // per-sample calls grow with the samples per rank; for the Llama-13B scenarios (seconds per
-  // step) it is noise either way. The schedulers' own Python time is not charged to any plan:
-  // the harness reports planning time apart (README "Async planning"); NVIDIA's prototype hides
-  // its solver in a background process, which is what the Llama-13B scenarios compare with:
-  // run_hybrid_cp.sh (3b309c627e, lines 226-227) sets --async-hybrid-context-parallel-scheduler,
-  // whose sampler MegatronSFTPrefetchDPBalancedSampler runs PipelineAwareBalancedHybridCPscheduler
-  // in a prefetch process (legacy/data/data_samplers.py:220-226).
+  // examples/dynamic_context_parallel/benchmark_dcp.sh and its measurements:
+  // megatron/core/datasets/data_schedule.py:164-349; still inherited at dev d48bd6be0a, where the
+  // re-route became a per-key all-gather over DP, #6378), which gathers the lengths over DP,
+  // calls the scheduler, re-routes the samples and builds the packed micro-batches; bshd (no
+  // sequence packing) takes Megatron's ordinary data path and pays none of it. Host work of the
+  // path for the few samples per DP rank of the Megatron example: _unpack_batch, the two length
+  // syncs, the re-route's per-key packing and unpacking and build_packed_microbatches
+  // (data_schedule_utils.py:45-211, 298-528), ~75 op equivalents (most of its few hundred calls
+  // at 8 samples per rank are views and slices, far cheaper than a TE module's op). NVIDIA's
+  // prototype with --async-hybrid-context-parallel-scheduler (the Llama-13B scenarios,
+  // training.data_path "prefetch") does the scheduling and routing in a prefetch process and, in
+  // the step, only casts its samples to the device, packs them and all-reduces two counters
+  // (3b309c627e megatron/core/pipeline_parallel/data_schedule.py:430-460, 548-556): charged the
+  // same host estimate, of the same order. Not valid for large batches, whose per-sample calls
+  // grow with the samples per rank; for the Llama-13B scenarios (seconds per step) it is noise
+  // either way. The schedulers' own Python time is not charged to any plan: the harness reports
+  // planning time apart (README "Async planning"); NVIDIA's prototype hides its solver in a
+  // background process, which is what the Llama-13B scenarios compare with: run_hybrid_cp.sh
+  // (3b309c627e, lines 226-227) sets --async-hybrid-context-parallel-scheduler, whose sampler
+  // MegatronSFTPrefetchDPBalancedSampler runs PipelineAwareBalancedHybridCPscheduler in a prefetch
+  // process (legacy/data/data_samplers.py:220-226).
   p.packed_data_overhead_s = 75 * kTorchOpHostS;  // 1.0 ms
-  // reroute_samples_to_dcp_ranks (Megatron-LM 192cbc3554 data_schedule_utils.py:298-410) runs one
+  // reroute_samples_to_dcp_ranks (Megatron-LM 192cbc3554 data_schedule_utils.py:298-414) runs one
   // all_to_all_single over the DP x CP group per sample key of MockVarlenDataset
   // (varlen_dataset.py): tokens int64 (8), labels int64 (8), loss_mask fp32 (4), position_ids
   // int64 (8) = 28 bytes per token, plus the two one-element keys original_seq_len and
@@ -197,6 +208,7 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"intra_node_latency_s", &HardwareProfile::intra_node_latency_s},
       {"inter_node_bytes_per_s", &HardwareProfile::inter_node_bytes_per_s},
       {"inter_node_latency_s", &HardwareProfile::inter_node_latency_s},
+      {"grad_add_host_s", &HardwareProfile::grad_add_host_s},
       {"host_layer_fwd_s", &HardwareProfile::host_layer_fwd_s},
       {"host_layer_bwd_s", &HardwareProfile::host_layer_bwd_s},
       {"ring_step_fwd_s", &HardwareProfile::ring_step_fwd_s},

@@ -235,6 +235,9 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
     st.bwd.comm_exposed_s += layers * lt.fwd_comm_exposed_s;
     host_bwd += host_fwd;
   }
+  const GradAddTime add = unfused_grad_add(cm, v);
+  st.bwd.compute_s += add.gpu_s;
+  host_bwd += add.host_s;
   st.fwd.overhead_s = hw.microbatch_overhead_s / 2 +
                       std::max(0.0, host_fwd - (st.fwd.compute_s + st.fwd.comm_exposed_s));
   st.bwd.overhead_s = hw.microbatch_overhead_s / 2 +
@@ -268,6 +271,31 @@ double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_token
 double sequence_head_compute_s(const CostModel& cm, int64_t length, double gemm_tokens) {
   return (1.0 + cm.training.gemm_bwd_factor) * logits_fwd_s(cm, static_cast<double>(length), gemm_tokens) +
          loss_s(cm, static_cast<double>(length));
+}
+
+GradAddTime unfused_grad_add(const CostModel& cm, int v) {
+  GradAddTime t;
+  if (cm.training.gradient_accumulation_fusion) return t;
+  const auto& m = cm.model;
+  const auto& c = cm.cluster;
+  const int layers = layers_of_virtual_stage(m, c, v);
+  double params = layers * layer_params(m);
+  int tensors = layers * layer_param_tensors(m);
+  if (v == 0) {  // word (+ learned position) embedding
+    params += embedding_params(m);
+    tensors += m.position_embeddings > 0 ? 2 : 1;
+  }
+  if (v == c.pp * c.vpp - 1) {  // final norm and the output weight (a tied one is the embedding's
+    params += output_params(m);  // own parameter with pp = 1, a copy on the last stage with pp > 1)
+    tensors += m.layernorm ? 2 : 1;
+    if (!m.tied_embeddings || c.pp > 1) ++tensors;
+    if (m.tied_embeddings && c.pp > 1) params += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  }
+  const double grad_bytes = cm.training.grad_reduce_fp32 ? 4.0 : 2.0;
+  if (cm.hardware.hbm_bytes_per_s > 0)
+    t.gpu_s = (kBf16Bytes + 2.0 * grad_bytes) * params / c.tp / cm.hardware.hbm_bytes_per_s;
+  t.host_s = tensors * cm.hardware.grad_add_host_s;
+  return t;
 }
 
 double stage_params(const CostModel& cm, int s) {
@@ -335,14 +363,22 @@ IterationTime iteration_time(const CostModel& cm, bool packed, double max_recv_t
     //  * reroute_samples_to_dcp_ranks: one all_to_all_single over the DP x CP group per sample key
     //    (kRerouteCollectives); a rank sends only to the members of its own DP group (send sizes
     //    are zero elsewhere) and every rank of a group receives the group's samples whole, so
-    //    (DP - 1) / DP of them cross the links (none with DP = 1: CP siblings load the same data).
+    //    (DP - 1) / DP of them cross the links [estimate: samples start evenly over the DP ranks;
+    //    none with DP = 1: CP siblings load the same data].
     //  * the host work of the path (packed_data_overhead_s).
+    const bool pool_inter = group_crosses_nodes(c, 0, 0, n);
+    const double pool_lat = pool_inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
+    if (cm.training.data_path == DataPath::prefetch) {
+      // NVIDIA's prototype with --async-hybrid-context-parallel-scheduler: the plan and the
+      // routing come from a prefetch process; the step casts, packs and all-reduces two counters
+      // over the DP x CP group (3b309c627e data_schedule.py:430-460, 548-556).
+      it.data_s = (n - 1) * pool_lat + hw.packed_data_overhead_s;
+      return it;
+    }
     const int dp = c.dp();
     const bool dp_inter = dp > 1 && group_crosses_nodes(c, 0, 0, (dp - 1) * c.cp + 1);
     const double dp_lat = dp_inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
     const double gather_s = 2.0 * (dp - 1) * dp_lat;
-    const bool pool_inter = group_crosses_nodes(c, 0, 0, n);
-    const double pool_lat = pool_inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
     const double moved = static_cast<double>(dp - 1) / dp * max_recv_tokens_per_rank * hw.reroute_bytes_per_token;
     const double reroute_s = n > 1 ? kRerouteCollectives * pool_lat + moved / pool_collective_bytes_per_s(cm, 0, n) : 0.0;
     it.data_s = gather_s + reroute_s + hw.packed_data_overhead_s;

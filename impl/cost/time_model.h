@@ -41,6 +41,15 @@
 //          (host_layer_{fwd,bwd}_s + [k > 1] k * ring_step_{fwd,bwd}_s) (recompute adds the forward's
 //          host time to the backward); the excess of host over GPU time is reported as overhead.
 //          Plus microbatch_overhead_s per micro-batch per virtual stage, half in each pass.
+//   unfused gradient accumulation (training.gradient_accumulation_fusion false, Megatron's
+//          --no-gradient-accumulation-fusion): every backward pass writes each weight gradient in
+//          bf16 and Megatron's DDP backward hook adds it into the main gradient
+//          (param.main_grad.add_(param.grad), Megatron-LM 192cbc3554
+//          megatron/core/distributed/distributed_data_parallel.py:449-470): (2 + 2 x grad bytes)
+//          of HBM traffic per parameter of the virtual stage (read the bf16 gradient, read and
+//          write the main gradient: 10 B in fp32) in the backward's GPU time, and grad_add_host_s
+//          per parameter tensor in its host time. With the fusion (the default) the wgrad GEMM
+//          accumulates into the main gradient itself, which its FLOP-based time already covers.
 //   TP: divides FLOPs and KV heads by tp; TP collectives are not modelled (scenarios use TP1).
 //   PP p2p activations: T*h*2 bytes over the inter-stage link (inter-node if gpus_per_node <=
 //          N*tp, i.e. stages on different nodes), charged to the dependency edge by the simulator.
@@ -58,11 +67,14 @@
 //
 // Per iteration (serial, after the pipeline): the optimizer step ((optimizer_bytes_per_param x the
 // GPU's shard + grad bytes x the stage's params, the zeroed grad buffer) / HBM),
-// iteration_overhead_s, and for plans that go through Megatron's sequence-packing scheduler
-// (THD: the packing baseline and every dynamic plan; not bshd) its data path: two length
-// all-gathers over the DP group ((DP-1) latencies each), the payload re-route (one all-to-all
-// over the pool per sample key; a rank receives every sample of its groups whole, from its DP
-// peers: (DP-1)/DP of reroute_bytes_per_token per received token) and packed_data_overhead_s.
+// iteration_overhead_s, and for every THD plan (the packing baseline and every dynamic plan; not
+// bshd) the scenario's data path: with Megatron's sequence-packing scheduler (data_path megatron)
+// two length all-gathers over the DP group ((DP-1) latencies each), the payload re-route (one
+// all-to-all over the pool per sample key; a rank receives every sample of its groups whole, from
+// its DP peers: (DP-1)/DP [estimate: samples start evenly over the DP ranks] of
+// reroute_bytes_per_token per received token) and packed_data_overhead_s; with NVIDIA's
+// prototype's prefetching sampler (data_path prefetch) one all-reduce of two counters over the
+// pool ((N-1) latencies) and packed_data_overhead_s.
 #pragma once
 
 #include "cost/flops.h"
@@ -78,6 +90,10 @@ namespace dcp::cost {
 inline constexpr const char* kCostModelName = "dcp-cost-v2";
 
 enum class CpComm { ring, all_gather };
+// The in-step data path of a THD plan (iteration_time): Megatron's sequence-packing scheduler
+// (length all-gathers over DP, per-key re-route, packed-batch building), or NVIDIA's prototype
+// with its scheduler and routing in a prefetch process (packing and one counter all-reduce).
+enum class DataPath { megatron, prefetch };
 
 struct ClusterConfig {
   int gpus = 1;           // total GPUs = tp * pp * dp * cp
@@ -108,6 +124,9 @@ struct TrainingOptions {
                                      // (arguments.py 1313-1327); false = bf16 (--grad-reduce-in-bf16)
   bool distributed_optimizer = false;  // --use-distributed-optimizer: optimizer states and the
                                        // grad reduce-scatter sharded over the DP x CP pool
+  DataPath data_path = DataPath::megatron;   // training.data_path
+  bool gradient_accumulation_fusion = true;  // Megatron's default; false = --no-gradient-
+                                             // accumulation-fusion (unfused_grad_add_s)
   bool cross_entropy_fusion = false;   // --cross-entropy-loss-fusion (memory of the logits)
   bool cross_entropy_te = false;       // with it, --cross-entropy-fusion-impl te (default native)
 };
@@ -167,6 +186,14 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
 double sequence_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens, int cp_size = 1);
 // The part of sequence_compute_s on the last pipeline stage only: output layer (fwd + bwd) and loss.
 double sequence_head_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens);
+
+// Unfused gradient accumulation of one backward pass of virtual stage v (both 0 with the fusion):
+// the main-gradient adds' GPU time and their host time (see the file comment).
+struct GradAddTime {
+  double gpu_s = 0;
+  double host_s = 0;
+};
+GradAddTime unfused_grad_add(const CostModel& cm, int virtual_stage);
 
 // ---- DP x CP gradient sync -------------------------------------------------------------
 struct GradSyncTime {

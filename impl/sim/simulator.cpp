@@ -24,9 +24,10 @@
 namespace dcp::sim {
 namespace {
 
-// Whether a plan goes through Megatron's sequence-packing scheduler and pays its data path
-// (cost::iteration_time): every THD plan, the static packing baseline (dp_balanced) as much as
-// the dynamic planners (DefaultDynamicCPScheduler inherits DpBalancedScheduler.run); not a padded
+// Whether a plan pays the scenario's THD data path (cost::iteration_time, training.data_path):
+// every THD plan, the static packing baseline as much as the dynamic planners (in Megatron's
+// sequence-packing path DefaultDynamicCPScheduler inherits dp_balanced's DpBalancedScheduler.run;
+// NVIDIA's prototype packs every plan's micro-batches the same way in the step); not a padded
 // bshd plan, which takes Megatron's ordinary data path.
 bool uses_packing_scheduler(const plan::Plan& plan) { return plan.pad_to == 0; }
 
@@ -262,7 +263,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
     }
     finish_all = std::max(finish_all, finish);
   }
-  // The per-iteration cost (optimizer step, fixed cost, dynamic data path) follows the slowest GPU.
+  // The per-iteration cost (optimizer step, fixed cost, THD data path) follows the slowest GPU.
   r.step_s = finish_all + in.iteration_s;
   for (auto& t : r.gpu) {
     t.overhead_s += in.iteration_s;
@@ -394,8 +395,9 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // (plan/validate.h rules 4-5: a size that exists in the pool or the static cp, holding at most
   // M tokens per rank, so k >= ceil(L / M)): the FLOPs are the same at every k, but the attention
   // tables may rate a ring step's shorter, non-causal shapes faster than one (L, L) causal kernel
-  // (on the h100 tables k = 2 beats k = 1 from about 32k tokens, by up to 1.7% of the compute;
-  // a bound at cp = 1 exceeded a plan of one 512k-token sample on 8 ranks by 0.8%). Memoised per
+  // (on the h100 tables, Llama-13B with FA3, k = 2 beats k = 1 from about 20k tokens and k = 8
+  // from about 64k, by 2.3% and 4.0% of the compute at 512k tokens; a bound at cp = 1 exceeded a
+  // plan of one 512k-token sample on 8 ranks by 0.8% when it was introduced). Memoised per
   // length: real batches repeat lengths; each size costs O(1) (cost::sequence_compute_s).
   const double gemm_tokens = static_cast<double>(m_tokens > 0 ? m_tokens : 1);
   const auto& c = cm.cluster;
@@ -467,16 +469,24 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     double layers = 0;
     for (int chunk = 0; chunk < c.vpp; ++chunk) layers += cost::layers_of_virtual_stage(cm.model, c, chunk * c.pp + s);
     const bool last = s == c.pp - 1;
-    const double work = (layers * per_layer + (last ? head : 0.0)) / n;
+    // Unfused gradient accumulation: every backward pass of each of the stage's virtual stages
+    // pays it, GPU and host, whatever the plan (0 with the fusion).
+    double add_gpu = 0, add_host = 0;
+    for (int chunk = 0; chunk < c.vpp; ++chunk) {
+      const cost::GradAddTime a = cost::unfused_grad_add(cm, chunk * c.pp + s);
+      add_gpu += a.gpu_s;
+      add_host += a.host_s;
+    }
+    const double work = (layers * per_layer + (last ? head : 0.0)) / n + m_min * add_gpu;
     const cost::GradSyncTime g = cost::grad_sync_time(cm, s);
     const double sync = g.overlap ? 0.0 : g.reduce_s + g.gather_s;  // overlapped: may hide entirely
     double critical = std::numeric_limits<double>::infinity();
     for (const LongestAt& a : longest_at) {
       const double gpu = (layers * a.per_layer + (last ? a.head : 0.0)) / a.k;
-      const double host = layers * (host_layer + ring_layer(a.k));
-      critical = std::min(critical, std::max(gpu, host));
+      const double host = layers * (host_layer + ring_layer(a.k)) + add_host;
+      critical = std::min(critical, std::max(gpu + add_gpu, host));
     }
-    critical += (m_min - 1) * layers * host_layer;
+    critical += (m_min - 1) * (layers * host_layer + add_host);
     worst = std::max(worst, std::max(work, critical) + m_min * c.vpp * hw.microbatch_overhead_s + sync);
   }
   const cost::IterationTime it = cost::iteration_time(cm, /*packed=*/false, 0.0);

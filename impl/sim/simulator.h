@@ -33,13 +33,17 @@
 // the busiest stage sets the bound (which layers and the output layer live on a stage is fixed by
 // the scenario, not by the plan); plus the costs the cost model charges to every plan:
 //   work(s)  = [layers(s) * per-layer work + (s last ? output layer + loss : 0)] / N
-//   host(s)  = layers(s) * host_layer, host_layer = host_layer_fwd_s + host_layer_bwd_s
-//              [+ host_layer_fwd_s if recompute]
+//              + m_min * add_gpu(s)
+//   host(s)  = layers(s) * host_layer + add_host(s), host_layer = host_layer_fwd_s +
+//              host_layer_bwd_s [+ host_layer_fwd_s if recompute]
+//   add_*(s) = the unfused gradient accumulation of one backward pass of each of the stage's
+//              virtual stages (cost::unfused_grad_add; 0 with the fusion, Megatron's default)
 //   m_min    = max(1, ceil(sum_i L_i / (N * M)))   (a micro-batch holds at most N * M tokens)
 //   ring(k)  = k * (ring_step_fwd_s + ring_step_bwd_s [+ ring_step_fwd_s if recompute]) for k > 1
 //              and ring CP, else 0 (host time of a group of k ranks' ring steps, per layer)
 //   crit(s)  = min over the valid sizes k of the longest sample L* of
-//                max(its stage-s compute at k / k, layers(s) * (host_layer + ring(k)))
+//                max(its stage-s compute at k / k + add_gpu(s),
+//                    layers(s) * (host_layer + ring(k)) + add_host(s))
 //              + (m_min - 1) * host(s)
 //   bound_s  = max_s [ max(work(s), crit(s)) + m_min * vpp * microbatch_overhead_s
 //                      + (overlap_grad_reduce ? 0 : grad reduce + param gather of stage s) ]

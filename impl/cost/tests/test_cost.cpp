@@ -107,6 +107,9 @@ TEST(Hardware, H100PublicAnchors) {
   // same lengths: FA3 at 4096, 542 x 579 / 638; at 512, 316 x 292 / 467 (0.63 of the non-causal).
   EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::bwd_causal, 4096, 4096, 128) * 989, 542.0 * 579 / 638, 1e-9);
   EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::bwd_causal, 512, 512, 128) * 989, 316.0 * 292 / 467, 1e-9);
+  // Off the diagonal each grid along its own axis: the backward at q = 1024 (424), the forward's
+  // causal / full ratio at k = 16384 (616 / 648).
+  EXPECT_NEAR(p.attn_efficiency("fa3", AttnKind::bwd_causal, 1024, 16384, 128) * 989, 424.0 * 616 / 648, 1e-9);
   // FA2 below the paper's 512 tokens: the FA3 series' ratios (attention_table.cpp), e.g. causal at
   // 256 tokens 0.57 x 191.
   EXPECT_NEAR(p.attn_efficiency("fa2", AttnKind::fwd_causal, 256, 256, 128) * 989, 109, 1e-9);
@@ -132,6 +135,12 @@ TEST(Hardware, CalibrationOverridesPointsAndNamesTheSource) {
   EXPECT_DOUBLE_EQ(p.attn_efficiency("fa3", AttnKind::fwd_causal, 1024, 1024, 128), 0.5);
   EXPECT_DOUBLE_EQ(p.attn_efficiency("fa3", AttnKind::bwd, 77, 5000, 128), 0.4);  // one point: flat, tiles of 1
   EXPECT_DOUBLE_EQ(p.attn_efficiency("fa3", AttnKind::bwd_causal, 77, 5000, 128), 0.4 * 0.5 / 0.6);
+  // A measured causal forward faster than the full one does not make the causal backward faster
+  // than the non-causal one: the ratio is capped at 1.
+  const auto faster = apply_calibration(base, nlohmann::json::parse(R"({"attention_tables": [{"backend": "fa3",
+      "head_dim": 128, "lengths": [1024], "fwd_tile": [1, 1], "bwd_tile": [1, 1], "fwd_causal": [[0.7]],
+      "fwd_full": [[0.6]], "bwd": [[0.4]]}]})"), "faster.json");
+  EXPECT_DOUBLE_EQ(faster.attn_efficiency("fa3", AttnKind::bwd_causal, 1024, 1024, 128), 0.4);
   EXPECT_DOUBLE_EQ(p.attn_efficiency("fa2", AttnKind::fwd_causal, 1024, 1024, 128),
                    base.attn_efficiency("fa2", AttnKind::fwd_causal, 1024, 1024, 128));  // other backends kept
   EXPECT_DOUBLE_EQ(p.inter_node_bytes_per_s, 25e9);
@@ -165,6 +174,12 @@ TEST(Hardware, ProfileJsonRoundTripsAndCommittedFileMatches) {
   const auto loaded = load_calibration_file(hardware_preset("h100-sxm"), file);
   EXPECT_EQ(loaded.calibration, "h100-sxm-public");
   EXPECT_EQ(profile_to_json(loaded), profile_to_json(base));
+  // The file writes out every key of the profile (a calibration may list only some: a key missing
+  // from the committed profile would still load, as the built-in value).
+  std::ifstream in(file);
+  const auto committed = nlohmann::json::parse(in);
+  const auto written = profile_to_json(base);
+  for (const auto& [key, value] : written.items()) EXPECT_TRUE(committed.contains(key)) << key;
 }
 
 // ---- time model on the unit profile ------------------------------------------------------

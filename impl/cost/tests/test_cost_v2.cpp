@@ -69,6 +69,74 @@ TEST(AttentionTable, JsonRoundTripAndValidation) {
       "fwd_causal": [[1]], "fwd_full": [[1]], "bwd": [[1]], "tiles": 3})"), "t"), InputError);
 }
 
+// Which table each attention block reads: a causal block (a cp = 1 sequence, a ring's diagonal
+// step, all-gather CP) the causal backward, an off-diagonal ring step the non-causal one. Every
+// table of the unit profile set to causal 0.5, full 1.0, backward 0.8 (causal backward 0.4); the
+// unit model's attention costs 256 FLOPs per token^2 per layer, 2.5x in the backward, 2 layers,
+// against the unit profile's flat 1.0 tables.
+TEST(AttentionKinds, CausalBackwardOnCausalBlocksOnly) {
+  auto flat = unit_model();
+  auto cm = flat;
+  for (auto& t : cm.hardware.attention_tables) {
+    t.fwd_causal = {0.5};
+    t.fwd_full = {1.0};
+    t.bwd = {0.8};
+  }
+  const std::vector<int64_t> l{1000};
+  const auto bwd_delta = [&](int k) {
+    return group_stage_times(cm, l, k, 0, 0).bwd.compute_s - group_stage_times(flat, l, k, 0, 0).bwd.compute_s;
+  };
+  // k = 1: 2.5 x 256 x 1000^2 = 640e6 FLOPs per layer at 0.4 instead of 1.0.
+  EXPECT_NEAR(bwd_delta(1), 2 * 640e6 * (1 / 0.4e12 - 1 / 1e12), 1e-15);
+  // k = 2 ring: each step 2.5 x 256 x 500^2 = 160e6 FLOPs; the diagonal at 0.4, the other at 0.8.
+  EXPECT_NEAR(bwd_delta(2), 2 * (160e6 / 0.4e12 + 160e6 / 0.8e12 - 2 * 160e6 / 1e12), 1e-15);
+  // All-gather CP: the rank's causal share, 2.5 x 256 x 1000^2 / 2 = 320e6 FLOPs, at 0.4.
+  cm.training.cp_comm = flat.training.cp_comm = CpComm::all_gather;
+  EXPECT_NEAR(bwd_delta(2), 2 * 320e6 * (1 / 0.4e12 - 1 / 1e12), 1e-15);
+  // The forward is unchanged in kind: causal at 0.5.
+  EXPECT_NEAR(group_stage_times(cm, l, 1, 0, 0).fwd.compute_s - group_stage_times(flat, l, 1, 0, 0).fwd.compute_s,
+              2 * 256e6 * (1 / 0.5e12 - 1 / 1e12), 1e-15);
+}
+
+// --no-gradient-accumulation-fusion: every backward pass adds each weight gradient into its main
+// gradient. The unit model (tests/unit_model.h) has 197,504 parameters in 15 tensors: per layer
+// QKV, projection, fc1, fc2 and two RMSNorm weights; the embedding; the final norm; the untied
+// output weight.
+TEST(GradAccumulation, UnfusedAddsChargeTrafficAndHostPerPass) {
+  auto cm = unit_model();
+  cm.hardware.hbm_bytes_per_s = 1e9;
+  cm.hardware.grad_add_host_s = 1e-5;
+  EXPECT_EQ(unfused_grad_add(cm, 0).gpu_s, 0.0);  // fused (Megatron's default): nothing extra
+  EXPECT_EQ(unfused_grad_add(cm, 0).host_s, 0.0);
+  cm.training.gradient_accumulation_fusion = false;
+  // Read the bf16 gradient (2 B), read and write the fp32 main gradient (4 + 4 B).
+  EXPECT_NEAR(unfused_grad_add(cm, 0).gpu_s, 10.0 * 197504 / 1e9, 1e-15);
+  EXPECT_NEAR(unfused_grad_add(cm, 0).host_s, 15 * 1e-5, 1e-15);
+  cm.training.grad_reduce_fp32 = false;  // bf16 main gradients: 2 + 2 + 2 B
+  EXPECT_NEAR(unfused_grad_add(cm, 0).gpu_s, 6.0 * 197504 / 1e9, 1e-15);
+  cm.training.grad_reduce_fp32 = true;
+  // The backward pass carries it: GPU time in compute, host time in the host floor.
+  auto fused = cm;
+  fused.training.gradient_accumulation_fusion = true;
+  const std::vector<int64_t> l{1000};
+  EXPECT_NEAR(group_stage_times(cm, l, 1, 0, 0).bwd.compute_s - group_stage_times(fused, l, 1, 0, 0).bwd.compute_s,
+              10.0 * 197504 / 1e9, 1e-15);
+  EXPECT_EQ(group_stage_times(cm, l, 1, 0, 0).fwd.compute_s, group_stage_times(fused, l, 1, 0, 0).fwd.compute_s);
+  // PP 2: one layer per stage; the embedding on the first, the final norm and output on the last.
+  auto pp = unit_model(2, 2);
+  pp.hardware.hbm_bytes_per_s = 1e9;
+  pp.hardware.grad_add_host_s = 1e-5;
+  pp.training.gradient_accumulation_fusion = false;
+  EXPECT_NEAR(unfused_grad_add(pp, 0).gpu_s, 10.0 * (98560 + 128) / 1e9, 1e-15);
+  EXPECT_NEAR(unfused_grad_add(pp, 0).host_s, 7 * 1e-5, 1e-15);
+  EXPECT_NEAR(unfused_grad_add(pp, 1).gpu_s, 10.0 * (98560 + 256) / 1e9, 1e-15);
+  EXPECT_NEAR(unfused_grad_add(pp, 1).host_s, 8 * 1e-5, 1e-15);
+  // Tied embeddings with PP 1: the output weight is the embedding's own tensor.
+  cm.model.tied_embeddings = true;
+  EXPECT_NEAR(unfused_grad_add(cm, 0).host_s, 14 * 1e-5, 1e-15);
+  EXPECT_NEAR(unfused_grad_add(cm, 0).gpu_s, 10.0 * (197504 - 128) / 1e9, 1e-15);
+}
+
 TEST(HostFloor, PassTakesTheLongerOfGpuAndHostTime) {
   auto cm = unit_model();
   cm.hardware.host_layer_fwd_s = 1e-3;
@@ -157,6 +225,23 @@ TEST(IterationCost, OptimizerShardFixedCostAndTheSequencePackingDataPath) {
   cm.hardware.inter_node_latency_s = 1e-4;
   const double bw = pool_collective_bytes_per_s(cm, 0, 2);
   EXPECT_NEAR(iteration_time(cm, true, 4096).data_s, 2 * 1e-4 + 6 * 1e-4 + 0.5 * 4096 * 28 / bw + 2e-3, 1e-15);
+  // DP 2 x CP 4 on nodes of 5 GPUs: the DP group of pool rank 0 is ranks {0, 4}, inside the first
+  // node (intra-node gathers), while the pool spans two (inter-node all-to-alls); 1/2 of the
+  // received tokens cross.
+  auto dpcp = unit_model(8);
+  dpcp.cluster.cp = 4;
+  dpcp.cluster.gpus_per_node = 5;
+  dpcp.hardware = cm.hardware;
+  const double bw8 = pool_collective_bytes_per_s(dpcp, 0, 8);
+  EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 2 * 1e-5 + 6 * 1e-4 + 0.5 * 4096 * 28 / bw8 + 2e-3, 1e-15);
+  // With nodes of 4 the DP group spans two nodes too.
+  dpcp.cluster.gpus_per_node = 4;
+  EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 2 * 1e-4 + 6 * 1e-4 + 0.5 * 4096 * 28 / bw8 + 2e-3, 1e-15);
+  // NVIDIA's prototype's prefetching sampler: in the step one all-reduce of two counters over the
+  // pool ((N-1) latencies) and the host part; no gathers, no re-route.
+  dpcp.training.data_path = DataPath::prefetch;
+  EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 7 * 1e-4 + 2e-3, 1e-15);
+  EXPECT_EQ(iteration_time(dpcp, false, 4096).data_s, 0.0);
 }
 
 TEST(Memory, HandComputedStaticActivationsAndLogits) {

@@ -294,7 +294,7 @@ TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
   cm.training.overlap_grad_reduce = false;
   const plan::Batch batch{{1000, 1000}};
   plan::Plan p = two_rank_plan();
-  p.dynamic = false;  // a static plan pays no dynamic data path
+  p.dynamic = false;  // the unit profile has no THD data-path costs (packed_data_overhead_s 0)
   const auto r = simulate_step(p, batch, cm);
   double work = 0;
   for (int64_t l : batch.lengths) work += cost::sequence_compute_s(cm, l, 2000);
@@ -307,6 +307,14 @@ TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
   EXPECT_NEAR(lower_bound_s(batch, cm, 2000), expect, 1e-15);
   EXPECT_NEAR(r.step_s, expect, 1e-12);
   EXPECT_NEAR(r.plan_efficiency, 1.0, 1e-9);
+  // --no-gradient-accumulation-fusion: every backward pass also issues one main-gradient add per
+  // parameter tensor (15 on the unit model); the host-bound plan still meets the bound.
+  cm.training.gradient_accumulation_fusion = false;
+  cm.hardware.grad_add_host_s = 1e-4;
+  ASSERT_NEAR(cost::unfused_grad_add(cm, 0).host_s, 15 * 1e-4, 1e-15);
+  EXPECT_NEAR(lower_bound_s(batch, cm, 2000), expect + 15 * 1e-4, 1e-15);
+  EXPECT_NEAR(simulate_step(p, batch, cm).step_s, expect + 15 * 1e-4, 1e-12);
+  cm.training.gradient_accumulation_fusion = true;
   // Twice the tokens of one micro-batch (N * M = 4000): at least two micro-batches, twice the host
   // floor and the micro-batch overhead.
   const plan::Batch big{{2500, 2500, 1500, 1500}};
