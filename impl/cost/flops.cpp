@@ -108,13 +108,23 @@ double layer_params(const ModelConfig& m) {
   const double q = static_cast<double>(m.q_dim());
   const double kv = static_cast<double>(m.kv_dim());
   const double f = static_cast<double>(m.ffn);
-  double p = h * (q + 2.0 * kv) + q * h + mlp_mult(m) * h * f;
-  p += (m.layernorm ? 4.0 : 2.0) * h;  // two norms: weight (+ bias)
-  if (m.linear_bias) p += (q + 2.0 * kv) + h + (mlp_mult(m) - 1.0) * f + h;  // QKV, proj, fc1, fc2
-  return p;
+  // GEMM weights (QKV, projection, MLP), then the norms and biases.
+  return h * (q + 2.0 * kv) + q * h + mlp_mult(m) * h * f + layer_nongemm_params(m);
 }
 
-int layer_param_tensors(const ModelConfig& m) { return 4 + (m.linear_bias ? 4 : 0) + (m.layernorm ? 4 : 2); }
+int layer_param_tensors(const ModelConfig& m) { return 4 + layer_nongemm_param_tensors(m); }
+
+int layer_nongemm_param_tensors(const ModelConfig& m) { return (m.linear_bias ? 4 : 0) + (m.layernorm ? 4 : 2); }
+
+double layer_nongemm_params(const ModelConfig& m) {
+  const double h = static_cast<double>(m.hidden);
+  const double q = static_cast<double>(m.q_dim());
+  const double kv = static_cast<double>(m.kv_dim());
+  const double f = static_cast<double>(m.ffn);
+  double p = (m.layernorm ? 4.0 : 2.0) * h;
+  if (m.linear_bias) p += (q + 2.0 * kv) + h + (mlp_mult(m) - 1.0) * f + h;
+  return p;
+}
 
 double embedding_params(const ModelConfig& m) {
   return (static_cast<double>(m.vocab) + static_cast<double>(m.position_embeddings)) * static_cast<double>(m.hidden);

@@ -93,6 +93,10 @@ double layer_params(const ModelConfig& model);
 // the gate fused in, fc2), their biases with linear_bias, and the two norms' weights (+ biases
 // with LayerNorm; in TE's LayerNormLinear modules they are parameters of the linear module).
 int layer_param_tensors(const ModelConfig& model);
+// The part of layer_params / layer_param_tensors that is not a GEMM weight: the norms' weights
+// (+ biases) and the linear layers' biases.
+double layer_nongemm_params(const ModelConfig& model);
+int layer_nongemm_param_tensors(const ModelConfig& model);
 double embedding_params(const ModelConfig& model);  // word (+ position) embeddings
 double output_params(const ModelConfig& model);     // output layer (0 if tied) + final norm
 double total_params(const ModelConfig& model);

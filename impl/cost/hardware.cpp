@@ -82,10 +82,10 @@ HardwareProfile h100_sxm() {
   //   corrections, buffer copies) + one flash-attention backward call.
   p.ring_step_fwd_s = 12 * kTorchOpHostS + kTeModuleHostS;  // 198 us
   p.ring_step_bwd_s = 18 * kTorchOpHostS + kTeModuleHostS;  // 279 us
-  // Unfused gradient accumulation (--no-gradient-accumulation-fusion) [derived]: Megatron's DDP
-  // backward hook runs for every parameter either way; without the fusion it also issues
-  // param.main_grad.add_(param.grad) (Megatron-LM 192cbc3554 distributed_data_parallel.py:466-470):
-  // one PyTorch op per parameter tensor per backward pass.
+  // Main-gradient add [derived]: Megatron's DDP backward hook issues param.main_grad.add_(param.grad)
+  // for every parameter no fused wgrad GEMM accumulated (norms, biases, embeddings; every one with
+  // --no-gradient-accumulation-fusion; Megatron-LM 192cbc3554 distributed_data_parallel.py:466-470):
+  // one PyTorch op per such parameter tensor per backward pass (cost::grad_add).
   p.grad_add_host_s = kTorchOpHostS;  // 13.5 us
   // Per micro-batch per virtual stage [derived]: get_batch and PackedSeqParams (cu_seqlens, THD
   // slicing: ~10 ops), embedding (~3 ops), output layer (1 TE module), loss (~6 ops), 1 module of

@@ -70,10 +70,9 @@ struct HardwareProfile {
   double host_layer_bwd_s = 0;   // ... its backward
   double ring_step_fwd_s = 0;    // fixed host cost of one CP ring step (TE THD p2p loop body), fwd
   double ring_step_bwd_s = 0;    // ... bwd
-  double grad_add_host_s = 0;    // host time of one unfused gradient accumulation (a weight
-                                 // gradient added into its fp32 main gradient by Megatron's DDP
-                                 // hook), per parameter tensor per backward pass; only with
-                                 // training.gradient_accumulation_fusion = false
+  double grad_add_host_s = 0;    // host time of one main-gradient add (a parameter's bf16
+                                 // gradient added into its main gradient by Megatron's DDP hook),
+                                 // per added parameter tensor per backward pass (cost::grad_add)
   double microbatch_overhead_s = 0;  // per micro-batch per virtual stage per pass (data, embedding
                                      // and loss glue), added to the pass
   double iteration_overhead_s = 0;   // per training iteration (train_step bookkeeping, grad-norm

@@ -235,7 +235,7 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
     st.bwd.comm_exposed_s += layers * lt.fwd_comm_exposed_s;
     host_bwd += host_fwd;
   }
-  const GradAddTime add = unfused_grad_add(cm, v);
+  const GradAddTime add = grad_add(cm, v);
   st.bwd.compute_s += add.gpu_s;
   host_bwd += add.host_s;
   st.fwd.overhead_s = hw.microbatch_overhead_s / 2 +
@@ -273,27 +273,42 @@ double sequence_head_compute_s(const CostModel& cm, int64_t length, double gemm_
          loss_s(cm, static_cast<double>(length));
 }
 
-GradAddTime unfused_grad_add(const CostModel& cm, int v) {
-  GradAddTime t;
-  if (cm.training.gradient_accumulation_fusion) return t;
+GradAddTime grad_add(const CostModel& cm, int v) {
   const auto& m = cm.model;
   const auto& c = cm.cluster;
+  const bool fused = cm.training.gradient_accumulation_fusion;
+  const double h = static_cast<double>(m.hidden);
+  const double vh = static_cast<double>(m.vocab) * h;
   const int layers = layers_of_virtual_stage(m, c, v);
-  double params = layers * layer_params(m);
-  int tensors = layers * layer_param_tensors(m);
-  if (v == 0) {  // word (+ learned position) embedding
-    params += embedding_params(m);
+  // Parameters (and tensors) whose gradient reaches the main gradient through the DDP hook's add:
+  // with the fusion only those no fused GEMM accumulates (norms, biases, embeddings); without it
+  // every one.
+  double added = layers * (fused ? layer_nongemm_params(m) : layer_params(m));
+  int tensors = layers * (fused ? layer_nongemm_param_tensors(m) : layer_param_tensors(m));
+  double extra_bytes = 0;  // bf16 traffic besides the adds
+  if (v == 0) {
+    // Word (+ learned position) embedding: its backward writes a dense bf16 gradient of the whole
+    // table (F.embedding's backward: zero-filled, then the rows scattered in), added either way.
+    added += embedding_params(m);
     tensors += m.position_embeddings > 0 ? 2 : 1;
+    extra_bytes += kBf16Bytes * embedding_params(m);
   }
-  if (v == c.pp * c.vpp - 1) {  // final norm and the output weight (a tied one is the embedding's
-    params += output_params(m);  // own parameter with pp = 1, a copy on the last stage with pp > 1)
+  if (v == c.pp * c.vpp - 1) {
+    added += (m.layernorm ? 2.0 : 1.0) * h;  // the final norm
     tensors += m.layernorm ? 2 : 1;
-    if (!m.tied_embeddings || c.pp > 1) ++tensors;
-    if (m.tied_embeddings && c.pp > 1) params += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+    const bool own_output_weight = !m.tied_embeddings || c.pp > 1;  // else the embedding's table
+    if (!fused && own_output_weight) {
+      added += vh;
+      ++tensors;
+    }
+    // Tied with pp = 1 and no fusion: autograd sums the output layer's bf16 weight gradient into
+    // the embedding's before the hook (read both, write one).
+    if (!fused && !own_output_weight) extra_bytes += 3.0 * kBf16Bytes * vh;
   }
   const double grad_bytes = cm.training.grad_reduce_fp32 ? 4.0 : 2.0;
+  GradAddTime t;
   if (cm.hardware.hbm_bytes_per_s > 0)
-    t.gpu_s = (kBf16Bytes + 2.0 * grad_bytes) * params / c.tp / cm.hardware.hbm_bytes_per_s;
+    t.gpu_s = ((kBf16Bytes + 2.0 * grad_bytes) * added + extra_bytes) / c.tp / cm.hardware.hbm_bytes_per_s;
   t.host_s = tensors * cm.hardware.grad_add_host_s;
   return t;
 }

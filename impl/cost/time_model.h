@@ -41,15 +41,19 @@
 //          (host_layer_{fwd,bwd}_s + [k > 1] k * ring_step_{fwd,bwd}_s) (recompute adds the forward's
 //          host time to the backward); the excess of host over GPU time is reported as overhead.
 //          Plus microbatch_overhead_s per micro-batch per virtual stage, half in each pass.
-//   unfused gradient accumulation (training.gradient_accumulation_fusion false, Megatron's
-//          --no-gradient-accumulation-fusion): every backward pass writes each weight gradient in
-//          bf16 and Megatron's DDP backward hook adds it into the main gradient
-//          (param.main_grad.add_(param.grad), Megatron-LM 192cbc3554
-//          megatron/core/distributed/distributed_data_parallel.py:449-470): (2 + 2 x grad bytes)
-//          of HBM traffic per parameter of the virtual stage (read the bf16 gradient, read and
-//          write the main gradient: 10 B in fp32) in the backward's GPU time, and grad_add_host_s
-//          per parameter tensor in its host time. With the fusion (the default) the wgrad GEMM
-//          accumulates into the main gradient itself, which its FLOP-based time already covers.
+//   main-gradient adds (grad_add): Megatron's DDP backward hook adds a parameter's bf16 gradient
+//          into its main gradient (param.main_grad.add_(param.grad)) unless a fused wgrad GEMM
+//          already accumulated it there (grad_added_to_main_grad; Megatron-LM 192cbc3554
+//          megatron/core/distributed/distributed_data_parallel.py:449-470,
+//          tensor_parallel/layers.py:618-647). With gradient_accumulation_fusion (Megatron's
+//          default) that leaves the norms, the biases and the embeddings (whose backward writes a
+//          dense bf16 gradient of the whole table); with --no-gradient-accumulation-fusion every
+//          parameter, and with tied embeddings at pp = 1 autograd first sums the output layer's
+//          weight gradient into the embedding's. Per backward pass: (2 + 2 x grad bytes) of HBM
+//          traffic per added parameter (read the bf16 gradient, read and write the main gradient:
+//          10 B in fp32) plus those bf16 writes and sums, in the GPU time; grad_add_host_s per
+//          added parameter tensor in the host time. (The hook's own Python, run for every
+//          parameter either way, is not charged.)
 //   TP: divides FLOPs and KV heads by tp; TP collectives are not modelled (scenarios use TP1).
 //   PP p2p activations: T*h*2 bytes over the inter-stage link (inter-node if gpus_per_node <=
 //          N*tp, i.e. stages on different nodes), charged to the dependency edge by the simulator.
@@ -126,7 +130,7 @@ struct TrainingOptions {
                                        // grad reduce-scatter sharded over the DP x CP pool
   DataPath data_path = DataPath::megatron;   // training.data_path
   bool gradient_accumulation_fusion = true;  // Megatron's default; false = --no-gradient-
-                                             // accumulation-fusion (unfused_grad_add_s)
+                                             // accumulation-fusion (grad_add)
   bool cross_entropy_fusion = false;   // --cross-entropy-loss-fusion (memory of the logits)
   bool cross_entropy_te = false;       // with it, --cross-entropy-fusion-impl te (default native)
 };
@@ -187,13 +191,13 @@ double sequence_compute_s(const CostModel& cm, int64_t length_tokens, double gem
 // The part of sequence_compute_s on the last pipeline stage only: output layer (fwd + bwd) and loss.
 double sequence_head_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens);
 
-// Unfused gradient accumulation of one backward pass of virtual stage v (both 0 with the fusion):
-// the main-gradient adds' GPU time and their host time (see the file comment).
+// The main-gradient adds of one backward pass of virtual stage v: their GPU time and their host
+// time (see the file comment).
 struct GradAddTime {
   double gpu_s = 0;
   double host_s = 0;
 };
-GradAddTime unfused_grad_add(const CostModel& cm, int virtual_stage);
+GradAddTime grad_add(const CostModel& cm, int virtual_stage);
 
 // ---- DP x CP gradient sync -------------------------------------------------------------
 struct GradSyncTime {

@@ -469,11 +469,11 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     double layers = 0;
     for (int chunk = 0; chunk < c.vpp; ++chunk) layers += cost::layers_of_virtual_stage(cm.model, c, chunk * c.pp + s);
     const bool last = s == c.pp - 1;
-    // Unfused gradient accumulation: every backward pass of each of the stage's virtual stages
-    // pays it, GPU and host, whatever the plan (0 with the fusion).
+    // The main-gradient adds: every backward pass of each of the stage's virtual stages pays
+    // them, GPU and host, whatever the plan.
     double add_gpu = 0, add_host = 0;
     for (int chunk = 0; chunk < c.vpp; ++chunk) {
-      const cost::GradAddTime a = cost::unfused_grad_add(cm, chunk * c.pp + s);
+      const cost::GradAddTime a = cost::grad_add(cm, chunk * c.pp + s);
       add_gpu += a.gpu_s;
       add_host += a.host_s;
     }

@@ -36,8 +36,8 @@
 //              + m_min * add_gpu(s)
 //   host(s)  = layers(s) * host_layer + add_host(s), host_layer = host_layer_fwd_s +
 //              host_layer_bwd_s [+ host_layer_fwd_s if recompute]
-//   add_*(s) = the unfused gradient accumulation of one backward pass of each of the stage's
-//              virtual stages (cost::unfused_grad_add; 0 with the fusion, Megatron's default)
+//   add_*(s) = the main-gradient adds of one backward pass of each of the stage's virtual stages
+//              (cost::grad_add)
 //   m_min    = max(1, ceil(sum_i L_i / (N * M)))   (a micro-batch holds at most N * M tokens)
 //   ring(k)  = k * (ring_step_fwd_s + ring_step_bwd_s [+ ring_step_fwd_s if recompute]) for k > 1
 //              and ring CP, else 0 (host time of a group of k ranks' ring steps, per layer)

@@ -98,43 +98,51 @@ TEST(AttentionKinds, CausalBackwardOnCausalBlocksOnly) {
               2 * 256e6 * (1 / 0.5e12 - 1 / 1e12), 1e-15);
 }
 
-// --no-gradient-accumulation-fusion: every backward pass adds each weight gradient into its main
-// gradient. The unit model (tests/unit_model.h) has 197,504 parameters in 15 tensors: per layer
-// QKV, projection, fc1, fc2 and two RMSNorm weights; the embedding; the final norm; the untied
-// output weight.
-TEST(GradAccumulation, UnfusedAddsChargeTrafficAndHostPerPass) {
+// The main-gradient adds of a backward pass (Megatron's DDP hook). The unit model
+// (tests/unit_model.h) has 197,504 parameters in 15 tensors: per layer QKV, projection, fc1, fc2
+// (98,304) and two RMSNorm weights (256); the embedding (128); the final norm (128); the untied
+// output weight (128). The embedding's backward also writes a dense bf16 gradient (2 B each).
+TEST(GradAccumulation, AddsChargeTrafficAndHostPerPass) {
   auto cm = unit_model();
   cm.hardware.hbm_bytes_per_s = 1e9;
   cm.hardware.grad_add_host_s = 1e-5;
-  EXPECT_EQ(unfused_grad_add(cm, 0).gpu_s, 0.0);  // fused (Megatron's default): nothing extra
-  EXPECT_EQ(unfused_grad_add(cm, 0).host_s, 0.0);
+  // With the fusion (Megatron's default) the GEMM weights accumulate in place; the norms (512),
+  // the embedding (128) and the final norm (128) still go through the hook: 6 tensors. Each add
+  // reads the bf16 gradient (2 B) and reads and writes the fp32 main gradient (4 + 4 B).
+  EXPECT_NEAR(grad_add(cm, 0).gpu_s, (10.0 * 768 + 2 * 128) / 1e9, 1e-15);
+  EXPECT_NEAR(grad_add(cm, 0).host_s, 6 * 1e-5, 1e-15);
+  // --no-gradient-accumulation-fusion: every parameter, 15 tensors.
   cm.training.gradient_accumulation_fusion = false;
-  // Read the bf16 gradient (2 B), read and write the fp32 main gradient (4 + 4 B).
-  EXPECT_NEAR(unfused_grad_add(cm, 0).gpu_s, 10.0 * 197504 / 1e9, 1e-15);
-  EXPECT_NEAR(unfused_grad_add(cm, 0).host_s, 15 * 1e-5, 1e-15);
+  EXPECT_NEAR(grad_add(cm, 0).gpu_s, (10.0 * 197504 + 2 * 128) / 1e9, 1e-15);
+  EXPECT_NEAR(grad_add(cm, 0).host_s, 15 * 1e-5, 1e-15);
   cm.training.grad_reduce_fp32 = false;  // bf16 main gradients: 2 + 2 + 2 B
-  EXPECT_NEAR(unfused_grad_add(cm, 0).gpu_s, 6.0 * 197504 / 1e9, 1e-15);
+  EXPECT_NEAR(grad_add(cm, 0).gpu_s, (6.0 * 197504 + 2 * 128) / 1e9, 1e-15);
   cm.training.grad_reduce_fp32 = true;
   // The backward pass carries it: GPU time in compute, host time in the host floor.
   auto fused = cm;
   fused.training.gradient_accumulation_fusion = true;
   const std::vector<int64_t> l{1000};
   EXPECT_NEAR(group_stage_times(cm, l, 1, 0, 0).bwd.compute_s - group_stage_times(fused, l, 1, 0, 0).bwd.compute_s,
-              10.0 * 197504 / 1e9, 1e-15);
+              10.0 * (197504 - 768) / 1e9, 1e-15);
   EXPECT_EQ(group_stage_times(cm, l, 1, 0, 0).fwd.compute_s, group_stage_times(fused, l, 1, 0, 0).fwd.compute_s);
   // PP 2: one layer per stage; the embedding on the first, the final norm and output on the last.
   auto pp = unit_model(2, 2);
   pp.hardware.hbm_bytes_per_s = 1e9;
   pp.hardware.grad_add_host_s = 1e-5;
+  EXPECT_NEAR(grad_add(pp, 0).gpu_s, (10.0 * 384 + 2 * 128) / 1e9, 1e-15);
+  EXPECT_NEAR(grad_add(pp, 0).host_s, 3 * 1e-5, 1e-15);
+  EXPECT_NEAR(grad_add(pp, 1).gpu_s, 10.0 * 384 / 1e9, 1e-15);
+  EXPECT_NEAR(grad_add(pp, 1).host_s, 3 * 1e-5, 1e-15);
   pp.training.gradient_accumulation_fusion = false;
-  EXPECT_NEAR(unfused_grad_add(pp, 0).gpu_s, 10.0 * (98560 + 128) / 1e9, 1e-15);
-  EXPECT_NEAR(unfused_grad_add(pp, 0).host_s, 7 * 1e-5, 1e-15);
-  EXPECT_NEAR(unfused_grad_add(pp, 1).gpu_s, 10.0 * (98560 + 256) / 1e9, 1e-15);
-  EXPECT_NEAR(unfused_grad_add(pp, 1).host_s, 8 * 1e-5, 1e-15);
-  // Tied embeddings with PP 1: the output weight is the embedding's own tensor.
+  EXPECT_NEAR(grad_add(pp, 0).gpu_s, (10.0 * (98560 + 128) + 2 * 128) / 1e9, 1e-15);
+  EXPECT_NEAR(grad_add(pp, 0).host_s, 7 * 1e-5, 1e-15);
+  EXPECT_NEAR(grad_add(pp, 1).gpu_s, 10.0 * (98560 + 256) / 1e9, 1e-15);
+  EXPECT_NEAR(grad_add(pp, 1).host_s, 8 * 1e-5, 1e-15);
+  // Tied embeddings with PP 1: the output weight is the embedding's own tensor, and autograd sums
+  // the two bf16 gradients before the hook (read 2 + 2 B, write 2 B per entry).
   cm.model.tied_embeddings = true;
-  EXPECT_NEAR(unfused_grad_add(cm, 0).host_s, 14 * 1e-5, 1e-15);
-  EXPECT_NEAR(unfused_grad_add(cm, 0).gpu_s, 10.0 * (197504 - 128) / 1e9, 1e-15);
+  EXPECT_NEAR(grad_add(cm, 0).host_s, 14 * 1e-5, 1e-15);
+  EXPECT_NEAR(grad_add(cm, 0).gpu_s, (10.0 * (197504 - 128) + 2 * 128 + 6 * 128) / 1e9, 1e-15);
 }
 
 TEST(HostFloor, PassTakesTheLongerOfGpuAndHostTime) {
@@ -167,8 +175,8 @@ TEST(HostFloor, PassTakesTheLongerOfGpuAndHostTime) {
 TEST(ThdSideKernels, HbmTrafficProportionalToStepsAfterTheFirstTimesTokens) {
   auto cm = unit_model();
   const std::vector<int64_t> l{1000};
+  cm.hardware.hbm_bytes_per_s = 1e9;  // (the main-gradient adds are the same in both)
   const auto none = group_stage_times(cm, l, 2, 0, 0);
-  cm.hardware.hbm_bytes_per_s = 1e9;
   cm.hardware.thd_side_fwd_bytes_q = 1;
   cm.hardware.thd_side_fwd_bytes_kv = 2;
   cm.hardware.thd_side_bwd_bytes_q = 3;

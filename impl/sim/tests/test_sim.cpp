@@ -311,10 +311,11 @@ TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
   // parameter tensor (15 on the unit model); the host-bound plan still meets the bound.
   cm.training.gradient_accumulation_fusion = false;
   cm.hardware.grad_add_host_s = 1e-4;
-  ASSERT_NEAR(cost::unfused_grad_add(cm, 0).host_s, 15 * 1e-4, 1e-15);
+  ASSERT_NEAR(cost::grad_add(cm, 0).host_s, 15 * 1e-4, 1e-15);
   EXPECT_NEAR(lower_bound_s(batch, cm, 2000), expect + 15 * 1e-4, 1e-15);
   EXPECT_NEAR(simulate_step(p, batch, cm).step_s, expect + 15 * 1e-4, 1e-12);
   cm.training.gradient_accumulation_fusion = true;
+  cm.hardware.grad_add_host_s = 0;
   // Twice the tokens of one micro-batch (N * M = 4000): at least two micro-batches, twice the host
   // floor and the micro-batch overhead.
   const plan::Batch big{{2500, 2500, 1500, 1500}};
