@@ -553,15 +553,21 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
   EXPECT_DOUBLE_EQ(simulate_schedule(in).gpu[1].peak_bytes, 7 + 6000 + 1500);
 }
 
+// A one-micro-batch plan on a pool of dp ranks (cp 1), M = 4096.
+plan::Plan one_microbatch_plan(int dp, plan::MicroBatch mb) {
+  plan::Plan p;
+  p.planner = "t";
+  p.config.dp = dp;
+  p.config.max_seqlen_per_rank = 4096;
+  p.microbatches.push_back(std::move(mb));
+  return p;
+}
+
 TEST(Step, IterationCostFollowsTheSlowestGpu) {
   auto cm = unit_cm2(2, 1);
   cm.hardware.iteration_overhead_s = 0.5;
   cm.hardware.packed_data_overhead_s = 0.25;
-  plan::Plan p;
-  p.planner = "t";
-  p.config.dp = 2;
-  p.config.max_seqlen_per_rank = 4096;
-  p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}}});
+  plan::Plan p = one_microbatch_plan(2, {{{0, 1, {0}}, {1, 1, {1}}}});
   const plan::Batch batch{{1000, 3000}};
   p.pad_to = 4096;  // padded (bshd): Megatron's ordinary data path
   const auto padded = simulate_step(p, batch, cm);
@@ -592,11 +598,7 @@ TEST(Step, RerouteCountsWholeSamplesOnEveryRankOfAGroup) {
   auto cm = unit_cm2(4, 1);
   cm.hardware.reroute_bytes_per_token = 1;
   cm.hardware.packed_data_overhead_s = 0;
-  plan::Plan p;
-  p.planner = "t";
-  p.config.dp = 4;
-  p.config.max_seqlen_per_rank = 4096;
-  p.microbatches.push_back({{{0, 2, {0}}, {2, 1, {1}}, {3, 1, {2}}}});
+  const plan::Plan p = one_microbatch_plan(4, {{{0, 2, {0}}, {2, 1, {1}}, {3, 1, {2}}}});
   const plan::Batch batch{{4000, 100, 100}};
   // DP 4: 3/4 of the 4000 tokens cross a link at the unit profile's 1e9 B/s.
   EXPECT_NEAR(simulate_step(p, batch, cm).iteration.data_s, 0.75 * 4000 / 1e9, 1e-15);
