@@ -89,6 +89,25 @@ TEST(Scenario, BadEnumValue) {
   expect_error(j, {"\"training.recompute\"=\"selective\"", "none, full"});
 }
 
+// The data path and the gradient-accumulation fusion: Megatron's defaults when left out, the
+// scenario's values when given, and a bad value named.
+TEST(Scenario, DataPathAndGradientAccumulationFusion) {
+  const Scenario d = parse_scenario(minimal(), "scenarios/x.json");
+  EXPECT_EQ(d.training.data_path, "megatron");
+  EXPECT_TRUE(d.training.gradient_accumulation_fusion);
+  json j = minimal();
+  j["training"]["data_path"] = "prefetch";
+  j["training"]["gradient_accumulation_fusion"] = false;
+  const Scenario s = parse_scenario(j, "scenarios/x.json");
+  EXPECT_EQ(s.training.data_path, "prefetch");
+  EXPECT_FALSE(s.training.gradient_accumulation_fusion);
+  j["training"]["data_path"] = "reroute";
+  expect_error(j, {"\"training.data_path\"=\"reroute\"", "megatron, prefetch"});
+  j = minimal();
+  j["training"]["gradient_accumulation_fusion"] = "no";
+  expect_error(j, {"\"training.gradient_accumulation_fusion\"=\"no\""});
+}
+
 TEST(Scenario, GpusNotDivisible) {
   json j = minimal();
   j["cluster"]["gpus"] = 60;
