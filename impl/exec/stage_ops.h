@@ -47,7 +47,9 @@ struct StageOp {
   // gemm: C[m, n] = op(A) op(B) (GemmForm); accumulate_fp32: C is fp32 and the product is added to
   // it (the wgrad GEMMs: Megatron's gradient accumulation fusion, on by default, accumulates the
   // weight gradient into the fp32 main_grad: megatron/training/arguments.py
-  // --no-gradient-accumulation-fusion is store_false), else C is 16-bit and overwritten
+  // --no-gradient-accumulation-fusion is store_false), else C is 16-bit and overwritten. Not
+  // replayed: the DDP hook's main-gradient adds (norms, biases, embeddings; every parameter
+  // without the fusion), which cost::grad_add charges in the prediction beside the measurement.
   int64_t m = 0, n = 0, k = 0;
   GemmForm form = GemmForm::nn;
   bool accumulate_fp32 = false;
