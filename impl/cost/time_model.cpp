@@ -370,7 +370,7 @@ IterationTime iteration_time(const CostModel& cm, bool packed, double max_recv_t
   }
   it.fixed_s = hw.iteration_overhead_s;
   if (packed) {
-    // Megatron-LM 192cbc3554 (DpBalancedScheduler.run, data_schedule.py:164-350; helpers in
+    // Megatron-LM 192cbc3554 (DpBalancedScheduler.run, data_schedule.py:164-349; helpers in
     // data_schedule_utils.py), in order:
     //  * _get_global_seqlens_and_ids: two all_gathers over the DP group (sample counts, then the
     //    padded lengths): latency-bound rings of DP - 1 steps; the DP group of a pool rank holds
