@@ -77,12 +77,12 @@ struct HardwareProfile {
                                      // and loss glue), added to the pass
   double iteration_overhead_s = 0;   // per training iteration (train_step bookkeeping, grad-norm
                                      // and loss syncs, logging), serial
-  double packed_data_overhead_s = 0;   // per iteration, every plan that goes through Megatron's
-                                       // sequence-packing scheduler (THD: packing and dynamic
-                                       // CP, not bshd): unpacking, the re-route's per-key
-                                       // packing/unpacking and packed-batch building (host); the
-                                       // length all-gathers and the re-route are charged from
-                                       // the links
+  double packed_data_overhead_s = 0;   // per iteration, every THD plan (packing and dynamic
+                                       // CP, not bshd), host work of its data path
+                                       // (cost::iteration_time, training.data_path): unpacking,
+                                       // per-key re-route packing/unpacking and packed-batch
+                                       // building; the length all-gathers and the re-route are
+                                       // charged from the links
   double reroute_bytes_per_token = 0;  // payload the re-route moves per token (all keys)
 
   // ---- memory traffic (HBM) ----
