@@ -187,3 +187,18 @@ dcp_require_gpu() {
   fi
   nvidia-smi -L
 }
+
+# ---- the prebuilt bundle (ci/device-bundle.sh here, ci/device-run.sh on the lent GPU machine) ----
+# The gpu-labelled test binaries (CTest label gpu) and the scenarios whose shares are measured, in
+# the order of need.
+dcp_device_tests=(test_attn_cuda test_model_cuda test_exec_cuda test_harness_cuda test_comm_nccl)
+dcp_device_scenarios=(scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json)
+# A hash of the sources the binaries are compiled from (C++, CUDA and CMake files; run from the
+# repository root). The same on both machines when the tree is the same; ignored folders (build*/,
+# __pycache__/, .deps/) are not part of it, as they do not travel.
+dcp_source_hash() {
+  find CMakeLists.txt cmake impl harness baselines -type f \
+       \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cmake' -o -name CMakeLists.txt \) \
+       -not -path '*/build*/*' -not -path '*/__pycache__/*' -print0 |
+    LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16
+}

@@ -10,7 +10,11 @@
 #              --calibration`) -> results/measured/<scenario>-<strategy>-calibrated.json, per
 #              micro-batch and per rank-step error (needs the calibration file).
 # Scenarios: DCP_MEASURE_SCENARIOS (default the two Llama-13B ones; one per command keeps a command
-# short). DCP_MEASURE_REPS (default 1) timed repetitions per micro-batch after a warm-up run.
+# short). DCP_MEASURE_STRATEGIES (comma-separated; default every strategy but bshd, whose share pads
+# every sample to 131072 tokens: ~2560 s of GPU time on llama13b-github by the simulator, against
+# 17-20 s for each of the others). DCP_MEASURE_REPS (default 1) timed repetitions per micro-batch
+# after a warm-up run. On the lent machine's 15 minutes, ci/device-run.sh (prebuilt binaries, a
+# time budget) is the command to use; this script builds first.
 # Builds build-gpu/ first (incrementally, as ci/gpu.sh). Where $OUT names a folder (the device
 # tool's), what the steps wrote is also copied there as measure-results.tar.gz.
 set -uo pipefail  # a failing strategy is reported at the end, the others still run
@@ -24,6 +28,7 @@ done
 dcp_require_gpu ci/measure.sh
 arch="${DCP_CUDA_ARCH:-90a}"
 reps="${DCP_MEASURE_REPS:-1}"
+strategies="${DCP_MEASURE_STRATEGIES:-packing,dcp,nvidia-prototype,megatron-dev,megatron-pr2000}"
 calibration=results/calibration/h100-measured.json
 dcp_deps || exit 1
 dcp_nccl_args
@@ -42,7 +47,7 @@ for s in "${scenarios[@]}"; do
   name=$(basename "$s" .json)
   if dcp_want run; then
     echo "== measured rows: results/measured/$name.json =="
-    if build-gpu/dcpbench run "$s" --backend cuda --reps "$reps" --out "results/measured/$name.json"; then
+    if build-gpu/dcpbench run "$s" --backend cuda --reps "$reps" --strategies "$strategies" --out "results/measured/$name.json"; then
       written+=("results/measured/$name.json")
     else
       failed+=("$name (run --backend cuda)")
@@ -53,7 +58,7 @@ for s in "${scenarios[@]}"; do
   # file carries per micro-batch and per rank-step the error simulated / measured - 1.
   if dcp_want validate; then
     [ -f "$calibration" ] || { echo "ci/measure.sh: validate needs $calibration (step calibrate)" >&2; exit 1; }
-    for strategy in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['strategies']))" "$s"); do
+    for strategy in ${strategies//,/ }; do
       out="results/measured/$name-$strategy-calibrated.json"
       if build-gpu/dcpbench share "$s" --strategy "$strategy" --measure --reps "$reps" --calibration "$calibration" \
            --attention-backend dcpbench --out "$out"; then

@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "attn/bench_shapes.h"
+#include <filesystem>
+
 #include "attn/cuda/device_array.h"
 #include "attn/cuda/event_timer.h"
 #include "attn/cuda/flash_launch.h"
@@ -157,12 +159,19 @@ void bm_cublas(benchmark::State& state, const AttnBenchCase& c, bool backward) {
   state.SetLabel(c.name + " | gemm " + std::to_string(m) + "x" + std::to_string(nk) + "x" + std::to_string(nk));
 }
 
+// The real length files: the tree this binary was configured from, else ./scenarios/data (a binary
+// built elsewhere and run from another checkout's root: ci/device-bundle.sh, ci/device-run.sh).
+std::string data_dir() {
+  if (std::filesystem::is_directory(DCP_DATA_DIR)) return DCP_DATA_DIR;
+  return "scenarios/data";
+}
+
 std::vector<AttnBenchCase> all_cases() {
   std::vector<AttnBenchCase> cases = fa3_paper_cases();
   for (const char* file : {"go.txt", "spamassassin_emails.txt", "pydoc_rst.txt", "sotu.txt"}) {
     AttnBenchCase c;
     c.name = std::string("varlen ") + file + " d=128 causal";
-    c.lengths = pack_lengths(data::read_lengths_file(std::string(DCP_DATA_DIR) + "/" + file), kBenchTokens, 17);
+    c.lengths = pack_lengths(data::read_lengths_file(data_dir() + "/" + file), kBenchTokens, 17);
     c.heads = kBenchHidden / 128;
     c.head_dim = 128;
     c.causal = true;

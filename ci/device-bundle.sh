@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Builds HERE (no GPU needed: nvcc compiles for sm_90a without one) everything the lent GPU
+# machine runs, and packs it into .deps/bundle/ (git ignores .deps/), so that the device's few
+# minutes go to measuring, not to compiling. Run it before a device session's one call:
+#   ci/device-bundle.sh          # builds in build/ (the tree ci/test.sh builds), ~16 MB bundle
+#   then run there: ci/device-run.sh, carry [".deps/bundle", ".deps/debs"] (ci/device-deps.sh
+#   downloads .deps/debs once: the OpenMPI and Google Benchmark runtime the binaries load).
+# What the bundle holds:
+#   bin/            dcpbench, the gpu-labelled test binaries and bench_attn_cuda, stripped;
+#   manifest.json   the git sha, the source hash the binaries were built from (ci/device-run.sh
+#                   refuses a bundle whose hash differs from the tree it runs in: no stale
+#                   binaries), nvcc, arch, build type, date, and the predicted GPU seconds of each
+#                   measured share (dcpbench share's simulated busy time of the rank, published
+#                   setting, step 0; the replay runs it twice: warm-up + 1 timed run), which
+#                   ci/device-run.sh uses to fit its steps into its time budget.
+# Same toolchain on both machines: CUDA 13.0 here and there (.library/device KINDS.md), glibc
+# 2.36 here <= 2.39 there; libcudart, cuBLAS(Lt) and NCCL are the device's own (toolkit or
+# PyTorch's nvidia-* wheels), OpenMPI and Google Benchmark come from the carried Debian packages.
+# Environment: DCP_JOBS (build jobs, default nproc), DCP_CUDA_ARCH (default 90a).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
+  exit 0
+fi
+[ $# -eq 0 ] || { echo "ci/device-bundle.sh: no arguments expected (got '$1'); --help says what it does" >&2; exit 2; }
+source ci/deps.sh
+jobs="${DCP_JOBS:-$(nproc)}"
+arch="${DCP_CUDA_ARCH:-90a}"
+nvcc=/usr/local/cuda/bin/nvcc
+[ -x "$nvcc" ] || { echo "ci/device-bundle.sh: no $nvcc: the bundle's kernels need the CUDA toolkit" >&2; exit 2; }
+ci/install.sh
+# Configure every time (ci/test.sh's flags, so its build is reused): it refreshes the sha recorded
+# in benchmark contexts (CMakeLists.txt). CUDA, NCCL and MPI are AUTO: a target missing below says
+# which one this machine lacks.
+arch_args=()
+[ -n "${DCP_CUDA_ARCH:-}" ] && arch_args=(-DDCP_CUDA_ARCH="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch")
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON "${arch_args[@]}" >/dev/null
+targets=(dcpbench "${dcp_device_tests[@]}" bench_attn_cuda)
+cmake --build build -j "$jobs" --target "${targets[@]}"
+
+out=.deps/bundle
+mkdir -p .deps
+tmp="$(mktemp -d .deps/bundle.XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin"
+for t in "${targets[@]}"; do
+  exe="$(find build -type f -name "$t" -perm -u+x | head -1)"
+  [ -n "$exe" ] || { echo "ci/device-bundle.sh: no executable $t under build/ (configured without CUDA, NCCL or MPI? see build/CMakeCache.txt)" >&2; exit 1; }
+  strip -o "$tmp/bin/$t" "$exe"
+done
+
+# Predicted GPU seconds of each measured share: simulated busy time of the rank (warm-up + 1 run).
+predicted="$tmp/predicted.tsv"
+: >"$predicted"
+for s in "${dcp_device_scenarios[@]}"; do
+  for st in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['strategies']))" "$s"); do
+    build/dcpbench share "$s" --strategy "$st" --out "$tmp/share.json" 2>/dev/null
+    python3 -c "import json,sys; print(sys.argv[2], sys.argv[3], json.load(open(sys.argv[1]))['busy_s'])" \
+      "$tmp/share.json" "$s" "$st" >>"$predicted"
+  done
+done
+rm -f "$tmp/share.json"
+
+sha="$(git rev-parse HEAD)"
+[ -z "$(git status --porcelain --untracked-files=no)" ] || sha="$sha-dirty"
+python3 - "$tmp" "$sha" "$(dcp_source_hash)" "$("$nvcc" --version | tail -1)" "$arch" "${targets[*]}" <<'EOF'
+import datetime, json, os, sys
+tmp, sha, src, nvcc, arch, targets = sys.argv[1:7]
+pred = {}
+for line in open(os.path.join(tmp, "predicted.tsv")):
+    scenario, strategy, busy = line.split()
+    pred.setdefault(scenario, {})[strategy] = float(busy)
+os.remove(os.path.join(tmp, "predicted.tsv"))
+bins = {t: os.path.getsize(os.path.join(tmp, "bin", t)) for t in targets.split()}
+manifest = {
+    "schema": "dcpbench.device-bundle.v1",
+    "git_sha": sha,
+    "source_hash": src,
+    "built": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    "nvcc": nvcc,
+    "cuda_arch": "sm_" + arch,
+    "build_type": "RelWithDebInfo, stripped",
+    "binaries_bytes": bins,
+    "share_busy_s": pred,
+    "share_busy_s_note": "simulated busy time of the busiest rank's share (dcpbench share, published setting, "
+                         "step 0, public H100 profile): the measured replay runs each micro-batch twice "
+                         "(warm-up + 1 timed run)",
+}
+with open(os.path.join(tmp, "manifest.json"), "w") as f:
+    json.dump(manifest, f, indent=1)
+    f.write("\n")
+EOF
+rm -rf "$out"
+mv "$tmp" "$out"
+trap - EXIT
+echo "ci/device-bundle.sh: $(du -sh "$out" | cut -f1) in $out (${#targets[@]} binaries, sha ${sha:0:12}, source $(dcp_source_hash))"
+[ -d .deps/debs ] || echo "ci/device-bundle.sh: .deps/debs is missing: run ci/device-deps.sh too (the runtime libraries the device lacks)"
+echo "on the device: ci/device-run.sh, carry [\".deps/bundle\", \".deps/debs\"] (ci/device-run.sh --help)"

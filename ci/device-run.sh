@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The one command for the lent GPU machine (issues 9 and 10), sized for its 15 device-minutes:
+# runs the binaries ci/device-bundle.sh prebuilt here (no build there), step by step in the order
+# of need, each under a timeout, skipping a step whose predicted time no longer fits the budget,
+# and archiving what it wrote after every step, so a stopped run still brings its results back.
+#   ci/device-run.sh [--budget-s S] [STEP...]      (all steps by default, in this order)
+#   gpu-tests  the gpu-labelled tests (CUDA kernels vs the float64 reference, the replay, the
+#              NCCL communicator on one rank under mpirun) with DCP_REQUIRE_GPU=1: a skip fails;
+#   bench      bench_attn_cuda (ours beside a cuBLAS GEMM of the same FLOPs) and, with the python3
+#              that has PyTorch, its FlashAttention-2 and cuDNN backends on the same cases
+#              -> results/bench/attn_h100.{json,png};
+#   calibrate  dcpbench calibrate --backend cuda -> results/calibration/h100-measured.json;
+#   measure    dcpbench run --backend cuda, one step of each Llama-13B scenario: the busiest rank's
+#              share of each strategy replayed -> results/measured/<scenario>.json (bshd is left
+#              out: its padded share is ~2560 s of GPU time on llama13b-github);
+#   validate   dcpbench share --measure with the measured calibration, dcp and packing of each
+#              scenario -> results/measured/<scenario>-<strategy>-calibrated.json.
+# Budget: --budget-s, or DCP_DEVICE_BUDGET_S, default 540 s (give the device call timeout_s 590).
+# A step is skipped when its predicted seconds exceed what is left; measure takes the strategies
+# (packing, dcp, nvidia-prototype, megatron-dev, megatron-pr2000) that fit, by the bundle's
+# predicted share times. Predictions for the other steps are estimates (no GPU has run them yet).
+# Needs: .deps/bundle (ci/device-bundle.sh, from this very tree: refused otherwise) and
+# .deps/debs (ci/device-deps.sh; the OpenMPI and Google Benchmark runtime); carry both.
+# Output: the log and one archive, device-results.tar.gz, in $OUT (the device tool's folder) when
+# set, else in results/device/; unpack the archive in the checkout: tar xzf device-results.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source ci/deps.sh
+budget_s="${DCP_DEVICE_BUDGET_S:-540}"
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --budget-s) budget_s="${2:-}"; shift 2 || { echo "ci/device-run.sh: --budget-s needs a value" >&2; exit 2; } ;;
+    --budget-s=*) budget_s="${1#*=}"; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+[[ "$budget_s" =~ ^[0-9]+$ ]] && [ "$budget_s" -ge 1 ] && [ "$budget_s" -le 3600 ] ||
+  { echo "ci/device-run.sh: --budget-s '$budget_s' is not a whole number of seconds in [1, 3600]" >&2; exit 2; }
+dcp_steps ci/device-run.sh "gpu-tests bench calibrate measure validate" "${args[@]}"
+
+bundle=.deps/bundle
+bin="$bundle/bin"
+manifest="$bundle/manifest.json"
+[ -f "$manifest" ] || { echo "ci/device-run.sh: no $manifest: run ci/device-bundle.sh first and carry .deps/bundle" >&2; exit 2; }
+want_hash="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["source_hash"])' "$manifest")"
+have_hash="$(dcp_source_hash)"
+[ "$want_hash" = "$have_hash" ] || {
+  echo "ci/device-run.sh: the bundle was built from other sources (hash $want_hash, this tree $have_hash): run ci/device-bundle.sh again" >&2
+  exit 2
+}
+DCP_GIT_SHA="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["git_sha"])' "$manifest")"
+export DCP_GIT_SHA  # results/calibration record it: the tree here has no .git (harness/results.cpp)
+
+out="${OUT:-}"
+[ -n "$out" ] && [ -d "$out" ] || out=results/device
+mkdir -p "$out" results/device results/bench results/calibration results/measured
+log="$out/device-run.log"
+exec > >(tee -a "$log") 2>&1
+start=$SECONDS
+echo "== ci/device-run.sh: steps ${steps[*]}, budget ${budget_s} s, bundle ${DCP_GIT_SHA:0:12} (source $have_hash) =="
+dcp_require_gpu ci/device-run.sh
+dcp_env_report
+
+# Runtime libraries: OpenMPI and Google Benchmark from the carried packages; libcudart, cuBLAS(Lt)
+# and NCCL the machine's own (toolkit, else PyTorch's nvidia-* wheels).
+if [ -n "$(dcp_deps_missing | tr -d ' \n')" ] && ! compgen -G ".deps/debs/*.deb" >/dev/null; then
+  echo "ci/device-run.sh: this machine lacks $(dcp_deps_missing | paste -sd' ' -) and .deps/debs is empty: run ci/device-deps.sh here and carry .deps/debs" >&2
+  exit 2
+fi
+dcp_deps || exit 1
+missing_libs() { ldd "$bin"/* 2>/dev/null | awk '/not found/ { print $1 }' | sort -u; }
+if [ -n "$(missing_libs)" ]; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           $("${DCP_TORCH_PYTHON:-python3}" - <<'EOF' 2>/dev/null
+import glob, os
+try:
+    import nvidia
+except ImportError:
+    raise SystemExit
+for root in nvidia.__path__:
+    for so in glob.glob(os.path.join(root, "**", "lib*.so*"), recursive=True):
+        print(os.path.dirname(so))
+EOF
+); do
+    [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+  done
+fi
+if [ -n "$(missing_libs)" ]; then
+  echo "ci/device-run.sh: the bundle's binaries cannot load $(missing_libs | paste -sd' ' -) (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)" >&2
+  exit 1
+fi
+mpirun="$(command -v mpirun.openmpi || command -v mpirun || true)"
+
+written=()
+archive() {  # every file written so far, in one archive where the device tool fetches it (the log
+             # goes in too when it is not in $OUT already)
+  local f present=()
+  for f in "${written[@]}"; do [ -f "$f" ] && present+=("$f"); done
+  [ "$out" = results/device ] && present+=("$log")
+  tar czf "$out/device-results.tar.gz.tmp" "${present[@]}" 2>/dev/null &&
+    mv "$out/device-results.tar.gz.tmp" "$out/device-results.tar.gz"
+}
+summary=()
+left() { echo $(( budget_s - (SECONDS - start) )); }
+# run_step NAME PREDICTED_S TIMEOUT_S CMD...: runs CMD unless PREDICTED_S exceeds the time left.
+run_step() {
+  local name="$1" predicted="$2" limit="$3" t0 rc
+  shift 3
+  if [ "$predicted" -gt "$(left)" ]; then
+    echo "== $name: skipped (predicted ${predicted} s, $(left) s of the budget left) =="
+    summary+=("$name: skipped, predicted ${predicted} s > $(left) s left")
+    return 0
+  fi
+  [ "$limit" -gt "$(left)" ] && limit="$(left)"
+  echo "== $name (predicted ${predicted} s, limit ${limit} s, $(left) s left) =="
+  t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@"
+  rc=$?
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "ci/device-run.sh: $name stopped at its ${limit} s limit"
+  summary+=("$name: rc $rc in $(( SECONDS - t0 )) s (predicted ${predicted} s)")
+  archive
+  return 0
+}
+
+if dcp_want gpu-tests; then
+  for t in "${dcp_device_tests[@]}"; do
+    xml="results/device/$t.xml"
+    written+=("$xml")
+    if [ "$t" = test_comm_nccl ]; then  # NCCL bootstrapped through MPI: one rank on the one GPU
+      run_step "$t" 20 120 env DCP_REQUIRE_GPU=1 "$mpirun" --allow-run-as-root --oversubscribe -np 1 \
+        "$bin/$t" --gtest_brief=1 --gtest_output="xml:$xml"
+    else
+      run_step "$t" 20 180 env DCP_REQUIRE_GPU=1 "$bin/$t" --gtest_brief=1 --gtest_output="xml:$xml"
+    fi
+  done
+fi
+
+if dcp_want bench; then
+  # 28 cases x (ours, cuBLAS) x (fwd, bwd) at 0.1 s each, then PyTorch's two backends, 20 reps.
+  written+=(results/device/attn_cases.json results/device/bench_attn_cuda.json results/bench/attn_h100.json
+            results/bench/attn_h100.png)
+  run_step bench-ours 40 150 "$bin/bench_attn_cuda" --benchmark_min_time=0.1 \
+    --benchmark_out=results/device/bench_attn_cuda.json --benchmark_out_format=json
+  "$bin/bench_attn_cuda" --dump-cases=results/device/attn_cases.json || summary+=("bench: --dump-cases failed")
+  [ -f results/device/bench_attn_cuda.json ] && run_step bench-peers 60 180 "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py \
+    --cases results/device/attn_cases.json --bench results/device/bench_attn_cuda.json --out results/bench/attn_h100.json
+  [ -f results/bench/attn_h100.json ] &&
+    "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
+      --chart results/bench/attn_h100.png
+  archive
+fi
+
+calibration=results/calibration/h100-measured.json
+if dcp_want calibrate; then
+  written+=("$calibration")
+  run_step calibrate 60 180 "$bin/dcpbench" calibrate --backend cuda --model llama-13b --out "$calibration"
+fi
+
+busy() {  # busy SCENARIO STRATEGY: the bundle's predicted GPU seconds of one share (warm-up + 1 run)
+  python3 -c 'import json,sys,math; b=json.load(open(sys.argv[1]))["share_busy_s"][sys.argv[2]][sys.argv[3]]; print(math.ceil(2*b))' \
+    "$manifest" "$1" "$2" 2>/dev/null || echo 9999
+}
+for s in "${dcp_device_scenarios[@]}"; do
+  name="$(basename "$s" .json)"
+  if dcp_want measure; then
+    # The strategies that fit, in order of need; 15 s each for planning and simulating the step.
+    chosen=() total=0
+    for st in packing dcp nvidia-prototype megatron-dev megatron-pr2000; do
+      p=$(( $(busy "$s" "$st") + 15 ))
+      [ $(( total + p )) -le "$(left)" ] || break
+      chosen+=("$st"); total=$(( total + p ))
+    done
+    if [ ${#chosen[@]} -ge 2 ]; then
+      written+=("results/measured/$name.json")
+      run_step "measure $name (${chosen[*]})" "$total" $(( total * 2 + 60 )) "$bin/dcpbench" run "$s" --backend cuda \
+        --steps 1 --strategies "$(IFS=,; echo "${chosen[*]}")" --out "results/measured/$name.json"
+    else
+      summary+=("measure $name: skipped, not even packing and dcp fit the $(left) s left")
+    fi
+  fi
+  if dcp_want validate; then
+    for st in dcp packing; do
+      f="results/measured/$name-$st-calibrated.json"
+      if [ ! -f "$calibration" ]; then
+        summary+=("validate $name/$st: skipped, no $calibration (step calibrate)")
+        continue
+      fi
+      written+=("$f")
+      p=$(( $(busy "$s" "$st") + 10 ))
+      run_step "validate $name/$st" "$p" $(( p * 2 + 30 )) "$bin/dcpbench" share "$s" --strategy "$st" --measure \
+        --reps 1 --calibration "$calibration" --attention-backend dcpbench --out "$f"
+    done
+  fi
+done
+
+archive
+echo "== ci/device-run.sh: $(( SECONDS - start )) s of the ${budget_s} s budget =="
+for line in "${summary[@]}"; do echo "  $line"; done
+echo "results: $out/device-results.tar.gz (unpack in the checkout: tar xzf ...); log: $log"
+failed=0
+for line in "${summary[@]}"; do [[ "$line" == *": rc 0 "* ]] || [[ "$line" == *skipped* ]] || failed=1; done
+exit $failed

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Test of ci/device-run.sh, the one command for the lent GPU machine (run by ctest as ci_device_run).
+# In a scratch checkout whose bundle holds stand-in binaries (shell scripts that record their
+# arguments and write their --out files) and a stand-in nvidia-smi, it checks that
+#   1. without a bundle, with a bundle built from other sources, or without a GPU it exits 2 with
+#      one line saying which, before running anything;
+#   2. measure takes the strategies, in order of need, whose predicted share times (the bundle's
+#      manifest) fit the budget left, and skips a scenario where not even packing and dcp fit;
+#   3. a step whose prediction exceeds what is left is skipped and said so, validate is skipped
+#      without a calibration, a failing step makes the exit code 1 and the later steps still run;
+#   4. every file the steps wrote is in the archive, with the sha of the manifest passed on
+#      (DCP_GIT_SHA) to the binaries.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+co="$work/co"
+mkdir -p "$co/ci" "$co/cmake" "$co/impl" "$co/harness/python/bench" "$co/baselines" "$co/scenarios" "$co/.deps/bundle/bin" "$work/gpu"
+cp "$repo/ci/deps.sh" "$repo/ci/device-run.sh" "$co/ci/"
+echo "project(x)" >"$co/CMakeLists.txt"
+echo "// a source" >"$co/impl/a.cpp"
+for s in llama13b-github llama13b-commoncrawl; do echo '{}' >"$co/scenarios/$s.json"; done
+calls="$work/calls"
+# Stand-in binaries: record "name args", write the file named by --out / --benchmark_out /
+# --gtest_output=xml:, fail where told (FAIL_<name>=1).
+stub() {
+  cat >"$1" <<EOF
+#!/usr/bin/env bash
+n=\$(basename "\$0")
+echo "\$n \$* sha=\${DCP_GIT_SHA:-}" >>"$calls"
+prev=""
+for a in "\$@"; do
+  case "\$a" in
+    --benchmark_out=*) echo '{"benchmarks": []}' >"\${a#*=}" ;;
+    --gtest_output=xml:*) echo '<testsuites/>' >"\${a#*=xml:}" ;;
+    --dump-cases=*) echo '[]' >"\${a#*=}" ;;
+  esac
+  [ "\$prev" = --out ] && echo "{\"by\": \"\$n\"}" >"\$a"
+  prev="\$a"
+done
+v="FAIL_\${n//-/_}"
+[ "\${!v:-0}" = 1 ] && exit 3
+exit 0
+EOF
+  chmod +x "$1"
+}
+for b in dcpbench test_attn_cuda test_model_cuda test_exec_cuda test_harness_cuda test_comm_nccl bench_attn_cuda; do
+  stub "$co/.deps/bundle/bin/$b"
+done
+cat >"$co/harness/python/bench/attn_peers.py" <<EOF
+import sys
+open("$calls", "a").write("attn_peers.py " + " ".join(sys.argv[1:]) + "\\n")
+if "--out" in sys.argv:
+    open(sys.argv[sys.argv.index("--out") + 1], "w").write("{}\\n")
+EOF
+printf '#!/bin/sh\necho "GPU 0: stand-in"\n' >"$work/gpu/nvidia-smi"
+chmod +x "$work/gpu/nvidia-smi"
+cd "$co"
+source ci/deps.sh
+manifest() {  # manifest SOURCE_HASH: shares of 10 s (github) and 200 s (commoncrawl) per strategy
+  python3 - "$1" <<'EOF'
+import json, sys
+strategies = ["packing", "dcp", "nvidia-prototype", "megatron-dev", "megatron-pr2000"]
+m = {"schema": "dcpbench.device-bundle.v1", "git_sha": "abc123", "source_hash": sys.argv[1],
+     "share_busy_s": {"scenarios/llama13b-github.json": {s: 10.0 for s in strategies},
+                      "scenarios/llama13b-commoncrawl.json": {s: 200.0 for s in strategies}}}
+json.dump(m, open(".deps/bundle/manifest.json", "w"))
+EOF
+}
+
+# 1. refusals, before anything runs
+rc=0; ci/device-run.sh >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "no .deps/bundle/manifest.json" "$work/out" || fail "no bundle: rc $rc, $(cat "$work/out")"
+manifest 0000000000000000
+rc=0; PATH="$work/gpu:$PATH" ci/device-run.sh >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "built from other sources" "$work/out" || fail "stale bundle: rc $rc, $(cat "$work/out")"
+manifest "$(dcp_source_hash)"
+rc=0; PATH="/usr/bin:/bin" ci/device-run.sh >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "no NVIDIA GPU visible" "$work/out" || fail "no GPU: rc $rc, $(cat "$work/out")"
+rc=0; ci/device-run.sh --budget-s 0 >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "budget-s '0'" "$work/out" || fail "--budget-s 0: rc $rc, $(cat "$work/out")"
+[ ! -e "$calls" ] || fail "a refused run ran something: $(cat "$calls")"
+
+# 2-4. a whole run, budget 300 s, one test failing. The stand-ins take no time, so the later steps
+# find nearly all of it left: github's five shares need 5 x (2 x 10 + 15) = 175 s, its validations
+# 2 x (2 x 10 + 10) = 60 s; commoncrawl's shares need 415 s each (not even packing and dcp fit),
+# its validations 410 s each.
+rc=0; PATH="$work/gpu:$PATH" FAIL_test_exec_cuda=1 ci/device-run.sh --budget-s 300 >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 1 ] || fail "a failing test gave rc $rc: $(cat "$work/out")"
+grep -q "test_exec_cuda: rc 3" "$work/out" || fail "the failing test is not in the summary"
+grep -q "calibrate: rc 0" "$work/out" || fail "the steps after a failing one did not run"
+grep -q "bench-peers: rc 0" "$work/out" || fail "the PyTorch peers did not run: $(cat "$work/out")"
+grep -q "^dcpbench run scenarios/llama13b-github.json --backend cuda --steps 1 --strategies packing,dcp,nvidia-prototype,megatron-dev,megatron-pr2000 " "$calls" ||
+  fail "github's measure did not take the five strategies: $(cat "$calls")"
+grep -q "^dcpbench share scenarios/llama13b-github.json --strategy packing --measure .*--calibration results/calibration/h100-measured.json" "$calls" ||
+  fail "no validate of github/packing: $(cat "$calls")"
+grep -q "measure llama13b-commoncrawl: skipped, not even packing and dcp fit" "$work/out" || fail "commoncrawl's measure not skipped: $(cat "$work/out")"
+grep -q "validate llama13b-commoncrawl/dcp: skipped (predicted 410 s" "$work/out" || fail "commoncrawl's validate not skipped: $(cat "$work/out")"
+grep -q "commoncrawl.*--backend cuda" "$calls" && fail "commoncrawl measured although 415 s per strategy cannot fit"
+grep -q "^test_comm_nccl .*sha=abc123" "$calls" || fail "DCP_GIT_SHA not passed on: $(cat "$calls")"
+tar tzf results/device/device-results.tar.gz >"$work/tar"
+for f in results/device/test_attn_cuda.xml results/device/bench_attn_cuda.json results/bench/attn_h100.json \
+         results/calibration/h100-measured.json results/measured/llama13b-github.json \
+         results/measured/llama13b-github-dcp-calibrated.json results/device/device-run.log; do
+  grep -qxF "$f" "$work/tar" || fail "$f not archived: $(cat "$work/tar")"
+done
+
+# A smaller budget, measure only: packing, dcp and nvidia-prototype (105 s) fit 120 s, a fourth not.
+: >"$calls"
+rc=0; PATH="$work/gpu:$PATH" ci/device-run.sh --budget-s 120 measure >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 0 ] || fail "measure at 120 s: rc $rc: $(cat "$work/out")"
+grep -q "^dcpbench run scenarios/llama13b-github.json --backend cuda --steps 1 --strategies packing,dcp,nvidia-prototype " "$calls" ||
+  fail "at 120 s github's measure did not take packing, dcp and nvidia-prototype: $(cat "$calls")"
+[ "$(wc -l <"$calls")" -eq 1 ] || fail "steps not asked for ran: $(cat "$calls")"
+echo "ci/device-run.sh: refusals, budget, strategy choice, skips and archive as expected"
