@@ -57,6 +57,8 @@ out="${OUT:-}"
 mkdir -p "$out" results/device results/bench results/calibration results/measured
 log="$out/device-run.log"
 exec > >(tee -a "$log") 2>&1
+tee_pid=$!
+trap 'exec 1>&- 2>&-; wait "$tee_pid" 2>/dev/null' EXIT  # the log whole before the script ends
 start=$SECONDS
 echo "== ci/device-run.sh: steps ${steps[*]}, budget ${budget_s} s, bundle ${DCP_GIT_SHA:0:12} (source $have_hash) =="
 dcp_require_gpu ci/device-run.sh
