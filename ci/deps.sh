@@ -193,12 +193,14 @@ dcp_require_gpu() {
 # the order of need.
 dcp_device_tests=(test_attn_cuda test_model_cuda test_exec_cuda test_harness_cuda test_comm_nccl)
 dcp_device_scenarios=(scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json)
-# A hash of the sources the binaries are compiled from (C++, CUDA and CMake files; run from the
-# repository root). The same on both machines when the tree is the same; ignored folders (build*/,
-# __pycache__/, .deps/) are not part of it, as they do not travel.
-dcp_source_hash() {
+# The sources the binaries are compiled from (C++, CUDA and CMake files; run from the repository
+# root), one "sha256  path" line each, and their hash. The same on both machines when the tree is
+# the same: what .gitignore ignores (build*/, __pycache__/, *.tmp.*) does not travel, so it is
+# left out here too.
+dcp_source_sums() {
   find CMakeLists.txt cmake impl harness baselines -type f \
        \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cmake' -o -name CMakeLists.txt \) \
-       -not -path '*/build*/*' -not -path '*/__pycache__/*' -print0 |
-    LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16
+       -not -path '*/build*/*' -not -path '*/__pycache__/*' -not -name '*.tmp.*' -print0 |
+    LC_ALL=C sort -z | xargs -0 sha256sum
 }
+dcp_source_hash() { dcp_source_sums | sha256sum | cut -c1-16; }

@@ -7,11 +7,12 @@
 #   downloads .deps/debs once: the OpenMPI and Google Benchmark runtime the binaries load).
 # What the bundle holds:
 #   bin/            dcpbench, the gpu-labelled test binaries and bench_attn_cuda, stripped;
-#   manifest.json   the git sha, the source hash the binaries were built from (ci/device-run.sh
-#                   refuses a bundle whose hash differs from the tree it runs in: no stale
-#                   binaries), nvcc, arch, build type, date, and the predicted GPU seconds of each
+#   manifest.json   the git sha, the sources the binaries were built from and their hash
+#                   (ci/device-run.sh refuses a bundle whose hash differs from the tree it runs in,
+#                   naming the files that differ: no stale binaries; so run this script right
+#                   before the device call, after the last commit), nvcc, arch, build type, date, and the predicted GPU seconds of each
 #                   measured share (dcpbench share's simulated busy time of the rank, published
-#                   setting, step 0; the replay runs it twice: warm-up + 1 timed run), which
+#                   setting, step 0; ci/device-run.sh replays it twice: warm-up + 1 timed run), which
 #                   ci/device-run.sh uses to fit its steps into its time budget.
 # Same toolchain on both machines: CUDA 13.0 here and there (.library/device KINDS.md), glibc
 # 2.36 here <= 2.39 there; libcudart, cuBLAS(Lt) and NCCL are the device's own (toolkit or
@@ -64,9 +65,15 @@ rm -f "$tmp/share.json"
 
 sha="$(git rev-parse HEAD)"
 [ -z "$(git status --porcelain --untracked-files=no)" ] || sha="$sha-dirty"
+dcp_source_sums >"$tmp/sources.sha256"
 python3 - "$tmp" "$sha" "$(dcp_source_hash)" "$("$nvcc" --version | tail -1)" "$arch" "${targets[*]}" <<'EOF'
 import datetime, json, os, sys
 tmp, sha, src, nvcc, arch, targets = sys.argv[1:7]
+sources = {}
+for line in open(os.path.join(tmp, "sources.sha256")):
+    digest, path = line.rstrip("\n").split("  ", 1)
+    sources[path] = digest
+os.remove(os.path.join(tmp, "sources.sha256"))
 pred = {}
 for line in open(os.path.join(tmp, "predicted.tsv")):
     scenario, strategy, busy = line.split()
@@ -77,6 +84,7 @@ manifest = {
     "schema": "dcpbench.device-bundle.v1",
     "git_sha": sha,
     "source_hash": src,
+    "sources": sources,
     "built": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "nvcc": nvcc,
     "cuda_arch": "sm_" + arch,
@@ -84,8 +92,8 @@ manifest = {
     "binaries_bytes": bins,
     "share_busy_s": pred,
     "share_busy_s_note": "simulated busy time of the busiest rank's share (dcpbench share, published setting, "
-                         "step 0, public H100 profile): the measured replay runs each micro-batch twice "
-                         "(warm-up + 1 timed run)",
+                         "step 0, public H100 profile); ci/device-run.sh replays each micro-batch twice "
+                         "(warm-up + 1 timed run, --reps 1)",
 }
 with open(os.path.join(tmp, "manifest.json"), "w") as f:
     json.dump(manifest, f, indent=1)

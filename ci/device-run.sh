@@ -3,22 +3,26 @@
 # runs the binaries ci/device-bundle.sh prebuilt here (no build there), step by step in the order
 # of need, each under a timeout, skipping a step whose predicted time no longer fits the budget,
 # and archiving what it wrote after every step, so a stopped run still brings its results back.
-#   ci/device-run.sh [--budget-s S] [STEP...]      (all steps by default, in this order)
+#   ci/device-run.sh [--budget-s S] [--resume] [STEP...]   (all steps by default, in this order)
 #   gpu-tests  the gpu-labelled tests (CUDA kernels vs the float64 reference, the replay, the
 #              NCCL communicator on one rank under mpirun) with DCP_REQUIRE_GPU=1: a skip fails;
 #   bench      bench_attn_cuda (ours beside a cuBLAS GEMM of the same FLOPs) and, with the python3
 #              that has PyTorch, its FlashAttention-2 and cuDNN backends on the same cases
 #              -> results/bench/attn_h100.{json,png};
 #   calibrate  dcpbench calibrate --backend cuda -> results/calibration/h100-measured.json;
-#   measure    dcpbench run --backend cuda, one step of each Llama-13B scenario: the busiest rank's
-#              share of each strategy replayed -> results/measured/<scenario>.json (bshd is left
-#              out: its padded share is ~2560 s of GPU time on llama13b-github);
-#   validate   dcpbench share --measure with the measured calibration, dcp and packing of each
-#              scenario -> results/measured/<scenario>-<strategy>-calibrated.json.
+#   measure    dcpbench run --backend cuda --steps 1 --reps 1, one strategy per command (a kill at
+#              the limit loses only that one): the busiest rank's share of packing, dcp,
+#              nvidia-prototype, megatron-dev and megatron-pr2000 replayed (warm-up + 1 timed run)
+#              -> results/measured/<scenario>-<strategy>.json (bshd is left out: its padded share
+#              is ~2560 s of GPU time on llama13b-github);
+#   validate   dcpbench share --measure with the measured calibration, dcp and packing
+#              -> results/measured/<scenario>-<strategy>-calibrated.json;
+#   measure and validate run for llama13b-github, then llama13b-commoncrawl.
 # Budget: --budget-s, or DCP_DEVICE_BUDGET_S, default 540 s (give the device call timeout_s 590).
-# A step is skipped when its predicted seconds exceed what is left; measure takes the strategies
-# (packing, dcp, nvidia-prototype, megatron-dev, megatron-pr2000) that fit, by the bundle's
-# predicted share times. Predictions for the other steps are estimates (no GPU has run them yet).
+# A step is skipped when its predicted seconds exceed what is left: the shares by the bundle's
+# predicted GPU time (2 x the simulated busy time + 15 s to plan and simulate), the other steps
+# by estimates (no GPU has run them yet). --resume skips every step whose output files exist
+# already (a second call, after the first call's archive was unpacked here, goes on from there).
 # Needs: .deps/bundle (ci/device-bundle.sh, from this very tree: refused otherwise) and
 # .deps/debs (ci/device-deps.sh; the OpenMPI and Google Benchmark runtime); carry both.
 # Output: the log and one archive, device-results.tar.gz, in $OUT (the device tool's folder) when
@@ -27,9 +31,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source ci/deps.sh
 budget_s="${DCP_DEVICE_BUDGET_S:-540}"
+resume=0
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --resume) resume=1; shift ;;
     --budget-s) budget_s="${2:-}"; shift 2 || { echo "ci/device-run.sh: --budget-s needs a value" >&2; exit 2; } ;;
     --budget-s=*) budget_s="${1#*=}"; shift ;;
     *) args+=("$1"); shift ;;
@@ -46,9 +52,16 @@ manifest="$bundle/manifest.json"
 want_hash="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["source_hash"])' "$manifest")"
 have_hash="$(dcp_source_hash)"
 [ "$want_hash" = "$have_hash" ] || {
-  echo "ci/device-run.sh: the bundle was built from other sources (hash $want_hash, this tree $have_hash): run ci/device-bundle.sh again" >&2
+  differ="$(dcp_source_sums | python3 -c '
+import json, sys
+want = json.load(open(sys.argv[1])).get("sources", {})
+have = dict(reversed(line.rstrip("\n").split("  ", 1)) for line in sys.stdin)
+diff = sorted(p for p in set(want) | set(have) if want.get(p) != have.get(p))
+print(" ".join(diff[:8]) + (" ..." if len(diff) > 8 else ""))' "$manifest")"
+  echo "ci/device-run.sh: the bundle was built from other sources (hash $want_hash, this tree $have_hash; differing: ${differ:-?}): run ci/device-bundle.sh again" >&2
   exit 2
 }
+chmod +x "$bin"/* 2>/dev/null  # in case the copy to this machine dropped the mode bits
 DCP_GIT_SHA="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["git_sha"])' "$manifest")"
 export DCP_GIT_SHA  # results/calibration record it: the tree here has no .git (harness/results.cpp)
 
@@ -71,27 +84,37 @@ if [ -n "$(dcp_deps_missing | tr -d ' \n')" ] && ! compgen -G ".deps/debs/*.deb"
   exit 2
 fi
 dcp_deps || exit 1
-missing_libs() { ldd "$bin"/* 2>/dev/null | awk '/not found/ { print $1 }' | sort -u; }
+# The bundle's binaries get their own library path (bin_ld, passed to them alone, so PyTorch keeps
+# its own): the folders of the libraries they miss, from the toolkit, else the nvidia-* wheels.
+bin_ld="${LD_LIBRARY_PATH:-}"
+missing_libs() { LD_LIBRARY_PATH="$bin_ld" ldd "$bin"/* 2>/dev/null | awk '/not found/ { print $1 }' | sort -u; }
 if [ -n "$(missing_libs)" ]; then
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-           $("${DCP_TORCH_PYTHON:-python3}" - <<'EOF' 2>/dev/null
-import glob, os
+  for so in $(missing_libs); do
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+             $("${DCP_TORCH_PYTHON:-python3}" - "$so" <<'EOF' 2>/dev/null
+import glob, os, sys
 try:
     import nvidia
 except ImportError:
     raise SystemExit
 for root in nvidia.__path__:
-    for so in glob.glob(os.path.join(root, "**", "lib*.so*"), recursive=True):
+    for so in sorted(glob.glob(os.path.join(root, "**", sys.argv[1]), recursive=True)):
         print(os.path.dirname(so))
 EOF
 ); do
-    [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+      if [ -e "$d/$so" ]; then
+        [[ ":$bin_ld:" == *":$d:"* ]] || bin_ld="${bin_ld:+$bin_ld:}$d"
+        break
+      fi
+    done
   done
 fi
 if [ -n "$(missing_libs)" ]; then
-  echo "ci/device-run.sh: the bundle's binaries cannot load $(missing_libs | paste -sd' ' -) (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)" >&2
+  echo "ci/device-run.sh: the bundle's binaries cannot load $(missing_libs | paste -sd' ' -) (their LD_LIBRARY_PATH=$bin_ld)" >&2
   exit 1
 fi
+echo "libraries of the bundle's binaries: LD_LIBRARY_PATH=$bin_ld"
+B=(env LD_LIBRARY_PATH="$bin_ld")  # prefix of every command that runs a bundled binary
 mpirun="$(command -v mpirun.openmpi || command -v mpirun || true)"
 
 written=()
@@ -105,6 +128,14 @@ archive() {  # every file written so far, in one archive where the device tool f
 }
 summary=()
 left() { echo $(( budget_s - (SECONDS - start) )); }
+# done_already FILE...: with --resume, true (and said) when every FILE exists.
+done_already() {
+  local f
+  [ $resume -eq 1 ] || return 1
+  for f in "$@"; do [ -f "$f" ] || return 1; done
+  summary+=("$(basename "$1"): kept from an earlier call (--resume)")
+  return 0
+}
 # run_step NAME PREDICTED_S TIMEOUT_S CMD...: runs CMD unless PREDICTED_S exceeds the time left.
 run_step() {
   local name="$1" predicted="$2" limit="$3" t0 rc
@@ -129,11 +160,12 @@ if dcp_want gpu-tests; then
   for t in "${dcp_device_tests[@]}"; do
     xml="results/device/$t.xml"
     written+=("$xml")
+    done_already "$xml" && continue
     if [ "$t" = test_comm_nccl ]; then  # NCCL bootstrapped through MPI: one rank on the one GPU
-      run_step "$t" 20 120 env DCP_REQUIRE_GPU=1 "$mpirun" --allow-run-as-root --oversubscribe -np 1 \
+      run_step "$t" 20 120 "${B[@]}" DCP_REQUIRE_GPU=1 "$mpirun" --allow-run-as-root --oversubscribe -np 1 \
         "$bin/$t" --gtest_brief=1 --gtest_output="xml:$xml"
     else
-      run_step "$t" 20 180 env DCP_REQUIRE_GPU=1 "$bin/$t" --gtest_brief=1 --gtest_output="xml:$xml"
+      run_step "$t" 20 180 "${B[@]}" DCP_REQUIRE_GPU=1 "$bin/$t" --gtest_brief=1 --gtest_output="xml:$xml"
     fi
   done
 fi
@@ -142,21 +174,25 @@ if dcp_want bench; then
   # 28 cases x (ours, cuBLAS) x (fwd, bwd) at 0.1 s each, then PyTorch's two backends, 20 reps.
   written+=(results/device/attn_cases.json results/device/bench_attn_cuda.json results/bench/attn_h100.json
             results/bench/attn_h100.png)
-  run_step bench-ours 40 150 "$bin/bench_attn_cuda" --benchmark_min_time=0.1 \
-    --benchmark_out=results/device/bench_attn_cuda.json --benchmark_out_format=json
-  "$bin/bench_attn_cuda" --dump-cases=results/device/attn_cases.json || summary+=("bench: --dump-cases failed")
-  [ -f results/device/bench_attn_cuda.json ] && run_step bench-peers 60 180 "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py \
-    --cases results/device/attn_cases.json --bench results/device/bench_attn_cuda.json --out results/bench/attn_h100.json
-  [ -f results/bench/attn_h100.json ] &&
-    "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
-      --chart results/bench/attn_h100.png
-  archive
+  if ! done_already results/bench/attn_h100.json; then
+    run_step bench-ours 40 150 "${B[@]}" "$bin/bench_attn_cuda" --benchmark_min_time=0.1 \
+      --benchmark_out=results/device/bench_attn_cuda.json --benchmark_out_format=json
+    "${B[@]}" "$bin/bench_attn_cuda" --dump-cases=results/device/attn_cases.json || summary+=("bench: --dump-cases failed")
+    [ -f results/device/bench_attn_cuda.json ] && run_step bench-peers 60 180 "${DCP_TORCH_PYTHON:-python3}" \
+      harness/python/bench/attn_peers.py --cases results/device/attn_cases.json \
+      --bench results/device/bench_attn_cuda.json --out results/bench/attn_h100.json
+    [ -f results/bench/attn_h100.json ] &&
+      "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
+        --chart results/bench/attn_h100.png
+    archive
+  fi
 fi
 
 calibration=results/calibration/h100-measured.json
 if dcp_want calibrate; then
   written+=("$calibration")
-  run_step calibrate 60 180 "$bin/dcpbench" calibrate --backend cuda --model llama-13b --out "$calibration"
+  done_already "$calibration" ||
+    run_step calibrate 60 180 "${B[@]}" "$bin/dcpbench" calibrate --backend cuda --model llama-13b --out "$calibration"
 fi
 
 busy() {  # busy SCENARIO STRATEGY: the bundle's predicted GPU seconds of one share (warm-up + 1 run)
@@ -166,32 +202,27 @@ busy() {  # busy SCENARIO STRATEGY: the bundle's predicted GPU seconds of one sh
 for s in "${dcp_device_scenarios[@]}"; do
   name="$(basename "$s" .json)"
   if dcp_want measure; then
-    # The strategies that fit, in order of need; 15 s each for planning and simulating the step.
-    chosen=() total=0
     for st in packing dcp nvidia-prototype megatron-dev megatron-pr2000; do
+      f="results/measured/$name-$st.json"
+      written+=("$f")
+      done_already "$f" && continue
       p=$(( $(busy "$s" "$st") + 15 ))
-      [ $(( total + p )) -le "$(left)" ] || break
-      chosen+=("$st"); total=$(( total + p ))
+      run_step "measure $name/$st" "$p" $(( p * 2 + 60 )) "${B[@]}" "$bin/dcpbench" run "$s" --backend cuda \
+        --steps 1 --reps 1 --strategies "$st" --out "$f"
     done
-    if [ ${#chosen[@]} -ge 2 ]; then
-      written+=("results/measured/$name.json")
-      run_step "measure $name (${chosen[*]})" "$total" $(( total * 2 + 60 )) "$bin/dcpbench" run "$s" --backend cuda \
-        --steps 1 --strategies "$(IFS=,; echo "${chosen[*]}")" --out "results/measured/$name.json"
-    else
-      summary+=("measure $name: skipped, not even packing and dcp fit the $(left) s left")
-    fi
   fi
   if dcp_want validate; then
     for st in dcp packing; do
       f="results/measured/$name-$st-calibrated.json"
+      written+=("$f")
+      done_already "$f" && continue
       if [ ! -f "$calibration" ]; then
         summary+=("validate $name/$st: skipped, no $calibration (step calibrate)")
         continue
       fi
-      written+=("$f")
       p=$(( $(busy "$s" "$st") + 10 ))
-      run_step "validate $name/$st" "$p" $(( p * 2 + 30 )) "$bin/dcpbench" share "$s" --strategy "$st" --measure \
-        --reps 1 --calibration "$calibration" --attention-backend dcpbench --out "$f"
+      run_step "validate $name/$st" "$p" $(( p * 2 + 30 )) "${B[@]}" "$bin/dcpbench" share "$s" --strategy "$st" \
+        --measure --reps 1 --calibration "$calibration" --attention-backend dcpbench --out "$f"
     done
   fi
 done
@@ -201,5 +232,7 @@ echo "== ci/device-run.sh: $(( SECONDS - start )) s of the ${budget_s} s budget 
 for line in "${summary[@]}"; do echo "  $line"; done
 echo "results: $out/device-results.tar.gz (unpack in the checkout: tar xzf ...); log: $log"
 failed=0
-for line in "${summary[@]}"; do [[ "$line" == *": rc 0 "* ]] || [[ "$line" == *skipped* ]] || failed=1; done
+for line in "${summary[@]}"; do
+  [[ "$line" == *": rc 0 "* ]] || [[ "$line" == *skipped* ]] || [[ "$line" == *"(--resume)" ]] || failed=1
+done
 exit $failed

@@ -4,13 +4,17 @@
 # arguments and write their --out files) and a stand-in nvidia-smi, it checks that
 #   1. without a bundle, with a bundle built from other sources, or without a GPU it exits 2 with
 #      one line saying which, before running anything;
-#   2. measure takes the strategies, in order of need, whose predicted share times (the bundle's
-#      manifest) fit the budget left, and skips a scenario where not even packing and dcp fit;
-#   3. a step whose prediction exceeds what is left is skipped and said so, validate is skipped
-#      without a calibration, a failing step makes the exit code 1 and the later steps still run;
+#   2. measure runs one strategy per command (--reps 1: warm-up + one timed run, as the budget
+#      assumes), in order of need, while its predicted share time (the bundle's manifest) fits the
+#      budget left, and skips those that do not;
+#   3. a step whose prediction exceeds what is left is skipped and said so, a failing step makes
+#      the exit code 1 and the later steps still run, a step running past the budget is stopped
+#      and what it and the earlier steps wrote is in the archive;
 #   4. every file the steps wrote is in the archive, with the sha of the manifest passed on
-#      (DCP_GIT_SHA) to the binaries.
+#      (DCP_GIT_SHA) to the binaries; --resume skips the steps whose output exists.
+# Needs the Debian packages ci/install.sh installs (device-run.sh checks for them as on the device).
 set -euo pipefail
+unset OUT DCP_DEVICE_BUDGET_S DCP_TORCH_PYTHON
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -41,6 +45,8 @@ for a in "\$@"; do
 done
 v="FAIL_\${n//-/_}"
 [ "\${!v:-0}" = 1 ] && exit 3
+v="SLEEP_\${n//-/_}"
+[ -n "\${!v:-}" ] && exec sleep "\${!v}"
 exit 0
 EOF
   chmod +x "$1"
@@ -55,15 +61,20 @@ if "--out" in sys.argv:
     open(sys.argv[sys.argv.index("--out") + 1], "w").write("{}\\n")
 EOF
 printf '#!/bin/sh\necho "GPU 0: stand-in"\n' >"$work/gpu/nvidia-smi"
-chmod +x "$work/gpu/nvidia-smi"
+# mpirun: runs its last arguments (the test binary and its flags) without MPI
+printf '#!/usr/bin/env bash\nwhile [ "${1:0:1}" = - ]; do [ "$1" = -np ] && shift; shift; done\nexec "$@"\n' >"$work/gpu/mpirun.openmpi"
+mkdir -p "$work/nogpu"
+printf '#!/bin/sh\necho "NVIDIA-SMI has failed" >&2\nexit 9\n' >"$work/nogpu/nvidia-smi"
+chmod +x "$work/gpu/nvidia-smi" "$work/gpu/mpirun.openmpi" "$work/nogpu/nvidia-smi"
 cd "$co"
 source ci/deps.sh
-manifest() {  # manifest SOURCE_HASH: shares of 10 s (github) and 200 s (commoncrawl) per strategy
-  python3 - "$1" <<'EOF'
+manifest() {  # manifest SOURCE_HASH [GITHUB_S]: shares of GITHUB_S (default 10) and 200 s
+  python3 - "$1" "${2:-10}" <<'EOF'
 import json, sys
 strategies = ["packing", "dcp", "nvidia-prototype", "megatron-dev", "megatron-pr2000"]
 m = {"schema": "dcpbench.device-bundle.v1", "git_sha": "abc123", "source_hash": sys.argv[1],
-     "share_busy_s": {"scenarios/llama13b-github.json": {s: 10.0 for s in strategies},
+     "sources": {"impl/a.cpp": "0" * 64},
+     "share_busy_s": {"scenarios/llama13b-github.json": {s: float(sys.argv[2]) for s in strategies},
                       "scenarios/llama13b-commoncrawl.json": {s: 200.0 for s in strategies}}}
 json.dump(m, open(".deps/bundle/manifest.json", "w"))
 EOF
@@ -74,43 +85,57 @@ rc=0; ci/device-run.sh >"$work/out" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "no .deps/bundle/manifest.json" "$work/out" || fail "no bundle: rc $rc, $(cat "$work/out")"
 manifest 0000000000000000
 rc=0; PATH="$work/gpu:$PATH" ci/device-run.sh >"$work/out" 2>&1 || rc=$?
-[ $rc -eq 2 ] && grep -q "built from other sources" "$work/out" || fail "stale bundle: rc $rc, $(cat "$work/out")"
+[ $rc -eq 2 ] && grep -q "built from other sources .*differing: CMakeLists.txt impl/a.cpp)" "$work/out" || fail "stale bundle: rc $rc, $(cat "$work/out")"
 manifest "$(dcp_source_hash)"
-rc=0; PATH="/usr/bin:/bin" ci/device-run.sh >"$work/out" 2>&1 || rc=$?
+rc=0; PATH="$work/nogpu:$PATH" ci/device-run.sh >"$work/out" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "no NVIDIA GPU visible" "$work/out" || fail "no GPU: rc $rc, $(cat "$work/out")"
 rc=0; ci/device-run.sh --budget-s 0 >"$work/out" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "budget-s '0'" "$work/out" || fail "--budget-s 0: rc $rc, $(cat "$work/out")"
 [ ! -e "$calls" ] || fail "a refused run ran something: $(cat "$calls")"
 
 # 2-4. a whole run, budget 300 s, one test failing. The stand-ins take no time, so the later steps
-# find nearly all of it left: github's five shares need 5 x (2 x 10 + 15) = 175 s, its validations
-# 2 x (2 x 10 + 10) = 60 s; commoncrawl's shares need 415 s each (not even packing and dcp fit),
-# its validations 410 s each.
+# find nearly all of it left: github's shares need 2 x 10 + 15 = 35 s each, its validations
+# 2 x 10 + 10 = 30 s; commoncrawl's shares need 415 s each and its validations 410 s: skipped.
 rc=0; PATH="$work/gpu:$PATH" FAIL_test_exec_cuda=1 ci/device-run.sh --budget-s 300 >"$work/out" 2>&1 || rc=$?
 [ $rc -eq 1 ] || fail "a failing test gave rc $rc: $(cat "$work/out")"
 grep -q "test_exec_cuda: rc 3" "$work/out" || fail "the failing test is not in the summary"
 grep -q "calibrate: rc 0" "$work/out" || fail "the steps after a failing one did not run"
 grep -q "bench-peers: rc 0" "$work/out" || fail "the PyTorch peers did not run: $(cat "$work/out")"
-grep -q "^dcpbench run scenarios/llama13b-github.json --backend cuda --steps 1 --strategies packing,dcp,nvidia-prototype,megatron-dev,megatron-pr2000 " "$calls" ||
-  fail "github's measure did not take the five strategies: $(cat "$calls")"
-grep -q "^dcpbench share scenarios/llama13b-github.json --strategy packing --measure .*--calibration results/calibration/h100-measured.json" "$calls" ||
+for st in packing dcp nvidia-prototype megatron-dev megatron-pr2000; do
+  grep -q "^dcpbench run scenarios/llama13b-github.json --backend cuda --steps 1 --reps 1 --strategies $st --out results/measured/llama13b-github-$st.json " "$calls" ||
+    fail "github's $st not measured on its own with --reps 1: $(cat "$calls")"
+done
+grep -q "^dcpbench share scenarios/llama13b-github.json --strategy packing --measure --reps 1 --calibration results/calibration/h100-measured.json" "$calls" ||
   fail "no validate of github/packing: $(cat "$calls")"
-grep -q "measure llama13b-commoncrawl: skipped, not even packing and dcp fit" "$work/out" || fail "commoncrawl's measure not skipped: $(cat "$work/out")"
+grep -q "measure llama13b-commoncrawl/packing: skipped (predicted 415 s" "$work/out" || fail "commoncrawl's measure not skipped: $(cat "$work/out")"
 grep -q "validate llama13b-commoncrawl/dcp: skipped (predicted 410 s" "$work/out" || fail "commoncrawl's validate not skipped: $(cat "$work/out")"
 grep -q "commoncrawl.*--backend cuda" "$calls" && fail "commoncrawl measured although 415 s per strategy cannot fit"
 grep -q "^test_comm_nccl .*sha=abc123" "$calls" || fail "DCP_GIT_SHA not passed on: $(cat "$calls")"
 tar tzf results/device/device-results.tar.gz >"$work/tar"
 for f in results/device/test_attn_cuda.xml results/device/bench_attn_cuda.json results/bench/attn_h100.json \
-         results/calibration/h100-measured.json results/measured/llama13b-github.json \
+         results/calibration/h100-measured.json results/measured/llama13b-github-dcp.json \
          results/measured/llama13b-github-dcp-calibrated.json results/device/device-run.log; do
   grep -qxF "$f" "$work/tar" || fail "$f not archived: $(cat "$work/tar")"
 done
 
-# A smaller budget, measure only: packing, dcp and nvidia-prototype (105 s) fit 120 s, a fourth not.
+# --resume: every output of the run above exists (test_exec_cuda failed but wrote its XML), so
+# nothing runs again; what was skipped still does not fit.
 : >"$calls"
-rc=0; PATH="$work/gpu:$PATH" ci/device-run.sh --budget-s 120 measure >"$work/out" 2>&1 || rc=$?
-[ $rc -eq 0 ] || fail "measure at 120 s: rc $rc: $(cat "$work/out")"
-grep -q "^dcpbench run scenarios/llama13b-github.json --backend cuda --steps 1 --strategies packing,dcp,nvidia-prototype " "$calls" ||
-  fail "at 120 s github's measure did not take packing, dcp and nvidia-prototype: $(cat "$calls")"
-[ "$(wc -l <"$calls")" -eq 1 ] || fail "steps not asked for ran: $(cat "$calls")"
-echo "ci/device-run.sh: refusals, budget, strategy choice, skips and archive as expected"
+rc=0; PATH="$work/gpu:$PATH" ci/device-run.sh --budget-s 300 --resume >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 0 ] || fail "--resume: rc $rc: $(cat "$work/out")"
+[ ! -s "$calls" ] || fail "--resume ran steps whose output exists: $(cat "$calls")"
+grep -q "llama13b-github-dcp.json: kept from an earlier call (--resume)" "$work/out" || fail "--resume did not say what it kept"
+
+# A step that runs past the budget is stopped there, and what was written before is archived. The
+# github shares are predicted 2 x 0 + 15 = 15 s: packing fits the 16 s budget, is stopped at the
+# budget's end (its stand-in sleeps 60 s), and dcp no longer fits.
+rm -rf results/measured
+manifest "$(dcp_source_hash)" 0
+: >"$calls"
+rc=0; PATH="$work/gpu:$PATH" SLEEP_dcpbench=60 ci/device-run.sh --budget-s 16 measure >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 1 ] || fail "a stopped step gave rc $rc: $(cat "$work/out")"
+grep -q "measure llama13b-github/packing stopped at its 1[0-9] s limit" "$work/out" || fail "no stop at the limit: $(cat "$work/out")"
+grep -q "measure llama13b-github/dcp: skipped" "$work/out" || fail "dcp not skipped after the budget ran out: $(cat "$work/out")"
+[ "$(wc -l <"$calls")" -eq 1 ] || fail "more than the one stopped command ran: $(cat "$calls")"
+tar tzf results/device/device-results.tar.gz | grep -qxF results/device/device-run.log || fail "no archive after the stopped step"
+echo "ci/device-run.sh: refusals, budget, one strategy per command, skips, stops, --resume and archive as expected"
