@@ -193,6 +193,10 @@ dcp_require_gpu() {
 # the order of need.
 dcp_device_tests=(test_attn_cuda test_model_cuda test_exec_cuda test_harness_cuda test_comm_nccl)
 dcp_device_scenarios=(scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json)
+# The strategies whose shares are measured, in the order of need: every one but bshd, whose share
+# pads every sample to 131072 tokens (~2560 s of GPU time on llama13b-github by the simulator,
+# against 17-20 s for each of these).
+dcp_device_strategies=(packing dcp nvidia-prototype megatron-dev megatron-pr2000)
 # The sources the binaries are compiled from (C++, CUDA and CMake files; run from the repository
 # root), one "sha256  path" line each, and their hash. The same on both machines when the tree is
 # the same: what .gitignore ignores (build*/, __pycache__/, *.tmp.*) does not travel, so it is

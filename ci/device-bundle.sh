@@ -7,13 +7,13 @@
 #   downloads .deps/debs once: the OpenMPI and Google Benchmark runtime the binaries load).
 # What the bundle holds:
 #   bin/            dcpbench, the gpu-labelled test binaries and bench_attn_cuda, stripped;
-#   manifest.json   the git sha, the sources the binaries were built from and their hash
+#   manifest.json   the git sha; the sources the binaries were built from and their hash
 #                   (ci/device-run.sh refuses a bundle whose hash differs from the tree it runs in,
 #                   naming the files that differ: no stale binaries; so run this script right
-#                   before the device call, after the last commit), nvcc, arch, build type, date, and the predicted GPU seconds of each
-#                   measured share (dcpbench share's simulated busy time of the rank, published
-#                   setting, step 0; ci/device-run.sh replays it twice: warm-up + 1 timed run), which
-#                   ci/device-run.sh uses to fit its steps into its time budget.
+#                   before the device call, after the last commit); nvcc, arch, build type, date;
+#                   and the simulated busy time of each share ci/device-run.sh measures (dcpbench
+#                   share: the busiest rank, published setting, step 0), which it doubles (warm-up
+#                   + 1 timed run) to fit its steps into its time budget.
 # Same toolchain on both machines: CUDA 13.0 here and there (.library/device KINDS.md), glibc
 # 2.36 here <= 2.39 there; libcudart, cuBLAS(Lt) and NCCL are the device's own (toolkit or
 # PyTorch's nvidia-* wheels), OpenMPI and Google Benchmark come from the carried Debian packages.
@@ -51,39 +51,40 @@ for t in "${targets[@]}"; do
   strip -o "$tmp/bin/$t" "$exe"
 done
 
-# Predicted GPU seconds of each measured share: simulated busy time of the rank (warm-up + 1 run).
-predicted="$tmp/predicted.tsv"
-: >"$predicted"
+# The simulated busy time of each share to be measured, one share file per scenario and strategy.
 for s in "${dcp_device_scenarios[@]}"; do
-  for st in $(python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['strategies']))" "$s"); do
-    build/dcpbench share "$s" --strategy "$st" --out "$tmp/share.json" 2>/dev/null
-    python3 -c "import json,sys; print(sys.argv[2], sys.argv[3], json.load(open(sys.argv[1]))['busy_s'])" \
-      "$tmp/share.json" "$s" "$st" >>"$predicted"
+  for st in "${dcp_device_strategies[@]}"; do
+    build/dcpbench share "$s" --strategy "$st" --out "$tmp/share--$(basename "$s" .json)--$st.json" 2>/dev/null
   done
 done
-rm -f "$tmp/share.json"
 
 sha="$(git rev-parse HEAD)"
 [ -z "$(git status --porcelain --untracked-files=no)" ] || sha="$sha-dirty"
+# The sources' sums; their hash is dcp_source_hash's (sha256 of the same bytes).
 dcp_source_sums >"$tmp/sources.sha256"
-python3 - "$tmp" "$sha" "$(dcp_source_hash)" "$("$nvcc" --version | tail -1)" "$arch" "${targets[*]}" <<'EOF'
-import datetime, json, os, sys
-tmp, sha, src, nvcc, arch, targets = sys.argv[1:7]
-sources = {}
-for line in open(os.path.join(tmp, "sources.sha256")):
-    digest, path = line.rstrip("\n").split("  ", 1)
-    sources[path] = digest
+python3 - "$tmp" "$sha" "$("$nvcc" --version | tail -1)" "$arch" "${targets[*]}" \
+  "${dcp_device_scenarios[*]}" <<'EOF'
+import datetime, glob, hashlib, json, os, sys
+tmp, sha, nvcc, arch, targets, scenarios = sys.argv[1:7]
+with open(os.path.join(tmp, "sources.sha256"), "rb") as f:
+    sums = f.read()
 os.remove(os.path.join(tmp, "sources.sha256"))
+sources = {}
+for line in sums.decode().splitlines():
+    digest, path = line.split("  ", 1)
+    sources[path] = digest
 pred = {}
-for line in open(os.path.join(tmp, "predicted.tsv")):
-    scenario, strategy, busy = line.split()
-    pred.setdefault(scenario, {})[strategy] = float(busy)
-os.remove(os.path.join(tmp, "predicted.tsv"))
+for scenario in scenarios.split():
+    name = os.path.basename(scenario)[: -len(".json")]
+    for f in sorted(glob.glob(os.path.join(tmp, f"share--{name}--*.json"))):
+        share = json.load(open(f))
+        pred.setdefault(scenario, {})[share["strategy"]] = share["busy_s"]
+        os.remove(f)
 bins = {t: os.path.getsize(os.path.join(tmp, "bin", t)) for t in targets.split()}
 manifest = {
     "schema": "dcpbench.device-bundle.v1",
     "git_sha": sha,
-    "source_hash": src,
+    "source_hash": hashlib.sha256(sums).hexdigest()[:16],
     "sources": sources,
     "built": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "nvcc": nvcc,
@@ -102,6 +103,6 @@ EOF
 rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT
-echo "ci/device-bundle.sh: $(du -sh "$out" | cut -f1) in $out (${#targets[@]} binaries, sha ${sha:0:12}, source $(dcp_source_hash))"
+echo "ci/device-bundle.sh: $(du -sh "$out" | cut -f1) in $out (${#targets[@]} binaries, sha ${sha:0:12}, source $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["source_hash"])' "$out/manifest.json"))"
 [ -d .deps/debs ] || echo "ci/device-bundle.sh: .deps/debs is missing: run ci/device-deps.sh too (the runtime libraries the device lacks)"
 echo "on the device: ci/device-run.sh, carry [\".deps/bundle\", \".deps/debs\"] (ci/device-run.sh --help)"

@@ -49,7 +49,16 @@ bundle=.deps/bundle
 bin="$bundle/bin"
 manifest="$bundle/manifest.json"
 [ -f "$manifest" ] || { echo "ci/device-run.sh: no $manifest: run ci/device-bundle.sh first and carry .deps/bundle" >&2; exit 2; }
-want_hash="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["source_hash"])' "$manifest")"
+# The manifest once: its source hash and sha, then the predicted GPU seconds of every share
+# (2 x the simulated busy time: warm-up + 1 timed run), as "scenario strategy seconds" lines.
+{ read -r want_hash DCP_GIT_SHA; declare -A share_s; while read -r sc st sec; do share_s["$sc $st"]=$sec; done; } < <(
+  python3 -c '
+import json, math, sys
+m = json.load(open(sys.argv[1]))
+print(m["source_hash"], m["git_sha"])
+for scenario, shares in m.get("share_busy_s", {}).items():
+    for strategy, busy in shares.items():
+        print(scenario, strategy, math.ceil(2 * busy))' "$manifest")
 have_hash="$(dcp_source_hash)"
 [ "$want_hash" = "$have_hash" ] || {
   differ="$(dcp_source_sums | python3 -c '
@@ -62,7 +71,6 @@ print(" ".join(diff[:8]) + (" ..." if len(diff) > 8 else ""))' "$manifest")"
   exit 2
 }
 chmod +x "$bin"/* 2>/dev/null  # in case the copy to this machine dropped the mode bits
-DCP_GIT_SHA="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["git_sha"])' "$manifest")"
 export DCP_GIT_SHA  # results/calibration record it: the tree here has no .git (harness/results.cpp)
 
 out="${OUT:-}"
@@ -127,6 +135,7 @@ archive() {  # every file written so far, in one archive where the device tool f
     mv "$out/device-results.tar.gz.tmp" "$out/device-results.tar.gz"
 }
 summary=()
+failed=0
 left() { echo $(( budget_s - (SECONDS - start) )); }
 # done_already FILE...: with --resume, true (and said) when every FILE exists.
 done_already() {
@@ -150,6 +159,7 @@ run_step() {
   t0=$SECONDS
   timeout --kill-after=10 "$limit" "$@"
   rc=$?
+  [ $rc -eq 0 ] || failed=1
   [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "ci/device-run.sh: $name stopped at its ${limit} s limit"
   summary+=("$name: rc $rc in $(( SECONDS - t0 )) s (predicted ${predicted} s)")
   archive
@@ -177,7 +187,7 @@ if dcp_want bench; then
   if ! done_already results/bench/attn_h100.json; then
     run_step bench-ours 40 150 "${B[@]}" "$bin/bench_attn_cuda" --benchmark_min_time=0.1 \
       --benchmark_out=results/device/bench_attn_cuda.json --benchmark_out_format=json
-    "${B[@]}" "$bin/bench_attn_cuda" --dump-cases=results/device/attn_cases.json || summary+=("bench: --dump-cases failed")
+    "${B[@]}" "$bin/bench_attn_cuda" --dump-cases=results/device/attn_cases.json || { summary+=("bench: --dump-cases failed"); failed=1; }
     [ -f results/device/bench_attn_cuda.json ] && run_step bench-peers 60 180 "${DCP_TORCH_PYTHON:-python3}" \
       harness/python/bench/attn_peers.py --cases results/device/attn_cases.json \
       --bench results/device/bench_attn_cuda.json --out results/bench/attn_h100.json
@@ -195,14 +205,11 @@ if dcp_want calibrate; then
     run_step calibrate 60 180 "${B[@]}" "$bin/dcpbench" calibrate --backend cuda --model llama-13b --out "$calibration"
 fi
 
-busy() {  # busy SCENARIO STRATEGY: the bundle's predicted GPU seconds of one share (warm-up + 1 run)
-  python3 -c 'import json,sys,math; b=json.load(open(sys.argv[1]))["share_busy_s"][sys.argv[2]][sys.argv[3]]; print(math.ceil(2*b))' \
-    "$manifest" "$1" "$2" 2>/dev/null || echo 9999
-}
+busy() { echo "${share_s["$1 $2"]:-9999}"; }  # busy SCENARIO STRATEGY: predicted s (none: never fits)
 for s in "${dcp_device_scenarios[@]}"; do
   name="$(basename "$s" .json)"
   if dcp_want measure; then
-    for st in packing dcp nvidia-prototype megatron-dev megatron-pr2000; do
+    for st in "${dcp_device_strategies[@]}"; do
       f="results/measured/$name-$st.json"
       written+=("$f")
       done_already "$f" && continue
@@ -231,8 +238,4 @@ archive
 echo "== ci/device-run.sh: $(( SECONDS - start )) s of the ${budget_s} s budget =="
 for line in "${summary[@]}"; do echo "  $line"; done
 echo "results: $out/device-results.tar.gz (unpack in the checkout: tar xzf ...); log: $log"
-failed=0
-for line in "${summary[@]}"; do
-  [[ "$line" == *": rc 0 "* ]] || [[ "$line" == *skipped* ]] || [[ "$line" == *"(--resume)" ]] || failed=1
-done
 exit $failed

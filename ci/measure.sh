@@ -10,9 +10,9 @@
 #              --calibration`) -> results/measured/<scenario>-<strategy>-calibrated.json, per
 #              micro-batch and per rank-step error (needs the calibration file).
 # Scenarios: DCP_MEASURE_SCENARIOS (default the two Llama-13B ones; one per command keeps a command
-# short). DCP_MEASURE_STRATEGIES (comma-separated; default every strategy but bshd, whose share pads
-# every sample to 131072 tokens: ~2560 s of GPU time on llama13b-github by the simulator, against
-# 17-20 s for each of the others). DCP_MEASURE_REPS (default 1) timed repetitions per micro-batch
+# short). DCP_MEASURE_STRATEGIES (comma-separated; default ci/deps.sh's dcp_device_strategies: every
+# strategy but bshd, whose padded share is ~2560 s of GPU time on llama13b-github by the simulator,
+# against 17-20 s for each of the others). DCP_MEASURE_REPS (default 1) timed repetitions per micro-batch
 # after a warm-up run. On the lent machine's 15 minutes, ci/device-run.sh (prebuilt binaries, a
 # time budget) is the command to use; this script builds first.
 # Builds build-gpu/ first (incrementally, as ci/gpu.sh). Where $OUT names a folder (the device
@@ -28,7 +28,7 @@ done
 dcp_require_gpu ci/measure.sh
 arch="${DCP_CUDA_ARCH:-90a}"
 reps="${DCP_MEASURE_REPS:-1}"
-strategies="${DCP_MEASURE_STRATEGIES:-packing,dcp,nvidia-prototype,megatron-dev,megatron-pr2000}"
+strategies="${DCP_MEASURE_STRATEGIES:-$(IFS=,; echo "${dcp_device_strategies[*]}")}"
 calibration=results/calibration/h100-measured.json
 dcp_deps || exit 1
 dcp_nccl_args

@@ -21,14 +21,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "attn/bench_shapes.h"
-#include <filesystem>
-
 #include "attn/cuda/device_array.h"
 #include "attn/cuda/event_timer.h"
 #include "attn/cuda/flash_launch.h"
