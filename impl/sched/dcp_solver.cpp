@@ -25,8 +25,8 @@ double dcp_default_sample_time(int64_t length_tokens, int cp_size) {
   return (L + L * L / 62000.0) / k + comm;
 }
 
-int64_t dcp_budget_units(double time_budget_ms) {
-  if (!(time_budget_ms > 0)) return kDcpDefaultBudgetUnits;
+int64_t dcp_budget_units(double time_budget_ms, bool simulated) {
+  if (!(time_budget_ms > 0)) return simulated ? kDcpSimulatedDefaultBudgetUnits : kDcpDefaultBudgetUnits;
   const double u = time_budget_ms * kDcpUnitsPerMs;
   return u >= 1e15 ? int64_t{1000000000000000} : std::max<int64_t>(1, static_cast<int64_t>(u));
 }
@@ -304,13 +304,14 @@ class Solver {
     // Finalists: the best counts by the pipeline estimate, and the seeds (each as its own
     // micro-batch count); the budget is shared among them.
     std::stable_sort(packed.begin(), packed.end(), [](const Packed& a, const Packed& b) { return a.est < b.est; });
-    if (packed.size() > kFinalists) packed.resize(kFinalists);
+    const size_t finalists = simulated ? kFinalistsSimulated : kFinalists;
+    if (packed.size() > finalists) packed.resize(finalists);
     for (const plan::Plan& seed : seeds) {
       auto p = std::make_unique<detail::Packing>(batch_, times_, n_, static_cast<int>(seed.microbatches.size()), cap, kmin);
       if (p->load(seed)) packed.push_back(Packed{std::move(p), kInf, std::nullopt});
     }
     Scored best;
-    const int64_t budget = dcp_budget_units(opt_.time_budget_ms);
+    const int64_t budget = dcp_budget_units(opt_.time_budget_ms, simulated);
     for (auto& fin : packed) {
       auto& p = *fin.p;
       // The local search lowers the surrogate, not necessarily the simulated step: the plan
@@ -349,7 +350,13 @@ class Solver {
     }
   }
 
+  // Packed counts that go on to the local search (and, with a simulator, the nine orders).
+  // With a simulator 4 rather than 2 since 2026-11-27: measured with `dcpbench run` (published
+  // settings, 25 ms budget), email-spamassassin-llama3-8b 2.101 -> 2.079 s and
+  // prose-pydoc-llama3-8b 6.448 -> 6.412 s mean step, the other scenarios within 0.03%; ~20 more
+  // simulations per plan. Without one (the scale targets of bench_sched) 2.
   static constexpr size_t kFinalists = 2;
+  static constexpr size_t kFinalistsSimulated = 4;
   const plan::Batch& batch_;
   const plan::PlanConfig& cfg_;
   const plan::PlannerOptions& opt_;

@@ -29,10 +29,10 @@
 //      built ("spread": the micro-batch with the least work, joins of any size >= kmin).
 //   5. Empty ranks are covered by merging the groups of the smallest enclosing block that holds
 //      work into one group (memory per rank only shrinks), so every state is a valid plan.
-//   6. Finalists: the best 2 packings, by the simulator when the caller gives one (every packed
+//   6. Finalists: the best 4 packings by the simulator when the caller gives one (every packed
 //      count is simulated; with the memory model fitting plans rank first), else by the 1F1B
 //      estimate (S + (pp-1) S / m) / pp of the surrogate S = sum over micro-batches of their
-//      critical path (the largest time per rank of a group). Megatron's own plans
+//      critical path (the largest time per rank of a group): the best 2 then. Megatron's own plans
 //      (megatron-dev, megatron-pr2000: the portfolio) are scored as they are and join the
 //      finalists as seeds of the local search.
 //   7. Local search on each finalist (critical micro-batches first; in each, its critical group):
@@ -41,7 +41,8 @@
 //      blocks (LPT), or merge its buddy block into one group. A step is applied only if it lowers
 //      S, or keeps S and lowers sum(size x load^2) (plateaus: several groups share a critical
 //      path); so the search never raises the surrogate, terminates, and the state is always a
-//      valid plan (anytime).
+//      valid plan (anytime). Budget: --time-budget-ms, by default 1 ms without a simulator and
+//      25 ms with one (kDcpSimulatedDefaultBudgetUnits), shared among the finalists.
 //   8. Pipeline-aware order (pp > 1 with a simulator): the order of micro-batches does not
 //      change the surrogate but does change a 1F1B pipeline (it stalls on micro-batches of
 //      unequal length). Candidates are simulated in pyramid order by critical path (light ...
@@ -91,11 +92,22 @@ namespace dcp::sched {
 // ranks ran 500k units in 3.5-4 ms (~125k-140k units/ms); with another job on the cores, about
 // half as fast.
 inline constexpr double kDcpUnitsPerMs = 125000;
-// Default budget when PlannerOptions::time_budget_ms is 0: 1 ms of search by the calibration
-// above, small enough for the scale targets (2048 samples on 64 ranks in <= 10 ms in total).
+// Default budget when PlannerOptions::time_budget_ms is 0 and no simulator scores the plans:
+// 1 ms of search by the calibration above, small enough for the scale targets (2048 samples on
+// 64 ranks in <= 10 ms in total).
 inline constexpr int64_t kDcpDefaultBudgetUnits = 125000;
-// Units for a budget in milliseconds (<= 0: the default).
-int64_t dcp_budget_units(double time_budget_ms);
+// Default budget when a simulator scores the candidates (PlannerOptions::estimate or
+// step_time_s, as `dcpbench run` gives them): 25 ms. There the simulations already take 5 ms
+// (Megatron's example) to ~0.9 s (Llama-13B at PP 8) per plan, and async planning hides the
+// whole plan behind the previous step (seconds), so the 1 ms default only cut the search short:
+// measured with `dcpbench run --time-budget-ms B --strategies dcp` on every shipped scenario
+// (published settings, 2026-11-27), B = 25 and B = 100 gave the same mean step within 0.03%,
+// while B = 1 was up to 1.1% slower (prose-pydoc-llama3-8b 6.506 s -> 6.448 s, llama13b-github
+// 20.26 -> 20.07 s, prose-sotu 9.44 -> 9.34 s).
+inline constexpr int64_t kDcpSimulatedDefaultBudgetUnits = 25 * 125000;
+// Units for a budget in milliseconds (<= 0: the default, kDcpSimulatedDefaultBudgetUnits when
+// `simulated`, else kDcpDefaultBudgetUnits).
+int64_t dcp_budget_units(double time_budget_ms, bool simulated = false);
 
 class DcpPlanner : public plan::Planner {
  public:

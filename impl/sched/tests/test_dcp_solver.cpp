@@ -342,6 +342,10 @@ TEST(DcpSearch, BudgetIsCountedInWorkUnitsSoPlansAreDeterministic) {
   EXPECT_EQ(dcp_budget_units(-3), kDcpDefaultBudgetUnits);
   EXPECT_EQ(dcp_budget_units(2), static_cast<int64_t>(2 * kDcpUnitsPerMs));
   EXPECT_EQ(dcp_budget_units(1e-9), 1);
+  // With a simulator the default is 25 ms; an explicit budget wins either way.
+  EXPECT_EQ(dcp_budget_units(0, true), kDcpSimulatedDefaultBudgetUnits);
+  EXPECT_EQ(kDcpSimulatedDefaultBudgetUnits, static_cast<int64_t>(25 * kDcpUnitsPerMs));
+  EXPECT_EQ(dcp_budget_units(2, true), static_cast<int64_t>(2 * kDcpUnitsPerMs));
   Rng rng(3);
   const auto b = lognormal(rng, 600, 1024, 1024 * 16);
   const auto c = cfg(16, 1, 1024);
@@ -352,6 +356,19 @@ TEST(DcpSearch, BudgetIsCountedInWorkUnitsSoPlansAreDeterministic) {
     const auto q = DcpPlanner(o).plan(b, c);
     ASSERT_FALSE(plan::find_violation(p, b, c).has_value());
     EXPECT_EQ(plan::rank_lists_of(p), plan::rank_lists_of(q)) << "budget " << ms;
+  }
+  // With a scorer the default budget is the simulated one: the plan equals an explicit 25 ms
+  // budget's, and (on this batch, where 1 ms stops the search early) differs from 1 ms's.
+  {
+    const auto by_sum = [&](const plan::Plan& p) { return builtin_critical_paths(p, b); };
+    plan::PlannerOptions def, at25, at1;
+    for (auto* o : {&def, &at25, &at1}) o->step_time_s = by_sum;
+    at25.time_budget_ms = 25;
+    at1.time_budget_ms = 0.001;
+    const auto pd = DcpPlanner(def).plan(b, c);
+    EXPECT_EQ(plan::rank_lists_of(pd), plan::rank_lists_of(DcpPlanner(at25).plan(b, c)));
+    EXPECT_LE(by_sum(pd), by_sum(DcpPlanner(at1).plan(b, c)) * (1 + 1e-12));
+    EXPECT_NE(plan::rank_lists_of(pd), plan::rank_lists_of(DcpPlanner(at1).plan(b, c)));
   }
   // A search that stops early: the units used stay within the budget plus one step.
   const detail::SampleTimes times(b, plan::group_sizes(16), dcp_default_sample_time);
