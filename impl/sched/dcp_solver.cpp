@@ -125,17 +125,21 @@ class Solver {
     return s;
   }
 
+  // Whether the caller's simulator scores the plans (else the built-in 1F1B estimate).
+  bool simulated() const { return static_cast<bool>(opt_.estimate) || static_cast<bool>(opt_.step_time_s); }
+
   // Whether the Megatron portfolio is affordable. Megatron's greedy runs one pass over the
   // remaining samples per micro-batch, O(G m): measured with bench_sched on the 2-core VM,
   // megatron-dev + megatron-pr2000 took 4.9 s at G = 262144, N = 64 (G x m_lo ~ 2.6e8, ~19 ns
   // each) and ~25 ms at G = 16384 (G x m_lo ~ 1e6). Up to G x m_lo = 2^25 (~0.6 s) it is run at
-  // the default budget; a larger --time-budget-ms raises the limit in proportion.
+  // the default budget (of this mode: with or without a simulator); a larger --time-budget-ms
+  // raises the limit in proportion, so an explicit budget equal to the default plans the same.
   bool portfolio_affordable() const {
     int64_t tokens = 0;
     for (int64_t L : batch_.lengths) tokens += L;
     const int64_t m_lo = plan::ceil_div(tokens, static_cast<int64_t>(n_) * cfg_.max_seqlen_per_rank);
-    const double scale = std::max(1.0, static_cast<double>(dcp_budget_units(opt_.time_budget_ms)) /
-                                           static_cast<double>(kDcpDefaultBudgetUnits));
+    const double scale = std::max(1.0, static_cast<double>(dcp_budget_units(opt_.time_budget_ms, simulated())) /
+                                           static_cast<double>(dcp_budget_units(0, simulated())));
     return static_cast<double>(batch_.size()) * static_cast<double>(std::max<int64_t>(1, m_lo)) <=
            static_cast<double>(int64_t{1} << 25) * scale;
   }
@@ -263,7 +267,7 @@ class Solver {
     std::vector<Packed> packed;
     std::vector<int> level(g);
     // With a simulator every packed count is simulated and the finalists are the best by it.
-    const bool simulated = static_cast<bool>(opt_.estimate) || static_cast<bool>(opt_.step_time_s);
+    const bool simulated = this->simulated();
     // Counts that fail to pack are skipped; beyond the list counts grow until one packs (bounded:
     // with m = G every sample gets a micro-batch of its own).
     int64_t extra = 0;
@@ -353,8 +357,9 @@ class Solver {
   // Packed counts that go on to the local search (and, with a simulator, the nine orders).
   // With a simulator 4 rather than 2 since 2026-11-27: measured with `dcpbench run` (published
   // settings, 25 ms budget), email-spamassassin-llama3-8b 2.101 -> 2.079 s and
-  // prose-pydoc-llama3-8b 6.448 -> 6.412 s mean step, the other scenarios within 0.03%; ~20 more
-  // simulations per plan. Without one (the scale targets of bench_sched) 2.
+  // prose-pydoc-llama3-8b 6.448 -> 6.412 s mean step, the other scenarios within 0.03%; each
+  // finalist costs 10 simulations (its plan and the nine orders). Without one (the scale targets
+  // of bench_sched) 2.
   static constexpr size_t kFinalists = 2;
   static constexpr size_t kFinalistsSimulated = 4;
   const plan::Batch& batch_;

@@ -42,7 +42,8 @@
 //      S, or keeps S and lowers sum(size x load^2) (plateaus: several groups share a critical
 //      path); so the search never raises the surrogate, terminates, and the state is always a
 //      valid plan (anytime). Budget: --time-budget-ms, by default 1 ms without a simulator and
-//      25 ms with one (kDcpSimulatedDefaultBudgetUnits), shared among the finalists.
+//      25 ms with one (kDcpSimulatedDefaultBudgetUnits), shared among the finalists and seeds
+//      of a token cap (each cap that memory forces, step 10, gets the whole budget again).
 //   8. Pipeline-aware order (pp > 1 with a simulator): the order of micro-batches does not
 //      change the surrogate but does change a 1F1B pipeline (it stalls on micro-batches of
 //      unequal length). Candidates are simulated in pyramid order by critical path (light ...
@@ -68,7 +69,8 @@
 //
 // Portfolio cost: Megatron's greedy is O(G m) (one pass over the remaining samples per
 // micro-batch: 4.9 s for both ports at G = 262144 on 64 ranks on the 2-core VM), so it runs when
-// G x m_lo <= 2^25 (scaled up by a budget above the default); beyond, dcp relies on its own
+// G x m_lo <= 2^25 (scaled up by a budget above the default of the mode, with or without a
+// simulator); beyond, dcp relies on its own
 // packing and search only.
 // Budget and determinism: the local search counts work units (one candidate step evaluated; a
 // re-sort of the slack lists counts groups/8). PlannerOptions::time_budget_ms converts to units
@@ -98,12 +100,12 @@ inline constexpr double kDcpUnitsPerMs = 125000;
 inline constexpr int64_t kDcpDefaultBudgetUnits = 125000;
 // Default budget when a simulator scores the candidates (PlannerOptions::estimate or
 // step_time_s, as `dcpbench run` gives them): 25 ms. There the simulations already take 5 ms
-// (Megatron's example) to ~0.9 s (Llama-13B at PP 8) per plan, and async planning hides the
-// whole plan behind the previous step (seconds), so the 1 ms default only cut the search short:
-// measured with `dcpbench run --time-budget-ms B --strategies dcp` on every shipped scenario
-// (published settings, 2026-11-27), B = 25 and B = 100 gave the same mean step within 0.03%,
-// while B = 1 was up to 1.1% slower (prose-pydoc-llama3-8b 6.506 s -> 6.448 s, llama13b-github
-// 20.26 -> 20.07 s, prose-sotu 9.44 -> 9.34 s).
+// (Megatron's example) to ~0.9 s (Llama-13B at PP 8) per plan, and async planning hides every
+// plan but the first step's behind the previous step (seconds), so the 1 ms default only cut the
+// search short: measured with `dcpbench run --time-budget-ms B --strategies dcp` on every shipped
+// scenario (published settings, 2026-11-27, 2 finalists), B = 25 and B = 100 gave the same mean
+// step within 0.03%, while B = 1 was up to 1.1% slower (prose-pydoc-llama3-8b 6.506 s -> 6.448 s,
+// llama13b-github 20.26 -> 20.07 s, prose-sotu 9.44 -> 9.34 s).
 inline constexpr int64_t kDcpSimulatedDefaultBudgetUnits = 25 * 125000;
 // Units for a budget in milliseconds (<= 0: the default, kDcpSimulatedDefaultBudgetUnits when
 // `simulated`, else kDcpDefaultBudgetUnits).

@@ -364,7 +364,7 @@ TEST(DcpSearch, BudgetIsCountedInWorkUnitsSoPlansAreDeterministic) {
     plan::PlannerOptions def, at25, at1;
     for (auto* o : {&def, &at25, &at1}) o->step_time_s = by_sum;
     at25.time_budget_ms = 25;
-    at1.time_budget_ms = 0.001;
+    at1.time_budget_ms = 1;
     const auto pd = DcpPlanner(def).plan(b, c);
     EXPECT_EQ(plan::rank_lists_of(pd), plan::rank_lists_of(DcpPlanner(at25).plan(b, c)));
     EXPECT_LE(by_sum(pd), by_sum(DcpPlanner(at1).plan(b, c)) * (1 + 1e-12));
