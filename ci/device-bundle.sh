@@ -31,9 +31,9 @@ arch="${DCP_CUDA_ARCH:-90a}"
 nvcc=/usr/local/cuda/bin/nvcc
 [ -x "$nvcc" ] || { echo "ci/device-bundle.sh: no $nvcc: the bundle's kernels need the CUDA toolkit" >&2; exit 2; }
 ci/install.sh
-# Configure every time (ci/test.sh's flags, so its build is reused): it refreshes the sha recorded
-# in benchmark contexts (CMakeLists.txt). CUDA, NCCL and MPI are AUTO: a target missing below says
-# which one this machine lacks.
+# Configure every time (ci/test.sh's flags, so its build is reused; DCP_BENCH on for
+# bench_attn_cuda). CUDA, NCCL and MPI are AUTO: a target missing below says which one this machine
+# lacks. The binaries read the sha at run time (core/provenance.h): there, from the manifest.
 arch_args=()
 [ -n "${DCP_CUDA_ARCH:-}" ] && arch_args=(-DDCP_CUDA_ARCH="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch")
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON "${arch_args[@]}" >/dev/null

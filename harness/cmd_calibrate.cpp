@@ -8,6 +8,7 @@
 //                      [--reps 5] [--out results/calibration/h100-measured.json]
 #include "core/error.h"
 #include "core/files.h"
+#include "core/provenance.h"
 #include "cost/calibrate.h"
 #include "cost/hardware.h"
 #include "harness/cli_options.h"

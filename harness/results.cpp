@@ -7,19 +7,14 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_io.h"
+#include "core/provenance.h"
 #include "core/text.h"
 #include "harness/aggregate.h"
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
-#include <cstdio>
 #include <ctime>
 #include <unistd.h>
-
-#ifndef DCP_SOURCE_DIR
-#define DCP_SOURCE_DIR "."
-#endif
 
 namespace dcp::harness {
 
@@ -51,32 +46,6 @@ bool not_measured_key(const std::string& k) {
 constexpr std::array<const char*, 6> kContextKeys = {"git_sha", "date", "host", "device", "cost_model",
                                                      "calibration"};
 
-std::string run_command(const std::string& cmd) {
-  std::string out;
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) return out;
-  std::array<char, 256> buf{};
-  while (std::fgets(buf.data(), buf.size(), f)) out += buf.data();
-  ::pclose(f);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
-std::string git_sha() {
-  // The tree this binary was built from (whatever the working directory is: a run from inside
-  // another checkout must not record that checkout's sha), then the working directory.
-  for (const std::string& dir : {std::string(DCP_SOURCE_DIR), std::string(".")}) {
-    const std::string sha = run_command("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
-    if (sha.size() == 40) {
-      const std::string dirty = run_command("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null");
-      return dirty.empty() ? sha : sha + "-dirty";
-    }
-  }
-  // Neither is a git checkout: a prebuilt binary on the lent GPU machine, whose copy of the tree
-  // has no .git; ci/device-run.sh passes the sha the bundle was built at (its manifest).
-  if (const char* env = std::getenv("DCP_GIT_SHA"); env && *env) return env;
-  return "unknown";
-}
 
 // Row integers: steps and micro-batch counts fit an int; token and sample counts an int64 with room.
 constexpr int64_t kMaxRowInt = 2147483647;
@@ -249,12 +218,10 @@ std::string simulated_source(const std::string& cost_model, const std::string& c
   return "simulated:" + cost_model + "@" + calibration;
 }
 
-std::string source_git_sha() { return git_sha(); }
-
 json make_context(const std::string& device, const std::string& cost_model, const std::string& calibration,
                   const std::string& command) {
   json c;
-  c["git_sha"] = git_sha();
+  c["git_sha"] = source_git_sha();
   std::time_t now = std::time(nullptr);
   std::tm tm{};
   ::gmtime_r(&now, &tm);

@@ -123,10 +123,8 @@ ResultsFile read_results(const std::string& path);
 // Writes atomically (temp file + rename).
 void write_results(const std::string& path, const ResultsFile& results);
 
-// Context for a run now: git sha (`git rev-parse HEAD` in the source tree, else "unknown"),
-// UTC date, host name, device, cost model and calibration labels, command line.
-// The source tree's git commit (git rev-parse HEAD), or "unknown".
-std::string source_git_sha();
+// Context for a run now: git sha (dcp::source_git_sha, core/provenance.h), UTC date, host name,
+// device, cost model and calibration labels, command line.
 
 nlohmann::json make_context(const std::string& device, const std::string& cost_model,
                             const std::string& calibration, const std::string& command);

@@ -16,11 +16,11 @@
 // (G=2048, N=256) and ~33 s (G=16384, N=64); the goal is >= 100x less with identical plans.
 // Run (from the source tree; the JSON keeps the context below):
 //   build/harness/bench_sched --benchmark_out=results/bench/bench_sched.json --benchmark_out_format=json
+#include "core/provenance.h"
 #include "core/rng.h"
 #include "data/dataset.h"
 #include "data/lengths_file.h"
 #include "harness/registry.h"
-#include "harness/results.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
 #include "plan/validate.h"
@@ -139,11 +139,7 @@ int main(int argc, char** argv) {
                                          "file/: scenarios/data files, clamp [1, 131072], M 16384, cp 8, dp N/8; "
                                          "cost/: step 0 of the scenario at its published setting, harness cost model");
   benchmark::AddCustomContext("machine", "the project's 2-core VM, single-threaded, RelWithDebInfo");
-  // Read at run time (the harness's own rule: the tree this binary was built from, "-dirty" when
-  // it has changes): a compile-time sha is CMake's configure-time one and goes stale with every
-  // commit after the last configure (results/bench/bench_sched.json of 2026-11-27 first said
-  // e91592d for a run at e4b59f6).
-  benchmark::AddCustomContext("git_sha", dcp::harness::source_git_sha());
+  benchmark::AddCustomContext("git_sha", dcp::source_git_sha());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -36,6 +36,7 @@
 #include "attn/flash_emu.h"
 #include "attn/thd.h"
 #include "core/cuda_check.h"
+#include "core/provenance.h"
 #include "core/rng.h"
 #include "data/lengths_file.h"
 
@@ -226,9 +227,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("l2_bytes", std::to_string(prop.l2CacheSize));
   benchmark::AddCustomContext("timing", "CUDA events around one launch after 3 warm-ups, L2 flushed before each");
   benchmark::AddCustomContext("flops", "FlashAttention's count: fwd 4*heads*d*sum L^2 (/2 causal), bwd 2.5x fwd");
-#ifdef DCP_GIT_SHA
-  benchmark::AddCustomContext("git_sha", DCP_GIT_SHA);
-#endif
+  benchmark::AddCustomContext("git_sha", dcp::source_git_sha());
   dcp::attn::register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -1,0 +1,42 @@
+#include "core/provenance.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+
+#ifndef DCP_SOURCE_DIR
+#define DCP_SOURCE_DIR "."
+#endif
+
+namespace dcp {
+namespace {
+
+// stdout of a shell command, trailing whitespace removed ("" if it could not run).
+std::string run_command(const std::string& cmd) {
+  std::string out;
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return out;
+  std::array<char, 256> buf{};
+  while (std::fgets(buf.data(), buf.size(), f)) out += buf.data();
+  ::pclose(f);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::string source_git_sha() {
+  // The tree this binary was built from (whatever the working directory is: a run from inside
+  // another checkout must not record that checkout's sha), then the working directory.
+  for (const std::string& dir : {std::string(DCP_SOURCE_DIR), std::string(".")}) {
+    const std::string sha = run_command("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
+    if (sha.size() == 40) {
+      const std::string dirty = run_command("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null");
+      return dirty.empty() ? sha : sha + "-dirty";
+    }
+  }
+  if (const char* env = std::getenv("DCP_GIT_SHA"); env && *env) return env;
+  return "unknown";
+}
+
+}  // namespace dcp
