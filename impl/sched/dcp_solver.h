@@ -97,7 +97,7 @@ inline constexpr double kDcpUnitsPerMs = 125000;
 // Default budget when PlannerOptions::time_budget_ms is 0 and no simulator scores the plans:
 // 1 ms of search by the calibration above, small enough for the scale targets (2048 samples on
 // 64 ranks in <= 10 ms in total).
-inline constexpr int64_t kDcpDefaultBudgetUnits = 125000;
+inline constexpr int64_t kDcpDefaultBudgetUnits = static_cast<int64_t>(1 * kDcpUnitsPerMs);
 // Default budget when a simulator scores the candidates (PlannerOptions::estimate or
 // step_time_s, as `dcpbench run` gives them): 25 ms. There the simulations already take 5 ms
 // (Megatron's example) to ~0.9 s (Llama-13B at PP 8) per plan, and async planning hides every
@@ -106,7 +106,7 @@ inline constexpr int64_t kDcpDefaultBudgetUnits = 125000;
 // scenario (published settings, 2026-11-27, 2 finalists), B = 25 and B = 100 gave the same mean
 // step within 0.03%, while B = 1 was up to 1.1% slower (prose-pydoc-llama3-8b 6.506 s -> 6.448 s,
 // llama13b-github 20.26 -> 20.07 s, prose-sotu 9.44 -> 9.34 s).
-inline constexpr int64_t kDcpSimulatedDefaultBudgetUnits = 25 * 125000;
+inline constexpr int64_t kDcpSimulatedDefaultBudgetUnits = static_cast<int64_t>(25 * kDcpUnitsPerMs);
 // Units for a budget in milliseconds (<= 0: the default, kDcpSimulatedDefaultBudgetUnits when
 // `simulated`, else kDcpDefaultBudgetUnits).
 int64_t dcp_budget_units(double time_budget_ms, bool simulated = false);
