@@ -127,14 +127,15 @@ rc=0; PATH="$work/gpu:$PATH" ci/device-run.sh --budget-s 300 --resume >"$work/ou
 grep -q "llama13b-github-dcp.json: kept from an earlier call (--resume)" "$work/out" || fail "--resume did not say what it kept"
 
 # A step that runs past the budget is stopped there, and what was written before is archived. The
-# github shares are predicted 2 x 0 + 15 = 15 s: packing fits the 16 s budget, is stopped at the
-# budget's end (its stand-in sleeps 60 s), and dcp no longer fits.
+# github shares are predicted 2 x 0 + 15 = 15 s: packing fits the 24 s budget (with up to 9 s for
+# the script's own start on a loaded machine: 16 s left 1 s, and failed once under ctest -j2), is
+# stopped at the budget's end (its stand-in sleeps 60 s), and dcp no longer fits.
 rm -rf results/measured
 manifest "$(dcp_source_hash)" 0
 : >"$calls"
-rc=0; PATH="$work/gpu:$PATH" SLEEP_dcpbench=60 ci/device-run.sh --budget-s 16 measure >"$work/out" 2>&1 || rc=$?
+rc=0; PATH="$work/gpu:$PATH" SLEEP_dcpbench=60 ci/device-run.sh --budget-s 24 measure >"$work/out" 2>&1 || rc=$?
 [ $rc -eq 1 ] || fail "a stopped step gave rc $rc: $(cat "$work/out")"
-grep -q "measure llama13b-github/packing stopped at its 1[0-9] s limit" "$work/out" || fail "no stop at the limit: $(cat "$work/out")"
+grep -Eq "measure llama13b-github/packing stopped at its (1[5-9]|2[0-4]) s limit" "$work/out" || fail "no stop at the limit: $(cat "$work/out")"
 grep -q "measure llama13b-github/dcp: skipped" "$work/out" || fail "dcp not skipped after the budget ran out: $(cat "$work/out")"
 [ "$(wc -l <"$calls")" -eq 1 ] || fail "more than the one stopped command ran: $(cat "$calls")"
 tar tzf results/device/device-results.tar.gz | grep -qxF results/device/device-run.log || fail "no archive after the stopped step"
