@@ -1,5 +1,5 @@
 // `dcpbench run SCENARIO... [--steps N] [--out FILE] [--strategies a,b] [--quiet] [--no-detail]
-// [--tune] [--sensitivity] [--sync-planning] [--backend sim|cuda [--reps N] [--rank R] [--stage S]
+// [--tune] [--sensitivity] [--draws K] [--sync-planning] [--backend sim|cuda [--reps N] [--rank R] [--stage S]
 // [--comm none|nccl]]`: runs the scenarios (harness/runner.h; --backend cuda: each row one rank's
 // share replayed on the GPU, harness/measured.h), writes the results JSON (schema
 // dcpbench.results.v1, atomically) and prints the fixed-width table (harness/report.h) on stdout.
@@ -12,6 +12,7 @@
 #include "plan/planner.h"
 #include "harness/cli_options.h"
 #include "harness/commands.h"
+#include "harness/draws.h"
 #include "harness/measured.h"
 #include "harness/registry.h"
 #include "harness/report.h"
@@ -31,6 +32,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +58,7 @@ struct RunArgs {
   bool no_detail = false;
   bool tune = false;
   bool sensitivity = false;
+  int draws = 1;
   int64_t time_budget_ms = 0;
   bool sync_planning = false;
   std::string backend = "sim";
@@ -123,6 +126,8 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   DCP_REQUIRE(!cuda || !a.tune, "--tune with --backend cuda: a measured run replays the published settings");
   DCP_REQUIRE(!cuda || !a.sensitivity,
               "--sensitivity with --backend cuda: it varies the simulator's parameters, a measured run has none");
+  DCP_REQUIRE(!cuda || a.draws == 1,
+              "--draws ", a.draws, " with --backend cuda: a measured run replays one draw (use --steps for more batches)");
 #ifndef DCP_HAVE_NCCL_COMM
   DCP_REQUIRE(a.comm != "nccl", "--comm nccl: this dcpbench was built without NCCL and MPI (the CUDA toolkit's "
                                 "NCCL and OpenMPI, found at configure time)");
@@ -139,6 +144,7 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   opt.detail = !a.no_detail;
   opt.tune = a.tune;
   opt.sensitivity = a.sensitivity;
+  opt.draws = a.draws;
   if (cmd.count("--time-budget-ms")) opt.time_budget_ms = static_cast<double>(a.time_budget_ms);
   opt.sync_planning = a.sync_planning;
   // Fail on a bad --out before the (possibly long) run, not after it (core/files.h policy: a
@@ -154,6 +160,9 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
     const int64_t steps = opt.steps.value_or(s.training.steps);
     rows += steps * strategies * (a.tune ? 2 : 1);
     held_samples = std::max(held_samples, steps * s.training.global_batch);
+    DCP_REQUIRE(static_cast<int64_t>(a.draws) * steps <= std::numeric_limits<int>::max(), "--draws ", a.draws,
+                " x ", steps, " steps of ", s.file, " is more than the ", std::numeric_limits<int>::max(),
+                " step numbers of a data stream");
   }
   DCP_REQUIRE(rows <= kMaxResultRows, "the run would write up to ", rows,
               " result rows (steps x strategies of every scenario), more than the limit of ", kMaxResultRows,
@@ -228,6 +237,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--sensitivity", args->sensitivity,
                 "Also re-run with every uncertain cost-model parameter at x0.8 and x1.2: range of every speedup "
                 "and whether the ranking of strategies changes");
+  add_int_option(cmd, "--draws", args->draws, 1, kMaxDraws,
+                 "Also re-run every scenario on K-1 further independent draws of its global batches (steps "
+                 "[d*steps, (d+1)*steps) of its data stream; the published setting, and with --tune each strategy's "
+                 "tuned setting held fixed) and report each speedup's median, 5th-95th percentile and range and how "
+                 "often the ranking holds: how much the numbers depend on the batches drawn (default 1: off; costs K "
+                 "times the run)");
   cmd->add_flag("--sync-planning", args->sync_planning,
                 "Plan each step inside the loop instead of step i+1 on a background thread while step i is "
                 "simulated (same plans; every row's planning then counts as exposed; README \"Async planning\")");
@@ -237,6 +252,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
     if (cmd->count("--steps")) args->command += " --steps " + std::to_string(args->steps);
     if (args->tune) args->command += " --tune";
     if (args->sensitivity) args->command += " --sensitivity";
+    if (args->draws > 1) args->command += " --draws " + std::to_string(args->draws);
     if (args->sync_planning) args->command += " --sync-planning";
     if (args->backend != "sim") args->command += " --backend " + args->backend;
     if (cmd->count("--reps")) args->command += " --reps " + std::to_string(args->reps);

@@ -42,8 +42,26 @@ std::string num_or_dash(const json& pv, const char* key, const char* f) {
   return pv.contains(key) && pv[key].is_number() ? fmt(f, pv[key].get<double>()) : "-";
 }
 
-// Ours (as published and tuned) beside the published numbers, absolute and relative.
+// The draws section's spread (draws.h) of one scenario, setting and strategy: "speedup" or
+// "trimmed_speedup"; null when the run had no --draws or no value for it.
+const json* draw_spread(const ResultsFile& r, const std::string& sc, const std::string& setting, const std::string& st,
+                        const char* which) {
+  if (!r.draws.is_object() || !r.draws.contains("scenarios")) return nullptr;
+  for (const auto& e : r.draws["scenarios"]) {
+    if (e.value("scenario", std::string()) != sc) continue;
+    const json* study = setting == "published" ? &e : (e.contains("tuned") ? &e["tuned"] : nullptr);
+    if (!study || !study->contains("strategies") || !(*study)["strategies"].contains(st)) return nullptr;
+    const json& v = (*study)["strategies"][st];
+    if (!v.contains(which) || !v[which].contains("p5") || !v[which].contains("p95")) return nullptr;
+    return &v[which];
+  }
+  return nullptr;
+}
+
+// Ours (as published and tuned) beside the published numbers, absolute and relative; with --draws
+// the 5th-95th percentile of our speedup over the draws.
 void print_published_comparison(std::ostream& os, const ResultsFile& r, const std::vector<Aggregate>& aggs) {
+  const bool with_draws = r.draws.is_object();
   bool header = false;
   for (const auto& facts : r.scenarios) {
     if (!facts.is_object() || !facts.contains("published")) continue;
@@ -59,10 +77,10 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
           os << "\n## Ours (simulated) beside published numbers (measured by others on their hardware)\n"
              << pad("scenario", 26, false) << pad("strategy (setting)", 26, false) << pad("TFLOPS/GPU", 12)
              << pad("published", 11) << pad("step time", 12) << pad("published", 11) << pad("speedup", 10)
-             << pad("published", 11) << pad("ours/theirs", 12) << "\n"
+             << pad("published", 11) << pad("ours/theirs", 12) << (with_draws ? pad("ours over", 14) : "") << "\n"
              << pad("", 26, false) << pad("", 26, false) << pad("(ours)", 12) << pad("(TFLOPS)", 11)
              << pad("(ours, ms)", 12) << pad("(ms)", 11) << pad("(ours)", 10) << pad("(speedup)", 11)
-             << pad("(speedup)", 12) << "\n";
+             << pad("(speedup)", 12) << (with_draws ? pad("draws p5-p95", 14) : "") << "\n";
           header = true;
         }
         std::string line = pad(sc, 26, false) + pad(a->label(), 26, false);
@@ -77,6 +95,10 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
         const bool has_sp = pv.contains("speedup_vs_packing") && pv["speedup_vs_packing"].is_number();
         line += pad(has_sp ? fmt(trimmed ? "%.3f t" : "%.3f", pv["speedup_vs_packing"].get<double>()) : "-", 11);
         line += pad(has_sp && ours_sp ? fmt("%.3f", *ours_sp / pv["speedup_vs_packing"].get<double>()) : "-", 12);
+        if (with_draws) {
+          const json* sp = draw_spread(r, sc, setting, st, trimmed ? "trimmed_speedup" : "speedup");
+          line += pad(sp ? fmt("%.3f", (*sp)["p5"].get<double>()) + "-" + fmt("%.3f", (*sp)["p95"].get<double>()) : "-", 14);
+        }
         os << line << "\n";
       }
     }
@@ -88,7 +110,11 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
       hw.insert(facts.value("hardware", std::string("?")) + " (calibration " + facts.value("calibration", std::string("?")) +
                 ")");
   os << "# t = 10%-trimmed mean over the steps, computed as Megatron's benchmark_dcp.sh does, where the published\n"
-     << "#   number is one; ours/theirs = our speedup / their speedup.\n"
+     << "#   number is one; ours/theirs = our speedup / their speedup.\n";
+  if (with_draws)
+    os << "# ours over draws: 5th-95th percentile of our speedup (same statistic) over the " << r.draws.value("draws", 0)
+       << " draws of the section below.\n";
+  os
      << "# Hardware we assume for ours:";
   for (const auto& h : hw) os << " " << h;
   os << "; theirs is in each scenario's published source (GPU type unpublished).\n";
@@ -114,6 +140,43 @@ void print_study(std::ostream& os, const json& st, const std::string& title) {
     os << "    " << pad(strategy, 18, false) << " speedup " << fmt("%.3f", v.value("nominal", 0.0)) << "  range ["
        << fmt("%.3f", v.value("min", 0.0)) << ", " << fmt("%.3f", v.value("max", 0.0)) << "]  widest: "
        << v.value("widest_parameter", std::string("-")) << "\n";
+  }
+}
+
+void print_draw_study(std::ostream& os, const json& st, const std::string& title, int steps) {
+  const int n = st.value("draws", 0);
+  os << "  " << title << ": ranking of draw 0 (";
+  bool first = true;
+  for (const auto& s : st.value("ranking", json::array())) {
+    os << (first ? "" : " > ") << s.get<std::string>();
+    first = false;
+  }
+  os << ") held in " << st.value("ranking_held", 0) << " of " << n << " draws of " << steps << " steps\n";
+  const json strategies = st.value("strategies", json::object());
+  for (const auto& [strategy, v] : strategies.items()) {
+    for (const char* which : {"speedup", "trimmed_speedup"}) {
+      const json sp = v.value(which, json::object());
+      if (!sp.contains("median")) continue;
+      const size_t got = sp.value("values", json::array()).size();
+      os << "    " << pad(strategy, 18, false) << pad(which[0] == 't' ? "trimmed" : "mean", 8, false) << " draw 0 "
+         << fmt("%.3f", sp.value("nominal", 0.0)) << "  median " << fmt("%.3f", sp.value("median", 0.0)) << "  p5-p95 "
+         << fmt("%.3f", sp.value("p5", 0.0)) << "-" << fmt("%.3f", sp.value("p95", 0.0)) << "  range "
+         << fmt("%.3f", sp.value("min", 0.0)) << "-" << fmt("%.3f", sp.value("max", 0.0))
+         << (static_cast<int>(got) < n ? "  (" + std::to_string(got) + " draws with numbers)" : std::string()) << "\n";
+    }
+  }
+}
+
+void print_draws(std::ostream& os, const json& d) {
+  if (!d.is_object() || !d.contains("scenarios")) return;
+  os << "\n## Data draws: every speedup over " << d.value("draws", 0)
+     << " independent draws of each scenario's global batches (mean = summed step times, trimmed = Megatron's\n"
+     << "#  10%-trimmed mean; " << d.value("method", std::string()) << ")\n";
+  for (const auto& sc : d["scenarios"]) {
+    const std::string name = sc.value("scenario", std::string("?"));
+    const int steps = sc.value("steps_per_draw", 0);
+    print_draw_study(os, sc, name + " (published settings)", steps);
+    if (sc.contains("tuned")) print_draw_study(os, sc["tuned"], name + " (tuned settings, held fixed)", steps);
   }
 }
 
@@ -264,6 +327,7 @@ void print_table(std::ostream& os, const ResultsFile& results) {
   print_published_comparison(os, results, aggs);
   print_planning_summary(os, results);
   print_sensitivity(os, results.sensitivity);
+  print_draws(os, results.draws);
   os.flush();
 }
 

@@ -159,6 +159,49 @@ void check_sensitivity(const json& sens, std::vector<std::string>& errs) {
   if (!ok) errs.push_back("\"sensitivity\" has a value of the wrong type");
 }
 
+// The draws section the table prints (report.cpp print_draws; draws.h): the types it reads.
+bool is_spread(const json& v) {
+  if (!v.is_object()) return false;
+  for (const char* k : {"nominal", "median", "p5", "p95", "min", "max"})
+    if (v.contains(k) && !v[k].is_number()) return false;
+  if (!v.contains("values")) return true;
+  if (!v["values"].is_array()) return false;
+  for (const auto& x : v["values"])
+    if (!x.is_number()) return false;
+  return true;
+}
+
+bool is_draw_study(const json& st) {
+  if (!st.is_object()) return false;
+  if (st.contains("ranking") && !is_string_array(st["ranking"])) return false;
+  for (const char* k : {"ranking_held", "draws"})
+    if (st.contains(k) && !st[k].is_number_integer()) return false;
+  if (!st.contains("strategies")) return true;
+  if (!st["strategies"].is_object()) return false;
+  for (const auto& [name, v] : st["strategies"].items()) {
+    if (!v.is_object()) return false;
+    for (const char* k : {"speedup", "trimmed_speedup"})
+      if (v.contains(k) && !is_spread(v[k])) return false;
+  }
+  return true;
+}
+
+void check_draws(const json& d, std::vector<std::string>& errs) {
+  if (d.is_null()) return;
+  bool ok = d.is_object() && (!d.contains("draws") || d["draws"].is_number_integer()) &&
+            (!d.contains("method") || d["method"].is_string()) &&
+            (!d.contains("scenarios") || d["scenarios"].is_array());
+  if (ok && d.contains("scenarios")) {
+    for (const auto& sc : d["scenarios"]) {
+      ok = ok && is_draw_study(sc) && (!sc.contains("scenario") || sc["scenario"].is_string()) &&
+           (!sc.contains("reference") || sc["reference"].is_string()) &&
+           (!sc.contains("steps_per_draw") || sc["steps_per_draw"].is_number_integer()) &&
+           (!sc.contains("tuned") || is_draw_study(sc["tuned"]));
+    }
+  }
+  if (!ok) errs.push_back("\"draws\" has a value of the wrong type");
+}
+
 // A measured row's "measured" object (measured.h): flat, numbers finite.
 bool is_measured_object(const json& m) {
   if (!m.is_object()) return false;
@@ -293,6 +336,7 @@ json results_to_json(const ResultsFile& results) {
   for (const auto& a : aggregate(results)) aggs.push_back(aggregate_to_json(a));
   j["aggregates"] = std::move(aggs);
   if (!results.sensitivity.is_null()) j["sensitivity"] = results.sensitivity;
+  if (!results.draws.is_null()) j["draws"] = results.draws;
   return j;
 }
 
@@ -385,6 +429,7 @@ std::vector<std::string> validate_results(const json& j) {
   if (j.contains("scenarios")) check_scenario_facts(j["scenarios"], errs);
   if (j.contains("aggregates")) check_aggregates(j["aggregates"], errs);
   if (j.contains("sensitivity")) check_sensitivity(j["sensitivity"], errs);
+  if (j.contains("draws")) check_draws(j["draws"], errs);
   return errs;
 }
 
@@ -399,6 +444,7 @@ ResultsFile read_results(const std::string& path) {
   f.context = j["context"];
   if (j.contains("scenarios") && j["scenarios"].is_array()) f.scenarios = j["scenarios"];
   if (j.contains("sensitivity")) f.sensitivity = j["sensitivity"];
+  if (j.contains("draws")) f.draws = j["draws"];
   try {
     for (const auto& r : j["rows"]) f.rows.push_back(row_from_json(r));
   } catch (const nlohmann::json::exception& e) {

@@ -30,7 +30,7 @@
 //   ring's stand-in copies and the simulator's prediction of the same work (measured.h).
 // The file also carries "aggregates" (one per scenario, strategy and setting: report.h's
 // aggregate(), computed once here in C++; the charts draw from them) and, when asked for,
-// "sensitivity" (harness/sensitivity.h).
+// "sensitivity" (harness/tune.h) and "draws" (harness/draws.h).
 // Rows go to and from JSON through nlohmann's NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT
 // (results.cpp). Readers ignore unknown fields; validate_results() checks the required ones.
 #pragma once
@@ -106,7 +106,8 @@ struct ResultsFile {
   nlohmann::json context;                // git_sha, date, host, device, cost_model, calibration
   nlohmann::json scenarios = nlohmann::json::array();  // per-scenario facts (see above)
   std::vector<ResultRow> rows;
-  nlohmann::json sensitivity;            // null, or harness/sensitivity.h's section
+  nlohmann::json sensitivity;            // null, or harness/tune.h's sensitivity section
+  nlohmann::json draws;                  // null, or harness/draws.h's section
 };
 
 nlohmann::json row_to_json(const ResultRow& row);

@@ -5,6 +5,7 @@
 #include "core/files.h"
 #include "core/json_io.h"
 #include "core/text.h"
+#include "harness/draws.h"
 #include "harness/tune.h"
 #include "plan/async_planner.h"
 #include "plan/validate.h"
@@ -491,7 +492,7 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
 
   ResultsFile out;
   out.context = make_context("none (simulated on the host CPU)", cost::kCostModelName, calibration, options.command);
-  json sensitivity = json::array();
+  json sensitivity = json::array(), draws = json::array();
   for (auto& p : prepared) {
     const Scenario& s = *p.scenario;
     out.scenarios.push_back(scenario_facts(s, p.cm, p.steps));
@@ -519,8 +520,13 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
       fill_speedups(out.rows, tuned_first);
     }
     if (options.sensitivity) sensitivity.push_back(run_sensitivity(p, options, registry, tuned));
+    if (options.draws > 1) {
+      const std::vector<ResultRow> own(out.rows.begin() + static_cast<std::ptrdiff_t>(first), out.rows.end());
+      draws.push_back(run_draws(p, options, registry, own, tuned));
+    }
   }
   if (options.sensitivity) out.sensitivity = sensitivity_section(sensitivity);
+  if (options.draws > 1) out.draws = draws_section(options.draws, draws);
   return out;
 }
 

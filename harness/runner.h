@@ -49,6 +49,7 @@ struct RunOptions {
   bool detail = true;                   // step 0 rows keep rank_busy_s and the plan picture
   bool tune = false;                    // also search each strategy's knobs (tune.h)
   bool sensitivity = false;             // also vary every uncertain parameter by +-20% (tune.h)
+  int draws = 1;                        // > 1: also re-run on draws - 1 further data draws (draws.h)
   double time_budget_ms = 0;            // PlannerOptions::time_budget_ms of every planner (0: their default)
   // Plan every step inside the loop instead of step i+1 on a background thread while step i is
   // simulated (plan/async_planner.h; README "Async planning"). The plans are the same.

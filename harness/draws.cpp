@@ -1,0 +1,141 @@
+// --draws (see draws.h).
+#include "harness/draws.h"
+
+#include "core/error.h"
+#include "core/text.h"
+#include "harness/aggregate.h"
+#include "harness/tune.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+namespace dcp::harness {
+
+using nlohmann::json;
+
+double quantile_sorted(const std::vector<double>& sorted, double q) {
+  DCP_CHECK(!sorted.empty(), "quantile of no values");
+  const double h = (static_cast<double>(sorted.size()) - 1) * std::clamp(q, 0.0, 1.0);
+  const size_t lo = static_cast<size_t>(std::floor(h));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+json spread_of(const std::vector<double>& values) {
+  json out = {{"values", values}};
+  if (values.empty()) return out;
+  std::vector<double> s = values;
+  std::sort(s.begin(), s.end());
+  out["nominal"] = values.front();
+  out["median"] = quantile_sorted(s, 0.5);
+  out["p5"] = quantile_sorted(s, 0.05);
+  out["p95"] = quantile_sorted(s, 0.95);
+  out["min"] = s.front();
+  out["max"] = s.back();
+  return out;
+}
+
+namespace {
+
+// One draw's figures at one choice of settings: per strategy its speedups (absent when it or the
+// reference has no numbers on some step), and the ranking.
+struct DrawFigures {
+  std::map<std::string, double> speedup, trimmed;
+  std::vector<std::string> ranking;
+};
+
+DrawFigures figures_of(const std::vector<ResultRow>& rows, const std::vector<std::string>& strategies,
+                       const std::string& reference) {
+  DrawFigures f;
+  ResultsFile file;
+  file.rows = rows;
+  // The aggregates the table prints (aggregate.h), so draw 0 reproduces the table's speedups.
+  for (const Aggregate& a : aggregate(file)) {
+    if (!a.valid()) continue;
+    if (a.speedup_vs_reference) f.speedup[a.strategy] = *a.speedup_vs_reference;
+    if (a.trimmed_speedup_vs_reference) f.trimmed[a.strategy] = *a.trimmed_speedup_vs_reference;
+  }
+  f.ranking = summarize_speedups(rows, strategies, reference).ranking;
+  return f;
+}
+
+json study_of(const std::vector<DrawFigures>& draws, const std::vector<std::string>& strategies) {
+  json per = json::object();
+  for (const auto& st : strategies) {
+    std::vector<double> sp, tr;
+    // Draw 0 first, so "nominal" is the run's own figure; a draw without a value is skipped.
+    for (const auto& d : draws) {
+      if (auto it = d.speedup.find(st); it != d.speedup.end()) sp.push_back(it->second);
+      if (auto it = d.trimmed.find(st); it != d.trimmed.end()) tr.push_back(it->second);
+    }
+    per[st] = {{"speedup", spread_of(sp)}, {"trimmed_speedup", spread_of(tr)}};
+  }
+  int held = 0;
+  for (const auto& d : draws) held += d.ranking == draws.front().ranking ? 1 : 0;
+  return {{"strategies", per}, {"ranking", draws.front().ranking}, {"ranking_held", held},
+          {"draws", static_cast<int>(draws.size())}};
+}
+
+std::vector<ResultRow> rows_at(const std::vector<ResultRow>& rows, const std::string& setting) {
+  std::vector<ResultRow> out;
+  for (const auto& r : rows)
+    if (r.setting == setting) out.push_back(r);
+  return out;
+}
+
+}  // namespace
+
+json run_draws(const PreparedScenario& prepared, const RunOptions& options, const plan::PlannerRegistry& registry,
+               const std::vector<ResultRow>& own_rows, const std::map<std::string, Setting>& tuned) {
+  const Scenario& s = *prepared.scenario;
+  const int k = options.draws;
+  DCP_CHECK(k >= 2 && k <= kMaxDraws, "run_draws: draws = ", k);
+  PreparedScenario p = prepared;  // its batches are redrawn below
+  RunOptions quiet = options;
+  quiet.detail = false;
+  quiet.progress = nullptr;
+  quiet.on_row = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<DrawFigures> published, at_tuned;
+  published.push_back(figures_of(rows_at(own_rows, "published"), p.strategies, s.reference_strategy));
+  if (!tuned.empty()) at_tuned.push_back(figures_of(rows_at(own_rows, "tuned"), p.strategies, s.reference_strategy));
+  for (int d = 1; d < k; ++d) {
+    DCP_REQUIRE(static_cast<int64_t>(d + 1) * p.steps <= std::numeric_limits<int>::max(), "--draws ", k, " x ",
+                p.steps, " steps of scenario ", s.name, " exceeds the step numbers of its data stream");
+    sample_batches(p, d * p.steps);
+    std::vector<ResultRow> rows, trows;
+    for (const auto& st : p.strategies) {
+      auto r = run_strategy(p, p.cm, st, published_setting(s), "published", quiet, registry);
+      rows.insert(rows.end(), r.begin(), r.end());
+      if (auto it = tuned.find(st); it != tuned.end()) {
+        auto t = run_strategy(p, p.cm, st, it->second, "tuned", quiet, registry);
+        trows.insert(trows.end(), t.begin(), t.end());
+      }
+    }
+    published.push_back(figures_of(rows, p.strategies, s.reference_strategy));
+    if (!tuned.empty()) at_tuned.push_back(figures_of(trows, p.strategies, s.reference_strategy));
+    if (options.progress && (d % 10 == 0 || d + 1 == k))
+      *options.progress << "dcpbench run --draws: " << s.name << ": draw " << d + 1 << " of " << k << " ("
+                        << fmt("%.1f", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
+                        << " s)" << std::endl;
+  }
+  json out = study_of(published, p.strategies);
+  out["scenario"] = s.name;
+  out["reference"] = s.reference_strategy;
+  out["steps_per_draw"] = p.steps;
+  if (!tuned.empty()) out["tuned"] = study_of(at_tuned, p.strategies);
+  return out;
+}
+
+json draws_section(int draws, const json& scenarios) {
+  return {{"draws", draws},
+          {"method", "draw d = steps [d*steps, (d+1)*steps) of the scenario's data stream; draw 0 = the run's own "
+                     "rows; published setting, and with --tune each strategy's tuned setting held fixed; p5/p95 "
+                     "by linear interpolation between order statistics"},
+          {"scenarios", scenarios}};
+}
+
+}  // namespace dcp::harness
