@@ -301,6 +301,11 @@ def main():
              ["--tune with --backend cuda"])
         case("contract/run-cuda-sensitivity", ["run", "ok.json", "--backend", "cuda", "--sensitivity", "--out", "r.json"],
              ["--sensitivity with --backend cuda"])
+        case("contract/run-cuda-draws", ["run", "ok.json", "--backend", "cuda", "--draws", "5", "--out", "r.json"],
+             ["--draws 5 with --backend cuda"])
+        case("contract/run-draws-zero", ["run", "ok.json", "--draws", "0", "--out", "r.json"],
+             ['--draws: "0" is below the minimum 1'])
+        case("contract/run-draws-too-many", ["run", "ok.json", "--draws", "1001", "--out", "r.json"], ["--draws", "1000"])
         case("file-size/gate-dev-zero", ["gate", "--baseline", "/dev/zero", "--current", "results.json"], ["64 MiB"])
         # ---- 6. cp-attn work budget -------------------------------------------------------------
         case("budget/cp-attn-16384", ["cp-attn", "--ranks", "1", "--lengths", "16384"], ["6.87e+10 units", "budget"])
