@@ -73,9 +73,13 @@ json study_of(const std::vector<DrawFigures>& draws, const std::vector<std::stri
     }
     per[st] = {{"speedup", spread_of(sp)}, {"trimmed_speedup", spread_of(tr)}};
   }
-  int held = 0;
-  for (const auto& d : draws) held += d.ranking == draws.front().ranking ? 1 : 0;
-  return {{"strategies", per}, {"ranking", draws.front().ranking}, {"ranking_held", held},
+  int held = 0, first_held = 0;
+  const auto& r0 = draws.front().ranking;
+  for (const auto& d : draws) {
+    held += d.ranking == r0 ? 1 : 0;
+    first_held += !d.ranking.empty() && !r0.empty() && d.ranking.front() == r0.front() ? 1 : 0;
+  }
+  return {{"strategies", per}, {"ranking", r0}, {"ranking_held", held}, {"first_held", first_held},
           {"draws", static_cast<int>(draws.size())}};
 }
 

@@ -15,7 +15,8 @@
 // rule), min and max; for the speedup of summed step times ("speedup", aggregate.h) and of
 // Megatron's 10%-trimmed mean ("trimmed_speedup"); a draw where the strategy or the reference has
 // an invalid or oom step gives no value. "ranking_held" counts the draws whose ranking by total
-// step time (summarize_speedups, tune.h) equals draw 0's.
+// step time (summarize_speedups, tune.h) equals draw 0's, "first_held" those whose fastest
+// strategy is draw 0's.
 // Cost: K times the published run (twice that with --tune); memory: one draw's batches at a time.
 #pragma once
 

@@ -151,7 +151,8 @@ void print_draw_study(std::ostream& os, const json& st, const std::string& title
     os << (first ? "" : " > ") << s.get<std::string>();
     first = false;
   }
-  os << ") held in " << st.value("ranking_held", 0) << " of " << n << " draws of " << steps << " steps\n";
+  os << ") held in " << st.value("ranking_held", 0) << " of " << n << " draws of " << steps << " steps, its fastest in "
+     << st.value("first_held", 0) << "\n";
   const json strategies = st.value("strategies", json::object());
   for (const auto& [strategy, v] : strategies.items()) {
     for (const char* which : {"speedup", "trimmed_speedup"}) {

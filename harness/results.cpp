@@ -174,7 +174,7 @@ bool is_spread(const json& v) {
 bool is_draw_study(const json& st) {
   if (!st.is_object()) return false;
   if (st.contains("ranking") && !is_string_array(st["ranking"])) return false;
-  for (const char* k : {"ranking_held", "draws"})
+  for (const char* k : {"ranking_held", "first_held", "draws"})
     if (st.contains(k) && !st[k].is_number_integer()) return false;
   if (!st.contains("strategies")) return true;
   if (!st["strategies"].is_object()) return false;

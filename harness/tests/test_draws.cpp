@@ -97,6 +97,8 @@ TEST(Draws, EachDrawIsTheNextStepsOfTheDataStreamAtTheSameSettings) {
   const int held = sc["ranking_held"].get<int>();
   EXPECT_GE(held, 1);  // draw 0 holds its own ranking
   EXPECT_LE(held, 3);
+  EXPECT_GE(sc["first_held"].get<int>(), held);  // a draw with the whole ranking has its first
+  EXPECT_LE(sc["first_held"].get<int>(), 3);
   EXPECT_EQ(sc["ranking"].size(), 4u);
   EXPECT_TRUE(validate_results(results_to_json(f)).empty());
 }
