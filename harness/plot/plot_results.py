@@ -12,7 +12,9 @@ Writes into DIR:
                            as published (solid), tuned by `run --tune` (dotted hatch, "(tuned)"),
                            and the published numbers of others (hatched "//", their source named)
   speedup.png              speedup over the scenario's reference strategy (default packing):
-                           ours as published, ours tuned, and published speedups
+                           ours as published, ours tuned, and published speedups; with the
+                           file's "draws" section (`run --draws`) a whisker on each of ours from
+                           the 5th to the 95th percentile over the draws
   breakdown.png            mean step time split into compute / exposed comm / overhead (host floor,
                            micro-batch and iteration costs) / pipeline bubble / imbalance wait,
                            per strategy as published, one panel per scenario
@@ -117,6 +119,24 @@ def published_of(doc):
     return pub
 
 
+def draw_spreads(doc):
+    """(scenario, setting, strategy) -> (p5, p95) of the speedup over the draws of `run --draws`
+    (the summed-step-time statistic, as the bars), and the number of draws (0: no section)."""
+    d = doc.get("draws")
+    if not isinstance(d, dict):
+        return {}, 0
+    out = {}
+    for sc in d.get("scenarios") or []:
+        for setting, study in (("published", sc), ("tuned", sc.get("tuned"))):
+            if not isinstance(study, dict):
+                continue
+            for st, v in (study.get("strategies") or {}).items():
+                sp = (v or {}).get("speedup") or {}
+                if "p5" in sp and "p95" in sp:
+                    out[(sc.get("scenario"), setting, st)] = (sp["p5"], sp["p95"])
+    return out, d.get("draws", 0)
+
+
 def short_source(src):
     return src.split("(")[0].strip()[:60]
 
@@ -179,6 +199,7 @@ def plot_speedup(doc, agg, order, out):
     strategies = [s for s in sorted({k[1] for k in order}, key=strategy_key)
                   if not all(s == refs[sc] for sc in scenarios)]
     pub = published_of(doc)
+    spreads, draws = draw_spreads(doc)
     fig, ax = plt.subplots(figsize=(min(18, 4 + 1.6 * len(scenarios)), 5.5))
     bars = [(s, setting) for s in strategies for setting in ("published", "tuned")]
     width = 0.8 / (len(bars) + 1)
@@ -194,6 +215,10 @@ def plot_speedup(doc, agg, order, out):
                    edgecolor="white" if setting == "tuned" else None, label=lab if lab not in seen else None)
             seen.add(lab)
             ax.text(x, a["speedup_vs_reference"], f"{a['speedup_vs_reference']:.2f}", ha="center", va="bottom", fontsize=5)
+            if (sc, setting, s) in spreads:  # draw 0 (the bar) may lie outside its own p5-p95
+                lo, hi = spreads[(sc, setting, s)]
+                ax.vlines(x, lo, hi, color="black", lw=0.7)
+                ax.hlines([lo, hi], x - width / 4, x + width / 4, color="black", lw=0.7)
         x = i + (len(bars) / 2) * width
         drawn = set()  # one bar per published speedup (a scenario may set it beside two of ours)
         for v in (pub.get(sc, {}).get("values") or []):
@@ -209,7 +234,8 @@ def plot_speedup(doc, agg, order, out):
     ax.set_xticklabels(scenarios, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("speedup over the reference strategy (same batches)")
     ax.set_title("Speedup over " + ", ".join(sorted(set(refs.values()))) +
-                 f" ({kind_of(doc)}): as published (solid), tuned (dotted), published by others (//)")
+                 f" ({kind_of(doc)}): as published (solid), tuned (dotted), published by others (//)" +
+                 (f"; whiskers: p5-p95 over {draws} draws of the batches" if draws else ""), fontsize=9)
     ax.legend(fontsize=6, ncol=2)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout(rect=(0, 0.03, 1, 1))

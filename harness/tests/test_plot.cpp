@@ -1,6 +1,7 @@
 // plot_results.py reads what the results writer writes: runs the script (Debian's
 // /usr/bin/python3 + python3-matplotlib; skipped with a message when either is missing) on the
-// results of a tiny scenario and checks that every chart it promises is a PNG file.
+// results of a tiny scenario (with --tune and --draws sections) and checks that every chart it
+// promises is a PNG file.
 #include "baselines/planners.h"
 #include "harness/results.h"
 #include "harness/runner.h"
@@ -42,7 +43,11 @@ TEST(PlotScript, DrawsEveryChartFromTheResultsFile) {
     "strategies": ["packing", "bshd"],
     "published": {"source": "test", "values": [{"strategy": "packing", "tflops_per_gpu": 100}]}
   })"), "tiny-plot.json");
-  const ResultsFile results = run_scenarios({s}, RunOptions{}, registry);
+  RunOptions opt;
+  opt.draws = 3;  // the speedup chart's whiskers
+  opt.tune = true;
+  const ResultsFile results = run_scenarios({s}, opt, registry);
+  ASSERT_TRUE(results.draws.is_object());
   const fs::path dir = fs::temp_directory_path() / ("dcp_plot_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   write_results((dir / "r.json").string(), results);
