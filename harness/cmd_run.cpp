@@ -32,7 +32,6 @@
 
 #include <algorithm>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -160,9 +159,6 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
     const int64_t steps = opt.steps.value_or(s.training.steps);
     rows += steps * strategies * (a.tune ? 2 : 1);
     held_samples = std::max(held_samples, steps * s.training.global_batch);
-    DCP_REQUIRE(static_cast<int64_t>(a.draws) * steps <= std::numeric_limits<int>::max(), "--draws ", a.draws,
-                " x ", steps, " steps of ", s.file, " is more than the ", std::numeric_limits<int>::max(),
-                " step numbers of a data stream");
   }
   DCP_REQUIRE(rows <= kMaxResultRows, "the run would write up to ", rows,
               " result rows (steps x strategies of every scenario), more than the limit of ", kMaxResultRows,

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
 
 namespace dcp::harness {
 
@@ -24,12 +25,17 @@ double quantile_sorted(const std::vector<double>& sorted, double q) {
   return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
-json spread_of(const std::vector<double>& values) {
+json spread_of(const std::vector<std::optional<double>>& per_draw) {
+  json values = json::array();
+  std::vector<double> s;
+  for (const auto& v : per_draw) {
+    values.push_back(v ? json(*v) : json());
+    if (v) s.push_back(*v);
+  }
   json out = {{"values", values}};
-  if (values.empty()) return out;
-  std::vector<double> s = values;
+  if (!per_draw.empty() && per_draw.front()) out["nominal"] = *per_draw.front();
+  if (s.empty()) return out;
   std::sort(s.begin(), s.end());
-  out["nominal"] = values.front();
   out["median"] = quantile_sorted(s, 0.5);
   out["p5"] = quantile_sorted(s, 0.05);
   out["p95"] = quantile_sorted(s, 0.95);
@@ -41,9 +47,10 @@ json spread_of(const std::vector<double>& values) {
 namespace {
 
 // One draw's figures at one choice of settings: per strategy its speedups (absent when it or the
-// reference has no numbers on some step), and the ranking.
+// reference has an invalid or oom step), which strategies had such steps, and the ranking.
 struct DrawFigures {
   std::map<std::string, double> speedup, trimmed;
+  std::set<std::string> oom, invalid;
   std::vector<std::string> ranking;
 };
 
@@ -52,9 +59,18 @@ DrawFigures figures_of(const std::vector<ResultRow>& rows, const std::vector<std
   DrawFigures f;
   ResultsFile file;
   file.rows = rows;
-  // The aggregates the table prints (aggregate.h), so draw 0 reproduces the table's speedups.
-  for (const Aggregate& a : aggregate(file)) {
-    if (!a.valid()) continue;
+  // The aggregates the table prints (aggregate.h), so draw 0 reproduces the table's speedups;
+  // but only where the reference has numbers on every step (aggregate() would pair the steps it
+  // has, a speedup over part of the draw).
+  const std::vector<Aggregate> aggs = aggregate(file);
+  bool reference_valid = false;
+  for (const Aggregate& a : aggs) {
+    if (a.strategy == reference) reference_valid = a.valid();
+    if (a.oom_steps > 0) f.oom.insert(a.strategy);
+    if (a.invalid_steps > 0) f.invalid.insert(a.strategy);
+  }
+  for (const Aggregate& a : aggs) {
+    if (!a.valid() || !reference_valid) continue;
     if (a.speedup_vs_reference) f.speedup[a.strategy] = *a.speedup_vs_reference;
     if (a.trimmed_speedup_vs_reference) f.trimmed[a.strategy] = *a.trimmed_speedup_vs_reference;
   }
@@ -65,13 +81,18 @@ DrawFigures figures_of(const std::vector<ResultRow>& rows, const std::vector<std
 json study_of(const std::vector<DrawFigures>& draws, const std::vector<std::string>& strategies) {
   json per = json::object();
   for (const auto& st : strategies) {
-    std::vector<double> sp, tr;
-    // Draw 0 first, so "nominal" is the run's own figure; a draw without a value is skipped.
+    std::vector<std::optional<double>> sp, tr;  // one entry per draw, in draw order
+    int oom = 0, invalid = 0;
     for (const auto& d : draws) {
-      if (auto it = d.speedup.find(st); it != d.speedup.end()) sp.push_back(it->second);
-      if (auto it = d.trimmed.find(st); it != d.trimmed.end()) tr.push_back(it->second);
+      const auto s = d.speedup.find(st);
+      const auto t = d.trimmed.find(st);
+      sp.push_back(s != d.speedup.end() ? std::optional<double>(s->second) : std::nullopt);
+      tr.push_back(t != d.trimmed.end() ? std::optional<double>(t->second) : std::nullopt);
+      oom += d.oom.count(st) ? 1 : 0;
+      invalid += d.invalid.count(st) ? 1 : 0;
     }
-    per[st] = {{"speedup", spread_of(sp)}, {"trimmed_speedup", spread_of(tr)}};
+    per[st] = {{"speedup", spread_of(sp)}, {"trimmed_speedup", spread_of(tr)}, {"oom_draws", oom},
+               {"invalid_draws", invalid}};
   }
   int held = 0, first_held = 0;
   const auto& r0 = draws.front().ranking;
@@ -92,6 +113,14 @@ std::vector<ResultRow> rows_at(const std::vector<ResultRow>& rows, const std::st
 
 }  // namespace
 
+json draw_study(const std::vector<std::vector<ResultRow>>& rows_per_draw, const std::vector<std::string>& strategies,
+                const std::string& reference) {
+  DCP_CHECK(!rows_per_draw.empty(), "draw_study of no draws");
+  std::vector<DrawFigures> figures;
+  for (const auto& rows : rows_per_draw) figures.push_back(figures_of(rows, strategies, reference));
+  return study_of(figures, strategies);
+}
+
 json run_draws(const PreparedScenario& prepared, const RunOptions& options, const plan::PlannerRegistry& registry,
                const std::vector<ResultRow>& own_rows, const std::map<std::string, Setting>& tuned) {
   const Scenario& s = *prepared.scenario;
@@ -107,8 +136,9 @@ json run_draws(const PreparedScenario& prepared, const RunOptions& options, cons
   published.push_back(figures_of(rows_at(own_rows, "published"), p.strategies, s.reference_strategy));
   if (!tuned.empty()) at_tuned.push_back(figures_of(rows_at(own_rows, "tuned"), p.strategies, s.reference_strategy));
   for (int d = 1; d < k; ++d) {
-    DCP_REQUIRE(static_cast<int64_t>(d + 1) * p.steps <= std::numeric_limits<int>::max(), "--draws ", k, " x ",
-                p.steps, " steps of scenario ", s.name, " exceeds the step numbers of its data stream");
+    // Step numbers stay ints: draws <= kMaxDraws and steps <= 100000 (scenario schema, --steps).
+    DCP_CHECK(static_cast<int64_t>(d + 1) * p.steps <= std::numeric_limits<int>::max(), "draw ", d, " of ", p.steps,
+              " steps");
     sample_batches(p, d * p.steps);
     std::vector<ResultRow> rows, trows;
     for (const auto& st : p.strategies) {

@@ -10,32 +10,43 @@
 // with --tune, at its tuned setting held fixed (not re-searched per draw), as --sensitivity does.
 //
 // Per scenario, setting and strategy the section reports the speedup over the reference strategy
-// of every draw ("values", draw order) and their spread: nominal (draw 0, equal to the
+// of every draw ("values", one entry per draw in draw order, null where the draw has none) and
+// the spread of the values it has: nominal (draw 0's; absent when draw 0 has none; equal to the
 // aggregate's), median, p5, p95 (linear interpolation between order statistics, numpy's default
 // rule), min and max; for the speedup of summed step times ("speedup", aggregate.h) and of
-// Megatron's 10%-trimmed mean ("trimmed_speedup"); a draw where the strategy or the reference has
-// an invalid or oom step gives no value. "ranking_held" counts the draws whose ranking by total
-// step time (summarize_speedups, tune.h) equals draw 0's, "first_held" those whose fastest
-// strategy is draw 0's.
-// Cost: K times the published run (twice that with --tune); memory: one draw's batches at a time.
+// Megatron's 10%-trimmed mean ("trimmed_speedup"). A draw where the strategy or the reference has
+// an invalid or oom step gives no value; "oom_draws" and "invalid_draws" count the draws where the
+// strategy had such a step (a tuned setting picked on draw 0 may not fit other batches).
+// "ranking_held" counts the draws whose ranking by total step time (summarize_speedups, tune.h;
+// exact ties by name) equals draw 0's, "first_held" those whose fastest strategy is draw 0's.
+// The tuned settings were picked on draw 0's batches, so draw 0 favours them; draws 1.. do not.
+// Cost: about K times the published run, plus K - 1 runs at the tuned settings with --tune (not
+// K searches); memory: draw 0's batches and one further draw's at a time.
 #pragma once
 
 #include "harness/runner.h"
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace dcp::harness {
 
-inline constexpr int kMaxDraws = 1000;
-
-// {"nominal", "median", "p5", "p95", "min", "max", "values"} of the values (draw order kept in
-// "values"); "nominal" is values[0]. Empty input: {"values": []}.
-nlohmann::json spread_of(const std::vector<double>& values);
+// {"values", "nominal", "median", "p5", "p95", "min", "max"} of one value per draw (nullopt: the
+// draw has none; "values" keeps them, as null); "nominal" is draw 0's, absent when it has none;
+// the statistics are over the values present, absent when there are none.
+nlohmann::json spread_of(const std::vector<std::optional<double>>& per_draw);
 
 // Quantile q in [0, 1] of sorted values by linear interpolation between order statistics.
 double quantile_sorted(const std::vector<double>& sorted, double q);
+
+// The study of one scenario at one choice of settings from its rows, one vector per draw (draw 0
+// first): "strategies" (per strategy "speedup", "trimmed_speedup", "oom_draws", "invalid_draws"),
+// "ranking" (draw 0's), "ranking_held", "first_held", "draws".
+nlohmann::json draw_study(const std::vector<std::vector<ResultRow>>& rows_per_draw,
+                          const std::vector<std::string>& strategies, const std::string& reference);
 
 // The draws of one scenario: `own_rows` are the run's rows of this scenario (draw 0), `tuned`
 // each strategy's tuned setting (empty without --tune). `p` is copied: its batches are redrawn.

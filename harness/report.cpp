@@ -112,8 +112,8 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
   os << "# t = 10%-trimmed mean over the steps, computed as Megatron's benchmark_dcp.sh does, where the published\n"
      << "#   number is one; ours/theirs = our speedup / their speedup.\n";
   if (with_draws)
-    os << "# ours over draws: 5th-95th percentile of our speedup (same statistic) over the " << r.draws.value("draws", 0)
-       << " draws of the section below.\n";
+    os << "# ours over draws: 5th-95th percentile of our speedup (same statistic) over the draws with numbers of the\n"
+       << "#   section below (" << r.draws.value("draws", 0) << " draws).\n";
   os
      << "# Hardware we assume for ours:";
   for (const auto& h : hw) os << " " << h;
@@ -155,15 +155,21 @@ void print_draw_study(std::ostream& os, const json& st, const std::string& title
      << st.value("first_held", 0) << "\n";
   const json strategies = st.value("strategies", json::object());
   for (const auto& [strategy, v] : strategies.items()) {
+    const int oom = v.value("oom_draws", 0), invalid = v.value("invalid_draws", 0);
     for (const char* which : {"speedup", "trimmed_speedup"}) {
       const json sp = v.value(which, json::object());
-      if (!sp.contains("median")) continue;
-      const size_t got = sp.value("values", json::array()).size();
+      int got = 0;
+      for (const auto& x : sp.value("values", json::array())) got += x.is_number() ? 1 : 0;
       os << "    " << pad(strategy, 18, false) << pad(which[0] == 't' ? "trimmed" : "mean", 8, false) << " draw 0 "
-         << fmt("%.3f", sp.value("nominal", 0.0)) << "  median " << fmt("%.3f", sp.value("median", 0.0)) << "  p5-p95 "
-         << fmt("%.3f", sp.value("p5", 0.0)) << "-" << fmt("%.3f", sp.value("p95", 0.0)) << "  range "
-         << fmt("%.3f", sp.value("min", 0.0)) << "-" << fmt("%.3f", sp.value("max", 0.0))
-         << (static_cast<int>(got) < n ? "  (" + std::to_string(got) + " draws with numbers)" : std::string()) << "\n";
+         << (sp.contains("nominal") ? fmt("%.3f", sp.value("nominal", 0.0)) : std::string("-"));
+      if (sp.contains("median"))
+        os << "  median " << fmt("%.3f", sp.value("median", 0.0)) << "  p5-p95 " << fmt("%.3f", sp.value("p5", 0.0))
+           << "-" << fmt("%.3f", sp.value("p95", 0.0)) << "  range " << fmt("%.3f", sp.value("min", 0.0)) << "-"
+           << fmt("%.3f", sp.value("max", 0.0));
+      if (got < n) os << "  (" << got << " of " << n << " draws with numbers)";
+      if (which[0] == 's' && (oom || invalid))
+        os << "  [oom in " << oom << " draws, invalid in " << invalid << "]";
+      os << "\n";
     }
   }
 }

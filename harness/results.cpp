@@ -167,35 +167,44 @@ bool is_spread(const json& v) {
   if (!v.contains("values")) return true;
   if (!v["values"].is_array()) return false;
   for (const auto& x : v["values"])
-    if (!x.is_number()) return false;
+    if (!x.is_number() && !x.is_null()) return false;  // null: a draw without a value
   return true;
+}
+
+// An integer in [lo, hi] (counts of draws).
+bool is_count(const json& v, int64_t lo, int64_t hi) {
+  return v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
 }
 
 bool is_draw_study(const json& st) {
   if (!st.is_object()) return false;
   if (st.contains("ranking") && !is_string_array(st["ranking"])) return false;
-  for (const char* k : {"ranking_held", "first_held", "draws"})
-    if (st.contains(k) && !st[k].is_number_integer()) return false;
+  if (st.contains("draws") && !is_count(st["draws"], 1, kMaxDraws)) return false;
+  const int64_t n = st.contains("draws") ? st["draws"].get<int64_t>() : kMaxDraws;
+  for (const char* k : {"ranking_held", "first_held"})
+    if (st.contains(k) && !is_count(st[k], 0, n)) return false;
   if (!st.contains("strategies")) return true;
   if (!st["strategies"].is_object()) return false;
   for (const auto& [name, v] : st["strategies"].items()) {
     if (!v.is_object()) return false;
     for (const char* k : {"speedup", "trimmed_speedup"})
       if (v.contains(k) && !is_spread(v[k])) return false;
+    for (const char* k : {"oom_draws", "invalid_draws"})
+      if (v.contains(k) && !is_count(v[k], 0, n)) return false;
   }
   return true;
 }
 
 void check_draws(const json& d, std::vector<std::string>& errs) {
   if (d.is_null()) return;
-  bool ok = d.is_object() && (!d.contains("draws") || d["draws"].is_number_integer()) &&
+  bool ok = d.is_object() && (!d.contains("draws") || is_count(d["draws"], 1, kMaxDraws)) &&
             (!d.contains("method") || d["method"].is_string()) &&
             (!d.contains("scenarios") || d["scenarios"].is_array());
   if (ok && d.contains("scenarios")) {
     for (const auto& sc : d["scenarios"]) {
       ok = ok && is_draw_study(sc) && (!sc.contains("scenario") || sc["scenario"].is_string()) &&
            (!sc.contains("reference") || sc["reference"].is_string()) &&
-           (!sc.contains("steps_per_draw") || sc["steps_per_draw"].is_number_integer()) &&
+           (!sc.contains("steps_per_draw") || is_count(sc["steps_per_draw"], 1, 100000)) &&
            (!sc.contains("tuned") || is_draw_study(sc["tuned"]));
     }
   }

@@ -44,6 +44,7 @@
 namespace dcp::harness {
 
 inline constexpr const char* kResultsSchema = "dcpbench.results.v1";
+inline constexpr int kMaxDraws = 1000;  // `run --draws` (harness/draws.h)
 
 // Identity of a row (what was run) and its speed metrics; ResultRow is both plus the optional
 // parts. Split so each half goes through one NLOHMANN_DEFINE_TYPE_* macro.

@@ -34,18 +34,57 @@ json tiny_json() {
 
 TEST(Draws, SpreadIsNumpysLinearInterpolationAndKeepsDrawOrder) {
   // Hand-computed: sorted 1 2 3 4 10, h = 4q: median = x[2] = 3; p5: h = 0.2 -> 1 + 0.2 = 1.2;
-  // p95: h = 3.8 -> 4 + 0.8 * 6 = 8.8.
-  const json s = spread_of({3, 10, 1, 4, 2});
+  // p95: h = 3.8 -> 4 + 0.8 * 6 = 8.8. The draw without a value stays in "values" as null.
+  const json s = spread_of({3.0, 10.0, std::nullopt, 1.0, 4.0, 2.0});
   EXPECT_DOUBLE_EQ(s["nominal"].get<double>(), 3);
   EXPECT_DOUBLE_EQ(s["median"].get<double>(), 3);
   EXPECT_DOUBLE_EQ(s["p5"].get<double>(), 1.2);
   EXPECT_DOUBLE_EQ(s["p95"].get<double>(), 8.8);
   EXPECT_DOUBLE_EQ(s["min"].get<double>(), 1);
   EXPECT_DOUBLE_EQ(s["max"].get<double>(), 10);
-  EXPECT_EQ(s["values"], json::parse("[3, 10, 1, 4, 2]"));
+  EXPECT_EQ(s["values"], json::parse("[3, 10, null, 1, 4, 2]"));
   // Even count: the median interpolates the middle pair.
   EXPECT_DOUBLE_EQ(quantile_sorted({1, 2, 4, 8}, 0.5), 3);
   EXPECT_FALSE(spread_of({}).contains("median"));
+  // Draw 0 without a value: no nominal (never another draw's figure).
+  const json t = spread_of({std::nullopt, 1.5, 2.5});
+  EXPECT_FALSE(t.contains("nominal"));
+  EXPECT_DOUBLE_EQ(t["median"].get<double>(), 2.0);
+}
+
+ResultRow row(const std::string& strategy, int step, double t) {
+  ResultRow r;
+  r.scenario = "s";
+  r.strategy = strategy;
+  r.step = step;
+  r.plan_valid = true;
+  r.source = "simulated:x@y";
+  r.step_time_s = t;
+  r.tflops_per_gpu = 1 / t;
+  r.microbatches = 1;
+  return r;
+}
+
+TEST(Draws, ADrawWhereTheStrategyOrTheReferenceLacksNumbersGivesNoValue) {
+  // Draw 0: the reference (packing) is invalid on step 1, so no strategy has a speedup there,
+  // although "fast" would have one over step 0 alone. Draw 1: all valid. Draw 2: "fast" oom.
+  std::vector<std::vector<ResultRow>> draws(3);
+  for (int d = 0; d < 3; ++d)
+    for (int step = 0; step < 2; ++step) {
+      draws[d].push_back(row("packing", step, 2.0));
+      draws[d].push_back(row("fast", step, 1.0 + 0.25 * d));
+    }
+  draws[0][2].plan_valid = false;  // packing, step 1
+  draws[2][3].oom = true;          // fast, step 1
+  const json st = draw_study(draws, {"packing", "fast"}, "packing");
+  const json& fast = st["strategies"]["fast"];
+  EXPECT_EQ(fast["speedup"]["values"], json::parse("[null, 1.6, null]"));
+  EXPECT_FALSE(fast["speedup"].contains("nominal"));
+  EXPECT_DOUBLE_EQ(fast["speedup"]["median"].get<double>(), 1.6);
+  EXPECT_EQ(fast["oom_draws"].get<int>(), 1);
+  EXPECT_EQ(fast["invalid_draws"].get<int>(), 0);
+  EXPECT_EQ(st["strategies"]["packing"]["invalid_draws"].get<int>(), 1);
+  EXPECT_EQ(st["draws"].get<int>(), 3);
 }
 
 TEST(Draws, EachDrawIsTheNextStepsOfTheDataStreamAtTheSameSettings) {
@@ -111,10 +150,18 @@ TEST(Draws, ResultsCheckRejectsAWrongTypeInTheSection) {
                                            {"strategies", {{"dcp", {{"speedup", spread_of({1.2, 1.1})}}}}}}}));
   json j = results_to_json(f);
   EXPECT_TRUE(validate_results(j).empty());
-  j["draws"]["scenarios"][0]["strategies"]["dcp"]["speedup"]["p95"] = "high";
-  const auto errs = validate_results(j);
-  ASSERT_EQ(errs.size(), 1u);
-  EXPECT_NE(errs[0].find("\"draws\""), std::string::npos) << errs[0];
+  for (const auto& [where, bad] : std::vector<std::pair<json::json_pointer, json>>{
+           {json::json_pointer("/draws/scenarios/0/strategies/dcp/speedup/p95"), "high"},
+           {json::json_pointer("/draws/scenarios/0/strategies/dcp/speedup/values/1"), "x"},
+           {json::json_pointer("/draws/scenarios/0/draws"), 0},
+           {json::json_pointer("/draws/scenarios/0/ranking_held"), 3},  // more than its 2 draws
+           {json::json_pointer("/draws/draws"), int64_t{1} << 40}}) {
+    json k = j;
+    k[where] = bad;
+    const auto errs = validate_results(k);
+    ASSERT_EQ(errs.size(), 1u) << where.to_string();
+    EXPECT_NE(errs[0].find("\"draws\""), std::string::npos) << errs[0];
+  }
 }
 
 // Found by the first `run --draws 100` of Megatron's example (2026-11-27): on the batch of step

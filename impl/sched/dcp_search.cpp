@@ -381,7 +381,7 @@ bool Packing::try_move_or_swap(int gid, int64_t& units, int64_t budget) {
   const int a = g.mb;
   const double c_a = crit_[a];
   const double other_a = max_load_excluding(a, gid, -1);
-  const double eps = kRelEps * total_;
+  const double eps = kRelEps * std::abs(total_);  // abs: total_ may drift below 0 when every load is ~0
   // Best step found for this group: the largest drop of the surrogate, or, when it stays equal
   // (several groups share a micro-batch's critical path: a plateau for single steps), the largest
   // drop of the secondary objective sum over groups of size x load^2 (it evens loads out so a
@@ -488,7 +488,7 @@ bool Packing::try_merge(int gid, int64_t& units) {
     }
   }
   if (tokens > cap_ * ps) return false;
-  if (std::max(other, merged) >= crit_[a] - kRelEps * total_) return false;
+  if (std::max(other, merged) >= crit_[a] - kRelEps * std::abs(total_)) return false;
   std::sort(inside.begin(), inside.end(), [&](int x, int y) { return groups_[x].first < groups_[y].first; });
   const int nid = new_group(a, pf, g.level + 1);
   for (int id : inside) {
@@ -538,7 +538,7 @@ bool Packing::try_split(int gid, int64_t& units) {
   }
   const int a = g.mb;
   const double other = max_load_excluding(a, gid, -1);
-  if (std::max(other, mx) >= crit_[a] - kRelEps * total_) return false;
+  if (std::max(other, mx) >= crit_[a] - kRelEps * std::abs(total_)) return false;
   const int first = g.first;
   groups_[gid].alive = false;
   auto& ids = mb_groups_[a];
@@ -569,11 +569,12 @@ int64_t Packing::improve(int64_t budget) {
       if (gid < 0) continue;
       const double before = total_;
       if (try_move_or_swap(gid, units, budget) || try_split(gid, units) || try_merge(gid, units)) {
-        // Relative slack for rounding, plus 1e-12 s absolute: when every load is ~0 (samples
+        // Relative slack for rounding, plus 1e-15 s absolute: when every load is ~0 (samples
         // whose marginal time a host-bound micro-batch absorbs, Megatron's example) the
         // incrementally kept total_ drifts around 0 (-6.9e-18 on a batch of that scenario) and a
-        // purely relative test of an unchanged total failed.
-        DCP_CHECK(total_ <= before + 1e-9 * std::abs(before) + 1e-12, "dcp local search: a step raised the surrogate from ",
+        // purely relative test of an unchanged total failed. (The thresholds above use |total_|
+        // for the same reason: a negative total_ made them accept zero-gain merges and splits.)
+        DCP_CHECK(total_ <= before + 1e-9 * std::abs(before) + 1e-15, "dcp local search: a step raised the surrogate from ",
                   before, " to ", total_);
         improved = true;
       }
