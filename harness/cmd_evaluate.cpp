@@ -48,6 +48,12 @@ int run_evaluate(const EvaluateArgs& a) {
       results.rows.push_back(std::move(r));
     }
     seen.insert(here.begin(), here.end());
+    // The draws studies of both files (scenarios are disjoint, checked above).
+    if (more.draws.is_object() && more.draws.contains("scenarios")) {
+      if (!results.draws.is_object()) results.draws = more.draws;
+      else
+        for (const auto& sc : more.draws["scenarios"]) results.draws["scenarios"].push_back(sc);
+    }
   }
   std::ostringstream md;
   write_evaluation_markdown(md, results, a.options);

@@ -5,16 +5,20 @@
 #include "core/files.h"
 #include "core/text.h"
 #include "harness/aggregate.h"
+#include "harness/draws.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace dcp::harness {
 
 namespace {
+
+using nlohmann::json;
 
 using Key = std::tuple<std::string, std::string, std::string>;  // scenario, setting, strategy
 
@@ -58,6 +62,70 @@ std::string state(const Aggregate* a) {
   if (a->invalid_steps > 0) return "invalid plan";
   if (a->oom_steps > 0) return "oom";
   return {};
+}
+
+// With a draws section (`run --draws`, draws.h): per scenario and setting, in how many draws the
+// focus is the fastest strategy and its gain over each strong peer across the draws. Gain of a
+// draw = 1 - peer speedup / focus speedup (both over the same reference on the same batches, so
+// = 1 - focus time / peer time); only draws where every strategy compared has a value count.
+void write_draws_table(std::ostream& os, const ResultsFile& results, const EvaluationOptions& o) {
+  if (!results.draws.is_object() || !results.draws.contains("scenarios")) return;
+  std::vector<std::string> lines;
+  for (const auto& sc : results.draws["scenarios"]) {
+    for (const std::string setting : {"published", "tuned"}) {
+      const json& study = setting == "published" ? sc : sc.value("tuned", json());
+      if (!study.is_object() || !study.contains("strategies") || !study["strategies"].contains(o.focus)) continue;
+      const json& per = study["strategies"];
+      const int n = study.value("draws", 0);
+      auto value = [&](const std::string& st, int d) -> std::optional<double> {
+        if (!per.contains(st)) return std::nullopt;
+        const json vals = per[st].value("speedup", json::object()).value("values", json::array());
+        if (d >= static_cast<int>(vals.size()) || !vals[d].is_number()) return std::nullopt;
+        return vals[d].get<double>();
+      };
+      int compared = 0, fastest = 0;
+      std::map<std::string, std::vector<double>> gains;
+      for (int d = 0; d < n; ++d) {
+        const auto f = value(o.focus, d);
+        bool all = f.has_value();
+        double best_peer = 0;
+        for (const auto& [st, v] : per.items())
+          if (st != o.focus) {
+            const auto x = value(st, d);
+            if (!x) all = false;
+            else best_peer = std::max(best_peer, *x);
+          }
+        if (!all) continue;
+        ++compared;
+        fastest += *f >= best_peer * (1 - 1e-12) ? 1 : 0;
+        for (const auto& peer : o.strong_peers)
+          if (const auto x = value(peer, d)) gains[peer].push_back(1 - *x / *f);
+      }
+      std::string line = "| " + sc.value("scenario", std::string("?")) + " (" + setting + ") | " + std::to_string(n) +
+                         " | " + std::to_string(compared) + " | " + std::to_string(fastest) + " |";
+      for (const auto& peer : o.strong_peers) {
+        std::vector<double> g = gains[peer];
+        std::sort(g.begin(), g.end());
+        line += g.empty() ? " - |"
+                          : " " + fmt("%+.1f%%", -100 * quantile_sorted(g, 0.5)) + " (" +
+                                fmt("%+.1f", -100 * quantile_sorted(g, 0.95)) + " to " +
+                                fmt("%+.1f%%", -100 * quantile_sorted(g, 0.05)) + ") |";
+      }
+      lines.push_back(line);
+    }
+  }
+  if (lines.empty()) return;
+  os << "\n## Over other draws of the batches (`run --draws`)\n\n"
+     << "Each scenario re-run on further independent draws of its global batches (draw 0 = the tables above; "
+        "tuned settings held fixed at those picked on draw 0). \"fastest\": draws where " << o.focus
+     << " has the shortest summed step time of all strategies; then the " << o.focus
+     << " step time against each peer, median (5th to 95th percentile) over the draws where every strategy "
+        "has numbers.\n\n| scenario (setting) | draws | with numbers | " << o.focus << " fastest |";
+  for (const auto& peer : o.strong_peers) os << " " << o.focus << " vs " << peer << " |";
+  os << "\n|---|---|---|---|";
+  for (size_t i = 0; i < o.strong_peers.size(); ++i) os << "---|";
+  os << "\n";
+  for (const auto& l : lines) os << l << "\n";
 }
 
 }  // namespace
@@ -179,6 +247,8 @@ void write_evaluation_markdown(std::ostream& os, const ResultsFile& results, con
          << cell(p->imbalance_s, f->imbalance_s) << " |\n";
     }
   }
+
+  write_draws_table(os, results, o);
 
   const std::vector<TargetCheck> checks = evaluate_targets(results, o);
   int met = 0;

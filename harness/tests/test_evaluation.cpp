@@ -1,7 +1,8 @@
 // The planner evaluation (harness/evaluation.h): the breakdown is the exact difference of the
-// simulator's components, the targets are judged from the aggregates, and a missing focus is an
-// input error.
+// simulator's components, the targets are judged from the aggregates, a missing focus is an input
+// error, and the draws table counts and summarises the draws of a --draws section.
 #include "core/error.h"
+#include "harness/draws.h"
 #include "harness/evaluation.h"
 #include "harness/results.h"
 
@@ -94,6 +95,33 @@ TEST(Evaluation, TargetsJudgedFromTheAggregates) {
       EXPECT_FALSE(c.met) << c.what;
     }
   }
+}
+
+TEST(Evaluation, DrawsTableCountsFastestDrawsAndTheGainOverEachStrongPeer) {
+  // Three draws of one step: packing 14 s; megatron-dev 12, 11, 9 s; dcp 10 s; nvidia-prototype
+  // oom in draw 2. dcp fastest in draws 0 and 1; draw 2 lacks nvidia-prototype's numbers.
+  std::vector<std::vector<ResultRow>> draws(3);
+  const double dev[3] = {12, 11, 9};
+  for (int d = 0; d < 3; ++d) {
+    draws[d].push_back(row("s", "published", "packing", 0, 14, 0, 0, 0, 0, 0.5));
+    draws[d].push_back(row("s", "published", "megatron-dev", 0, dev[d], 0, 0, 0, 0, 0.5));
+    draws[d].push_back(row("s", "published", "dcp", 0, 10, 0, 0, 0, 0, 0.5));
+    draws[d].push_back(row("s", "published", "nvidia-prototype", 0, 11, 0, 0, 0, 0, 0.5));
+  }
+  draws[2][3].oom = true;
+  nlohmann::json study = draw_study(draws, {"packing", "megatron-dev", "dcp", "nvidia-prototype"}, "packing");
+  study["scenario"] = "s";
+  ResultsFile f;
+  f.context = make_context("none", "dcp-cost-v2", "h100-sxm-public", "test");
+  f.rows = draws[0];
+  f.draws = draws_section(3, nlohmann::json::array({study}));
+  std::ostringstream md;
+  write_evaluation_markdown(md, f, EvaluationOptions{});
+  const std::string s = md.str();
+  // 2 draws with numbers for every strategy, dcp fastest in both; vs nvidia-prototype 10/11 - 1 =
+  // -9.1% in both; vs megatron-dev -16.7% and -9.1%: median -12.9%, p5..p95 interpolated.
+  EXPECT_NE(s.find("| s (published) | 3 | 2 | 2 | -9.1% (-9.1 to -9.1%) | -12.9% (-16.3 to -9.5%) |"), std::string::npos)
+      << s;
 }
 
 TEST(Evaluation, OomPeerIsNotAWinAndMissingFocusIsAnInputError) {
