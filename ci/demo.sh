@@ -2,7 +2,7 @@
 # The README's main command: builds dcpbench, runs the two Llama-13B scenarios of NVIDIA's
 # Dynamic-CP benchmark and Megatron's own example benchmark (4 to 64 GPUs), each as the upstream
 # script sets it ("published" setting) and at each strategy's best setting under the memory model
-# (--tune), with the +-20% sensitivity study (--sensitivity); writes results/demo.json (schema
+# (--tune), with the +-20% sensitivity study (--sensitivity) and 20 data draws (--draws); writes results/demo.json (schema
 # dcpbench.results.v1) and the charts under results/charts/, and prints our tables beside NVIDIA's
 # and Megatron's published numbers (absolute and speedups, with the hardware we assume).
 # Every number of `run` is simulated (discrete-event simulator over the cost model, H100 profile);
@@ -41,8 +41,10 @@ scenarios=(scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json
            scenarios/megatron-example-16gpu.json scenarios/megatron-example-32gpu.json
            scenarios/megatron-example-64gpu.json)
 mkdir -p results/charts
-echo "== dcpbench run --tune --sensitivity (simulated) ==" >&2
-"$build"/dcpbench run "${scenarios[@]}" --tune --sensitivity --out results/demo.json
+# --draws 20: every speedup also over 19 further draws of each scenario's global batches, so the
+# tables say how far another draw of the same data moves it (harness/draws.h; ~4 min here).
+echo "== dcpbench run --tune --sensitivity --draws 20 (simulated) ==" >&2
+"$build"/dcpbench run "${scenarios[@]}" --tune --sensitivity --draws 20 --out results/demo.json
 echo
 echo "== charts ==" >&2
 "$build"/dcpbench plot results/demo.json --out results/charts
@@ -53,8 +55,8 @@ echo "== charts ==" >&2
 others=(scenarios/llama13b-lognormal16k.json scenarios/code-go-llama3-8b.json
         scenarios/email-spamassassin-llama3-8b.json scenarios/mix-web-code-prose-llama3-8b.json
         scenarios/prose-pydoc-llama3-8b.json scenarios/prose-sotu-llama3-8b.json)
-echo "== dcpbench run --tune on the other shipped scenarios (simulated) ==" >&2
-"$build"/dcpbench run "${others[@]}" --tune --no-detail --out results/scenarios-tuned.json >/dev/null
+echo "== dcpbench run --tune --draws 20 on the other shipped scenarios (simulated) ==" >&2
+"$build"/dcpbench run "${others[@]}" --tune --draws 20 --no-detail --out results/scenarios-tuned.json >/dev/null
 echo "== dcpbench evaluate (results/evaluation.md) ==" >&2
 "$build"/dcpbench evaluate results/demo.json results/scenarios-tuned.json --out results/evaluation.md
 sed -n '/^## Targets/,$p' results/evaluation.md

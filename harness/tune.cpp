@@ -2,6 +2,7 @@
 #include "harness/tune.h"
 
 #include "core/error.h"
+#include "data/dataset.h"
 
 #include <algorithm>
 #include <chrono>
@@ -59,10 +60,23 @@ std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic) {
       if (layers % (s.cluster.pp * v) == 0) vpps.push_back(v);
   }
   if (std::find(vpps.begin(), vpps.end(), s.cluster.vpp) == vpps.end()) vpps.push_back(s.cluster.vpp);
+  // Only settings that can hold the longest sample the dataset yields (max_seqlen, padded as the
+  // planner sees it): cp * M tokens for a static CP group, the pool's DP x CP x M for a dynamic
+  // one. On a batch with such a sample any other setting has no valid plan (Megatron fails the
+  // step), however fast it was on the batches the search saw: with 3 steps of CommonCrawl, a
+  // setting holding 65536 of the 131072 tokens won as "tuned" and was invalid on 5 of 20 further
+  // draws (`run --draws`, 2026-11-27). The published setting is kept whatever it holds.
+  const int64_t pad = dynamic && s.dataset.pad_multiple_dynamic > 0 ? s.dataset.pad_multiple_dynamic
+                                                                      : s.dataset.pad_multiple;
+  const int64_t longest = data::pad_length(s.training.max_seqlen, 1, std::max<int64_t>(1, pad));
   std::vector<Setting> out;
   for (int64_t m : ms)
     for (int cp : cps)
-      for (int v : vpps) out.push_back(Setting{m, cp, v});
+      for (int v : vpps) {
+        const bool published = m == m0 && cp == s.cluster.cp && v == s.cluster.vpp;
+        const int64_t holds = (dynamic ? static_cast<int64_t>(pool) : cp) * m;
+        if (published || holds >= longest) out.push_back(Setting{m, cp, v});
+      }
   return out;
 }
 

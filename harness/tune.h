@@ -8,7 +8,9 @@
 //                          (the published value);
 //   static CP size (static planners only; dp = pool / cp): powers of two dividing the pool with
 //                          global_batch a multiple of dp;
-//   VPP: 1 and every v > 1 with layers a multiple of pp*v (pp > 1).
+//   VPP: 1 and every v > 1 with layers a multiple of pp*v (pp > 1);
+//   only settings that hold a sample of max_seqlen tokens (padded as the planner sees it): cp * M
+//   for static planners, DP x CP x M for dynamic ones (the published setting is always tried).
 // The best setting's rows are added with setting "tuned" and its knobs; speedups of tuned rows
 // are against the reference strategy's tuned rows. A strategy with no fitting setting gets its
 // published-setting rows labelled tuned (oom or invalid).

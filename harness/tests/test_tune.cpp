@@ -135,16 +135,20 @@ TEST(Tune, SearchSpaceHoldsThePublishedSettingAndOnlyLegalKnobs) {
     return false;
   };
   EXPECT_TRUE(has(dyn, 2048, 2, 1));  // the published setting
-  EXPECT_TRUE(has(dyn, 512, 2, 2));
+  EXPECT_TRUE(has(dyn, 1024, 2, 2));
+  EXPECT_FALSE(has(dyn, 512, 2, 2));   // the pool's 4 ranks x 512 cannot hold a 4096-token sample
   EXPECT_FALSE(has(dyn, 2048, 1, 1));  // dynamic planners keep the pool's static cp
-  EXPECT_TRUE(has(stat, 2048, 1, 1));
+  EXPECT_TRUE(has(stat, 4096, 1, 1));
+  EXPECT_FALSE(has(stat, 2048, 1, 1));  // one rank x 2048 cannot hold a 4096-token sample
   EXPECT_TRUE(has(stat, 4096, 4, 2));
   for (const auto& x : stat) {
     EXPECT_NE(x.vpp, 3);
     EXPECT_EQ(64 % (4 / x.cp), 0);
     EXPECT_GE(x.max_seqlen_per_rank, 512);
     EXPECT_LE(x.max_seqlen_per_rank, 4096);
+    EXPECT_GE(x.cp * x.max_seqlen_per_rank, 4096);  // max_seqlen
   }
+  for (const auto& x : dyn) EXPECT_GE(4 * x.max_seqlen_per_rank, 4096);
 }
 
 TEST(Tune, TunedRowsAreTheBestFittingSettingAndNeverWorse) {
