@@ -10,6 +10,8 @@
 #include "harness/scenario.h"
 #include "plan/validate.h"
 
+#include "result_rows.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -52,18 +54,7 @@ TEST(Draws, SpreadIsNumpysLinearInterpolationAndKeepsDrawOrder) {
   EXPECT_DOUBLE_EQ(t["median"].get<double>(), 2.0);
 }
 
-ResultRow row(const std::string& strategy, int step, double t) {
-  ResultRow r;
-  r.scenario = "s";
-  r.strategy = strategy;
-  r.step = step;
-  r.plan_valid = true;
-  r.source = "simulated:x@y";
-  r.step_time_s = t;
-  r.tflops_per_gpu = 1 / t;
-  r.microbatches = 1;
-  return r;
-}
+using testing_rows::row;
 
 TEST(Draws, ADrawWhereTheStrategyOrTheReferenceLacksNumbersGivesNoValue) {
   // Draw 0: the reference (packing) is invalid on step 1, so no strategy has a speedup there,

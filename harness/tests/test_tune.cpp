@@ -10,6 +10,8 @@
 #include "harness/scenario.h"
 #include "harness/tune.h"
 
+#include "result_rows.h"
+
 #include <gtest/gtest.h>
 
 namespace dcp::harness {
@@ -33,18 +35,7 @@ plan::PlannerRegistry registry() {
   return r;
 }
 
-ResultRow row(const std::string& strategy, int step, double t) {
-  ResultRow r;
-  r.scenario = "s";
-  r.strategy = strategy;
-  r.step = step;
-  r.plan_valid = true;
-  r.source = "simulated:x@y";
-  r.step_time_s = t;
-  r.tflops_per_gpu = 1 / t;
-  r.microbatches = 1;
-  return r;
-}
+using testing_rows::row;
 
 TEST(Results, OomRowHasNoSpeedFiguresAndRoundTrips) {
   ResultsFile f;
