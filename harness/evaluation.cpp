@@ -65,9 +65,9 @@ std::string state(const Aggregate* a) {
 }
 
 // With a draws section (`run --draws`, draws.h): per scenario and setting, in how many draws the
-// focus is the fastest strategy and its gain over each strong peer across the draws. Gain of a
-// draw = 1 - peer speedup / focus speedup (both over the same reference on the same batches, so
-// = 1 - focus time / peer time); only draws where every strategy compared has a value count.
+// focus is the fastest strategy (ties count as fastest) and its gain over each strong peer across
+// the draws. Gain of a draw = 1 - peer speedup / focus speedup (both over the same reference on
+// the same batches, so = 1 - focus time / peer time), over the draws where both have a value.
 void write_draws_table(std::ostream& os, const ResultsFile& results, const EvaluationOptions& o) {
   if (!results.draws.is_object() || !results.draws.contains("scenarios")) return;
   std::vector<std::string> lines;
@@ -83,20 +83,19 @@ void write_draws_table(std::ostream& os, const ResultsFile& results, const Evalu
         if (d >= static_cast<int>(vals.size()) || !vals[d].is_number()) return std::nullopt;
         return vals[d].get<double>();
       };
+      // "with numbers": draws where the focus has a value; there it is the fastest unless a
+      // strategy with a value is faster (one without, oom or invalid, is not). Each peer's gain is
+      // over the draws where both the focus and that peer have values.
       int compared = 0, fastest = 0;
       std::map<std::string, std::vector<double>> gains;
       for (int d = 0; d < n; ++d) {
         const auto f = value(o.focus, d);
-        bool all = f.has_value();
+        if (!f) continue;
+        ++compared;
         double best_peer = 0;
         for (const auto& [st, v] : per.items())
-          if (st != o.focus) {
-            const auto x = value(st, d);
-            if (!x) all = false;
-            else best_peer = std::max(best_peer, *x);
-          }
-        if (!all) continue;
-        ++compared;
+          if (st != o.focus)
+            if (const auto x = value(st, d)) best_peer = std::max(best_peer, *x);
         fastest += *f >= best_peer * (1 - 1e-12) ? 1 : 0;
         for (const auto& peer : o.strong_peers)
           if (const auto x = value(peer, d)) gains[peer].push_back(1 - *x / *f);
@@ -117,10 +116,11 @@ void write_draws_table(std::ostream& os, const ResultsFile& results, const Evalu
   if (lines.empty()) return;
   os << "\n## Over other draws of the batches (`run --draws`)\n\n"
      << "Each scenario re-run on further independent draws of its global batches (draw 0 = the tables above; "
-        "tuned settings held fixed at those picked on draw 0). \"fastest\": draws where " << o.focus
-     << " has the shortest summed step time of all strategies; then the " << o.focus
-     << " step time against each peer, median (5th to 95th percentile) over the draws where every strategy "
-        "has numbers.\n\n| scenario (setting) | draws | with numbers | " << o.focus << " fastest |";
+        "tuned settings held fixed at those picked on draw 0). \"with numbers\": draws where " << o.focus
+     << " has a speedup (its plans and the reference's valid and fitting on every step); \"fastest\": those where no "
+        "strategy with numbers has a shorter summed step time (ties count); then the " << o.focus
+     << " step time against each peer, median (5th to 95th percentile) over the draws where both have numbers.\n\n"
+        "| scenario (setting) | draws | with numbers | " << o.focus << " fastest |";
   for (const auto& peer : o.strong_peers) os << " " << o.focus << " vs " << peer << " |";
   os << "\n|---|---|---|---|";
   for (size_t i = 0; i < o.strong_peers.size(); ++i) os << "---|";
