@@ -42,7 +42,7 @@ scenarios=(scenarios/llama13b-github.json scenarios/llama13b-commoncrawl.json
            scenarios/megatron-example-64gpu.json)
 mkdir -p results/charts
 # --draws 20: every speedup also over 19 further draws of each scenario's global batches, so the
-# tables say how far another draw of the same data moves it (harness/draws.h; ~4 min here).
+# tables say how far another draw of the same data moves it (harness/draws.h; ~7 min here).
 echo "== dcpbench run --tune --sensitivity --draws 20 (simulated) ==" >&2
 "$build"/dcpbench run "${scenarios[@]}" --tune --sensitivity --draws 20 --out results/demo.json
 echo

@@ -64,8 +64,8 @@ std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic) {
   // planner sees it): cp * M tokens for a static CP group, the pool's DP x CP x M for a dynamic
   // one. On a batch with such a sample any other setting has no valid plan (Megatron fails the
   // step), however fast it was on the batches the search saw: with 3 steps of CommonCrawl, a
-  // setting holding 65536 of the 131072 tokens won as "tuned" and was invalid on 5 of 20 further
-  // draws (`run --draws`, 2026-11-27). The published setting is kept whatever it holds.
+  // setting holding 65536 of the 131072 tokens won as "tuned" and was invalid on 5 of the 19
+  // further draws (`run --draws 20`, 2026-11-27). The published setting is kept whatever it holds.
   const int64_t pad = dynamic && s.dataset.pad_multiple_dynamic > 0 ? s.dataset.pad_multiple_dynamic
                                                                       : s.dataset.pad_multiple;
   const int64_t longest = data::pad_length(s.training.max_seqlen, 1, std::max<int64_t>(1, pad));
