@@ -54,11 +54,11 @@ struct DrawFigures {
   std::vector<std::string> ranking;
 };
 
-DrawFigures figures_of(const std::vector<ResultRow>& rows, const std::vector<std::string>& strategies,
+DrawFigures figures_of(std::vector<ResultRow> rows, const std::vector<std::string>& strategies,
                        const std::string& reference) {
   DrawFigures f;
   ResultsFile file;
-  file.rows = rows;
+  file.rows = std::move(rows);
   // The aggregates the table prints (aggregate.h), so draw 0 reproduces the table's speedups;
   // but only where the reference has numbers on every step (aggregate() would pair the steps it
   // has, a speedup over part of the draw).
@@ -74,7 +74,7 @@ DrawFigures figures_of(const std::vector<ResultRow>& rows, const std::vector<std
     if (a.speedup_vs_reference) f.speedup[a.strategy] = *a.speedup_vs_reference;
     if (a.trimmed_speedup_vs_reference) f.trimmed[a.strategy] = *a.trimmed_speedup_vs_reference;
   }
-  f.ranking = summarize_speedups(rows, strategies, reference).ranking;
+  f.ranking = summarize_speedups(file.rows, strategies, reference).ranking;
   return f;
 }
 
@@ -149,8 +149,8 @@ json run_draws(const PreparedScenario& prepared, const RunOptions& options, cons
         trows.insert(trows.end(), t.begin(), t.end());
       }
     }
-    published.push_back(figures_of(rows, p.strategies, s.reference_strategy));
-    if (!tuned.empty()) at_tuned.push_back(figures_of(trows, p.strategies, s.reference_strategy));
+    published.push_back(figures_of(std::move(rows), p.strategies, s.reference_strategy));
+    if (!tuned.empty()) at_tuned.push_back(figures_of(std::move(trows), p.strategies, s.reference_strategy));
     if (options.progress && (d % 10 == 0 || d + 1 == k))
       *options.progress << "dcpbench run --draws: " << s.name << ": draw " << d + 1 << " of " << k << " ("
                         << fmt("%.1f", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
@@ -161,6 +161,23 @@ json run_draws(const PreparedScenario& prepared, const RunOptions& options, cons
   out["reference"] = s.reference_strategy;
   out["steps_per_draw"] = p.steps;
   if (!tuned.empty()) out["tuned"] = study_of(at_tuned, p.strategies);
+  return out;
+}
+
+const json* draw_study_at(const json& scenario_element, const std::string& setting) {
+  if (!scenario_element.is_object()) return nullptr;
+  if (setting == "published") return &scenario_element;
+  const auto it = scenario_element.find(setting);
+  return it != scenario_element.end() && it->is_object() ? &*it : nullptr;
+}
+
+std::vector<std::optional<double>> draw_values(const json& study, const std::string& strategy, const char* which) {
+  std::vector<std::optional<double>> out;
+  const auto per = study.find("strategies");
+  if (per == study.end() || !per->contains(strategy)) return out;
+  const json& v = (*per)[strategy];
+  if (!v.contains(which) || !v[which].contains("values")) return out;
+  for (const auto& x : v[which]["values"]) out.push_back(x.is_number() ? std::optional<double>(x.get<double>()) : std::nullopt);
   return out;
 }
 

@@ -53,6 +53,14 @@ nlohmann::json draw_study(const std::vector<std::vector<ResultRow>>& rows_per_dr
 nlohmann::json run_draws(const PreparedScenario& p, const RunOptions& options, const plan::PlannerRegistry& registry,
                          const std::vector<ResultRow>& own_rows, const std::map<std::string, Setting>& tuned);
 
+// Reading a draws section back (the table, evaluate): the study of one scenario element at a
+// setting ("published": the element itself; "tuned": its "tuned" member), null if it has none.
+const nlohmann::json* draw_study_at(const nlohmann::json& scenario_element, const std::string& setting);
+// One strategy's value of every draw of a study ("speedup" or "trimmed_speedup"), nullopt where
+// the draw has none; empty when the study has no such strategy.
+std::vector<std::optional<double>> draw_values(const nlohmann::json& study, const std::string& strategy,
+                                               const char* which);
+
 // The results file's "draws" section around the per-scenario elements.
 nlohmann::json draws_section(int draws, const nlohmann::json& scenarios);
 

@@ -73,15 +73,19 @@ void write_draws_table(std::ostream& os, const ResultsFile& results, const Evalu
   std::vector<std::string> lines;
   for (const auto& sc : results.draws["scenarios"]) {
     for (const std::string setting : {"published", "tuned"}) {
-      const json& study = setting == "published" ? sc : sc.value("tuned", json());
-      if (!study.is_object() || !study.contains("strategies") || !study["strategies"].contains(o.focus)) continue;
-      const json& per = study["strategies"];
-      const int n = study.value("draws", 0);
+      const json* study = draw_study_at(sc, setting);
+      if (!study) continue;
+      const int n = study->value("draws", 0);
+      // Every strategy's values, read once (draws.h).
+      const auto per = study->find("strategies");
+      if (per == study->end() || !per->is_object()) continue;
+      std::map<std::string, std::vector<std::optional<double>>> values;
+      for (const auto& [st, v] : per->items()) values[st] = draw_values(*study, st, "speedup");
+      if (!values.count(o.focus)) continue;
       auto value = [&](const std::string& st, int d) -> std::optional<double> {
-        if (!per.contains(st)) return std::nullopt;
-        const json vals = per[st].value("speedup", json::object()).value("values", json::array());
-        if (d >= static_cast<int>(vals.size()) || !vals[d].is_number()) return std::nullopt;
-        return vals[d].get<double>();
+        const auto it = values.find(st);
+        if (it == values.end() || d >= static_cast<int>(it->second.size())) return std::nullopt;
+        return it->second[static_cast<size_t>(d)];
       };
       // "with numbers": draws where the focus has a value; there it is the fastest unless a
       // strategy with a value is faster (one without, oom or invalid, is not). Each peer's gain is
@@ -93,7 +97,7 @@ void write_draws_table(std::ostream& os, const ResultsFile& results, const Evalu
         if (!f) continue;
         ++compared;
         double best_peer = 0;
-        for (const auto& [st, v] : per.items())
+        for (const auto& [st, v] : values)
           if (st != o.focus)
             if (const auto x = value(st, d)) best_peer = std::max(best_peer, *x);
         fastest += *f >= best_peer * (1 - 1e-12) ? 1 : 0;

@@ -2,6 +2,7 @@
 #include "harness/report.h"
 
 #include "core/text.h"
+#include "harness/draws.h"
 
 #include <cstdio>
 #include <set>
@@ -49,7 +50,7 @@ const json* draw_spread(const ResultsFile& r, const std::string& sc, const std::
   if (!r.draws.is_object() || !r.draws.contains("scenarios")) return nullptr;
   for (const auto& e : r.draws["scenarios"]) {
     if (e.value("scenario", std::string()) != sc) continue;
-    const json* study = setting == "published" ? &e : (e.contains("tuned") ? &e["tuned"] : nullptr);
+    const json* study = draw_study_at(e, setting);
     if (!study || !study->contains("strategies") || !(*study)["strategies"].contains(st)) return nullptr;
     const json& v = (*study)["strategies"][st];
     if (!v.contains(which) || !v[which].contains("p5") || !v[which].contains("p95")) return nullptr;

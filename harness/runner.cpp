@@ -333,16 +333,21 @@ PreparedScenario prepare_scenario(const Scenario& s, const RunOptions& options, 
   return p;
 }
 
+int64_t planner_length(const Scenario& s, int64_t real_length, bool dynamic) {
+  const auto& d = s.dataset;
+  const int64_t min_pad = d.short_policy == "pad" ? d.min_seqlen : 1;
+  const int64_t multiple = dynamic && d.pad_multiple_dynamic > 0 ? d.pad_multiple_dynamic : d.pad_multiple;
+  return data::pad_length(real_length, min_pad, std::max<int64_t>(1, multiple));
+}
+
 namespace {
 
-// The batch a planner sees: dynamic planners get the real lengths padded to their own multiple
-// when the scenario sets one (Megatron pads to 2*dp*cp with dynamic CP, to 2*cp without).
+// The batch a planner sees (planner_length): the sampler's batch, padded to pad_multiple, or for
+// a dynamic planner with a multiple of its own the real lengths padded to that.
 plan::Batch batch_for(const PreparedScenario& p, const data::SampledBatch& sb, bool dynamic) {
-  const auto& d = p.scenario->dataset;
-  if (!dynamic || d.pad_multiple_dynamic <= 0) return sb.batch;
+  if (!dynamic || p.scenario->dataset.pad_multiple_dynamic <= 0) return sb.batch;
   plan::Batch b;
-  const int64_t min_pad = d.short_policy == "pad" ? d.min_seqlen : 1;
-  for (int64_t L : sb.real_lengths) b.lengths.push_back(data::pad_length(L, min_pad, d.pad_multiple_dynamic));
+  for (int64_t L : sb.real_lengths) b.lengths.push_back(planner_length(*p.scenario, L, true));
   return b;
 }
 

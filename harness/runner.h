@@ -93,6 +93,10 @@ void sample_batches(PreparedScenario& p, int first_step = 0);
 plan::PlanRequest plan_request_of(const PreparedScenario& p, const cost::CostModel& cm, const std::string& strategy,
                                   const plan::PlanConfig& config, int step, double time_budget_ms,
                                   const plan::PlannerRegistry& registry);
+// The length a planner is given for a sample of `real_length` tokens: padded to the dataset's
+// pad_multiple (as the sampler pads), or, for a dynamic planner, to pad_multiple_dynamic when the
+// scenario sets one (Megatron pads to 2*dp*cp with dynamic CP, to 2*cp without).
+int64_t planner_length(const Scenario& s, int64_t real_length, bool dynamic);
 // Plan config and cost model of a setting (throws InputError if the setting is impossible).
 plan::PlanConfig plan_config_of(const Scenario& s, const Setting& setting);
 cost::CostModel cost_model_at(const cost::CostModel& base, const Setting& setting);

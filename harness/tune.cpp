@@ -2,7 +2,6 @@
 #include "harness/tune.h"
 
 #include "core/error.h"
-#include "data/dataset.h"
 
 #include <algorithm>
 #include <chrono>
@@ -66,9 +65,7 @@ std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic) {
   // step), however fast it was on the batches the search saw: with 3 steps of CommonCrawl, a
   // setting holding 65536 of the 131072 tokens won as "tuned" and was invalid on 5 of the 19
   // further draws (`run --draws 20`, 2026-11-27). The published setting is kept whatever it holds.
-  const int64_t pad = dynamic && s.dataset.pad_multiple_dynamic > 0 ? s.dataset.pad_multiple_dynamic
-                                                                      : s.dataset.pad_multiple;
-  const int64_t longest = data::pad_length(s.training.max_seqlen, 1, std::max<int64_t>(1, pad));
+  const int64_t longest = planner_length(s, s.training.max_seqlen, dynamic);
   std::vector<Setting> out;
   for (int64_t m : ms)
     for (int cp : cps)
