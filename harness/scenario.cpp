@@ -249,6 +249,16 @@ Scenario parse_scenario(const json& j, const std::string& file) {
   s.training = parse_training(r, s.cluster);
   if (s.dataset.min_seqlen > s.training.max_seqlen)
     r.fail("dataset.min_seqlen", json(s.dataset.min_seqlen), "is above \"training.max_seqlen\"=" + std::to_string(s.training.max_seqlen));
+  // Documents are split into chunks of max_seqlen tokens and every sample is padded up to the
+  // multiple (dynamic planners: pad_multiple_dynamic): a full chunk must stay within max_seqlen
+  // after padding, or every planner rejects the steps that draw one (found with max_seqlen 8188 at
+  // pad_multiple 8: a chunk became 8192 tokens, "sample 6 has length 8192 > --max-seqlen 8188").
+  for (const auto& [key, multiple] : {std::pair{"dataset.pad_multiple", s.dataset.pad_multiple},
+                                      std::pair{"dataset.pad_multiple_dynamic", s.dataset.pad_multiple_dynamic}})
+    if (multiple > 0 && s.training.max_seqlen % multiple != 0)
+      r.fail("training.max_seqlen", json(s.training.max_seqlen),
+             "is not a multiple of \"" + std::string(key) + "\"=" + std::to_string(multiple) +
+                 ": a sample of max_seqlen tokens would be padded past it");
   const json* strategies = r.get_array("strategies", true);
   std::set<std::string> seen;
   for (size_t i = 0; i < strategies->size(); ++i) {
