@@ -72,7 +72,10 @@ int run(const ConvergeArgs& a, const std::string& command) {
   if (!a.attention.empty()) s.model.attn_algo = a.attention == "ring" ? attn::CpAlgo::ring : attn::CpAlgo::all_gather;
   load_text_corpus(s);  // bad data (too few documents) is an input error before anything runs
   // A bad --out fails before training, and nothing is written (core/files.h output policy).
-  if (a.out_given) check_output_path(a.out);
+  if (a.out_given) {
+    check_output_path(a.out);
+    check_output_not_input(a.out, {a.scenario});
+  }
   ConvergeOptions o;
   o.backend = a.backend;
   if (!a.dtype.empty()) o.dtype = a.dtype;

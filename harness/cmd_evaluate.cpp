@@ -32,6 +32,7 @@ struct EvaluateArgs {
 
 int run_evaluate(const EvaluateArgs& a) {
   check_output_path(a.out);
+  check_output_not_input(a.out, a.results);
   ResultsFile results = read_results(a.results.front());
   require_simulated(results, a.results.front());
   std::set<std::string> seen;

@@ -149,6 +149,12 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   // Fail on a bad --out before the (possibly long) run, not after it (core/files.h policy: a
   // regular file or a new path in an existing folder; no folder is created).
   check_output_path(a.out);
+  {
+    std::vector<std::string> inputs;
+    for (const auto& s : scenarios)
+      for (auto& f : input_files(s)) inputs.push_back(std::move(f));
+    check_output_not_input(a.out, inputs);
+  }
   // Size the run before it starts: its rows (an upper bound: steps x strategies of every scenario,
   // twice with --tune) and the samples of the global batches it holds (every step's batch is
   // drawn before the strategies run).

@@ -41,7 +41,10 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   if (cmd.count("--time-budget-ms")) options.time_budget_ms = static_cast<double>(a.time_budget_ms);
   auto planner = registry.make(a.planner, options);  // unknown planner: InputError before any file I/O
   const bool to_file = cmd.count("--out") > 0;
-  if (to_file) check_output_path(a.out);   // a bad --out fails before any work
+  if (to_file) {  // a bad --out fails before any work
+    check_output_path(a.out);
+    check_output_not_input(a.out, {a.lengths});
+  }
 
   plan::PlanConfig cfg;
   apply_plan_config_flags(cmd, a.config, cfg);

@@ -58,6 +58,7 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                 "\" is not a readable file");
     s.calibration = a.calibration;
   }
+  if (to_file) check_output_not_input(a.out, input_files(s));
   if (cmd.count("--attention-backend")) s.training.attention_backend = a.attention_backend;
   DCP_REQUIRE(a.measure || !cmd.count("--reps"), "--reps ", a.reps, " is given without --measure");
   const auto& registry = builtin_planners();

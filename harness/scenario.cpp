@@ -304,4 +304,18 @@ Scenario load_scenario(const std::string& path) {
   return parse_scenario(read_json_file(path, kMaxScenarioBytes), path);
 }
 
+namespace {
+void add_dataset_files(const DatasetSpec& d, std::vector<std::string>& out) {
+  if (!d.path.empty()) out.push_back(d.path);
+  for (const auto& c : d.components) add_dataset_files(c.source, out);
+}
+}  // namespace
+
+std::vector<std::string> input_files(const Scenario& s) {
+  std::vector<std::string> out{s.file};
+  if (!s.calibration.empty()) out.push_back(s.calibration);
+  add_dataset_files(s.dataset, out);
+  return out;
+}
+
 }  // namespace dcp::harness

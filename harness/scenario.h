@@ -143,4 +143,8 @@ Scenario load_scenario(const std::string& path);
 // Validates already-parsed JSON; `file` is used in messages and to resolve relative paths.
 Scenario parse_scenario(const nlohmann::json& j, const std::string& file);
 
+// The files a scenario reads: the scenario itself, its calibration and every length file of its
+// dataset (mixtures included), for check_output_not_input (core/files.h).
+std::vector<std::string> input_files(const Scenario& s);
+
 }  // namespace dcp::harness

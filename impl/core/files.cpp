@@ -133,6 +133,19 @@ void check_output_path(const std::string& path, std::string_view flag) {
   require_folder(path, flag);
 }
 
+void check_output_not_input(const std::string& path, const std::vector<std::string>& inputs, std::string_view flag) {
+  if (is_stdout_path(path)) return;
+  struct stat out {};
+  if (::stat(path.c_str(), &out) != 0) return;  // a new file is no input
+  for (const std::string& in : inputs) {
+    struct stat st {};
+    if (is_stdout_path(in) || ::stat(in.c_str(), &st) != 0) continue;
+    if (st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+      throw InputError(subject(flag, path) + ": is an input of this command (" + show_path(in) +
+                       "); refusing to replace it (left untouched)");
+  }
+}
+
 void write_output(const std::string& path, std::string_view text, std::string_view flag) {
   if (is_stdout_path(path)) {
     std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dcp {
 
@@ -35,6 +36,13 @@ inline bool is_stdout_path(std::string_view path) { return path == "-"; }
 // Throws InputError if `path` may not be written under the policy above. `flag` (e.g. "--out")
 // starts the message when non-empty. Call it before long work so a bad --out fails at once.
 void check_output_path(const std::string& path, std::string_view flag = "--out");
+
+// Throws InputError if `path` names the same file as one of `inputs` (the files the command reads:
+// a scenario, a lengths file, a results file), compared by device and inode, so `--out` never
+// replaces what it was given ("run s.json --out s.json" turned the scenario into a results file).
+// Stdout, absent paths and absent inputs pass. Call it with check_output_path, before any work.
+void check_output_not_input(const std::string& path, const std::vector<std::string>& inputs,
+                            std::string_view flag = "--out");
 
 // Writes `text` to `path` under the policy ("-" = stdout). Nothing is left behind on failure.
 void write_output(const std::string& path, std::string_view text, std::string_view flag = "--out");

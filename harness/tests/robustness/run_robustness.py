@@ -237,6 +237,17 @@ def main():
         if have_mpl:  # the real script draws; the PNG that would replace a symlink stops every move
             case("out/plot/symlink-inside-folder", ["plot", "results.json", "--out", "charts"],
                  ['charts/tflops.png": is a symbolic link'], timeout=120)
+        # --out naming one of the command's own inputs (scenario, its length file, lengths, results)
+        scenario("file-ds.json", lambda s: s.__setitem__("dataset", {"source": "file", "path": "go.txt"}))
+        conv = json.load(open(os.path.join(repo, "scenarios/converge-short.json")))
+        conv["data"]["text_dir"] = os.path.join(repo, "scenarios", conv["data"]["text_dir"])
+        write(w("conv.json"), json.dumps(conv))
+        for name, args in [("run/scenario", ["run", "ok.json", "--out", "ok.json"]),
+                           ("run/length-file", ["run", "file-ds.json", "--out", "go.txt"]),
+                           ("schedule/lengths", ["schedule", "--lengths", "go.txt"] + sched[1:] + ["--out", "go.txt"]),
+                           ("evaluate/results", ["evaluate", "results.json", "--out", "results.json"]),
+                           ("converge/scenario", ["converge", "--scenario", "conv.json", "--out", "conv.json"])]:
+            case(f"out/{name}-is-an-input", args, ["is an input of this command"])
         case("out/bad-input-leaves-existing-file", ["schedule", "--lengths", "deep.json"] + sched[1:] + ["--out", "existing.json"],
              ["nested deeper"])
         case("out/second-scenario-bad", ["run", "ok.json", "gb-1e7.json", "--out", "r.json"], ["global_batch"])
