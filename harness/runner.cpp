@@ -189,6 +189,7 @@ cost::CostModel cost_model_of(const Scenario& s) {
   cm.cluster.gpus_per_node = s.cluster.gpus_per_node;
   cm.cluster.nics_per_node = s.cluster.nics_per_node;
   at_key(s, "cluster", json("{...}"), [&] { cost::validate_cluster(cm.cluster); return 0; });
+  at_key(s, "cluster", json("{...}"), [&] { cost::validate_layout(cm.model, cm.cluster); return 0; });
   cm.training.recompute_full = s.training.recompute == "full";
   cm.training.attention_backend = s.training.attention_backend;
   cm.training.distributed_optimizer = s.training.distributed_optimizer;
@@ -255,6 +256,7 @@ cost::CostModel cost_model_at(const cost::CostModel& base, const Setting& st) {
   cm.cluster.cp = st.cp;
   cm.cluster.vpp = st.vpp;
   cost::validate_cluster(cm.cluster);
+  cost::validate_layout(cm.model, cm.cluster);
   return cm;
 }
 

@@ -320,7 +320,9 @@ TEST(Measured, WhatTheReplayCannotRunIsRefusedFirst) {
     return "(no error)";
   };
   // Head dim 16: the tensor-core kernels run 64 and 128.
-  const Scenario tiny = small_scenario(R"(["packing"])", 1, R"("tiny")");
+  const Scenario tiny = small_scenario(R"(["packing"])", 1,
+                                       R"({"name": "tiny", "layers": 4, "hidden": 64, "ffn": 128, "heads": 4,
+                                           "kv_heads": 2, "vocab": 256})");
   EXPECT_NE(message(tiny, m, opt).find("head_dim 64 or 128"), std::string::npos) << message(tiny, m, opt);
   const Scenario s = small_scenario(R"(["packing"])", 1);
   MeasureOptions bad_rank = m;

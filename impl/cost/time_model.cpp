@@ -177,6 +177,26 @@ void validate_cluster(const ClusterConfig& c) {
               " is not a multiple of tp*pp*cp=", c.tp * c.pp * c.cp);
 }
 
+void validate_layout(const ModelConfig& m, const ClusterConfig& c) {
+  // Megatron refuses these (megatron/core/transformer/transformer_config.py: "num_attention_heads
+  // (a) must be a multiple of tensor_model_parallel_size (t)", the same for num_query_groups;
+  // tensor_parallel/layers.py divides each column-parallel output, here the FFN width, by tp
+  // ("... is not divisible by ..."); megatron/training/arguments.py: "number of layers should be
+  // divisible by the pipeline parallel size", and with interleaving the layers per stage by the
+  // layers per virtual stage). Without these checks 12 layers on 24 stages or TP 3 with 16 heads
+  // gave TFLOPS numbers for a model that cannot be built.
+  const int groups = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  DCP_REQUIRE(m.heads % c.tp == 0, "cluster: \"tp\"=", c.tp, " does not divide the model's ", m.heads,
+              " attention heads (Megatron: num_attention_heads must be a multiple of tensor_model_parallel_size)");
+  DCP_REQUIRE(groups % c.tp == 0, "cluster: \"tp\"=", c.tp, " does not divide the model's ", groups,
+              " query groups (Megatron: num_query_groups must be a multiple of tensor_model_parallel_size)");
+  DCP_REQUIRE(m.ffn % c.tp == 0, "cluster: \"tp\"=", c.tp, " does not divide the model's FFN width ", m.ffn,
+              " (Megatron splits it over the tensor-parallel ranks)");
+  DCP_REQUIRE(m.layers % (c.pp * c.vpp) == 0, "cluster: \"pp\"=", c.pp, " x \"vpp\"=", c.vpp,
+              " does not divide the model's ", m.layers,
+              " layers (Megatron: the layers split evenly over the pipeline's virtual stages)");
+}
+
 std::string source_label(const CostModel& cm) {
   return std::string("simulated:") + kCostModelName + "@" + cm.hardware.calibration;
 }

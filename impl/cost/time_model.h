@@ -114,6 +114,10 @@ struct ClusterConfig {
 
 // Throws InputError naming the bad field (gpus not divisible by tp*pp*cp, ...).
 void validate_cluster(const ClusterConfig& cluster);
+// The layout Megatron builds the model with: tp divides the attention heads, the query groups and
+// the FFN width, and the layers split evenly over pp x vpp (virtual) stages. Throws InputError
+// naming the value otherwise.
+void validate_layout(const ModelConfig& model, const ClusterConfig& cluster);
 
 struct TrainingOptions {
   bool recompute_full = false;       // Megatron --recompute-granularity full

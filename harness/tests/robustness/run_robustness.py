@@ -155,6 +155,8 @@ def main():
         scenario("gb-2p63.json", text=json.dumps(base).replace('"global_batch": 64', '"global_batch": 9223372036854775808'))
         scenario("seed-2p64.json", text=json.dumps(base).replace('"seed": 7', '"seed": 18446744073709551615'))
         scenario("gpus-float.json", lambda s: s["cluster"].__setitem__("gpus", 4.5))
+        scenario("pp-over-layers.json", lambda s: s["cluster"].update(gpus=96, pp=24))  # 12 layers
+        scenario("tp-3.json", lambda s: s["cluster"].update(gpus=12, tp=3))  # 16 heads
         scenario("maxlen-unpadded.json", lambda s: s["training"].update(max_seqlen=8188, max_seqlen_per_rank=2047))
         scenario("cal-deep.json", lambda s: s.__setitem__("calibration", "deep.json"))
         scenario("name-ctrl.json", lambda s: s.__setitem__("name", "bad\x1b[31mname\n"))
@@ -367,6 +369,10 @@ def main():
         case("int/table-facts-type", ["table", "facts-type.json"], ['scenarios[0]."gpus" is not an integer'])
         case("int/scenario-global-batch-2p63", ["run", "gb-2p63.json", "--out", "r.json"], ["is above the maximum 262144"])
         case("int/scenario-seed-2p64", ["run", "seed-2p64.json", "--out", "r.json"], ['"training.seed"=18446744073709551615'])
+        case("value/pp-over-layers", ["run", "pp-over-layers.json", "--out", "r.json"],
+             ['"pp"=24 x "vpp"=1 does not divide the model\'s 12 layers'])
+        case("value/tp-not-dividing-heads", ["run", "tp-3.json", "--out", "r.json"],
+             ['"tp"=3 does not divide the model\'s 16 attention heads'])
         case("value/max-seqlen-not-padded", ["run", "maxlen-unpadded.json", "--out", "r.json"],
              ['"training.max_seqlen"=8188 is not a multiple of "dataset.pad_multiple"=8'])
         case("int/scenario-gpus-float", ["run", "gpus-float.json", "--out", "r.json"], ['"cluster.gpus"=4.5 is not an integer'])

@@ -369,6 +369,42 @@ TEST(TimeModel, ClusterValidation) {
   EXPECT_EQ(c.dp(), 1);
 }
 
+// Megatron's layout rules, each at the edge: Llama-13B (40 layers, 40 heads = groups, FFN 13824).
+TEST(TimeModel, LayoutValidation) {
+  const ModelConfig m = model_preset("llama-13b");
+  ASSERT_EQ(m.layers, 40);
+  ASSERT_EQ(m.heads, 40);
+  ClusterConfig c;
+  c.gpus = 64;
+  c.pp = 8;
+  c.vpp = 5;  // 40 = 8 x 5: one layer per virtual stage
+  EXPECT_NO_THROW(validate_layout(m, c));
+  c.vpp = 2;  // 40 / 16 is not whole
+  EXPECT_THROW(validate_layout(m, c), InputError);
+  c.vpp = 1;
+  c.pp = 3;
+  EXPECT_THROW(validate_layout(m, c), InputError);
+  c.pp = 1;
+  c.tp = 3;  // 40 heads
+  EXPECT_NE([&] {
+    try {
+      validate_layout(m, c);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  }().find("\"tp\"=3 does not divide the model's 40 attention heads"), std::string::npos);
+  c.tp = 4;  // 40 heads, 40 groups, FFN 13824 = 4 x 3456
+  EXPECT_NO_THROW(validate_layout(m, c));
+  ModelConfig gqa = model_preset("llama3-8b");  // 32 heads, 8 groups
+  c.tp = 16;
+  EXPECT_THROW(validate_layout(gqa, c), InputError);  // 16 divides the 32 heads, not the 8 groups
+  c.tp = 8;
+  EXPECT_NO_THROW(validate_layout(gqa, c));
+  gqa.ffn = 14340;  // not a multiple of 8
+  EXPECT_THROW(validate_layout(gqa, c), InputError);
+}
+
 }  // namespace
 }  // namespace dcp::cost
 
