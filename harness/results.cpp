@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <ctime>
 #include <unistd.h>
 
@@ -442,6 +443,64 @@ std::vector<std::string> validate_results(const json& j) {
   return errs;
 }
 
+namespace {
+
+// Numbers equal to a relative 1e-9 (the file holds them to 17 digits; aggregate() over the rows
+// read back gives the same doubles, the slack only forgives another libm).
+bool close_json(const json& a, const json& b) {
+  if (a.is_number() && b.is_number()) {
+    const double x = a.get<double>(), y = b.get<double>();
+    return x == y || std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y));
+  }
+  return a == b;
+}
+
+// What only the rows together say: every strategy of a scenario and setting has the same steps,
+// once each (speedups and means compare strategies on the same batches), and the aggregates the
+// charts draw from are the rows' (harness/aggregate.cpp). An edited file (a row deleted, an
+// aggregate halved) was read without complaint, and the table, the gate and the charts then
+// disagreed with each other. Returns the first problem, or "".
+std::string check_rows_agree(const ResultsFile& f, const json& j) {
+  std::map<std::pair<std::string, std::string>, std::map<std::string, std::vector<int>>> steps;
+  for (const auto& r : f.rows) steps[{r.scenario, r.setting}][r.strategy].push_back(r.step);
+  const auto show = [](const std::vector<int>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size() && i < 8; ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+    return "[" + out + (v.size() > 8 ? ", ...]" : "]");
+  };
+  for (auto& [key, by_strategy] : steps) {
+    const std::string where = "scenario " + quote(key.first, 80) + " (" + key.second + ")";
+    const std::vector<int>* first = nullptr;
+    const std::string* first_name = nullptr;
+    for (auto& [strategy, v] : by_strategy) {
+      std::sort(v.begin(), v.end());
+      if (std::adjacent_find(v.begin(), v.end()) != v.end())
+        return where + ": strategy " + quote(strategy, 60) + " has a step twice: " + show(v);
+      if (!first) {
+        first = &v;
+        first_name = &strategy;
+      } else if (v != *first) {
+        return where + ": strategy " + quote(strategy, 60) + " has steps " + show(v) + " where " +
+               quote(*first_name, 60) + " has " + show(*first) + " (a row missing?)";
+      }
+    }
+  }
+  if (!j.contains("aggregates")) return "";
+  const json& file = j["aggregates"];
+  json rows = json::array();
+  for (const auto& a : aggregate(f)) rows.push_back(aggregate_to_json(a));
+  if (file.size() != rows.size())
+    return "\"aggregates\" has " + std::to_string(file.size()) + " entries, its rows make " + std::to_string(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (const auto& [k, v] : file[i].items())
+      if (rows[i].contains(k) && !close_json(v, rows[i][k]))
+        return "\"aggregates\"[" + std::to_string(i) + "]." + quote(k, 40) + "=" + json_excerpt(v, 40) +
+               " is not what its rows give (" + json_excerpt(rows[i][k], 40) + ")";
+  return "";
+}
+
+}  // namespace
+
 ResultsFile read_results(const std::string& path) {
   const json j = read_json_file(path);
   const auto errs = validate_results(j);
@@ -459,6 +518,8 @@ ResultsFile read_results(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw InputError(show_path(path) + ": a row has a key of the wrong type (" + e.what() + ")");
   }
+  if (const std::string problem = check_rows_agree(f, j); !problem.empty())
+    throw InputError(show_path(path) + ": not a valid " + kResultsSchema + " file: " + problem);
   return f;
 }
 

@@ -138,6 +138,47 @@ TEST(Results, WrongSchemaIsAnInputError) {
   fs::remove(path);
 }
 
+// A file whose rows disagree with each other or with its aggregates is refused by read_results
+// (table, evaluate, gate and plot all read through it): a row deleted by hand made evaluate compare
+// a 2-step mean with a 1-step one, and halved aggregates halved the charts only.
+TEST(Results, RowsThatDisagreeAreAnInputError) {
+  const fs::path path = fs::temp_directory_path() / ("dcp_results_rows_" + std::to_string(::getpid()) + ".json");
+  ResultsFile f = sample_results();
+  f.rows.push_back(valid_row("packing", 1, 2.0, 100));
+  f.rows.push_back(valid_row("megatron-dev", 1, 1.0, 200));
+  f.rows.push_back(f.rows[2]);
+  f.rows.back().step = 1;
+  const json good = results_to_json(f);
+  const auto message = [&](const json& j) -> std::string {
+    std::ofstream(path) << j.dump();
+    try {
+      read_results(path.string());
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(read)";
+  };
+  EXPECT_EQ(message(good), "(read)");
+  json missing = good;
+  missing["rows"].erase(4);  // megatron-dev step 1
+  EXPECT_NE(message(missing).find("strategy \"megatron-dev\" has steps [0] where \"broken\" has [0, 1]"),
+            std::string::npos)
+      << message(missing);
+  json twice = good;
+  twice["rows"][4]["step"] = 0;
+  EXPECT_NE(message(twice).find("strategy \"megatron-dev\" has a step twice: [0, 0]"), std::string::npos)
+      << message(twice);
+  json edited = good;
+  for (auto& a : edited["aggregates"])
+    if (a["strategy"] == "megatron-dev") a["tflops_per_gpu"] = 100.0;
+  EXPECT_NE(message(edited).find(".\"tflops_per_gpu\"=100.0 is not what its rows give (200.0)"), std::string::npos)
+      << message(edited);
+  json fewer = good;
+  fewer["aggregates"].erase(0);
+  EXPECT_NE(message(fewer).find("\"aggregates\" has 2 entries, its rows make 3"), std::string::npos) << message(fewer);
+  fs::remove(path);
+}
+
 TEST(Report, AggregatesTimeWeightedTflopsAndSpeedup) {
   ResultsFile f;
   f.context = make_context("d", "c", "k", "t");
