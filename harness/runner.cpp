@@ -13,10 +13,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <span>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <set>
+#include <span>
+#include <thread>
 
 namespace dcp::harness {
 namespace {
@@ -313,8 +317,11 @@ std::vector<std::string> strategies_of(const Scenario& s, const RunOptions& opti
   }
   if (options.strategies.empty()) return s.strategies;
   std::vector<std::string> out;
+  std::set<std::string> seen;
   for (const auto& want : options.strategies) {
     DCP_REQUIRE(registry.contains(want), "--strategies: ", quote(want), " is not a known planner (known: ", known, ")");
+    DCP_REQUIRE(seen.insert(want).second, "--strategies: ", quote(want),
+                " is listed twice (each strategy runs once per step)");
     for (const auto& have : s.strategies)
       if (have == want) out.push_back(want);
   }
@@ -384,6 +391,48 @@ plan::PlanRequest plan_request_of(const PreparedScenario& p, const cost::CostMod
   return plan::PlanRequest{*batch, config, std::move(planner)};
 }
 
+class Heartbeat {
+ public:
+  explicit Heartbeat(std::ostream& out) : out_(out), start_(std::chrono::steady_clock::now()) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  void at(const std::string& where) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    where_ = where;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::seconds(kHeartbeatSeconds), [this] { return stop_; })) {
+      if (where_.empty()) continue;
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      const std::string line = "dcpbench run: still running (" + fmt_g(std::round(s)) + " s): " + where_ + "\n";
+      out_.write(line.data(), static_cast<std::streamsize>(line.size()));
+      out_.flush();
+    }
+  }
+  std::ostream& out_;
+  const std::chrono::steady_clock::time_point start_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::string where_;
+  std::thread thread_;
+};
+
+void note_progress(Heartbeat* heartbeat, const std::string& where) {
+  if (heartbeat) heartbeat->at(where);
+}
+
 std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostModel& base_cm, const std::string& strategy,
                                     const Setting& setting, const std::string& setting_label, const RunOptions& options,
                                     const plan::PlannerRegistry& registry) {
@@ -406,6 +455,9 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
       options.sync_planning ? plan::PlanningMode::sync : plan::PlanningMode::async);
   double previous_step_s = 0;  // simulated step time of the previous step (0: none, or no figures)
   for (int step = 0; step < p.steps; ++step) {
+    if (options.heartbeat)
+      note_progress(options.heartbeat, s.name + ", " + strategy + " (" + setting_label + "), step " +
+                                           std::to_string(step + 1) + " of " + std::to_string(p.steps));
     const data::SampledBatch& sb = p.batches[static_cast<size_t>(step)];
     ResultRow row;
     row.scenario = s.name;
@@ -483,9 +535,12 @@ void fill_speedups(std::vector<ResultRow>& rows, size_t first) {
   }
 }
 
-ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptions& options,
+ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptions& options_in,
                           const plan::PlannerRegistry& registry) {
   DCP_REQUIRE(!scenarios.empty(), "no scenario given");
+  RunOptions options = options_in;
+  std::optional<Heartbeat> heartbeat;
+  if (options.progress && !options.heartbeat) options.heartbeat = &heartbeat.emplace(*options.progress);
   // Validate everything before the first (possibly long) simulation.
   std::vector<PreparedScenario> prepared;
   std::set<std::string> names, calibrations;
@@ -504,6 +559,7 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
     const Scenario& s = *p.scenario;
     out.scenarios.push_back(scenario_facts(s, p.cm, p.steps));
     const auto t0 = std::chrono::steady_clock::now();
+    note_progress(options.heartbeat, s.name + ", sampling " + std::to_string(p.steps) + " global batches");
     sample_batches(p);
     const size_t first = out.rows.size();
     for (const auto& name : p.strategies) {
@@ -514,6 +570,10 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
     std::stable_sort(out.rows.begin() + static_cast<std::ptrdiff_t>(first), out.rows.end(),
                      [](const ResultRow& a, const ResultRow& b) { return a.step < b.step; });
     fill_speedups(out.rows, first);
+    if (options.progress &&
+        std::find(p.strategies.begin(), p.strategies.end(), s.reference_strategy) == p.strategies.end())
+      *options.progress << "dcpbench run: " << s.name << ": note: the reference strategy \"" << s.reference_strategy
+                        << "\" is not among the strategies run, so there are no speedups" << std::endl;
     if (options.progress)
       *options.progress << "dcpbench run: " << s.name << ": " << p.steps << " steps x " << p.strategies.size()
                         << " strategies (" << fmt_g(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())

@@ -41,10 +41,19 @@ struct RowSource {
   const sim::StepResult& step;       // the simulated step (rank_busy_s, schedule)
 };
 
+// Progress on long runs (RunOptions::heartbeat): run_strategy says which step it is on, and a
+// ticker thread prints that every kHeartbeatSeconds while the run goes on, so a run whose step
+// takes minutes (262144 samples, or pp 1024 x vpp 8) is never silent for long. One whole line per
+// write.
+inline constexpr int kHeartbeatSeconds = 30;
+class Heartbeat;
+void note_progress(Heartbeat* heartbeat, const std::string& where);
+
 struct RunOptions {
   std::optional<int> steps;             // overrides every scenario's training.steps
   std::vector<std::string> strategies;  // non-empty: only these (each must be in the scenario)
   std::ostream* progress = nullptr;     // one line per (scenario, step), e.g. std::cerr
+  Heartbeat* heartbeat = nullptr;       // set by run_scenarios when progress is: where the run is
   std::string command;                  // recorded in the context
   bool detail = true;                   // step 0 rows keep rank_busy_s and the plan picture
   bool tune = false;                    // also search each strategy's knobs (tune.h)

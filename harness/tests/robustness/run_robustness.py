@@ -155,6 +155,7 @@ def main():
         scenario("gb-2p63.json", text=json.dumps(base).replace('"global_batch": 64', '"global_batch": 9223372036854775808'))
         scenario("seed-2p64.json", text=json.dumps(base).replace('"seed": 7', '"seed": 18446744073709551615'))
         scenario("gpus-float.json", lambda s: s["cluster"].__setitem__("gpus", 4.5))
+        scenario("name-long.json", lambda s: s.__setitem__("name", "a" * 101))
         scenario("pp-over-layers.json", lambda s: s["cluster"].update(gpus=96, pp=24))  # 12 layers
         scenario("tp-3.json", lambda s: s["cluster"].update(gpus=12, tp=3))  # 16 heads
         scenario("maxlen-unpadded.json", lambda s: s["training"].update(max_seqlen=8188, max_seqlen_per_rank=2047))
@@ -373,6 +374,10 @@ def main():
              ['"pp"=24 x "vpp"=1 does not divide the model\'s 12 layers'])
         case("value/tp-not-dividing-heads", ["run", "tp-3.json", "--out", "r.json"],
              ['"tp"=3 does not divide the model\'s 16 attention heads'])
+        case("value/name-too-long", ["run", "name-long.json", "--out", "r.json"],
+             ['must be 1 to 100 characters long'])
+        case("value/strategies-twice", ["run", "ok.json", "--strategies", "dcp,dcp", "--out", "r.json"],
+             ['--strategies: "dcp" is listed twice'])
         case("value/max-seqlen-not-padded", ["run", "maxlen-unpadded.json", "--out", "r.json"],
              ['"training.max_seqlen"=8188 is not a multiple of "dataset.pad_multiple"=8'])
         case("int/scenario-gpus-float", ["run", "gpus-float.json", "--out", "r.json"], ['"cluster.gpus"=4.5 is not an integer'])
