@@ -437,7 +437,11 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   if (!(drop >= kConvergeMinLossDrop))
     out.failures.push_back("reference step " + std::to_string(main_steps - 1) + " (main): loss fell by " +
                            fmt(100 * drop) + "% over the run (" + fmt(first) + " -> " + fmt(last) +
-                           "), less than the " + fmt(100 * kConvergeMinLossDrop) + "% required");
+                           "), less than the " + fmt(100 * kConvergeMinLossDrop) + "% required" +
+                           (main_steps < s.steps
+                                ? " (a run of " + std::to_string(main_steps) + " of the scenario's " +
+                                      std::to_string(s.steps) + " steps may be too short to train that far)"
+                                : ""));
 
   json rep;
   rep["schema"] = "dcpbench.converge.v1";

@@ -55,7 +55,9 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
       } else if (!c.valid()) {
         f.message = "still out of memory (as in the baseline)";
       } else if (!b.valid()) {
-        f.message = "valid now (baseline plan was invalid), " + fmt2(c.tflops_per_gpu) + " TFLOPS/GPU";
+        f.message = std::string(b.invalid_steps > 0 ? "valid now (baseline plan was invalid), "
+                                                    : "fits now (baseline was out of memory), ") +
+                    fmt2(c.tflops_per_gpu) + " TFLOPS/GPU";
       } else {
         const double rel = b.tflops_per_gpu > 0 ? c.tflops_per_gpu / b.tflops_per_gpu - 1.0 : 0.0;
         f.failed = c.tflops_per_gpu < b.tflops_per_gpu * (1.0 - tolerance);

@@ -70,6 +70,20 @@ TEST(Gate, FailsWhenPlanBecomesInvalid) {
   EXPECT_NE(find(r, "megatron-dev").message.find("rank 3 is empty"), std::string::npos);
 }
 
+// A pair that had no numbers in the baseline and has now passes, saying why it had none: an
+// invalid plan or out of memory (the message said "invalid" for both).
+TEST(Gate, SaysWhyTheBaselineHadNoNumbers) {
+  auto oom = row("a", "dcp", 0);
+  oom.oom = true;
+  const auto cur = results({row("a", "dcp", 120), row("a", "packing", 100)});
+  const GateReport r = run_gate(results({oom, row("a", "packing", 0, false)}), cur, 0.02);
+  EXPECT_TRUE(r.passed());
+  EXPECT_NE(find(r, "dcp").message.find("fits now (baseline was out of memory)"), std::string::npos)
+      << find(r, "dcp").message;
+  EXPECT_NE(find(r, "packing").message.find("valid now (baseline plan was invalid)"), std::string::npos)
+      << find(r, "packing").message;
+}
+
 TEST(Gate, FailsWhenOneStepOfManyIsInvalid) {
   auto good = row("a", "packing", 100);
   auto bad = row("a", "packing", 0, false);

@@ -277,14 +277,17 @@ SampledBatch sample_global_batch(const LengthSource& source, const SamplerConfig
   out.batch.lengths.reserve(g);
   out.real_lengths.reserve(g);
   const int64_t max_draws = 1000000 + 1000 * c.global_batch;
+  int64_t dropped_long = 0;  // by drop_long (the rest of samples_dropped: shorter than min_seqlen)
   while (out.real_lengths.size() < g) {
-    DCP_REQUIRE(out.documents_drawn < max_draws, source.name, ": only ", out.real_lengths.size(),
-                " of ", c.global_batch, " samples after ", out.documents_drawn,
-                " documents (min_seqlen=", c.min_seqlen, " drops the rest)");
+    DCP_REQUIRE(out.documents_drawn < max_draws, source.name, ": only ", out.real_lengths.size(), " of ",
+                c.global_batch, " samples after ", out.documents_drawn, " documents (",
+                out.samples_dropped - dropped_long, " dropped as shorter than min_seqlen=", c.min_seqlen, ", ",
+                dropped_long, " as longer than max_seqlen=", c.max_seqlen, c.drop_long ? " with long: drop)" : ")");
     const int64_t len = draw(source, rng, prep);
     ++out.documents_drawn;
     if (c.drop_long && c.max_seqlen > 0 && len > c.max_seqlen) {
       ++out.samples_dropped;
+      ++dropped_long;
       continue;
     }
     // The chunks of split_document(len, max_seqlen), counted, not built: a 10^12-token document
