@@ -186,7 +186,7 @@ void add_conform_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<ConformArgs>();
   CLI::App* cmd = app.add_subcommand(
       "conform", "Run a scheduler on every conformance case (scenarios/conformance/); exit 1 if one fails");
-  cmd->add_option("--planner", args->planner, "A built-in planner: megatron-dev | megatron-pr2000 | dcp | packing | bshd");
+  cmd->add_option("--planner", args->planner, "A built-in planner: " + builtin_planner_list());
   cmd->add_option("--planner-cmd", args->planner_cmd,
                   "An external scheduler: a shell command that reads one case (JSON) on stdin and prints one plan "
                   "(JSON) on stdout, or exits non-zero with one error line on stderr (scenarios/conformance/README.md)");

@@ -35,26 +35,10 @@ int run_evaluate(const EvaluateArgs& a) {
   check_output_not_input(a.out, a.results);
   ResultsFile results = read_results(a.results.front());
   require_simulated(results, a.results.front());
-  std::set<std::string> seen;
-  for (const auto& r : results.rows) seen.insert(r.scenario);
   for (size_t i = 1; i < a.results.size(); ++i) {
     ResultsFile more = read_results(a.results[i]);
     require_simulated(more, a.results[i]);
-    std::set<std::string> here;
-    for (auto& r : more.rows) {
-      if (seen.count(r.scenario))
-        throw InputError(show_path(a.results[i]) + ": scenario " + quote(r.scenario) +
-                         " is also in an earlier results file (each scenario must come from one run)");
-      here.insert(r.scenario);
-      results.rows.push_back(std::move(r));
-    }
-    seen.insert(here.begin(), here.end());
-    // The draws studies of both files (scenarios are disjoint, checked above).
-    if (more.draws.is_object() && more.draws.contains("scenarios")) {
-      if (!results.draws.is_object()) results.draws = more.draws;
-      else
-        for (const auto& sc : more.draws["scenarios"]) results.draws["scenarios"].push_back(sc);
-    }
+    merge_results(results, std::move(more), a.results[i]);
   }
   std::ostringstream md;
   write_evaluation_markdown(md, results, a.options);

@@ -72,9 +72,7 @@ void add_schedule_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--lengths", args->lengths,
                   "Sample lengths: text (one integer per line, # comments), JSON array, or Megatron .idx")
       ->required();
-  std::string planners;
-  for (const std::string& n : builtin_planners().names()) planners += (planners.empty() ? "" : " | ") + n;
-  cmd->add_option("--planner", args->planner, planners)->required();
+  cmd->add_option("--planner", args->planner, builtin_planner_list())->required();
   add_plan_config_flags(cmd, args->config, true);
   add_int_option(cmd, "--time-budget-ms", args->time_budget_ms, 1, 3600000,
                  "Search budget of the searching planners (dcp's local search), converted to work units by a "

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 namespace dcp::harness {
@@ -140,6 +141,35 @@ void require_simulated(const ResultsFile& results, const std::string& path) {
       throw InputError(show_path(path) + ": the row of " + quote(r.strategy) + " is measured (" + quote(r.source) +
                        "); evaluate reads simulated results (run without --backend cuda): a measured row has no "
                        "step breakdown or lower bound");
+}
+
+void merge_results(ResultsFile& into, ResultsFile more, const std::string& path) {
+  std::set<std::string> seen, here;
+  for (const auto& r : into.rows) seen.insert(r.scenario);
+  for (auto& r : more.rows) {
+    if (seen.count(r.scenario))
+      throw InputError(show_path(path) + ": scenario " + quote(r.scenario) +
+                       " is also in an earlier results file (each scenario must come from one run)");
+    here.insert(r.scenario);
+    into.rows.push_back(std::move(r));
+  }
+  // The draws studies of both files (scenarios are disjoint, checked above).
+  if (more.draws.is_object() && more.draws.contains("scenarios")) {
+    if (!into.draws.is_object()) into.draws = more.draws;
+    else
+      for (const auto& sc : more.draws["scenarios"]) into.draws["scenarios"].push_back(sc);
+  }
+  const std::string sep = " + ";
+  for (const char* k : {"git_sha", "date", "cost_model", "calibration"}) {
+    const std::string now = into.context.value(k, "unknown"), add = more.context.value(k, "unknown");
+    bool have = false;
+    for (size_t at = 0; at <= now.size() && !have; at += sep.size()) {
+      const size_t end = std::min(now.find(sep, at), now.size());
+      have = now.compare(at, end - at, add) == 0 && end - at == add.size();
+      at = end;
+    }
+    if (!have) into.context[k] = now + sep + add;
+  }
 }
 
 std::vector<TargetCheck> evaluate_targets(const ResultsFile& results, const EvaluationOptions& o) {

@@ -52,6 +52,12 @@ std::vector<TargetCheck> evaluate_targets(const ResultsFile& results, const Eval
 // InputError naming `path` and the row.
 void require_simulated(const ResultsFile& results, const std::string& path);
 
+// Appends the rows and draws studies of `more` (read from `path`) to `into`, for an evaluation
+// over several results files: a scenario may come from one file only (InputError naming `path`),
+// and the context's git_sha, date, cost_model and calibration list every distinct value, joined
+// by " + " (the header names them all, not the first file's only).
+void merge_results(ResultsFile& into, ResultsFile more, const std::string& path);
+
 // Writes the report as Markdown: provenance, one comparison table and one breakdown table per
 // (scenario, setting), then the target checks. Throws InputError when the focus strategy has no
 // rows in the file.

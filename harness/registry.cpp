@@ -16,4 +16,10 @@ const plan::PlannerRegistry& builtin_planners() {
   return registry;
 }
 
+std::string builtin_planner_list(const std::string& separator) {
+  std::string out;
+  for (const std::string& n : builtin_planners().names()) out += (out.empty() ? "" : separator) + n;
+  return out;
+}
+
 }  // namespace dcp::harness

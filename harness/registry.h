@@ -4,8 +4,13 @@
 
 #include "plan/planner.h"
 
+#include <string>
+
 namespace dcp::harness {
 
 const plan::PlannerRegistry& builtin_planners();
+
+// Their names joined by `separator`, in the registry's order, for help texts and messages.
+std::string builtin_planner_list(const std::string& separator = " | ");
 
 }  // namespace dcp::harness

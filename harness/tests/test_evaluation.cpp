@@ -54,6 +54,30 @@ ResultsFile file() {
   return f;
 }
 
+// Several results files: rows and provenance of each (the header took the first file's calibration,
+// git sha and date for all), a scenario from one file only.
+TEST(Evaluation, MergedFilesKeepEveryFilesProvenance) {
+  ResultsFile a = file();
+  ResultsFile b;
+  b.context = make_context("none", "dcp-cost-v2", "unit", "test");
+  b.context["git_sha"] = "abc";
+  b.rows.push_back(row("third", "published", "dcp", 0, 8, 1, 0, 1, 0, 0.9));
+  b.rows.back().source = simulated_source("dcp-cost-v2", "unit");
+  ResultsFile c = b;
+  c.rows[0].scenario = "fourth";
+  const std::string sha = a.context.value("git_sha", "");
+  merge_results(a, b, "b.json");
+  merge_results(a, c, "c.json");  // the same provenance again: named once
+  EXPECT_EQ(a.rows.size(), file().rows.size() + 2);
+  EXPECT_EQ(a.context.value("calibration", ""), "h100-sxm-public + unit");
+  EXPECT_EQ(a.context.value("cost_model", ""), "dcp-cost-v2");
+  EXPECT_EQ(a.context.value("git_sha", ""), sha + " + abc");
+  std::ostringstream md;
+  write_evaluation_markdown(md, a, EvaluationOptions{});
+  EXPECT_NE(md.str().find("with calibration `h100-sxm-public + unit`"), std::string::npos);
+  EXPECT_THROW(merge_results(a, b, "b.json"), InputError);  // "third" again
+}
+
 TEST(Evaluation, BreakdownIsTheDifferenceOfTheComponents) {
   std::ostringstream md;
   write_evaluation_markdown(md, file(), EvaluationOptions{});
