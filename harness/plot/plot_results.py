@@ -29,6 +29,7 @@ import math
 import os
 import re
 import sys
+import textwrap
 
 import matplotlib
 
@@ -41,6 +42,14 @@ SCHEMA = "dcpbench.results.v1"
 STRATEGY_ORDER = ["bshd", "packing", "megatron-pr2000", "megatron-dev", "nvidia-prototype", "dcp"]
 COLORS = {"bshd": "#9e9e9e", "packing": "#4c72b0", "megatron-pr2000": "#dd8452",
           "megatron-dev": "#55a868", "nvidia-prototype": "#8172b3", "dcp": "#c44e52"}
+
+
+def fitted(fig, text, fontsize):
+    """`text` wrapped to the figure's width (a one-scenario chart clipped its title at both ends,
+    where it says simulated or measured) and the top of the layout that leaves room for it."""
+    chars = max(30, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
+    lines = textwrap.wrap(text, chars) or [""]
+    return "\n".join(lines), 1 - (0.1 + 1.3 * fontsize / 72 * len(lines)) / fig.get_figheight()
 
 
 def fail(msg):
@@ -97,8 +106,11 @@ def footer(fig, doc):
     ctx = doc.get("context", {})
     sources = sorted({r.get("source", "?") for r in doc["rows"]})
     kinds = sorted({s.split(":", 1)[0] for s in sources})  # "simulated" and/or "measured", from the rows
-    fig.text(0.01, 0.005, "ours: " + ", ".join(sources) + f" ({' + '.join(kinds)}) | git {ctx.get('git_sha', '?')[:12]}"
-             f" | {ctx.get('date', '')}", fontsize=7, color="#555555", ha="left", va="bottom")
+    text = ("ours: " + ", ".join(sources) + f" ({' + '.join(kinds)}) | git {ctx.get('git_sha', '?')[:12]}"
+            f" | {ctx.get('date', '')}")
+    # Smaller on a narrow (one-scenario) figure rather than cut at its right edge.
+    size = max(4.0, min(7.0, 0.98 * fig.get_figwidth() * 72 / (0.55 * len(text))))
+    fig.text(0.01, 0.005, text, fontsize=size, color="#555555", ha="left", va="bottom")
 
 
 def kind_of(doc):
@@ -186,8 +198,9 @@ def plot_tflops(doc, agg, order, out):
     what = ("ours simulated as published (solid) and tuned (dotted); hatched // = published by others (their "
             "hardware)") if kind_of(doc) == "simulated" else (
             f"ours {kind_of(doc)}; a measured bar is one rank's share of the step on one stage (README)")
-    fig.suptitle("Useful TFLOPS per GPU (Megatron formula, real lengths, no recompute): " + what, fontsize=9)
-    fig.tight_layout(rect=(0, 0.03, 1, 0.96))
+    title, top = fitted(fig, "Useful TFLOPS per GPU (Megatron formula, real lengths, no recompute): " + what, 9)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0.03, 1, top))
     footer(fig, doc)
     fig.savefig(os.path.join(out, "tflops.png"), dpi=110)
     plt.close(fig)
@@ -233,9 +246,10 @@ def plot_speedup(doc, agg, order, out):
     ax.set_xticks(range(len(scenarios)))
     ax.set_xticklabels(scenarios, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("speedup over the reference strategy (same batches)")
-    ax.set_title("Speedup over " + ", ".join(sorted(set(refs.values()))) +
-                 f" ({kind_of(doc)}): as published (solid), tuned (dotted), published by others (//)" +
-                 (f"; whiskers: p5-p95 over {draws} draws of the batches" if draws else ""), fontsize=9)
+    ax.set_title(fitted(fig, "Speedup over " + ", ".join(sorted(set(refs.values()))) +
+                        f" ({kind_of(doc)}): as published (solid), tuned (dotted), published by others (//)" +
+                        (f"; whiskers: p5-p95 over {draws} draws of the batches" if draws else ""), 9)[0],
+                 fontsize=9)
     ax.legend(fontsize=6, ncol=2)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
@@ -281,9 +295,10 @@ def plot_breakdown(doc, agg, order, out):
             ax.legend(fontsize=6)
     for n in range(len(scenarios), rows * cols):
         axes[n // cols][n % cols].axis("off")
-    fig.suptitle(f"Step time breakdown ({kind_of(doc)}; strategies as the scenarios set them; a measured"
-                 " step is one GPU's busy time, all compute)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    title, top = fitted(fig, f"Step time breakdown ({kind_of(doc)}; strategies as the scenarios set them; a "
+                             "measured step is one GPU's busy time, all compute)", 11)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.03, 1, top))
     footer(fig, doc)
     fig.savefig(os.path.join(out, "breakdown.png"), dpi=110)
     plt.close(fig)
