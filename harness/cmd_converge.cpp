@@ -12,6 +12,7 @@
  * per failure on stderr naming the strategy, the step and the quantity); 2: bad input.
  */
 #include <iostream>
+#include <cmath>
 #include <memory>
 
 #include "comm/thread_comm.h"
@@ -141,7 +142,13 @@ void add_converge_command(CLI::App& app, int& exit_code) {
                  "may not reach (converge-short: 4 of its 6 steps do)");
   cmd->add_option("--bound", args->bound,
                   "Override the float64 bound / float32 floor, > 0 (to see the check fail; default 1e-10 / 1e-5)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](const std::string& v) -> std::string {
+            double x = 0;
+            // CLI::PositiveNumber printed DBL_MAX in full (309 digits) as the range's upper end.
+            return CLI::detail::lexical_cast(v, x) && x > 0 && std::isfinite(x) ? "" : "\"" + v + "\" is not a finite number > 0";
+          },
+          "> 0"));
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   cmd->add_flag("--sync-planning", args->sync_planning,
                 "Plan each step inside the training loop instead of one step ahead on a background thread "

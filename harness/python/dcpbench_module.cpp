@@ -47,6 +47,8 @@ namespace {
 // A Python int (or an object with __index__, e.g. numpy.int64) as int64; ValueError naming `what`
 // when it does not fit.
 int64_t to_int64(PyObject* obj, const std::string& what) {
+  // bool is an int subclass in Python: True would pass as a length or size of 1.
+  if (PyBool_Check(obj)) throw py::type_error(what + " must be an integer, not bool");
   PyObject* index = PyNumber_Index(obj);
   if (!index) {
     PyErr_Clear();

@@ -131,6 +131,10 @@ def test_unknown_planner_and_bad_types():
         dcpbench.schedule([1, 2], "megatron-main", dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
     with pytest.raises(TypeError):
         dcpbench.schedule([1, "2"], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
+    with pytest.raises(TypeError, match="sample 1's length must be an integer, not bool"):
+        dcpbench.schedule([1, True], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
+    with pytest.raises(TypeError, match="must be an integer, not bool"):
+        dcpbench.schedule([1, 2], dp=True, cp=1, max_seqlen_per_dp_cp_rank=10)
     with pytest.raises(ValueError, match="out of range"):
         dcpbench.schedule([1, 2**70], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
     with pytest.raises(ValueError, match="--dp: \"4294967296\" is above the maximum 1048576"):

@@ -376,6 +376,8 @@ def main():
              ['"tp"=3 does not divide the model\'s 16 attention heads'])
         case("value/name-too-long", ["run", "name-long.json", "--out", "r.json"],
              ['must be 1 to 100 characters long'])
+        case("value/converge-bound-0", ["converge", "--scenario", "conv.json", "--bound", "0"],
+             ['--bound: "0" is not a finite number > 0'])
         case("value/strategies-twice", ["run", "ok.json", "--strategies", "dcp,dcp", "--out", "r.json"],
              ['--strategies: "dcp" is listed twice'])
         case("value/max-seqlen-not-padded", ["run", "maxlen-unpadded.json", "--out", "r.json"],
