@@ -2,6 +2,7 @@
 #include "harness/gate.h"
 
 #include "core/error.h"
+#include "core/json_io.h"
 #include "harness/aggregate.h"
 
 #include <cstdio>
@@ -16,6 +17,36 @@ std::string fmt2(double v) {
   return buf;
 }
 
+// The scenario facts (results "scenarios", runner.cpp scenario_facts) that set the simulated
+// numbers: a baseline run with another global batch or layout is not the same measurement, and a
+// "97% regression" (or a gain) against it says nothing. Notes, sources and file names may change.
+constexpr const char* kConfigFacts[] = {
+    "model", "dataset", "gpus", "tp", "pp", "cp", "vpp", "gpus_per_node", "nics_per_node", "hardware",
+    "memory_gib", "global_batch", "max_seqlen", "max_seqlen_per_rank", "min_cp", "recompute", "precision",
+    "seed", "attention_backend", "distributed_optimizer", "grad_reduce", "overlap_grad_reduce",
+    "gradient_accumulation_fusion", "data_path"};
+
+std::map<std::string, const nlohmann::json*> facts_by_name(const ResultsFile& f) {
+  std::map<std::string, const nlohmann::json*> out;
+  if (f.scenarios.is_array())
+    for (const auto& s : f.scenarios)
+      if (s.is_object() && s.contains("name") && s["name"].is_string()) out[s["name"].get<std::string>()] = &s;
+  return out;
+}
+
+// "" when the two runs of `scenario` share every config fact both files record, else what differs.
+std::string config_change(const std::map<std::string, const nlohmann::json*>& base,
+                          const std::map<std::string, const nlohmann::json*>& cur, const std::string& scenario) {
+  const auto b = base.find(scenario), c = cur.find(scenario);
+  if (b == base.end() || c == cur.end()) return "";
+  for (const char* k : kConfigFacts) {
+    if (!b->second->contains(k) || !c->second->contains(k)) continue;
+    const nlohmann::json &x = (*b->second)[k], &y = (*c->second)[k];
+    if (x != y) return std::string(k) + " " + json_excerpt(x, 40) + " -> " + json_excerpt(y, 40);
+  }
+  return "";
+}
+
 }  // namespace
 
 GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, double tolerance) {
@@ -25,6 +56,7 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
   std::map<std::pair<std::string, std::string>, const Aggregate*> cur_by_key;
   for (const auto& a : cur) cur_by_key[{a.scenario, a.label()}] = &a;
   GateReport report;
+  const auto base_facts = facts_by_name(baseline), cur_facts = facts_by_name(current);
   std::map<std::pair<std::string, std::string>, bool> seen;
   for (const auto& b : base) {
     seen[{b.scenario, b.label()}] = true;
@@ -35,7 +67,11 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
       f.message = "missing from the current results";
     } else {
       const Aggregate& c = *it->second;
-      if (c.measured() != b.measured()) {
+      const std::string changed = config_change(base_facts, cur_facts, b.scenario);
+      if (!changed.empty()) {
+        f.failed = true;
+        f.message = "not comparable: the scenario changed (" + changed + "); regenerate the baseline";
+      } else if (c.measured() != b.measured()) {
         // A measured rank share's rate and a simulated step's are different quantities.
         f.failed = true;
         f.message = "not comparable: " + b.source + " in the baseline, " + c.source + " now";

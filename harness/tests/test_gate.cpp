@@ -84,6 +84,21 @@ TEST(Gate, SaysWhyTheBaselineHadNoNumbers) {
       << find(r, "packing").message;
 }
 
+// A baseline of another configuration is not compared (a global batch of 1 read as a 97% drop);
+// notes and other descriptive facts may change.
+TEST(Gate, FailsWhenTheScenarioChanged) {
+  auto base = results({row("a", "packing", 100)});
+  auto cur = results({row("a", "packing", 100)});
+  base.scenarios = nlohmann::json::array({{{"name", "a"}, {"global_batch", 64}, {"notes", {"x"}}}});
+  cur.scenarios = nlohmann::json::array({{{"name", "a"}, {"global_batch", 64}, {"notes", {"y"}}}});
+  EXPECT_TRUE(run_gate(base, cur, 0.02).passed());
+  cur.scenarios[0]["global_batch"] = 1;
+  const GateReport r = run_gate(base, cur, 0.02);
+  EXPECT_FALSE(r.passed());
+  EXPECT_NE(find(r, "packing").message.find("the scenario changed (global_batch 64 -> 1)"), std::string::npos)
+      << find(r, "packing").message;
+}
+
 TEST(Gate, FailsWhenOneStepOfManyIsInvalid) {
   auto good = row("a", "packing", 100);
   auto bad = row("a", "packing", 0, false);
