@@ -139,6 +139,8 @@ json run_draws(const PreparedScenario& prepared, const RunOptions& options, cons
     // Step numbers stay ints: draws <= kMaxDraws and steps <= 100000 (scenario schema, --steps).
     DCP_CHECK(static_cast<int64_t>(d + 1) * p.steps <= std::numeric_limits<int>::max(), "draw ", d, " of ", p.steps,
               " steps");
+    quiet.phase = "--draws: draw " + std::to_string(d + 1) + " of " + std::to_string(k);
+    note_progress(quiet.heartbeat, s.name + ", " + quiet.phase + ", sampling the global batches");
     sample_batches(p, d * p.steps);
     std::vector<ResultRow> rows, trows;
     for (const auto& st : p.strategies) {
@@ -151,10 +153,11 @@ json run_draws(const PreparedScenario& prepared, const RunOptions& options, cons
     }
     published.push_back(figures_of(std::move(rows), p.strategies, s.reference_strategy));
     if (!tuned.empty()) at_tuned.push_back(figures_of(std::move(trows), p.strategies, s.reference_strategy));
-    if (options.progress && (d % 10 == 0 || d + 1 == k))
-      *options.progress << "dcpbench run --draws: " << s.name << ": draw " << d + 1 << " of " << k << " ("
-                        << fmt("%.1f", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
-                        << " s)" << std::endl;
+    if (d % 10 == 0 || d + 1 == k)
+      progress_line(options, "dcpbench run --draws: " + s.name + ": draw " + std::to_string(d + 1) + " of " +
+                                 std::to_string(k) + " (" +
+                                 fmt("%.1f", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) +
+                                 " s)");
   }
   json out = study_of(published, p.strategies);
   out["scenario"] = s.name;

@@ -260,11 +260,16 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
       m["fwd_s"] = fwd;
       m["bwd_s"] = bwd;
       m["ring_copy_s"] = copies;
-      if (progress)
-        *progress << "dcpbench run --backend cuda: " << label << ": rank " << rank << " stage " << stage << ", "
-                  << share.microbatches.size() << " micro-batches: " << fmt("%.3f", 1e3 * (fwd + bwd - copies))
-                  << " ms measured (+ " << fmt("%.3f", 1e3 * copies) << " ms ring copies), "
-                  << fmt("%.3f", 1e3 * predicted) << " ms predicted" << std::endl;
+      if (progress) {
+        // One write per line: the run's still-running ticker may write to the same stream.
+        const std::string line = "dcpbench run --backend cuda: " + label + ": rank " + std::to_string(rank) +
+                                 " stage " + std::to_string(stage) + ", " + std::to_string(share.microbatches.size()) +
+                                 " micro-batches: " + fmt("%.3f", 1e3 * (fwd + bwd - copies)) + " ms measured (+ " +
+                                 fmt("%.3f", 1e3 * copies) + " ms ring copies), " + fmt("%.3f", 1e3 * predicted) +
+                                 " ms predicted\n";
+        progress->write(line.data(), static_cast<std::streamsize>(line.size()));
+        progress->flush();
+      }
     }
     row.measured = std::move(m);
   };

@@ -14,13 +14,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <map>
-#include <mutex>
 #include <set>
 #include <span>
-#include <thread>
 
 namespace dcp::harness {
 namespace {
@@ -391,46 +388,54 @@ plan::PlanRequest plan_request_of(const PreparedScenario& p, const cost::CostMod
   return plan::PlanRequest{*batch, config, std::move(planner)};
 }
 
-class Heartbeat {
- public:
-  explicit Heartbeat(std::ostream& out) : out_(out), start_(std::chrono::steady_clock::now()) {
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~Heartbeat() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  void at(const std::string& where) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    where_ = where;
-  }
+Heartbeat::Heartbeat(std::ostream& out, std::chrono::milliseconds period)
+    : out_(out), period_(period), start_(std::chrono::steady_clock::now()) {
+  thread_ = std::thread([this] { loop(); });
+}
 
- private:
-  void loop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!wake_.wait_for(lock, std::chrono::seconds(kHeartbeatSeconds), [this] { return stop_; })) {
-      if (where_.empty()) continue;
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-      const std::string line = "dcpbench run: still running (" + fmt_g(std::round(s)) + " s): " + where_ + "\n";
-      out_.write(line.data(), static_cast<std::streamsize>(line.size()));
-      out_.flush();
-    }
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
   }
-  std::ostream& out_;
-  const std::chrono::steady_clock::time_point start_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  std::string where_;
-  std::thread thread_;
-};
+  wake_.notify_all();
+  thread_.join();
+}
+
+void Heartbeat::at(const std::string& where) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  where_ = where;
+}
+
+void Heartbeat::print(const std::string& line) {
+  std::lock_guard<std::mutex> lock(out_mutex_);
+  out_.write(line.data(), static_cast<std::streamsize>(line.size()));
+  out_.flush();
+}
+
+void Heartbeat::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wake_.wait_for(lock, period_, [this] { return stop_; })) {
+    if (where_.empty()) continue;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const std::string line = "dcpbench run: still running (" + fmt_g(std::round(s)) + " s): " + where_ + "\n";
+    lock.unlock();  // the runner may note its next step while this line is written
+    print(line);
+    lock.lock();
+  }
+}
 
 void note_progress(Heartbeat* heartbeat, const std::string& where) {
   if (heartbeat) heartbeat->at(where);
+}
+
+void progress_line(const RunOptions& options, const std::string& line) {
+  if (!options.progress) return;
+  if (options.heartbeat) {
+    options.heartbeat->print(line + "\n");
+  } else {
+    *options.progress << line << std::endl;
+  }
 }
 
 std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostModel& base_cm, const std::string& strategy,
@@ -456,7 +461,8 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
   double previous_step_s = 0;  // simulated step time of the previous step (0: none, or no figures)
   for (int step = 0; step < p.steps; ++step) {
     if (options.heartbeat)
-      note_progress(options.heartbeat, s.name + ", " + strategy + " (" + setting_label + "), step " +
+      note_progress(options.heartbeat, s.name + ", " + strategy + " (" + setting_label +
+                                           (options.phase.empty() ? "" : ", " + options.phase) + "), step " +
                                            std::to_string(step + 1) + " of " + std::to_string(p.steps));
     const data::SampledBatch& sb = p.batches[static_cast<size_t>(step)];
     ResultRow row;
@@ -570,14 +576,13 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
     std::stable_sort(out.rows.begin() + static_cast<std::ptrdiff_t>(first), out.rows.end(),
                      [](const ResultRow& a, const ResultRow& b) { return a.step < b.step; });
     fill_speedups(out.rows, first);
-    if (options.progress &&
-        std::find(p.strategies.begin(), p.strategies.end(), s.reference_strategy) == p.strategies.end())
-      *options.progress << "dcpbench run: " << s.name << ": note: the reference strategy \"" << s.reference_strategy
-                        << "\" is not among the strategies run, so there are no speedups" << std::endl;
-    if (options.progress)
-      *options.progress << "dcpbench run: " << s.name << ": " << p.steps << " steps x " << p.strategies.size()
-                        << " strategies (" << fmt_g(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
-                        << " s)" << std::endl;
+    if (std::find(p.strategies.begin(), p.strategies.end(), s.reference_strategy) == p.strategies.end())
+      progress_line(options, "dcpbench run: " + s.name + ": note: the reference strategy \"" + s.reference_strategy +
+                                 "\" is not among the strategies run, so there are no speedups");
+    progress_line(options, "dcpbench run: " + s.name + ": " + std::to_string(p.steps) + " steps x " +
+                               std::to_string(p.strategies.size()) + " strategies (" +
+                               fmt_g(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) +
+                               " s)");
     std::map<std::string, Setting> tuned;
     if (options.tune) {
       const size_t tuned_first = out.rows.size();

@@ -22,12 +22,16 @@
 #include "plan/planner.h"
 #include "sim/simulator.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dcp::harness {
@@ -43,17 +47,42 @@ struct RowSource {
 
 // Progress on long runs (RunOptions::heartbeat): run_strategy says which step it is on, and a
 // ticker thread prints that every kHeartbeatSeconds while the run goes on, so a run whose step
-// takes minutes (262144 samples, or pp 1024 x vpp 8) is never silent for long. One whole line per
-// write.
+// takes minutes (262144 samples, or pp 1024 x vpp 8) is never silent for long. Every progress
+// line of a run goes through progress_line(), one whole line per write under one lock, so the
+// ticker's lines never land inside another.
 inline constexpr int kHeartbeatSeconds = 30;
-class Heartbeat;
+class Heartbeat {
+ public:
+  explicit Heartbeat(std::ostream& out, std::chrono::milliseconds period = std::chrono::seconds(kHeartbeatSeconds));
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+  void at(const std::string& where);     // what the next tick reports ("" = nothing)
+  void print(const std::string& line);   // writes line as is, under the stream's lock
+
+ private:
+  void loop();
+  std::ostream& out_;
+  const std::chrono::milliseconds period_;
+  const std::chrono::steady_clock::time_point start_;
+  std::mutex mutex_;      // where_, stop_
+  std::mutex out_mutex_;  // the stream
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::string where_;
+  std::thread thread_;
+};
 void note_progress(Heartbeat* heartbeat, const std::string& where);
+struct RunOptions;
+// Writes `line` (a newline is added) to options.progress, if any.
+void progress_line(const RunOptions& options, const std::string& line);
 
 struct RunOptions {
   std::optional<int> steps;             // overrides every scenario's training.steps
   std::vector<std::string> strategies;  // non-empty: only these (each must be in the scenario)
   std::ostream* progress = nullptr;     // one line per (scenario, step), e.g. std::cerr
   Heartbeat* heartbeat = nullptr;       // set by run_scenarios when progress is: where the run is
+  std::string phase;                    // what the heartbeat says besides the step ("draw 3 of 20", ...)
   std::string command;                  // recorded in the context
   bool detail = true;                   // step 0 rows keep rank_busy_s and the plan picture
   bool tune = false;                    // also search each strategy's knobs (tune.h)

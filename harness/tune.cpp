@@ -6,11 +6,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
 namespace dcp::harness {
 namespace {
+
+// Seconds as the progress lines print them (6 significant digits, as the stream did).
+std::string fmt_seconds(std::chrono::steady_clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", std::chrono::duration<double>(d).count());
+  return buf;
+}
 
 using nlohmann::json;
 
@@ -92,6 +100,7 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
     int tried = 0;
     for (const auto& setting : space) {
       std::vector<ResultRow> rows;
+      quiet.phase = "--tune " + setting.to_json().dump();
       try {
         rows = run_strategy(p, p.cm, strategy, setting, "tuned", quiet, registry);
       } catch (const InputError&) {
@@ -106,10 +115,9 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
       }
     }
     if (best.empty()) best = run_strategy(p, p.cm, strategy, published_setting(s), "tuned", quiet, registry);
-    if (options.progress)
-      *options.progress << "dcpbench run --tune: " << s.name << " " << strategy << ": " << tried << " settings ("
-                        << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s), best "
-                        << best.front().knobs.dump() << std::endl;
+    progress_line(options, "dcpbench run --tune: " + s.name + " " + strategy + ": " + std::to_string(tried) +
+                               " settings (" + fmt_seconds(std::chrono::steady_clock::now() - t0) + " s), best " +
+                               best.front().knobs.dump());
     out.insert(out.end(), std::make_move_iterator(best.begin()), std::make_move_iterator(best.end()));
   }
   return out;
@@ -195,10 +203,13 @@ namespace {
 json study(const PreparedScenario& p, const RunOptions& quiet, const plan::PlannerRegistry& registry,
            const std::function<Setting(const std::string&)>& setting_of, const std::string& label) {
   const Scenario& s = *p.scenario;
+  std::string phase = "--sensitivity nominal";
   auto run_all = [&](const cost::CostModel& cm) {
     std::vector<ResultRow> rows;
+    RunOptions here = quiet;
+    here.phase = phase;
     for (const auto& st : p.strategies) {
-      auto r = run_strategy(p, cm, st, setting_of(st), label, quiet, registry);
+      auto r = run_strategy(p, cm, st, setting_of(st), label, here, registry);
       rows.insert(rows.end(), r.begin(), r.end());
     }
     return summarize_speedups(rows, p.strategies, s.reference_strategy);
@@ -214,6 +225,7 @@ json study(const PreparedScenario& p, const RunOptions& quiet, const plan::Plann
     for (double f : {kSensitivityLow, kSensitivityHigh}) {
       cost::CostModel cm = p.cm;
       param.scale(cm, f);
+      phase = "--sensitivity " + param.name + " x" + (f < 1 ? "0.8" : "1.2");
       const SpeedupSummary v = run_all(cm);
       json vs = json::object();
       for (const auto& [st, x] : v.speedup) {
@@ -257,11 +269,9 @@ json run_sensitivity(const PreparedScenario& p, const RunOptions& options, const
       return it != tuned.end() ? it->second : published_setting(s);
     }, "tuned");
   }
-  if (options.progress)
-    *options.progress << "dcpbench run --sensitivity: " << s.name << ": " << out["variants"].size()
-                      << " variants" << (tuned.empty() ? "" : " x 2 (published, tuned settings)") << " ("
-                      << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)"
-                      << std::endl;
+  progress_line(options, "dcpbench run --sensitivity: " + s.name + ": " + std::to_string(out["variants"].size()) +
+                             " variants" + (tuned.empty() ? "" : " x 2 (published, tuned settings)") + " (" +
+                             fmt_seconds(std::chrono::steady_clock::now() - t0) + " s)");
   return out;
 }
 

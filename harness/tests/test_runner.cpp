@@ -10,6 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+#include <thread>
+
 namespace dcp::harness {
 namespace {
 
@@ -58,6 +61,44 @@ Scenario tiny_scenario() {
     "training": {"global_batch": 32, "max_seqlen": 4096, "max_seqlen_per_rank": 2048, "steps": 2, "seed": 3},
     "strategies": ["packing", "bshd", "drops-a-sample", "throws"]
   })"), "tiny.json");
+}
+
+// The still-running ticker reports what it was told, in whole lines, and nothing after at("").
+TEST(Runner, HeartbeatPrintsWhereTheRunIs) {
+  std::ostringstream out;
+  {
+    Heartbeat hb(out, std::chrono::milliseconds(10));
+    hb.at("scenario x, dcp (published), step 2 of 5");
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    hb.print("a progress line\n");
+    hb.at("");
+  }
+  const std::string s = out.str();
+  EXPECT_NE(s.find("dcpbench run: still running ("), std::string::npos) << s;
+  EXPECT_NE(s.find(" s): scenario x, dcp (published), step 2 of 5\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("a progress line\n"), std::string::npos) << s;
+  std::istringstream lines(s);
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_TRUE(line == "a progress line" || line.rfind("dcpbench run: still running (", 0) == 0) << line;
+}
+
+// Leaving out the reference strategy gives rows without speedups and says so on the progress stream.
+TEST(Runner, NotesThatTheReferenceIsNotRun) {
+  const auto registry = test_registry();
+  std::ostringstream progress;
+  RunOptions o;
+  o.progress = &progress;
+  o.strategies = {"bshd"};
+  const ResultsFile r = run_scenarios({tiny_scenario()}, o, registry);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_FALSE(r.rows[0].speedup_vs_packing.has_value());
+  EXPECT_NE(progress.str().find("tiny: note: the reference strategy \"packing\" is not among the strategies run"),
+            std::string::npos)
+      << progress.str();
+  o.strategies = {"bshd", "packing"};
+  progress.str("");
+  run_scenarios({tiny_scenario()}, o, registry);
+  EXPECT_EQ(progress.str().find("note:"), std::string::npos) << progress.str();
 }
 
 TEST(Runner, RowsPerStrategyAndStepWithSharedBatch) {
