@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <tuple>
 #include <ctime>
 #include <unistd.h>
 
@@ -491,18 +492,30 @@ std::string check_rows_agree(const ResultsFile& f, const json& j) {
   for (const auto& a : aggregate(f)) rows.push_back(aggregate_to_json(a));
   if (file.size() != rows.size())
     return "\"aggregates\" has " + std::to_string(file.size()) + " entries, its rows make " + std::to_string(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i)
+  // Matched by (scenario, setting, strategy), not by position.
+  const auto key_of = [](const json& a) {
+    const auto str = [&](const char* k) { return a.contains(k) && a[k].is_string() ? a[k].get<std::string>() : ""; };
+    return std::make_tuple(str("scenario"), str("setting"), str("strategy"));
+  };
+  std::map<std::tuple<std::string, std::string, std::string>, const json*> made;
+  for (const auto& a : rows) made[key_of(a)] = &a;
+  for (size_t i = 0; i < file.size(); ++i) {
+    const auto it = made.find(key_of(file[i]));
+    const std::string at = "\"aggregates\"[" + std::to_string(i) + "]";
+    if (it == made.end()) return at + " names a scenario, setting and strategy that no row has";
     for (const auto& [k, v] : file[i].items())
-      if (rows[i].contains(k) && !close_json(v, rows[i][k]))
-        return "\"aggregates\"[" + std::to_string(i) + "]." + quote(k, 40) + "=" + json_excerpt(v, 40) +
-               " is not what its rows give (" + json_excerpt(rows[i][k], 40) + ")";
+      if (it->second->contains(k) && !close_json(v, (*it->second)[k]))
+        return at + "." + quote(k, 40) + "=" + json_excerpt(v, 40) + " is not what its rows give (" +
+               json_excerpt((*it->second)[k], 40) + ")";
+  }
   return "";
 }
 
 }  // namespace
 
-ResultsFile read_results(const std::string& path) {
-  const json j = read_json_file(path);
+ResultsFile read_results(const std::string& path) { return results_from_json(read_json_file(path), path); }
+
+ResultsFile results_from_json(const json& j, const std::string& path) {
   const auto errs = validate_results(j);
   if (!errs.empty()) {
     std::string more = errs.size() > 1 ? " (and " + std::to_string(errs.size() - 1) + " more problems)" : "";

@@ -120,6 +120,10 @@ nlohmann::json results_to_json(const ResultsFile& results);
 std::vector<std::string> validate_results(const nlohmann::json& j);
 
 // Reads and validates a results file; InputError naming the file and the first problem.
+// The results file of already-parsed JSON: validate_results, the rows, and their agreement (every
+// strategy of a scenario and setting has the same steps, once each; the aggregates are what the
+// rows give). InputError naming `path` otherwise. read_results is this over the file's JSON.
+ResultsFile results_from_json(const nlohmann::json& j, const std::string& path);
 ResultsFile read_results(const std::string& path);
 
 // Writes atomically (temp file + rename).

@@ -1,5 +1,5 @@
 // libFuzzer target for the results reader and everything that reads a results file: any bytes
-// must either be rejected by validate_results (read_results throws dcp::InputError) or be read,
+// must either be rejected by results_from_json (dcp::InputError, as read_results) or be read,
 // tabulated (print_table) and gated (run_gate against itself) without a crash, UB or any
 // exception other than InputError. Run by CTest (label fuzz) for a bounded time.
 #include "core/error.h"
@@ -20,11 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   try {
     const nlohmann::json j = dcp::parse_json_text(in, "fuzz/results.json");
-    if (!validate_results(j).empty()) return 0;
-    ResultsFile f;  // as read_results builds it
-    f.context = j["context"];
-    if (j.contains("scenarios") && j["scenarios"].is_array()) f.scenarios = j["scenarios"];
-    for (const auto& r : j["rows"]) f.rows.push_back(row_from_json(r));
+    const ResultsFile f = results_from_json(j, "fuzz/results.json");  // what read_results does
     std::ostringstream table;
     print_table(table, f);
     const GateReport g = run_gate(f, f, 0.02);

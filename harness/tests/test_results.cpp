@@ -173,6 +173,9 @@ TEST(Results, RowsThatDisagreeAreAnInputError) {
     if (a["strategy"] == "megatron-dev") a["tflops_per_gpu"] = 100.0;
   EXPECT_NE(message(edited).find(".\"tflops_per_gpu\"=100.0 is not what its rows give (200.0)"), std::string::npos)
       << message(edited);
+  json reordered = good;  // the same aggregates in another order are the rows' still
+  std::swap(reordered["aggregates"][0], reordered["aggregates"][2]);
+  EXPECT_EQ(message(reordered), "(read)");
   json fewer = good;
   fewer["aggregates"].erase(0);
   EXPECT_NE(message(fewer).find("\"aggregates\" has 2 entries, its rows make 3"), std::string::npos) << message(fewer);
