@@ -87,7 +87,10 @@ int run_conform(const ConformArgs& a, const std::string& command_line) {
   DCP_REQUIRE(a.timeout_s > 0 && a.timeout_s <= 3600, "--timeout ", a.timeout_s, " must be in (0, 3600] seconds");
   DCP_REQUIRE(a.reference == "megatron-dev" || a.reference == "megatron-pr2000" || a.reference == "none",
               "--reference ", a.reference, " is not one of megatron-dev, megatron-pr2000, none");
-  if (a.out_given) check_output_path(a.out);  // core/files.h policy, before any case runs
+  if (a.out_given) {  // core/files.h policy, before any case runs
+    check_output_path(a.out);
+    check_output_not_in_folder(a.out, a.cases, "the cases folder");
+  }
   std::unique_ptr<plan::Planner> planner;
   if (!a.planner.empty()) planner = builtin_planners().make(a.planner);  // InputError names the known ones
   const std::vector<Case> cases = plan::conformance::read_cases(a.cases);

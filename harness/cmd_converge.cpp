@@ -76,6 +76,7 @@ int run(const ConvergeArgs& a, const std::string& command) {
   if (a.out_given) {
     check_output_path(a.out);
     check_output_not_input(a.out, {a.scenario});
+    check_output_not_in_folder(a.out, s.text_dir, "the text corpus (data.text_dir)");
   }
   ConvergeOptions o;
   o.backend = a.backend;

@@ -89,7 +89,8 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
         f.message = "out of memory in " + std::to_string(c.oom_steps) + "/" + std::to_string(c.steps) + " steps (peak " +
                     fmt2(c.peak_memory_gib) + " GiB/GPU)";
       } else if (!c.valid()) {
-        f.message = "still out of memory (as in the baseline)";
+        f.message = b.invalid_steps > 0 ? "out of memory (the baseline's plan was invalid)"
+                                        : "still out of memory (as in the baseline)";
       } else if (!b.valid()) {
         f.message = std::string(b.invalid_steps > 0 ? "valid now (baseline plan was invalid), "
                                                     : "fits now (baseline was out of memory), ") +

@@ -41,7 +41,7 @@ from matplotlib.patches import Patch, Rectangle  # noqa: E402
 SCHEMA = "dcpbench.results.v1"
 STRATEGY_ORDER = ["bshd", "packing", "megatron-pr2000", "megatron-dev", "nvidia-prototype", "dcp"]
 COLORS = {"bshd": "#9e9e9e", "packing": "#4c72b0", "megatron-pr2000": "#dd8452",
-          "megatron-dev": "#55a868", "nvidia-prototype": "#8172b3", "dcp": "#c44e52"}
+          "megatron-dev": "#55a868", "nvidia-prototype": "#937860", "dcp": "#c44e52"}
 
 
 def fitted(fig, text, fontsize):

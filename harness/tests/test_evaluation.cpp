@@ -76,6 +76,11 @@ TEST(Evaluation, MergedFilesKeepEveryFilesProvenance) {
   write_evaluation_markdown(md, a, EvaluationOptions{});
   EXPECT_NE(md.str().find("with calibration `h100-sxm-public + unit`"), std::string::npos);
   EXPECT_THROW(merge_results(a, b, "b.json"), InputError);  // "third" again
+  ResultsFile d = c;  // a run over scenarios of two calibrations lists them with a comma
+  d.rows[0].scenario = "fifth";
+  d.context["calibration"] = "unit,h100-sxm-public";
+  merge_results(a, d, "d.json");
+  EXPECT_EQ(a.context.value("calibration", ""), "h100-sxm-public + unit");
 }
 
 TEST(Evaluation, BreakdownIsTheDifferenceOfTheComponents) {

@@ -82,6 +82,11 @@ TEST(Gate, SaysWhyTheBaselineHadNoNumbers) {
       << find(r, "dcp").message;
   EXPECT_NE(find(r, "packing").message.find("valid now (baseline plan was invalid)"), std::string::npos)
       << find(r, "packing").message;
+  auto now_oom = row("a", "packing", 0);
+  now_oom.oom = true;
+  const GateReport r2 = run_gate(results({row("a", "packing", 0, false)}), results({now_oom}), 0.02);
+  EXPECT_NE(find(r2, "packing").message.find("out of memory (the baseline's plan was invalid)"), std::string::npos)
+      << find(r2, "packing").message;
 }
 
 // A baseline of another configuration is not compared (a global batch of 1 read as a 97% drop);

@@ -146,6 +146,16 @@ void check_output_not_input(const std::string& path, const std::vector<std::stri
   }
 }
 
+void check_output_not_in_folder(const std::string& path, const std::string& folder, std::string_view what,
+                                std::string_view flag) {
+  if (is_stdout_path(path)) return;
+  struct stat dir {}, in {};
+  if (::stat(folder_of(path).c_str(), &dir) != 0 || ::stat(folder.c_str(), &in) != 0) return;
+  if (dir.st_dev == in.st_dev && dir.st_ino == in.st_ino)
+    throw InputError(subject(flag, path) + ": is inside " + std::string(what) + " " + show_path(folder) +
+                     ", which this command reads every file of; refusing to write there");
+}
+
 void write_output(const std::string& path, std::string_view text, std::string_view flag) {
   if (is_stdout_path(path)) {
     std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));

@@ -44,6 +44,12 @@ void check_output_path(const std::string& path, std::string_view flag = "--out")
 void check_output_not_input(const std::string& path, const std::vector<std::string>& inputs,
                             std::string_view flag = "--out");
 
+// Throws InputError if `path` would be written into `folder` (same device and inode of the
+// folder), a folder the command reads every file of (conform's cases, converge's corpus): it
+// would replace one of them, or be read as one the next time. `what` names the folder's role.
+void check_output_not_in_folder(const std::string& path, const std::string& folder, std::string_view what,
+                                std::string_view flag = "--out");
+
 // Writes `text` to `path` under the policy ("-" = stdout). Nothing is left behind on failure.
 void write_output(const std::string& path, std::string_view text, std::string_view flag = "--out");
 

@@ -251,6 +251,15 @@ def main():
                            ("evaluate/results", ["evaluate", "results.json", "--out", "results.json"]),
                            ("converge/scenario", ["converge", "--scenario", "conv.json", "--out", "conv.json"])]:
             case(f"out/{name}-is-an-input", args, ["is an input of this command"])
+        os.mkdir(w("cases"))
+        shutil.copy(os.path.join(repo, "scenarios/conformance/gen-fill-empty-000.json"), w("cases"))
+        case("out/conform/into-the-cases-folder", ["conform", "--planner", "packing", "--cases", "cases",
+                                                   "--reference", "none", "--out", "cases/gen-fill-empty-000.json"],
+             ["is inside the cases folder"])
+        shutil.copytree(conv["data"]["text_dir"], w("corpus"))  # a copy: a failing check writes there
+        write(w("conv-local.json"), json.dumps(dict(conv, data=dict(conv["data"], text_dir="corpus"))))
+        case("out/converge/into-the-corpus", ["converge", "--scenario", "conv-local.json", "--out", "corpus/report.json"],
+             ["is inside the text corpus"])
         case("out/bad-input-leaves-existing-file", ["schedule", "--lengths", "deep.json"] + sched[1:] + ["--out", "existing.json"],
              ["nested deeper"])
         case("out/second-scenario-bad", ["run", "ok.json", "gb-1e7.json", "--out", "r.json"], ["global_batch"])

@@ -116,6 +116,26 @@ TEST(Sampler, DropsOrPadsShortSamples) {
   c.short_policy = ShortPolicy::drop;
   c.global_batch = 1;
   EXPECT_THROW(sample_global_batch(list_source({10}, "tiny"), c, 0), InputError);
+  // The message says what dropped them: min_seqlen here, long: drop below (it blamed min_seqlen
+  // for both).
+  const auto message = [](const LengthSource& src, const SamplerConfig& cfg) -> std::string {
+    try {
+      sample_global_batch(src, cfg, 0);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(sampled)";
+  };
+  EXPECT_NE(message(list_source({10}, "tiny"), c).find("1001000 dropped as shorter than min_seqlen=256, 0 as longer"),
+            std::string::npos)
+      << message(list_source({10}, "tiny"), c);
+  c.min_seqlen = 1;
+  c.max_seqlen = 8192;
+  c.drop_long = true;
+  EXPECT_NE(message(list_source({100000}, "long"), c)
+                .find("0 dropped as shorter than min_seqlen=1, 1001000 as longer than max_seqlen=8192 with long: drop"),
+            std::string::npos)
+      << message(list_source({100000}, "long"), c);
 }
 
 TEST(Sampler, PadsToAMultiple) {
