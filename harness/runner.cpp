@@ -460,10 +460,10 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
       options.sync_planning ? plan::PlanningMode::sync : plan::PlanningMode::async);
   double previous_step_s = 0;  // simulated step time of the previous step (0: none, or no figures)
   for (int step = 0; step < p.steps; ++step) {
-    if (options.heartbeat)
-      note_progress(options.heartbeat, s.name + ", " + strategy + " (" + setting_label +
-                                           (options.phase.empty() ? "" : ", " + options.phase) + "), step " +
-                                           std::to_string(step + 1) + " of " + std::to_string(p.steps));
+    if (options.heartbeat)  // (the line only built when someone reads it)
+      options.heartbeat->at(s.name + ", " + strategy + " (" + setting_label +
+                            (options.phase.empty() ? "" : ", " + options.phase) + "), step " + std::to_string(step + 1) +
+                            " of " + std::to_string(p.steps));
     const data::SampledBatch& sb = p.batches[static_cast<size_t>(step)];
     ResultRow row;
     row.scenario = s.name;

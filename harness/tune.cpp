@@ -2,23 +2,16 @@
 #include "harness/tune.h"
 
 #include "core/error.h"
+#include "core/text.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <set>
 
 namespace dcp::harness {
 namespace {
-
-// Seconds as the progress lines print them (6 significant digits, as the stream did).
-std::string fmt_seconds(std::chrono::steady_clock::duration d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", std::chrono::duration<double>(d).count());
-  return buf;
-}
 
 using nlohmann::json;
 
@@ -116,7 +109,7 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
     }
     if (best.empty()) best = run_strategy(p, p.cm, strategy, published_setting(s), "tuned", quiet, registry);
     progress_line(options, "dcpbench run --tune: " + s.name + " " + strategy + ": " + std::to_string(tried) +
-                               " settings (" + fmt_seconds(std::chrono::steady_clock::now() - t0) + " s), best " +
+                               " settings (" + fmt("%g", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) + " s), best " +
                                best.front().knobs.dump());
     out.insert(out.end(), std::make_move_iterator(best.begin()), std::make_move_iterator(best.end()));
   }
@@ -225,7 +218,8 @@ json study(const PreparedScenario& p, const RunOptions& quiet, const plan::Plann
     for (double f : {kSensitivityLow, kSensitivityHigh}) {
       cost::CostModel cm = p.cm;
       param.scale(cm, f);
-      phase = "--sensitivity " + param.name + " x" + (f < 1 ? "0.8" : "1.2");
+      const std::string name = param.name + " x" + (f < 1 ? "0.8" : "1.2");
+      phase = "--sensitivity " + name;
       const SpeedupSummary v = run_all(cm);
       json vs = json::object();
       for (const auto& [st, x] : v.speedup) {
@@ -240,7 +234,6 @@ json study(const PreparedScenario& p, const RunOptions& quiet, const plan::Plann
           e["widest_parameter"] = param.name;
         }
       }
-      const std::string name = param.name + " x" + (f < 1 ? "0.8" : "1.2");
       if (v.ranking != nominal.ranking) changed_by.push_back(name);
       variants.push_back({{"parameter", param.name}, {"factor", f}, {"speedups", vs}, {"ranking", v.ranking}});
     }
@@ -271,7 +264,7 @@ json run_sensitivity(const PreparedScenario& p, const RunOptions& options, const
   }
   progress_line(options, "dcpbench run --sensitivity: " + s.name + ": " + std::to_string(out["variants"].size()) +
                              " variants" + (tuned.empty() ? "" : " x 2 (published, tuned settings)") + " (" +
-                             fmt_seconds(std::chrono::steady_clock::now() - t0) + " s)");
+                             fmt("%g", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) + " s)");
   return out;
 }
 

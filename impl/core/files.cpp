@@ -133,25 +133,25 @@ void check_output_path(const std::string& path, std::string_view flag) {
   require_folder(path, flag);
 }
 
+namespace {
+// Whether both paths exist and name the same file or folder (device and inode, links followed).
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat x {}, y {};
+  return ::stat(a.c_str(), &x) == 0 && ::stat(b.c_str(), &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+}  // namespace
+
 void check_output_not_input(const std::string& path, const std::vector<std::string>& inputs, std::string_view flag) {
   if (is_stdout_path(path)) return;
-  struct stat out {};
-  if (::stat(path.c_str(), &out) != 0) return;  // a new file is no input
-  for (const std::string& in : inputs) {
-    struct stat st {};
-    if (is_stdout_path(in) || ::stat(in.c_str(), &st) != 0) continue;
-    if (st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+  for (const std::string& in : inputs)
+    if (!is_stdout_path(in) && same_file(path, in))
       throw InputError(subject(flag, path) + ": is an input of this command (" + show_path(in) +
                        "); refusing to replace it (left untouched)");
-  }
 }
 
 void check_output_not_in_folder(const std::string& path, const std::string& folder, std::string_view what,
                                 std::string_view flag) {
-  if (is_stdout_path(path)) return;
-  struct stat dir {}, in {};
-  if (::stat(folder_of(path).c_str(), &dir) != 0 || ::stat(folder.c_str(), &in) != 0) return;
-  if (dir.st_dev == in.st_dev && dir.st_ino == in.st_ino)
+  if (!is_stdout_path(path) && same_file(folder_of(path), folder))
     throw InputError(subject(flag, path) + ": is inside " + std::string(what) + " " + show_path(folder) +
                      ", which this command reads every file of; refusing to write there");
 }
