@@ -1,9 +1,47 @@
 // See cli_options.h.
 #include "harness/cli_options.h"
 
+#include "core/text.h"
 #include "plan/planner.h"
 
 namespace dcp::harness {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+std::optional<std::string> list_error(const std::string& text, bool ints, int64_t lo, int64_t hi) {
+  const std::vector<std::string> items = split_list(text);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].empty())
+      return quote(text) + " has an empty item (item " + std::to_string(i + 1) + " of " +
+             std::to_string(items.size()) + "): give the values separated by single commas";
+    if (ints)
+      if (auto e = int_error(items[i], lo, hi)) return *e;
+  }
+  return std::nullopt;
+}
+
+CLI::Option* add_name_list_option(CLI::App* cmd, const std::string& flag, std::vector<std::string>& target,
+                                  const std::string& help) {
+  const CLI::Validator items(
+      [](std::string& text) {
+        const auto e = list_error(text, false);
+        return e ? *e : std::string();
+      },
+      "", "name_list");
+  return cmd
+      ->add_option_function<std::string>(
+          flag, [&target](const std::string& text) { target = split_list(text); }, help)
+      ->check(items);
+}
 
 void add_plan_config_flags(CLI::App* cmd, PlanConfigFlags& f, bool required, const std::string& optional_note) {
   const std::string note = required || optional_note.empty() ? "" : " " + optional_note;

@@ -306,10 +306,9 @@ void add_cp_attn_command(CLI::App& app, int& exit_code) {
                                       "mpi the world size is used");
   cmd->add_option("--algo", args->algo, "ring or all_gather (default ring)");
   cmd->add_option("--dtype", args->dtype, "f64 or f32 (default f64)");
-  add_int_option(cmd, "--lengths", args->lengths, 0, kMaxTotalTokens,
-                 "Comma-separated real sequence lengths (default 1,7,8,9,300; at most " +
-                     std::to_string(kMaxTotalTokens) + " tokens in all); each is padded to a multiple of 2*cp")
-      ->delimiter(',');
+  add_int_list_option(cmd, "--lengths", args->lengths, 0, kMaxTotalTokens,
+                      "Comma-separated real sequence lengths (default 1,7,8,9,300; at most " +
+                          std::to_string(kMaxTotalTokens) + " tokens in all); each is padded to a multiple of 2*cp");
   add_int_option(cmd, "--heads", args->heads, 1, kMaxHeads, "Query heads (default 4)");
   add_int_option(cmd, "--kv-heads", args->kv_heads, 1, kMaxHeads, "Key/value heads, dividing --heads (default 2)");
   add_int_option(cmd, "--head-dim", args->head_dim, 1, kMaxHeads, "Head dimension (default 64)");

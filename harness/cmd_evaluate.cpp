@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
+#include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/evaluation.h"
 #include "harness/results.h"
@@ -59,10 +60,9 @@ void add_evaluate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("results", args->results, "Results JSON files of dcpbench run (dcpbench.results.v1)")->required();
   cmd->add_option("--out", args->out, "Markdown file to write (default - = stdout)");
   cmd->add_option("--focus", args->options.focus, "The strategy evaluated (default dcp)");
-  cmd->add_option("--peers", args->options.peers,
-                  "Strategies it is compared with, in this order (default nvidia-prototype,megatron-dev,megatron-pr2000,packing; "
-                  "those absent from the file are skipped)")
-      ->delimiter(',');
+  add_name_list_option(cmd, "--peers", args->options.peers,
+                       "Strategies it is compared with, comma-separated, in this order (default "
+                       "nvidia-prototype,megatron-dev,megatron-pr2000,packing; those absent from the file are skipped)");
   cmd->add_flag("--strict", args->strict, "Exit 1 when a target is not met");
   cmd->callback([args, &exit_code] { exit_code = run_evaluate(*args); });
 }

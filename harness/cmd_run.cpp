@@ -205,7 +205,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", args->out,
                   "Results JSON to write (default dcpbench-results.json; a regular file or a new path in an "
                   "existing folder; - = stdout, the table then goes to stderr)");
-  cmd->add_option("--strategies", args->strategies, "Only these strategies (comma-separated)")->delimiter(',');
+  add_name_list_option(cmd, "--strategies", args->strategies, "Only these strategies (comma-separated)");
   add_int_option(cmd, "--time-budget-ms", args->time_budget_ms, 1, 3600000,
                  "Search budget of the searching planners (dcp's local search), converted to work units by a "
                  "fixed calibration so plans are deterministic (default: the planner's own)");

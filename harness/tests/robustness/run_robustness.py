@@ -389,6 +389,15 @@ def main():
              ['--bound: "0" is not a finite number > 0'])
         case("value/strategies-twice", ["run", "ok.json", "--strategies", "dcp,dcp", "--out", "r.json"],
              ['--strategies: "dcp" is listed twice'])
+        case("value/strategies-empty-item", ["run", "ok.json", "--strategies", "dcp,,packing", "--out", "r.json"],
+             ['--strategies: "dcp,,packing" has an empty item (item 2 of 3)'])
+        case("value/strategies-trailing-comma", ["run", "ok.json", "--strategies", "dcp,", "--out", "r.json"],
+             ['--strategies: "dcp," has an empty item (item 2 of 2)'])
+        case("value/cp-attn-lengths-empty-item", ["cp-attn", "--lengths", "1,,2"],
+             ['--lengths: "1,,2" has an empty item (item 2 of 3)'])
+        case("int/cp-attn-lengths-float-item", ["cp-attn", "--lengths", "1,2.5"], ['--lengths: "2.5" is not an integer'])
+        case("value/evaluate-peers-empty-item", ["evaluate", "results.json", "--peers", ",packing"],
+             ['--peers: ",packing" has an empty item (item 1 of 2)'])
         case("value/max-seqlen-not-padded", ["run", "maxlen-unpadded.json", "--out", "r.json"],
              ['"training.max_seqlen"=8188 is not a multiple of "dataset.pad_multiple"=8'])
         case("int/scenario-gpus-float", ["run", "gpus-float.json", "--out", "r.json"], ['"cluster.gpus"=4.5 is not an integer'])
