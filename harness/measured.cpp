@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -213,6 +214,9 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
     for (const auto& st : options.strategies) h = fnv1a(h, st);
     agree(static_cast<int64_t>(h >> 1), "the GPU type or the run's inputs");
   }
+  // The run's ticker, made here rather than in run_scenarios so the replay lines below share its lock.
+  std::optional<Heartbeat> heartbeat;
+  if (options.progress && !options.heartbeat) options.heartbeat = &heartbeat.emplace(*options.progress);
   std::ostream* progress = measure.progress;
   size_t index = 0;  // rows with figures, in the order the runner makes them (the same on every process)
   options.on_row = [&](ResultRow& row, const RowSource& src) {
@@ -261,14 +265,19 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
       m["bwd_s"] = bwd;
       m["ring_copy_s"] = copies;
       if (progress) {
-        // One write per line: the run's still-running ticker may write to the same stream.
+        // One write per line, under the ticker's lock when the ticker writes to the same stream
+        // (process 0's stderr): its "still running" lines never land inside this one.
         const std::string line = "dcpbench run --backend cuda: " + label + ": rank " + std::to_string(rank) +
                                  " stage " + std::to_string(stage) + ", " + std::to_string(share.microbatches.size()) +
                                  " micro-batches: " + fmt("%.3f", 1e3 * (fwd + bwd - copies)) + " ms measured (+ " +
                                  fmt("%.3f", 1e3 * copies) + " ms ring copies), " + fmt("%.3f", 1e3 * predicted) +
                                  " ms predicted\n";
-        progress->write(line.data(), static_cast<std::streamsize>(line.size()));
-        progress->flush();
+        if (options.heartbeat && options.progress == progress) {
+          options.heartbeat->print(line);
+        } else {
+          progress->write(line.data(), static_cast<std::streamsize>(line.size()));
+          progress->flush();
+        }
       }
     }
     row.measured = std::move(m);

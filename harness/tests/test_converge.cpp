@@ -221,6 +221,30 @@ TEST(ConvergeRun, AnImpossibleBoundFailsNamingStrategyStepAndQuantity) {
   EXPECT_NE(converge_table(out.report).find("FAIL"), std::string::npos);
 }
 
+// A reference that cannot train (learning rate 0: its loss moves only with the batches, well under
+// 10%) fails the loss-drop check; a run shorter than the scenario says so in the same line, a run
+// of the scenario's length does not.
+TEST(ConvergeRun, AReferenceThatDoesNotTrainFailsAndAShortRunSaysItMayBeTooShort) {
+  json j = small();
+  j["training"]["lr"] = 0.0;
+  const ConvergeScenario s = load_converge_scenario(write_tmp(j, "lr0"));
+  for (const int steps : {2, 3}) {
+    SCOPED_TRACE(steps);
+    ConvergeOptions o;
+    o.quiet = true;
+    o.steps = steps;
+    const ConvergeOutcome out = run_small(s, o);
+    ASSERT_FALSE(out.pass());
+    std::string drop;
+    for (const auto& f : out.failures)
+      if (f.rfind("reference step " + std::to_string(steps - 1) + " (main): loss fell by ", 0) == 0) drop = f;
+    ASSERT_FALSE(drop.empty()) << "failures: " << out.report["failures"].dump();
+    EXPECT_NE(drop.find("less than the 10% required"), std::string::npos) << drop;
+    const bool short_note = drop.find("a run of 2 of the scenario's 3 steps may be too short") != std::string::npos;
+    EXPECT_EQ(short_note, steps == 2) << drop;
+  }
+}
+
 TEST(ConvergeReport, SchemaCheckRejectsBrokenReports) {
   json r = {{"schema", "dcpbench.converge.v1"}, {"context", json::object()}, {"dtype", "f64"}, {"steps", 2},
             {"strategies", {{"reference", {{"losses", {1.0, 0.9}}}}}}};

@@ -184,6 +184,37 @@ TEST(Measured, RowsAreMeasuredRowsOfTheSameRun) {
   EXPECT_NE(table.str().find("(error -"), std::string::npos) << table.str();  // the fake took 1.5x the prediction
 }
 
+// The replay's progress lines and the run's ticker share one stream and one lock: with a ticker
+// every millisecond, every line is whole (a replay line or a ticker line, never one inside the
+// other), and there is one replay line per measured row.
+TEST(Measured, ReplayLinesAndTheTickerNeverShareALine) {
+  const Scenario s = small_scenario();
+  std::ostringstream out;
+  FakeMeasurer fake;
+  MeasureOptions m;
+  m.measurer = fake.fn();
+  m.device = "Fake GPU";
+  m.progress = &out;
+  RunOptions opt;
+  opt.progress = &out;
+  {
+    Heartbeat tick(out, std::chrono::milliseconds(1));
+    opt.heartbeat = &tick;
+    measure_scenarios({s}, opt, builtin_planners(), m);
+  }
+  std::istringstream lines(out.str());
+  int replays = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find("--backend cuda: ");
+    if (at == std::string::npos) continue;
+    EXPECT_EQ(line.rfind("dcpbench run --backend cuda: ", 0), 0u) << line;
+    EXPECT_EQ(line.find("still running"), std::string::npos) << line;
+    ++replays;
+  }
+  EXPECT_EQ(replays, *fake.calls);
+  EXPECT_GE(replays, 6);
+}
+
 // A measured file is not a simulated one: the gate refuses to compare them (a rank share's rate
 // against a whole step's), in either direction, and evaluate refuses it.
 TEST(Measured, GateAndEvaluateDoNotTakeMeasuredForSimulated) {
