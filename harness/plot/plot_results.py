@@ -250,7 +250,9 @@ def plot_speedup(doc, agg, order, out):
                         f" ({kind_of(doc)}): as published (solid), tuned (dotted), published by others (//)" +
                         (f"; whiskers: p5-p95 over {draws} draws of the batches" if draws else ""), 9)[0],
                  fontsize=9)
-    ax.legend(fontsize=6, ncol=2)
+    # Outside the axes, right: inside, "best" placement weighs the bars but not their value labels,
+    # and could cover one.
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     footer(fig, doc)
