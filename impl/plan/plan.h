@@ -55,6 +55,10 @@ struct Plan {
   // padded only to a multiple of 2*cp.
   int64_t pad_to = 0;
   std::vector<MicroBatch> microbatches;
+  // What a reader of this plan's numbers should know that the plan does not show (e.g. a port's
+  // deviation from its upstream on this batch); empty for most plans. Not part of Megatron's
+  // format (plan_json): `dcpbench run` carries it into the results row's "note".
+  std::string note;
 };
 
 // Per-rank view used by Megatron's scheduler: rank_lists[mb][rank] = sample ids in pack order.

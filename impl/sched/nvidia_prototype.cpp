@@ -19,6 +19,7 @@ namespace dcp::sched {
 namespace {
 
 std::atomic<int64_t> g_fallbacks{0};
+std::atomic<int64_t> g_upstream_raises{0};
 
 // 1488-1498: forward-only TFLOP of causal attention and of one GEMM.
 double attention_tflops(double s, double h, double scale) { return 2.0 * 2.0 * s * s * h / 1e12 * scale; }
@@ -92,7 +93,17 @@ class PrototypeSolver {
   }
 
   // The plan for m micro-batches per slot x pp, or nothing when this m cannot hold the batch.
-  std::optional<plan::Plan> plan_for(int m) const {
+  // `raises` (if given) is set when the prototype itself raises on this m (deviation 11): its
+  // first pass gives an except sample no bucket, the except samples take every bucket while
+  // normal samples remain, or a normal bucket stays empty. Only while the port has followed the
+  // prototype's decisions so far (no cap of deviations 3, 4 or 9 changed one): after such a
+  // change the prototype's own path is not known.
+  std::optional<plan::Plan> plan_for(int m, bool* raises = nullptr) const {
+    bool same_path = true;  // no deviation has changed a decision yet
+    const auto upstream_raises = [&] {
+      if (raises && same_path) *raises = true;
+      return std::nullopt;
+    };
     const int64_t g = batch_.size();
     const int per_slot = m * pp_;
     const int64_t total_buckets = static_cast<int64_t>(per_slot) * slots_;
@@ -118,10 +129,14 @@ class PrototypeSolver {
       const int64_t raw = static_cast<int64_t>(std::ceil(fwd_[i] / target));
       const int64_t remain_other = static_cast<int64_t>(except.size()) - 1 - static_cast<int64_t>(e);
       int64_t c = std::min<int64_t>({prototype_nearest_pow2(raw), slots_, buckets_left - remain_other});
+      // c <= 0: the prototype divides by it (split_sample, 1998) or fails its assert (2020).
+      if (c <= 0) return upstream_raises();
+      const int64_t upstream_c = c;
       const int64_t need = plan::cp_min(batch_.lengths[i], M, min_cp_) / min_cp_;  // deviation 3
       c = std::max(c, need);
       const int ci = fit_slot_size(c);  // deviation 4
       if (ci < need || ci < 1) return std::nullopt;
+      if (ci != upstream_c) same_path = false;
       counts[e] = ci;
       buckets_left -= ci;
       if (buckets_left < 0) return std::nullopt;
@@ -142,7 +157,7 @@ class PrototypeSolver {
         const int v = *std::min_element(free_count.begin() + left, free_count.begin() + left + c);
         if (v > best_value) best_value = v, best_left = left;
       }
-      if (best_left < 0 || best_value <= 0) return std::nullopt;
+      if (best_left < 0 || best_value <= 0) return std::nullopt;  // deviation 9
       // The first position free on every slot of the interval.
       int pos = -1;
       for (int k = 0; k < per_slot && pos < 0; ++k) {
@@ -158,24 +173,26 @@ class PrototypeSolver {
       b.first_slot = best_left;
       double room = c * target - fwd_[i];
       int64_t tokens = batch_.lengths[i];
-      double fill_fwd = 0;
+      std::vector<double> fill_fwd;  // summed as the prototype does (Python's sum, 2023)
       const int64_t cap = M * c * min_cp_;
       std::vector<int> kept;
       for (int s : remaining) {
         const bool extra = assign_all || (total_num * ratio(m) < static_cast<double>(remaining.size() - (b.samples.size() - 1)) &&
                                           tokens < M * static_cast<int64_t>(c));
-        if (fwd_[s] < room * 1.05 && extra && tokens + batch_.lengths[s] <= cap) {
+        const bool joins = fwd_[s] < room * 1.05 && extra;
+        if (joins && tokens + batch_.lengths[s] <= cap) {
           room -= fwd_[s];
           tokens += batch_.lengths[s];
-          fill_fwd += fwd_[s];
+          fill_fwd.push_back(fwd_[s]);
           b.samples.push_back(s);
         } else {
+          if (joins) same_path = false;  // deviation 3's cap kept it out
           kept.push_back(s);
         }
       }
       remaining = std::move(kept);
       b.tokens = tokens;
-      b.fwd = (fwd_[i] + fill_fwd) / c;
+      b.fwd = (fwd_[i] + python_sum(fill_fwd)) / c;
       const int id = static_cast<int>(buckets.size());
       buckets.push_back(std::move(b));
       for (int s = best_left; s < best_left + c; ++s) {
@@ -186,7 +203,8 @@ class PrototypeSolver {
     // Normal buckets (create_buckets + assign_samples_to_buckets).
     const int64_t n_normal = std::accumulate(free_count.begin(), free_count.end(), int64_t{0});
     DCP_CHECK(n_normal == buckets_left, "nvidia-prototype: ", n_normal, " free buckets, expected ", buckets_left);
-    if (n_normal == 0 && !remaining.empty()) return std::nullopt;
+    // The prototype asserts that no normal sample is left when no normal bucket is (2225-2232).
+    if (n_normal == 0 && !remaining.empty()) return upstream_raises();
     int64_t normal_tokens = 0;
     for (int s : remaining) normal_tokens += batch_.lengths[s];
     const double target_length = n_normal > 0 ? static_cast<double>(normal_tokens) / static_cast<double>(n_normal) : 0.0;
@@ -205,7 +223,10 @@ class PrototypeSolver {
       for (int id = first_normal; id < static_cast<int>(buckets.size()); ++id) {
         const Bucket& b = buckets[id];
         if (static_cast<double>(b.tokens + batch_.lengths[s]) > b.target_length) continue;
-        if (b.tokens + batch_.lengths[s] > cap1) continue;  // deviation 3
+        if (b.tokens + batch_.lengths[s] > cap1) {  // deviation 3
+          same_path = false;
+          continue;
+        }
         const double nf = b.fwd + fwd_[s];
         const double score = nf * (nf / b.target_flops);
         if (score < best_score) best_score = score, best = id;
@@ -226,7 +247,10 @@ class PrototypeSolver {
       double best_score = std::numeric_limits<double>::infinity();
       for (int id : order) {
         const Bucket& b = buckets[id];
-        if (b.tokens + batch_.lengths[s] > cap1) continue;  // deviation 3
+        if (b.tokens + batch_.lengths[s] > cap1) {  // deviation 3
+          same_path = false;
+          continue;
+        }
         const double d = static_cast<double>(b.tokens + batch_.lengths[s]) - b.target_length;
         const double score = d * d / (b.target_length * b.target_length);
         if (score < best_score) best_score = score, best = id;
@@ -235,7 +259,9 @@ class PrototypeSolver {
       add_normal(buckets[best], s);
     }
     for (int id = first_normal; id < static_cast<int>(buckets.size()); ++id)
-      if (buckets[id].samples.empty()) return std::nullopt;  // "found empty bucket, skip"
+      // "found empty bucket, skip": meant to skip the m, but it appends no time for it, so max()
+      // of the empty list raises (2311-2313, 2383).
+      if (buckets[id].samples.empty()) return upstream_raises();
     // greedy_assign_bucket_to_dp: normal buckets in ascending forward FLOPs, each to the slot with
     // the least forward FLOPs that has a free position (first such), at its first free position.
     std::vector<double> slot_fwd(static_cast<size_t>(slots_), 0.0);
@@ -358,6 +384,7 @@ int64_t prototype_nearest_pow2(int64_t n) {
 }
 
 int64_t nvidia_prototype_fallbacks() { return g_fallbacks.load(); }
+int64_t nvidia_prototype_upstream_raises() { return g_upstream_raises.load(); }
 
 plan::Plan nvidia_prototype_plan(const plan::Batch& batch, const plan::PlanConfig& config,
                                  const plan::PlannerOptions& options, int search_space) {
@@ -369,8 +396,9 @@ plan::Plan nvidia_prototype_plan(const plan::Batch& batch, const plan::PlanConfi
   std::optional<plan::Plan> best;
   double best_score = std::numeric_limits<double>::infinity();
   bool best_fits = false;
+  bool raises = false;  // the prototype raises on some m of its search (deviation 11)
   for (int m = 1; m <= search_space; ++m) {
-    std::optional<plan::Plan> p = solver.plan_for(m);
+    std::optional<plan::Plan> p = solver.plan_for(m, &raises);
     if (!p) continue;
     if (plan::find_violation(*p, batch)) continue;  // a cap the port missed: never return it
     bool fits = true;
@@ -382,13 +410,21 @@ plan::Plan nvidia_prototype_plan(const plan::Batch& batch, const plan::PlanConfi
       best_fits = fits;
     }
   }
+  if (raises) ++g_upstream_raises;
+  const std::string raised =
+      raises ? "NVIDIA's prototype raises on this batch (an m of its search runs out of buckets or leaves one empty; "
+               "nvidia_prototype.h deviation 11)"
+             : "";
   if (!best) {  // deviation 7
     ++g_fallbacks;
     plan::Plan p = megatron_dev_plan(batch, config);
     p.planner = "nvidia-prototype";
+    p.note = (raised.empty() ? std::string("no m of the prototype's search holds this batch") : raised) +
+             "; megatron-dev's plan used (deviation 7)";
     return p;
   }
   plan::validate(*best, batch, config);
+  if (!raised.empty()) best->note = raised + "; planned with the other m";
   return std::move(*best);
 }
 

@@ -26,7 +26,8 @@
 //     bucket's tokens are below M*c); the other buckets take the normal samples greedily
 //     (assign_samples_to_buckets, 1600-1646: descending FLOPs, the bucket minimising
 //     new_fwd^2/target under a length cap of (normal tokens / buckets), then leftovers by the
-//     length rule); an empty bucket disqualifies the m; buckets go to slots: except buckets on
+//     length rule); an empty bucket was meant to disqualify the m but makes the prototype raise
+//     (deviation 11); buckets go to slots: except buckets on
 //     their interval, then normal buckets in ascending FLOPs to the least-loaded slot with room
 //     (greedy_assign_bucket_to_dp, 1267-1451). Micro-batch k of a slot = its k-th bucket.
 //   * The prototype also keeps a backward estimate per bucket (3 x the except sample's forward +
@@ -56,23 +57,40 @@
 //      free on all of them); the prototype appends it to each slot's list, which puts one CP
 //      group in different micro-batches when its slots already hold different numbers of buckets.
 //   6. An m whose micro-batch count is not a multiple of vpp_group is skipped (Megatron's VPP rule).
-//   7. If no m is feasible (fewer samples than slots * m * PP buckets for every m, an empty
-//      bucket, or the caps of deviation 3), we return megatron-dev's plan (the prototype raises
-//      in the first two cases; in the third it returns a plan above M, which is invalid here) (planner name kept as
-//      nvidia-prototype; the fallback is counted by nvidia_prototype_fallbacks()).
+//   7. If no m is feasible (fewer samples than slots * m * PP buckets for every m, an m on which
+//      the prototype raises (deviation 11), or the caps of deviations 3, 4 and 9), we return
+//      megatron-dev's plan (the prototype raises in the first two cases; under the caps it returns
+//      a plan above M, which is invalid here) (planner name kept as nvidia-prototype; the fallback
+//      is counted by nvidia_prototype_fallbacks()).
 //   8. "DP" slots are the pool N = dp*cp divided by min_cp (the prototype's DP with hybrid CP).
 //      Max split size = slots is our choice: run_hybrid_cp.sh:37 sets MAX_CP=8 outright (equal to
 //      the pool of our Llama-13B scenarios, so the same there); on larger pools we let a sample
 //      spread over the whole pool, as megatron-dev does, since a cap of 8 cannot hold a sample
 //      longer than 8 x M.
 //   9. An except sample whose best aligned interval has no free bucket left makes the m
-//      infeasible; the prototype places it anyway and lets the free count go negative.
+//      infeasible. The prototype goes on: when every aligned interval already holds a slot with a
+//      negative free count, no interval is chosen (max_value -1, strict <, 1994-2011) and all c
+//      buckets land on the last slot through Python's index -1 (2018, 2037); transpose_2d_list
+//      (1841) then cuts the uneven per-slot lists to the shortest with zip, dropping samples.
 //  10. Memory: plans that fit (PlannerOptions::estimate) win over plans that do not; if no m fits,
 //      the fastest plan is returned and the harness reports it as oom (the prototype's memory
 //      check would raise: every m scored float_max/10 leaves best_dp_combination empty). In
 //      NVIDIA's runs that check never ran: run_memory_simulator and search_space are plain class
 //      attributes of TransformerConfig (transformer_config.py:50-52), not dataclass fields, so
 //      --search-space does not reach them; m is 1..6 and memory is never checked there.
+//  11. Where the prototype raises for the whole batch, we skip the m that raises and keep the
+//      others (a harness needs a plan; the prototype has no try/except in next_hdp_group or its
+//      sampler, so one raising m ends its step). It raises when, for some m of its search:
+//      (a) its first pass gives an except sample c <= 0 buckets (more except samples than
+//      buckets left: ZeroDivisionError at 1998 or the assert at 2020); (b) the except samples
+//      take every bucket while normal samples remain (assert, 2225-2232); (c) a normal bucket
+//      stays empty: "found empty bucket, skip" (2311-2313) sets a time for it but appends none,
+//      so max() of the empty list raises (2383). Counted per batch by
+//      nvidia_prototype_upstream_raises() and named in the plan's note (the results row's
+//      "note"), only while the port had followed the prototype's decisions on that m (no cap of
+//      deviations 3, 4 or 9 had changed one): a lower bound. Checked against the prototype's own
+//      code (stubbed, run by a read-only audit, 2026-11-27) on 200 batches drawn as in Megatron's
+//      example at 8 GPUs: it raised on 50, the port flagged 40 of those and no other.
 // Deterministic: no randomness; ties broken by index, as the prototype's strict comparisons do.
 #pragma once
 
@@ -108,6 +126,9 @@ plan::Plan nvidia_prototype_plan(const plan::Batch& batch, const plan::PlanConfi
 
 // How many plans fell back to megatron-dev (deviation 7) since the process started.
 int64_t nvidia_prototype_fallbacks();
+// How many batches the prototype itself would have raised on (deviation 11) since the process
+// started; the port planned them (or fell back, deviation 7).
+int64_t nvidia_prototype_upstream_raises();
 
 class NvidiaPrototypePlanner : public plan::Planner {
  public:

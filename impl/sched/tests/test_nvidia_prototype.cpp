@@ -161,5 +161,65 @@ TEST(NvidiaPrototype, RegisteredAndRespectsTheTokenCap) {
     }
 }
 
+// Deviation 11: batches on which the prototype's own code raises (re-run, stubbed, at 3b309c627e
+// by a read-only audit, which also found the plans below to equal the prototype's for the m that
+// does not raise). We skip the m that raises, keep the others, and count the batch.
+struct RaiseCase {
+  const char* why;
+  std::vector<int64_t> lengths;
+  int dp, min_cp;
+  std::vector<std::vector<plan::Group>> plan;  // empty: no m plans it, megatron-dev's plan
+};
+
+TEST(NvidiaPrototype, BatchesThePrototypeRaisesOnArePlannedWithTheOtherMsAndCounted) {
+  const std::vector<RaiseCase> cases = {
+      {"m = 2: the except samples take every bucket while normal samples remain (assert, 2225-2232)",
+       {2048, 2048, 32768, 8192, 16384, 16384, 8192, 8192},
+       4,
+       1,
+       {{{0, 2, {2, 3}}, {2, 1, {4, 6, 0}}, {3, 1, {5, 7, 1}}}}},
+      {"m = 4: a normal bucket stays empty, max() of an empty list (2311-2313, 2383)",
+       {32768, 8192, 16384, 512, 2048, 2048, 8192, 256},
+       2,
+       1,
+       {{{0, 2, {0}}}, {{0, 1, {1, 6, 4, 7}}, {1, 1, {2, 5, 3}}}}},
+      {"m = 1, min_cp 2: five except samples for four buckets, c = 0 (ZeroDivisionError, 1998)",
+       {8192, 8192, 8192, 8192, 8192},
+       8,
+       2,
+       {}},
+  };
+  for (const RaiseCase& rc : cases) {
+    SCOPED_TRACE(rc.why);
+    plan::Batch b{rc.lengths};
+    plan::PlanConfig c;
+    c.dp = rc.dp;
+    c.cp = 1;
+    c.min_cp = rc.min_cp;
+    c.max_seqlen_per_rank = 65536;
+    const int64_t raises = nvidia_prototype_upstream_raises(), fallbacks = nvidia_prototype_fallbacks();
+    const plan::Plan p = nvidia_prototype_plan(b, c);
+    EXPECT_FALSE(plan::find_violation(p, b).has_value());
+    EXPECT_EQ(nvidia_prototype_upstream_raises(), raises + 1);
+    EXPECT_EQ(nvidia_prototype_fallbacks(), fallbacks + (rc.plan.empty() ? 1 : 0));
+    if (rc.plan.empty()) continue;
+    ASSERT_EQ(p.microbatches.size(), rc.plan.size());
+    for (size_t k = 0; k < rc.plan.size(); ++k) {
+      ASSERT_EQ(p.microbatches[k].groups.size(), rc.plan[k].size()) << "micro-batch " << k;
+      for (size_t g = 0; g < rc.plan[k].size(); ++g) {
+        EXPECT_EQ(p.microbatches[k].groups[g].first_rank, rc.plan[k][g].first_rank);
+        EXPECT_EQ(p.microbatches[k].groups[g].cp_size, rc.plan[k][g].cp_size);
+        EXPECT_EQ(p.microbatches[k].groups[g].samples, rc.plan[k][g].samples);
+      }
+    }
+  }
+  // A batch the prototype plans on every m of its search is not counted.
+  plan::Batch ok;
+  for (int i = 0; i < 64; ++i) ok.lengths.push_back(200 + 37 * (i % 11));
+  const int64_t raises = nvidia_prototype_upstream_raises();
+  nvidia_prototype_plan(ok, pool8());
+  EXPECT_EQ(nvidia_prototype_upstream_raises(), raises);
+}
+
 }  // namespace
 }  // namespace dcp::sched
