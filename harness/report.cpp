@@ -5,6 +5,8 @@
 #include "harness/draws.h"
 
 #include <cstdio>
+#include <map>
+#include <tuple>
 #include <set>
 
 namespace dcp::harness {
@@ -232,6 +234,23 @@ std::string measured_detail(const ResultsFile& results, const Aggregate& a) {
          ")";
 }
 
+// The planners' notes on the scenario's plans (ResultRow::note), once per strategy, setting and
+// note, with how many of the strategy's steps carry it.
+void print_planner_notes(std::ostream& os, const ResultsFile& results, const std::string& scenario) {
+  std::map<std::pair<std::string, std::string>, int> steps;  // (strategy, setting) -> rows
+  std::map<std::tuple<std::string, std::string, std::string>, int> notes;
+  for (const ResultRow& r : results.rows) {
+    if (r.scenario != scenario) continue;
+    ++steps[{r.strategy, r.setting}];
+    if (!r.note.empty()) ++notes[{r.strategy, r.setting, r.note}];
+  }
+  for (const auto& [key, n] : notes) {
+    const auto& [strategy, setting, note] = key;
+    os << "  planner note: " << strategy << " (" << setting << "), " << n << " of " << steps[{strategy, setting}]
+       << " steps: " << note << "\n";
+  }
+}
+
 }  // namespace
 
 void print_table(std::ostream& os, const ResultsFile& results) {
@@ -331,6 +350,7 @@ void print_table(std::ostream& os, const ResultsFile& results) {
       os << "  published: " << p.value("source", "") << "\n";
       if (!p.value("note", "").empty()) os << "  note: " << p.value("note", "") << "\n";
     }
+    if (last_of_scenario) print_planner_notes(os, results, scenario);
   }
   print_published_comparison(os, results, aggs);
   print_planning_summary(os, results);

@@ -21,7 +21,7 @@
 namespace dcp::harness {
 
 // Row halves to and from JSON (missing keys keep their defaults on reading).
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowInfo, scenario, strategy, step, plan_valid, oom, error, source,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowInfo, scenario, strategy, step, plan_valid, oom, error, note, source,
                                                 setting, reference, peak_memory_gib, useful_tflop, tokens, samples)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowMetrics, step_time_s, tflops_per_gpu, tokens_per_s_per_gpu,
                                                 microbatches, balance, bubble_frac, comm_frac, plan_efficiency,
@@ -295,6 +295,7 @@ json make_context(const std::string& device, const std::string& cost_model, cons
 json row_to_json(const ResultRow& r) {
   json j = static_cast<const RowInfo&>(r);
   if (r.error.empty()) j.erase("error");
+  if (r.note.empty()) j.erase("note");
   if (!r.oom) j.erase("oom");
   if (r.has_metrics()) {
     j.update(json(static_cast<const RowMetrics&>(r)));
@@ -423,8 +424,8 @@ std::vector<std::string> validate_results(const json& j) {
                           "overhead_s", "bubble_s", "imbalance_s", "plan_hidden_ms", "plan_exposed_ms",
                           "plan_wait_ms"})
       if (r.contains(k) && !r[k].is_number() && !r[k].is_null()) errs.push_back(at + ".\"" + k + "\" is not a number");
-    if (r.contains("planning") && !r["planning"].is_null() && !r["planning"].is_string())
-      errs.push_back(at + ".\"planning\" is not a string");
+    for (const char* k : {"planning", "error", "note"})
+      if (r.contains(k) && !r[k].is_null() && !r[k].is_string()) errs.push_back(at + ".\"" + k + "\" is not a string");
     for (const char* k : {"plan_hidden_ms", "plan_exposed_ms", "plan_wait_ms"})
       if (r.contains(k) && r[k].is_number() && !std::isfinite(r[k].get<double>()))
         errs.push_back(at + ".\"" + k + "\" is not finite");

@@ -55,6 +55,7 @@ struct RowInfo {
   bool plan_valid = false;
   bool oom = false;          // plan valid but does not fit the GPU's memory: no speed figures
   std::string error;         // why the plan is invalid or could not be made (empty if valid)
+  std::string note;          // the planner's note on this plan (plan::Plan::note), empty if none
   std::string source;        // "simulated:<cost-model>@<calibration>" or "measured:<device>"
   std::string setting = "published";  // "published" (as the scenario sets it) | "tuned"
   std::string reference = "packing";  // strategy the speedup is measured against

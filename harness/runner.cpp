@@ -490,6 +490,7 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
       // its simulated step time; step 0's plan is never hidden.
       row.plan_hidden_ms = options.sync_planning ? 0.0 : std::min(row.solve_ms, 1e3 * previous_step_s);
       row.plan_exposed_ms = row.solve_ms - row.plan_hidden_ms;
+      row.note = plan.note;
       if (auto v = plan::find_violation(plan, batch, config)) {
         row.error = "invalid plan: " + *v;
       } else {

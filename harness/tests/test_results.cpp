@@ -202,5 +202,32 @@ TEST(Report, AggregatesTimeWeightedTflopsAndSpeedup) {
   EXPECT_NE(os.str().find("(useful)"), std::string::npos);
 }
 
+// A planner's note on a plan (plan::Plan::note) is kept in its row, left out of the file when
+// empty, must be a string, and the table counts each note per strategy and setting.
+TEST(Results, APlannersNoteRoundTripsAndTheTableCountsIt) {
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  f.rows.push_back(valid_row("packing", 0, 2.0, 100));
+  f.rows.push_back(valid_row("packing", 1, 2.0, 100));
+  f.rows.push_back(valid_row("dyn", 0, 1.0, 200));
+  f.rows.push_back(valid_row("dyn", 1, 1.0, 200));
+  f.rows[3].note = "upstream raises here";
+  const json j = results_to_json(f);
+  EXPECT_TRUE(validate_results(j).empty());
+  EXPECT_FALSE(j["rows"][2].contains("note"));
+  EXPECT_EQ(j["rows"][3]["note"], "upstream raises here");
+  EXPECT_EQ(results_from_json(j, "r").rows[3].note, "upstream raises here");
+  json bad = j;
+  bad["rows"][3]["note"] = 7;
+  bool named = false;
+  for (const auto& e : validate_results(bad)) named = named || e.find("rows[3].\"note\" is not a string") != std::string::npos;
+  EXPECT_TRUE(named);
+  std::ostringstream os;
+  print_table(os, f);
+  EXPECT_NE(os.str().find("  planner note: dyn (published), 1 of 2 steps: upstream raises here\n"), std::string::npos)
+      << os.str();
+  EXPECT_EQ(os.str().find("planner note: packing"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dcp::harness
