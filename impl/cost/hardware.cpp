@@ -132,9 +132,21 @@ HardwareProfile h100_sxm() {
   // 2 RMSNorm (read+write: 4h), 2 residual adds (6h), RoPE on q,k (4h), SwiGLU activation
   // (3*ffn ~ 8h for ffn/h ~ 2.7) = 22 h-values x 2 bytes (bf16) = 44.
   p.elementwise_bytes_per_token_hidden = 44;
-  // [estimate] cross-entropy over the logits (Megatron's fused vocab-parallel CE computes in fp32):
-  // read bf16 logits (2), write + read fp32 softmax (8), write bf16 grad (2) = 12 bytes per logit.
-  p.loss_bytes_per_token_vocab = 12;
+  // Cross-entropy over the logits, bytes per logit [derived from the source, Megatron-LM main
+  // d98e8a64dd megatron/core/tensor_parallel/cross_entropy.py and fusions/fused_cross_entropy.py,
+  // TransformerEngine d0067d0 transformer_engine/common/triton/cross_entropy.py]; 4 = fp32, 2 = bf16.
+  //   Unfused (VocabParallelCrossEntropy, one kernel per op): forward .float() r2 w4, max r4,
+  //   in-place subtract r4 w4, exp r4 w4, sum r4, div_ r4 w4 = 38; backward mul_ by the output
+  //   gradient r4 w4, and the cast of the fp32 gradient back to the bf16 logits r4 w2 = 14: 52.
+  p.loss_bytes_per_token_vocab = 52;
+  //   Fused, native (torch.compile on each of its functions, megatron/core/jit.py): the cast and
+  //   max in one kernel r2 w4, subtract + exp + sum r4 w4, div_ r4 w4 = 22; the gradient's mul_
+  //   and cast in one kernel that also writes back the mutated fp32 input r4 w4 w2 = 10: 32.
+  p.loss_fused_bytes_per_token_vocab = 32;
+  //   TE: online softmax r2, loss and gradient into the logits buffer r2 w2 = 6; the backward's
+  //   element_mul_kernel by the per-token output gradient r2 w2 = 4 (skipped only when that
+  //   gradient is the scalar 1.0): 10.
+  p.loss_te_bytes_per_token_vocab = 10;
   // THD ring side kernels per ring step after the first, bytes per local token [derived] from the
   // TE code above (bf16, 2 bytes per value; "half" kernels touch half the tokens; lower-triangle
   // steps read half of KV, upper ones half of Q, so per step on average):
@@ -147,10 +159,13 @@ HardwareProfile h100_sxm() {
   p.thd_side_bwd_bytes_q = 7.5;
   p.thd_side_bwd_bytes_kv = 19.0;
   // Adam step with fp32 main params [derived]: read fp32 grad (4), r+w fp32 param (8), m (8),
-  // v (8), write the bf16 model copy (2) = 30; grad-norm reads the grads (4): 34 bytes per param
-  // of the GPU's optimizer shard. (Zeroing the grad buffer writes every param of the stage, not
+  // v (8) = 28; the bf16 model copy is a separate kernel that reads the fp32 main param and writes
+  // bf16 (6; Megatron-LM d98e8a64dd megatron/core/optimizer/optimizer.py
+  // _copy_main_params_to_model_params, multi_tensor_scale); grad-norm reads the grads (4): 38 bytes
+  // per param of the GPU's optimizer shard. Not charged: the gradient scaling of --clip-grad
+  // (r4 w4), which runs only on the steps whose norm exceeds the clip value. (Zeroing the grad buffer writes every param of the stage, not
   // only the shard: Megatron's zero_grad_buffer; cost::iteration_time charges it apart.)
-  p.optimizer_bytes_per_param = 34;
+  p.optimizer_bytes_per_param = 38;
 
   p.memory_bytes = 80e9;  // H100 SXM 80 GB HBM3 (datasheet)
   // NVIDIA's prototype rejects a plan whose simulated peak exceeds 70 GiB on these 80 GB GPUs
@@ -220,6 +235,8 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"hbm_bytes_per_s", &HardwareProfile::hbm_bytes_per_s},
       {"elementwise_bytes_per_token_hidden", &HardwareProfile::elementwise_bytes_per_token_hidden},
       {"loss_bytes_per_token_vocab", &HardwareProfile::loss_bytes_per_token_vocab},
+      {"loss_fused_bytes_per_token_vocab", &HardwareProfile::loss_fused_bytes_per_token_vocab},
+      {"loss_te_bytes_per_token_vocab", &HardwareProfile::loss_te_bytes_per_token_vocab},
       {"thd_side_fwd_bytes_q", &HardwareProfile::thd_side_fwd_bytes_q},
       {"thd_side_fwd_bytes_kv", &HardwareProfile::thd_side_fwd_bytes_kv},
       {"thd_side_bwd_bytes_q", &HardwareProfile::thd_side_bwd_bytes_q},

@@ -88,7 +88,13 @@ struct HardwareProfile {
   // ---- memory traffic (HBM) ----
   double hbm_bytes_per_s = 0;              // memory bandwidth for memory-bound ops (0: ignore them)
   double elementwise_bytes_per_token_hidden = 0;  // bytes moved per token per layer fwd / hidden
-  double loss_bytes_per_token_vocab = 0;   // softmax cross-entropy traffic per token / vocab (fwd+bwd)
+  // Softmax cross-entropy traffic per logit (per token / vocab, fwd + bwd), per implementation:
+  // Megatron's unfused vocab-parallel cross-entropy (no --cross-entropy-loss-fusion), the same
+  // fused with torch.compile (--cross-entropy-loss-fusion, native impl), TE's Triton kernels
+  // (--cross-entropy-fusion-impl te).
+  double loss_bytes_per_token_vocab = 0;
+  double loss_fused_bytes_per_token_vocab = 0;
+  double loss_te_bytes_per_token_vocab = 0;
   // TE THD ring side kernels (read-half, out/LSE correction, grad correction, buffer copies) per
   // ring step after the first, per local token: bytes = (a_q * q_dim + a_kv * kv_dim) * T.
   double thd_side_fwd_bytes_q = 0;

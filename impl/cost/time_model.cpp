@@ -148,8 +148,10 @@ double logits_fwd_s(const CostModel& cm, double tokens, double gemm_eff_tokens) 
 double loss_s(const CostModel& cm, double tokens) {
   const auto& hw = cm.hardware;
   if (hw.hbm_bytes_per_s <= 0) return 0.0;
-  return hw.loss_bytes_per_token_vocab * static_cast<double>(cm.model.vocab) * tokens / cm.cluster.tp /
-         hw.hbm_bytes_per_s;
+  const double bytes = !cm.training.cross_entropy_fusion ? hw.loss_bytes_per_token_vocab
+                       : cm.training.cross_entropy_te  ? hw.loss_te_bytes_per_token_vocab
+                                                       : hw.loss_fused_bytes_per_token_vocab;
+  return bytes * static_cast<double>(cm.model.vocab) * tokens / cm.cluster.tp / hw.hbm_bytes_per_s;
 }
 
 int nics_per_node(const CostModel& cm) {

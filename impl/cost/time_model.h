@@ -33,8 +33,10 @@
 //          (2 x bytes per step); all-gather bwd adds a reduce-scatter of dKV (same bytes).
 //   recompute (full): the forward is run again before each backward (compute + its CP comm).
 //   logits: fwd_logits_flops_per_token * T / tp on the last virtual stage (bwd x gemm_bwd_factor),
-//          plus the memory-bound cross-entropy loss_bytes_per_token_vocab * V * T / tp / HBM
-//          (half in fwd, half in bwd).
+//          plus the memory-bound cross-entropy bytes_per_logit * V * T / tp / HBM (half in fwd,
+//          half in bwd), bytes_per_logit by implementation: loss_bytes_per_token_vocab (unfused),
+//          loss_fused_bytes_per_token_vocab (--cross-entropy-loss-fusion), loss_te_bytes_...
+//          (with --cross-entropy-fusion-impl te).
 //   element-wise (norms, residuals, RoPE, activation): elementwise_bytes_per_token_hidden * h * T
 //          / tp / HBM per layer fwd, 2x in bwd.
 //   host/launch floor: a pass takes max(GPU time, host issue time), host = layers *
@@ -135,7 +137,7 @@ struct TrainingOptions {
   DataPath data_path = DataPath::megatron;   // training.data_path
   bool gradient_accumulation_fusion = true;  // Megatron's default; false = --no-gradient-
                                              // accumulation-fusion (grad_add)
-  bool cross_entropy_fusion = false;   // --cross-entropy-loss-fusion (memory of the logits)
+  bool cross_entropy_fusion = false;   // --cross-entropy-loss-fusion (memory and traffic of the logits)
   bool cross_entropy_te = false;       // with it, --cross-entropy-fusion-impl te (default native)
 };
 

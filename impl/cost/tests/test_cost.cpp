@@ -9,6 +9,8 @@
 #include "unit_model.h"
 
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -338,23 +340,33 @@ TEST(TimeModel, H100Llama13bSanity) {
   EXPECT_LT(cp8.fwd.comm_exposed_s, 0.05 * cp8.fwd.compute_s);
 }
 
-TEST(TimeModel, CrossEntropyIsChargedOnTheLastStageOnly) {
+TEST(TimeModel, CrossEntropyIsChargedOnTheLastStageOnlyAtItsImplementationsBytes) {
   ClusterConfig c;
   c.gpus = 2;
   c.pp = 2;
-  CostModel cm{model_preset("llama3-8b"), hardware_preset("h100-sxm"), c, {}};
   const std::vector<int64_t> l{4096};
-  auto no_loss = cm;
-  no_loss.hardware.loss_bytes_per_token_vocab = 0;
-  // 12 B x 128256 x 4096 / 3.35e12 B/s = 1.882 ms, half in fwd and half in bwd.
-  const double ce = 12.0 * 128256 * 4096 / 3.35e12;
-  const auto last = group_stage_times(cm, l, 1, 0, 1);
-  const auto last0 = group_stage_times(no_loss, l, 1, 0, 1);
-  EXPECT_NEAR(last.fwd.compute_s - last0.fwd.compute_s, ce / 2, 1e-12);
-  EXPECT_NEAR(last.bwd.compute_s - last0.bwd.compute_s, ce / 2, 1e-12);
-  EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 1, 0, 0).fwd.compute_s,
-                   group_stage_times(no_loss, l, 1, 0, 0).fwd.compute_s);
-  EXPECT_NEAR(sequence_compute_s(cm, 4096, 4096) - sequence_compute_s(no_loss, 4096, 4096), ce, 1e-12);
+  // Bytes per logit (hardware.cpp, derived from Megatron's and TE's kernels): 52 unfused, 32 fused
+  // with torch.compile, 10 with TE's Triton kernels.
+  for (const auto& [fusion, te, bytes] : {std::tuple{false, false, 52.0}, std::tuple{false, true, 52.0},
+                                          std::tuple{true, false, 32.0}, std::tuple{true, true, 10.0}}) {
+    SCOPED_TRACE(std::to_string(fusion) + " " + std::to_string(te));
+    CostModel cm{model_preset("llama3-8b"), hardware_preset("h100-sxm"), c, {}};
+    cm.training.cross_entropy_fusion = fusion;
+    cm.training.cross_entropy_te = te;  // only with the fusion flag, as Megatron reads it
+    auto no_loss = cm;
+    no_loss.hardware.loss_bytes_per_token_vocab = 0;
+    no_loss.hardware.loss_fused_bytes_per_token_vocab = 0;
+    no_loss.hardware.loss_te_bytes_per_token_vocab = 0;
+    // e.g. 52 B x 128256 x 4096 / 3.35e12 B/s = 8.15 ms, half in fwd and half in bwd.
+    const double ce = bytes * 128256 * 4096 / 3.35e12;
+    const auto last = group_stage_times(cm, l, 1, 0, 1);
+    const auto last0 = group_stage_times(no_loss, l, 1, 0, 1);
+    EXPECT_NEAR(last.fwd.compute_s - last0.fwd.compute_s, ce / 2, 1e-12);
+    EXPECT_NEAR(last.bwd.compute_s - last0.bwd.compute_s, ce / 2, 1e-12);
+    EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 1, 0, 0).fwd.compute_s,
+                     group_stage_times(no_loss, l, 1, 0, 0).fwd.compute_s);
+    EXPECT_NEAR(sequence_compute_s(cm, 4096, 4096) - sequence_compute_s(no_loss, 4096, 4096), ce, 1e-12);
+  }
 }
 
 TEST(TimeModel, ClusterValidation) {
