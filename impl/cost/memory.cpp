@@ -32,8 +32,31 @@ double stored_bytes_per_token_layer(const CostModel& cm) {
   return activation_bytes_per_token_layer(cm);
 }
 
-double layer_transient_bytes_per_token(const CostModel& cm) {
-  return cm.training.recompute_full ? activation_bytes_per_token_layer(cm) : 0.0;
+double cp_attention_buffer_bytes_per_token(const CostModel& cm, int cp_size) {
+  if (cp_size <= 1) return 0.0;
+  const auto& m = cm.model;
+  const double q = static_cast<double>(m.q_dim()), kv = static_cast<double>(m.kv_dim()),
+               heads = static_cast<double>(m.heads), k = static_cast<double>(cp_size);
+  double fwd = 0, bwd = 0;
+  if (cm.training.cp_comm == CpComm::ring) {
+    fwd = k * (2.0 * 2.0 * kv + 2.0 * q + 4.0 * heads);
+    bwd = 2.0 * 2.0 * 2.0 * 2.0 * kv + 2.0 * q + 2.0 * (q + 2.0 * kv);
+  } else {
+    fwd = k * 2.0 * 2.0 * kv;
+    bwd = k * 4.0 * 2.0 * kv;
+  }
+  return std::max(fwd, bwd) / cm.cluster.tp;
+}
+
+double layer_transient_bytes_per_token(const CostModel& cm, int cp_size) {
+  const double buffers = cp_attention_buffer_bytes_per_token(cm, cp_size);
+  if (!cm.training.recompute_full) return buffers;
+  const auto& m = cm.model;
+  const double up_to_attention =
+      (2.0 * (2.0 * static_cast<double>(m.hidden) + static_cast<double>(m.q_dim()) + 2.0 * static_cast<double>(m.kv_dim())) +
+       4.0 * static_cast<double>(m.heads)) /
+      cm.cluster.tp;
+  return std::max(activation_bytes_per_token_layer(cm), up_to_attention + buffers);
 }
 
 LogitBytes logit_bytes_per_token(const CostModel& cm) {
@@ -44,14 +67,14 @@ LogitBytes logit_bytes_per_token(const CostModel& cm) {
           logits * (te ? hw.ce_te_peak_bytes_per_logit : hw.ce_fp32_peak_bytes_per_logit)};
 }
 
-double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double tokens) {
+double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double tokens, int cp_size) {
   DCP_CHECK(s >= 0 && s < cm.cluster.pp, "stage ", s);
   double layers = 0;
   for (int chunk = 0; chunk < cm.cluster.vpp; ++chunk)
     layers += layers_of_virtual_stage(cm.model, cm.cluster, chunk * cm.cluster.pp + s);
   const double stored = in_flight * tokens * stored_bytes_per_token_layer(cm) * layers / cm.cluster.vpp;
   const double logits = s == cm.cluster.pp - 1 ? logit_bytes_per_token(cm).peak : 0.0;
-  return static_memory(cm, s).total() + stored + tokens * std::max(layer_transient_bytes_per_token(cm), logits);
+  return static_memory(cm, s).total() + stored + tokens * std::max(layer_transient_bytes_per_token(cm, cp_size), logits);
 }
 
 }  // namespace dcp::cost

@@ -26,6 +26,20 @@
 //     * bytes per logit: `saved` kept from that chunk's forward to its backward (like the stored
 //     activations), `peak` live at once while the loss or its gradient runs (hardware.cpp derives
 //     both from Megatron's and TE's source: fp32 cross-entropy 4 and 6, TE's 2 and 2).
+//   CP attention buffers (a rank of a CP group of k > 1 ranks), per local token, held during one
+//   layer's attention [derived from TransformerEngine d0067d0 pytorch/attention/
+//   dot_product_attention/context_parallel.py]:
+//     ring (AttnFuncWithCPAndKVP2P): the forward keeps all k KV buffers (p2p_comm_buffers, a list
+//     of cp_size: the first a copy of the local K and V, each later one received, 1685-1706) and
+//     all k per-step outputs and fp32 LSEs (out_per_step, softmax_lse_per_step, 1672-1673) until
+//     its final correction: k (2 * 2kv + 2q + 4 heads); the backward two (KV, dKV) buffers
+//     (2396-2401), dq_buffer and one step's dq, dk, dv: 2 * 2 * 2 * 2kv + 2q + 2(q + 2kv).
+//     all-gather (AttnFuncWithCPAndKVAllGather): the gathered K and V, k * 2 * 2kv, and in the
+//     backward the gathered dK and dV besides: k * 4 * 2kv.
+//   At the attention, a layer's own activations are live only up to it: with full recompute its
+//   re-materialised inputs, 2 * (2h + q + 2kv) + 4 heads, below the whole layer's; without, the
+//   stored activations already hold them. So the running op's transient is max(the layer's
+//   re-materialised activations, those up to the attention + the CP buffers).
 //   Transients do not add up: the logits exist after the stage's last layer in the forward and
 //   are freed by the output layer's backward before full recompute re-materialises any layer, so
 //   a running op adds max(layer transient, logits), never their sum. The simulator's walk of a
@@ -60,9 +74,13 @@ double activation_bytes_per_token_layer(const CostModel& cm);
 // Bytes stored per token per layer between a micro-batch's forward and backward: the full
 // activations, or the layer input (2h / tp) with full recompute.
 double stored_bytes_per_token_layer(const CostModel& cm);
-// Transient of a running op per token of its micro-batch: one layer's re-materialised
-// activations with full recompute, else 0.
-double layer_transient_bytes_per_token(const CostModel& cm);
+// CP attention buffers per local token on a rank of a CP group of cp_size ranks (formula above;
+// 0 for cp_size 1): the larger of the forward's and the backward's.
+double cp_attention_buffer_bytes_per_token(const CostModel& cm, int cp_size);
+// Transient of a running op per token of its micro-batch on a rank of a CP group of cp_size
+// ranks: with full recompute, max(one layer's re-materialised activations, those up to the
+// attention + the CP buffers); without, the CP buffers.
+double layer_transient_bytes_per_token(const CostModel& cm, int cp_size = 1);
 // Logits per token on the last virtual stage (V / tp x bytes per logit of the scenario's
 // cross-entropy): kept from its forward to its backward, and the most live at once.
 struct LogitBytes {
@@ -73,8 +91,8 @@ LogitBytes logit_bytes_per_token(const CostModel& cm);
 
 // Hand-checkable peak of stage s under 1F1B without VPP with `in_flight` micro-batches of
 // `tokens` tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s)
-// + tokens * max(layer transient, logits peak on the last stage).
-double uniform_peak_bytes(const CostModel& cm, int pp_stage, int in_flight, double tokens_per_rank);
+// + tokens * max(layer transient at cp_size, logits peak on the last stage).
+double uniform_peak_bytes(const CostModel& cm, int pp_stage, int in_flight, double tokens_per_rank, int cp_size = 1);
 
 // Usable capacity: hardware.memory_bytes (the reserve is counted in static_memory).
 inline double capacity_bytes(const CostModel& cm) { return cm.hardware.memory_bytes; }

@@ -121,12 +121,17 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
   DCP_CHECK(static_cast<int>(in.static_bytes.size()) == pp &&
                 static_cast<int>(in.layers.size()) == stages && in.tokens.size() == in.groups.size(),
             "memory input sizes do not match the schedule");
-  // tokens per rank: rank_tokens[mb * n + j]
+  DCP_CHECK(in.transient_bytes_per_token.empty() || in.transient_bytes_per_token.size() == in.groups.size(),
+            "memory input: transient sizes do not match the schedule");
+  // tokens per rank: rank_tokens[mb * n + j]; the running op's transient per token likewise
   std::vector<double> rank_tokens(in.groups.size() * static_cast<size_t>(n), 0.0);
+  std::vector<double> rank_transient(rank_tokens.size(), in.layer_transient_bytes_per_token);
   for (size_t mb = 0; mb < in.groups.size(); ++mb)
     for (size_t g = 0; g < in.groups[mb].size(); ++g)
-      for (int j = in.groups[mb][g].first_rank; j < in.groups[mb][g].first_rank + in.groups[mb][g].size; ++j)
+      for (int j = in.groups[mb][g].first_rank; j < in.groups[mb][g].first_rank + in.groups[mb][g].size; ++j) {
         rank_tokens[mb * n + j] = in.tokens[mb][g];
+        if (!in.transient_bytes_per_token.empty()) rank_transient[mb * n + j] = in.transient_bytes_per_token[mb].at(g);
+      }
   r.fits = true;
   for (int s = 0; s < pp; ++s) {
     for (int j = 0; j < n; ++j) {
@@ -135,7 +140,7 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
         const int v = op.chunk * pp + s;
         const double tok = rank_tokens[static_cast<size_t>(op.mb) * n + j];
         const double stored = tok * in.stored_bytes_per_token_layer * in.layers[v];
-        const double layer_t = tok * in.layer_transient_bytes_per_token;
+        const double layer_t = tok * rank_transient[static_cast<size_t>(op.mb) * n + j];
         const bool loss = v == stages - 1;
         const double saved = loss ? tok * in.logits_saved_bytes_per_token : 0.0;
         if (!op.bwd) {
@@ -345,8 +350,10 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
     auto& groups = in.groups.emplace_back();
     auto& costs = in.cost.emplace_back();
     auto& tokens = in.tokens.emplace_back();
+    auto& transient = in.transient_bytes_per_token.emplace_back();
     for (const auto& g : mbatch.groups) {
       groups.push_back({g.first_rank, g.cp_size});
+      transient.push_back(cost::layer_transient_bytes_per_token(cm, g.cp_size));
       lens.clear();
       double sum = 0;
       for (int id : g.samples) {

@@ -141,6 +141,9 @@ struct ScheduleInput {
   std::vector<double> static_bytes;            // [pp]
   double stored_bytes_per_token_layer = 0;     // kept between a chunk's forward and backward
   double layer_transient_bytes_per_token = 0;  // of every running op (full recompute)
+  // [mb][g]: the transient per token of group g's ops (its CP attention buffers, cost/memory.h);
+  // empty = layer_transient_bytes_per_token for every group.
+  std::vector<std::vector<double>> transient_bytes_per_token;
   double logits_saved_bytes_per_token = 0;     // last virtual stage: forward -> backward
   double logits_peak_bytes_per_token = 0;      // last virtual stage: live during loss / its grad
   std::vector<int> layers;                     // [pp*vpp] layers of each virtual stage

@@ -324,6 +324,26 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
   const double peak = uniform_peak_bytes(cm, 1, 8, 65536);
   EXPECT_NEAR(peak - st.total(), 8.0 * 65536 * 5 * 2 * 5120 + 65536.0 * activation_bytes_per_token_layer(cm), 1);
   EXPECT_LT(peak, capacity_bytes(cm));  // it fits an 80 GB H100
+  // On a rank of a CP group of 8, the ring attention's buffers (memory.h, TE's
+  // AttnFuncWithCPAndKVP2P; MHA: q = kv = 5120, 40 heads) by hand, per local token:
+  //   forward 8 x (2*2*5120 KV + 2*5120 out + 4*40 LSE) = 247,040; backward 16*5120 + 2*5120 +
+  //   2*(5120 + 2*5120) = 122,880; the re-materialised layer up to the attention
+  //   2*(2*5120 + 5120 + 2*5120) + 4*40 = 51,360: 298,400 per token, above the whole layer's.
+  EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(cm, 8), 247040);
+  EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(cm, 1), 0);
+  EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm, 8), 298400);
+  // At 2 ranks the backward's buffers (122,880, not scaling with k) are the larger.
+  EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm, 2), 51360 + 122880);
+  EXPECT_NEAR(uniform_peak_bytes(cm, 1, 8, 65536, 8) - peak, 65536.0 * (298400 - activation_bytes_per_token_layer(cm)), 1);
+  {
+    auto ag = cm;  // all-gather CP: the gathered K, V and in the backward dK, dV: 8 * 4 * 2 * 5120
+    ag.training.cp_comm = CpComm::all_gather;
+    EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(ag, 8), 8 * 4 * 2 * 5120.0);
+    auto no_recompute = cm;  // the stored activations already hold the layer's: the buffers alone
+    no_recompute.training.recompute_full = false;
+    EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(no_recompute, 8), 247040);
+    EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(no_recompute, 1), 0);
+  }
   // The last stage (5 layers + the output layer of V x h) runs one micro-batch at a time: its
   // peak adds the larger of one re-materialised layer and the logits, never both; TE's
   // cross-entropy (run_hybrid_cp.sh USE_TE_CE=1) keeps 2 bytes per logit.

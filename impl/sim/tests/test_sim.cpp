@@ -551,6 +551,13 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
   in.logits_saved_bytes_per_token = 0.9;
   in.logits_peak_bytes_per_token = 1.5;
   EXPECT_DOUBLE_EQ(simulate_schedule(in).gpu[1].peak_bytes, 7 + 6000 + 1500);
+  // A transient per group (its CP attention buffers) replaces the scalar for that group's ops:
+  // micro-batch 1's 2 bytes per token make stage 0's F1 peak 6600 + 2000 and stage 1's F1
+  // 6000 + max(2000, 1500).
+  in.transient_bytes_per_token = {{0.25}, {2.0}, {0.25}};
+  const auto t = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(t.gpu[0].peak_bytes, 5 + 6600 + 2000);
+  EXPECT_DOUBLE_EQ(t.gpu[1].peak_bytes, 7 + 6000 + 2000);
 }
 
 // A one-micro-batch plan on a pool of dp ranks (cp 1), M = 4096.
