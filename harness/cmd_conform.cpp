@@ -76,8 +76,8 @@ std::string fit(const std::string& s, size_t width) {
   return s.substr(0, width - 1) + "~";
 }
 
-void print_row(const Row& r) {
-  std::printf("%s %s %s %s %9.2f  %s\n", fit(r.c->name, 44).c_str(), fit(expect_text(*r.c), 10).c_str(),
+void print_row(std::FILE* t, const Row& r) {
+  std::fprintf(t, "%s %s %s %s %9.2f  %s\n", fit(r.c->name, 44).c_str(), fit(expect_text(*r.c), 10).c_str(),
               fit(plan::conformance::outcome_name(r.outcome), 10).c_str(), r.pass ? "pass" : "FAIL", r.ms,
               r.reason.c_str());
 }
@@ -129,22 +129,24 @@ int run_conform(const ConformArgs& a, const std::string& command_line) {
     ++f.first;
     f.second += r.pass ? 0 : 1;
   }
-  std::printf("dcpbench conform: %s on %zu cases from %s (exact plans of %s, timeout %g s per case)\n\n",
+  // The table goes to stdout, or to stderr when the report does (--out -), so stdout stays JSON.
+  std::FILE* t = a.out_given && a.out == "-" ? stderr : stdout;
+  std::fprintf(t, "dcpbench conform: %s on %zu cases from %s (exact plans of %s, timeout %g s per case)\n\n",
               who.c_str(), rows.size(), a.cases.c_str(), reference.empty() ? "none: validity only" : reference.c_str(),
               a.timeout_s);
   if (failed > 0 || a.all) {
-    std::printf("%s %s %s %s %9s  %s\n", fit("case", 44).c_str(), fit("expect", 10).c_str(), fit("outcome", 10).c_str(),
+    std::fprintf(t, "%s %s %s %s %9s  %s\n", fit("case", 44).c_str(), fit("expect", 10).c_str(), fit("outcome", 10).c_str(),
                 "    ", "time", "reason");
-    std::printf("%s %s %s %s %9s  %s\n", fit("", 44).c_str(), fit("", 10).c_str(), fit("", 10).c_str(), "    ", "ms", "");
+    std::fprintf(t, "%s %s %s %s %9s  %s\n", fit("", 44).c_str(), fit("", 10).c_str(), fit("", 10).c_str(), "    ", "ms", "");
     for (const Row& r : rows)
-      if (!r.pass || a.all) print_row(r);
-    std::printf("\n");
+      if (!r.pass || a.all) print_row(t, r);
+    std::fprintf(t, "\n");
   }
-  std::printf("%-20s %7s %7s %7s\n", "family", "cases", "passed", "failed");
+  std::fprintf(t, "%-20s %7s %7s %7s\n", "family", "cases", "passed", "failed");
   for (const auto& [name, f] : by_family)
-    std::printf("%-20s %7d %7d %7d\n", name.c_str(), f.first, f.first - f.second, f.second);
-  std::printf("%-20s %7zu %7zu %7d\n", "total", rows.size(), rows.size() - failed, failed);
-  std::printf("\ndcpbench conform: %s: %zu passed, %d failed in %.2f s\n", failed ? "FAILED" : "PASSED",
+    std::fprintf(t, "%-20s %7d %7d %7d\n", name.c_str(), f.first, f.first - f.second, f.second);
+  std::fprintf(t, "%-20s %7zu %7zu %7d\n", "total", rows.size(), rows.size() - failed, failed);
+  std::fprintf(t, "\ndcpbench conform: %s: %zu passed, %d failed in %.2f s\n", failed ? "FAILED" : "PASSED",
               rows.size() - failed, failed, wall_s);
 
   if (a.out_given) {

@@ -173,6 +173,16 @@ Outcome run_external(const std::string& command, const Case& c, double timeout_s
     o.message = detail::concat("killed by signal ", r.term_signal, " (", strsignal(r.term_signal), ")");
     return o;
   }
+  // The command runs under /bin/sh -c, which does not exec it: a scheduler killed by a signal
+  // (a segfault, the kernel's OOM killer) shows as the shell's exit status 128 + the signal and
+  // one line of its own ("Segmentation fault", "Killed"), which must not read as a clean error.
+  if (r.exit_code > 128 && r.exit_code <= 128 + 64) {
+    const int sig = r.exit_code - 128;
+    o.kind = Outcome::kCrash;
+    o.message = detail::concat("exit status ", r.exit_code, ": the shell reports it killed by signal ", sig, " (",
+                               strsignal(sig), ")");
+    return o;
+  }
   if (r.exit_code != 0) {
     std::string err = r.err;
     while (!err.empty() && (err.back() == '\n' || err.back() == '\r' || err.back() == ' ')) err.pop_back();

@@ -264,11 +264,16 @@ def test_conform_passes_a_correct_external_scheduler():
     ("hang", "s7f", "timeout: no answer within 1 s"),
     ("traceback", "s7j", "crash: exit status 1 with"),
     ("accept-all", "s7i", "returned a plan where no valid plan exists"),
+    # killed by a signal under the shell: a crash on every case, never a clean one-line error
+    # (which would pass every case that must be refused)
+    ("segfault", "s7", "crash: exit status 139: the shell reports it killed by signal 11"),
 ])
 def test_conform_catches_wrong_toy_schedulers(bug, filt, expect):
     code, out = conform(bug, filt, timeout="1")
     assert code == 1, out
     assert "FAIL" in out and expect in out, out
+    if bug == "segfault":
+        assert ": 0 passed," in out, out
 
 
 def test_conform_report(tmp_path):
@@ -280,6 +285,12 @@ def test_conform_report(tmp_path):
     assert rep["schema"] == "dcpbench.conform.v1"
     assert rep["total"] == len(CASES) and rep["failed"] == 0 and rep["passed"] == len(CASES)
     assert {c["name"] for c in rep["cases"]} == {c["name"] for c in CASES}
+    # --out -: the report alone on stdout (the table goes to stderr)
+    r = subprocess.run([DCPBENCH, "conform", "--planner", "megatron-pr2000", "--reference", "megatron-pr2000",
+                        "--filter", "s7", "--out", "-"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["schema"] == "dcpbench.conform.v1"
+    assert "PASSED" in r.stderr
     # megatron-pr2000 judged against megatron-dev's exact plans: conform fails and names a micro-batch.
     r = subprocess.run([DCPBENCH, "conform", "--planner", "megatron-pr2000", "--out", str(report)],
                        capture_output=True, text=True)

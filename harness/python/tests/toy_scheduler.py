@@ -8,9 +8,12 @@ conform catches each one). They speak the protocol of scenarios/conformance/READ
     python3 toy_scheduler.py --bug hang            # never answers on VPP cases
     python3 toy_scheduler.py --bug traceback       # an uncaught IndexError on non-power-of-two pools
     python3 toy_scheduler.py --bug accept-all      # plans even inputs that must be rejected (length 0)
+    python3 toy_scheduler.py --bug segfault        # killed by SIGSEGV after reading its input
 """
 import argparse
 import json
+import os
+import signal
 import sys
 import time
 
@@ -20,11 +23,13 @@ import dcpbench
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bug", default="none",
-                        choices=["none", "negative-index", "reorder", "hang", "traceback", "accept-all"])
+                        choices=["none", "negative-index", "reorder", "hang", "traceback", "accept-all", "segfault"])
     bug = parser.parse_args().bug
     case = json.load(sys.stdin)
     seqlens = case["seqlens"]
     n = case["dp"] * case["cp"]
+    if bug == "segfault":  # under /bin/sh -c the shell reports it: exit 139, "Segmentation fault"
+        os.kill(os.getpid(), signal.SIGSEGV)
     if bug == "hang" and case["vpp_group"]:
         time.sleep(3600)
     if bug == "traceback" and n & (n - 1):
