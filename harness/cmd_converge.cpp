@@ -137,7 +137,7 @@ void add_converge_command(CLI::App& app, int& exit_code) {
                   "threads (one process, a thread per rank; default) or mpi (mpirun -np <pool>)");
   cmd->add_option("--dtype", args->dtype, "f64 or f32 (default: the scenario's training.dtype)");
   cmd->add_option("--attention", args->attention, "ring or all_gather (default: the scenario's model.attention)");
-  add_int_option(cmd, "--steps", args->steps, 2, 100000,
+  add_int_option(cmd, "--steps", args->steps, 2, kConvergeMaxSteps,
                  "Main steps (default: training.steps), >= 2 so the loss-drop check compares two steps; the "
                  "reference's loss must fall by >= 10% over them, which a run much shorter than the scenario's "
                  "may not reach (converge-short: 4 of its 6 steps do)");

@@ -151,6 +151,18 @@ struct PlannedTrace {
   std::optional<exec::PlanFailure> failure;
 };
 
+// The plan config of one step (the scenario's pool, budget and longest length; an edge case's VPP
+// group).
+plan::PlanConfig step_config(const ConvergeScenario& s, const StepSpec& spec) {
+  plan::PlanConfig pc;
+  pc.dp = s.dp;
+  pc.cp = s.cp;
+  pc.max_seqlen_per_rank = s.max_seqlen_per_rank;
+  pc.max_seqlen = s.max_seqlen;
+  pc.vpp_group = spec.vpp_group;
+  return pc;
+}
+
 // Trains a strategy with its plans computed one step ahead (exec/planned_training.h): the plan of
 // step i+1 is made on a background thread while step i trains (sync: inside the loop, before the
 // step). Every rank plans for itself; the trace records this rank's planning and wait times.
@@ -165,13 +177,8 @@ PlannedTrace train_strategy(comm::Communicator& pool, const ConvergeScenario& s,
   plan::AsyncPlanner ap(
       [&](int64_t i) -> std::optional<plan::PlanRequest> {
         if (i >= static_cast<int64_t>(batches.size())) return std::nullopt;
-        plan::PlanConfig pc;
-        pc.dp = s.dp;
-        pc.cp = s.cp;
-        pc.max_seqlen_per_rank = s.max_seqlen_per_rank;
-        pc.max_seqlen = s.max_seqlen;
-        pc.vpp_group = specs[static_cast<size_t>(i)].vpp_group;
-        return plan::PlanRequest{batches[static_cast<size_t>(i)].lengths(), pc, planner};
+        return plan::PlanRequest{batches[static_cast<size_t>(i)].lengths(), step_config(s, specs[static_cast<size_t>(i)]),
+                                 planner};
       },
       mode);
   comm::GroupRegistry reg(pool);
@@ -298,6 +305,21 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   const plan::PlannerRegistry& reg = builtin_planners();
   std::map<std::string, std::shared_ptr<const plan::Planner>> planners;
   for (const auto& name : s.strategies) planners[name] = std::make_shared<CheckedPlanner>(reg.make(name));
+  // A strategy that cannot plan the first step or an edge case under the scenario's config (bshd
+  // with max_seqlen not a multiple of 2 x cp, a static CP group too small for the longest
+  // document, ...) is a scenario error: exit 2 now, not a FAIL after the reference has trained.
+  for (const auto& name : s.strategies)
+    for (int i = 0; i < steps; ++i) {
+      if (i > 0 && i < main_steps) continue;
+      const auto& spec = specs[static_cast<size_t>(i)];
+      try {
+        planners[name]->plan(batches[static_cast<size_t>(i)].lengths(), step_config(s, spec));
+      } catch (const Error& e) {
+        throw InputError(s.file + ": strategy \"" + name + "\" cannot plan " +
+                         (i == 0 ? std::string("the first step") : "edge case \"" + spec.kind.substr(5) + "\"") +
+                         " of this scenario: " + e.what());
+      }
+    }
   const plan::PlanningMode mode = o.sync_planning ? plan::PlanningMode::sync : plan::PlanningMode::async;
   std::vector<plan::Plan> ref_plans;
   for (const auto& b : batches) ref_plans.push_back(reference_plan(b));

@@ -1,6 +1,7 @@
 // See converge_scenario.h.
 #include "harness/converge_scenario.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/json_io.h"
@@ -14,7 +15,9 @@ namespace {
 constexpr int64_t kMaxDim = 4096;          // a CPU model; larger is a typo, not a plan
 constexpr int64_t kMaxSeqlen = 1 << 16;    // the float64 reference attention is O(L^2) per rank
 constexpr int kMaxPool = 64;               // thread ranks / mpirun processes
-constexpr int kMaxSteps = 100000;
+// Every step's batch is built before training and rank 0 keeps the reference's gradient of every
+// step: memory grows ~250 KB per step on converge-moby (README "Input limits and errors").
+constexpr int kMaxSteps = kConvergeMaxSteps;
 
 model::ModelConfig parse_converge_model(ObjectReader& top) {
   model::ModelConfig m;
@@ -56,6 +59,8 @@ ConvergeEdgeCase parse_edge(ObjectReader& r, int64_t max_seqlen) {
   e.name = *r.get_string("name", true);
   e.why = r.get_string("why", false).value_or("");
   const json* lens = r.get_array("lengths", true);
+  if (lens->size() > (size_t{1} << 16))
+    r.fail("lengths", json(lens->size()), "entries: an edge case has 1 to 65536 documents (training.global_batch's limit)");
   for (size_t i = 0; i < lens->size(); ++i) {
     const json& v = (*lens)[i];
     const std::string key = "lengths[" + std::to_string(i) + "]";
@@ -124,6 +129,8 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
       for (const auto& n : builtin_planners().names()) known += (known.empty() ? "" : ", ") + n;
       top.fail("strategies[" + std::to_string(i) + "]", v, "is not a planner (" + known + ")");
     }
+    if (std::find(s.strategies.begin(), s.strategies.end(), v.get<std::string>()) != s.strategies.end())
+      top.fail("strategies[" + std::to_string(i) + "]", v, "is listed twice");
     s.strategies.push_back(v.get<std::string>());
   }
   if (const json* edges = top.get_array("edge_cases", false)) {
@@ -132,6 +139,9 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
       if (!(*edges)[i].is_object()) top.fail(key, (*edges)[i], "is not an object");
       ObjectReader e = top.child((*edges)[i], key);
       s.edge_cases.push_back(parse_edge(e, s.max_seqlen));
+      for (size_t k = 0; k + 1 < s.edge_cases.size(); ++k)
+        if (s.edge_cases[k].name == s.edge_cases.back().name)
+          top.fail(key + ".name", json(s.edge_cases.back().name), "is the name of edge_cases[" + std::to_string(k) + "] too");
     }
   }
   top.finish();

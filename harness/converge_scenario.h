@@ -14,6 +14,11 @@
 
 namespace dcp::harness {
 
+// Most main steps of a convergence run (training.steps, --steps): every step's batch is built up
+// front and rank 0 keeps the reference's gradient of every step, ~250 KB per step on
+// converge-moby, so 10000 steps stay near 2.5 GB.
+inline constexpr int kConvergeMaxSteps = 10000;
+
 // One extra training step whose batch exercises a scheduler edge case (reference §7, §2.4).
 struct ConvergeEdgeCase {
   std::string name;

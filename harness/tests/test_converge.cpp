@@ -98,6 +98,18 @@ TEST(ConvergeScenario, BadInputNamesFileKeyAndValue) {
   j = small();
   j["training"]["steps"] = 1;
   expect_converge_error(j, {"\"training.steps\"=1", "below the minimum 2"});
+  j = small();
+  j["training"]["steps"] = 10001;  // kConvergeMaxSteps: memory grows with the steps
+  expect_converge_error(j, {"\"training.steps\"=10001", "above the maximum 10000"});
+  j = small();
+  j["strategies"] = {"dcp", "packing", "dcp"};
+  expect_converge_error(j, {"\"strategies[2]\"=\"dcp\"", "is listed twice"});
+  j = small();
+  j["edge_cases"].push_back(j["edge_cases"][0]);
+  expect_converge_error(j, {"\"edge_cases[1].name\"=\"tied\"", "edge_cases[0]"});
+  j = small();
+  j["edge_cases"][0]["lengths"] = std::vector<int>(65537, 20);
+  expect_converge_error(j, {"\"edge_cases[0].lengths\"=65537", "1 to 65536 documents"});
 }
 
 TEST(ConvergeData, CorpusAndBatchesAreDeterministicAndWithinLimits) {
@@ -242,6 +254,28 @@ TEST(ConvergeRun, AReferenceThatDoesNotTrainFailsAndAShortRunSaysItMayBeTooShort
     EXPECT_NE(drop.find("less than the 10% required"), std::string::npos) << drop;
     const bool short_note = drop.find("a run of 2 of the scenario's 3 steps may be too short") != std::string::npos;
     EXPECT_EQ(short_note, steps == 2) << drop;
+  }
+}
+
+// A strategy that cannot plan under the scenario's config is a scenario error (InputError, exit 2)
+// before anything trains, naming the strategy; it used to train the reference first and then
+// report the strategy as FAILED (exit 1, "a bound is broken").
+TEST(ConvergeRun, AStrategyThatCannotPlanTheScenarioIsAnInputErrorBeforeTraining) {
+  json j = small();
+  j["model"]["mixers"] = {"attention"};
+  j["pool"] = {{"dp", 1}, {"cp", 3}};  // bshd needs max_seqlen 64 to be a multiple of 2 x cp = 6
+  j["training"]["max_seqlen_per_rank"] = 32;
+  j["strategies"] = {"packing", "bshd", "dcp"};
+  const ConvergeScenario s = load_converge_scenario(write_tmp(j, "cannot-plan"));
+  ConvergeOptions o;
+  o.quiet = true;
+  try {
+    run_small(s, o);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("strategy \"bshd\" cannot plan the first step"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("2 x cp"), std::string::npos) << msg;
   }
 }
 
