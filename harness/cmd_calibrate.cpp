@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/provenance.h"
+#include "core/text.h"
 #include "cost/calibrate.h"
 #include "cost/hardware.h"
 #include "harness/cli_options.h"
@@ -19,6 +20,8 @@
 
 #include <cstdio>
 #include <ctime>
+#include <algorithm>
+#include <cctype>
 #include <memory>
 #include <string>
 
@@ -48,6 +51,14 @@ int run_calibrate(const CalibrateArgs& a) {
   DCP_REQUIRE(a.backend == "cuda", "--backend \"", a.backend, "\" is not a backend that can measure (cuda)");
   const cost::ModelConfig model = cost::model_preset(a.model);
   const cost::HardwareProfile base = cost::hardware_preset(a.profile);
+  // The name ends up in every result's source ("simulated:<cost-model>@<name>") and must load
+  // back: checked before minutes of measuring on the device.
+  const bool name_ok = !a.name.empty() && a.name.size() <= 64 &&
+                       std::all_of(a.name.begin(), a.name.end(), [](unsigned char ch) {
+                         return std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.';
+                       });
+  DCP_REQUIRE(name_ok, "--name ", quote(a.name),
+              " is not 1 to 64 letters, digits, '-', '_' or '.' (it names the calibration in result sources)");
   if (!is_stdout_path(a.out)) check_output_path(a.out);
 #ifdef DCP_HAVE_CUDA
   int devices = 0;

@@ -3,22 +3,32 @@
 # bitwise the same losses, MTP losses, gradient norms and gradients (FNV-1a of every step's
 # reduced gradient) as the thread run of the same scenario (issue 7: one process per rank, the
 # same rank-order reductions), for ring and for all-gather attention. Two main steps plus the
-# edge cases keep it short; the exit code of each run (1 when the short run's loss has not yet
-# fallen by 10%) does not matter here, only that both wrote their report, that no strategy
-# failed to plan, and that the reports agree.
+# edge cases keep it short. Each run must exit 0 or 1 (1: the short run's loss has not yet fallen
+# by 10%; 2 or a crash fails), write its report, and every strategy must plan and stay within its
+# bounds against the reference (for both attentions, not only agree between the backends); then
+# the two reports must agree bitwise.
 #   converge_mpi_bitwise.sh DCPBENCH MPIEXEC SCENARIO WORKDIR ATTENTION
 set -uo pipefail
 dcpbench=$1 mpiexec=$2 scenario=$3 work=$4 attention=$5
 mkdir -p "$work"
 rm -f "$work/threads.json" "$work/mpi.json"
-"$dcpbench" converge --scenario "$scenario" --attention "$attention" --steps 2 --quiet --out "$work/threads.json" > /dev/null 2>&1
+"$dcpbench" converge --scenario "$scenario" --attention "$attention" --steps 2 --quiet --out "$work/threads.json" > "$work/threads.log" 2>&1
+rc_threads=$?
 "$mpiexec" --oversubscribe --allow-run-as-root -np 8 "$dcpbench" converge --backend mpi \
-  --scenario "$scenario" --attention "$attention" --steps 2 --quiet --out "$work/mpi.json" > /dev/null 2>&1
+  --scenario "$scenario" --attention "$attention" --steps 2 --quiet --out "$work/mpi.json" > "$work/mpi.log" 2>&1
+rc_mpi=$?
+for run in threads:$rc_threads mpi:$rc_mpi; do
+  if [ "${run#*:}" -gt 1 ]; then
+    echo "converge ($attention attention, ${run%%:*}) exited ${run#*:}:"; tail -5 "$work/${run%%:*}.log"; exit 1
+  fi
+done
 python3 - "$work/threads.json" "$work/mpi.json" <<'PY'
 import json, struct, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 assert a["pool"]["backend"] == "threads" and b["pool"]["backend"] == "mpi", "wrong backends"
 bad = [f"{name}: {s['error']}" for name, s in a["strategies"].items() if "error" in s]
+bad += [f"{name} ({r['pool']['backend']}): outside its bound" for r in (a, b) for name, s in r["strategies"].items()
+        if name != "reference" and not s.get("pass", False)]
 n = 0
 for name, s in a["strategies"].items():
     t = b["strategies"].get(name)

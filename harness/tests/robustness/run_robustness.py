@@ -303,6 +303,11 @@ def main():
              ['--backend "cpu"'])
         case("contract/calibrate-unknown-model", ["calibrate", "--backend", "cuda", "--model", "gpt-9",
                                                   "--out", "c.json"], ["gpt-9"])
+        # the name is checked before the device (minutes of measuring would be lost on a bad one)
+        case("value/calibrate-name-empty", ["calibrate", "--backend", "cuda", "--name", "", "--out", "c.json"],
+             ['--name "" is not 1 to 64 letters'])
+        case("value/calibrate-name-at", ["calibrate", "--backend", "cuda", "--name", "h100@x", "--out", "c.json"],
+             ['--name "h100@x" is not 1 to 64 letters'])
         case("contract/calibrate-without-device", ["calibrate", "--backend", "cuda", "--out", "c.json"],
              ["calibrate --backend cuda needs a CUDA"])
         case("contract/share-backend-without-table", ["share", "ok.json", "--strategy", "dcp", "--attention-backend",
