@@ -198,7 +198,7 @@ int check_on_rank_dtype(comm::Communicator& world, const CpAttnArgs& a, std::ost
 
 }  // namespace
 
-void validate(const CpAttnArgs& a) {
+void validate(const CpAttnArgs& a, int processes) {
   DCP_REQUIRE(a.backend == "threads" || a.backend == "mpi", "--backend=\"", a.backend,
               "\" is not one of threads, mpi");
   DCP_REQUIRE(a.algo == "ring" || a.algo == "all_gather", "--algo=\"", a.algo,
@@ -223,7 +223,7 @@ void validate(const CpAttnArgs& a) {
   DCP_REQUIRE(a.tolerance >= 0 && std::isfinite(a.tolerance), "--tolerance=", a.tolerance,
               " must be a finite number >= 0 (0 = the dtype's table value)");
   // Size the work before any backend starts: the float64 reference is O(sum L^2) per head.
-  const CpAttnCost cost = estimate_cost(a);
+  const CpAttnCost cost = estimate_cost(a, processes);
   char buf[400];
   if (cost.reference_units > kMaxReferenceUnits) {
     std::snprintf(buf, sizeof buf,
@@ -242,8 +242,9 @@ void validate(const CpAttnArgs& a) {
   }
 }
 
-CpAttnCost estimate_cost(const CpAttnArgs& a) {
-  const int pool = a.backend == "threads" ? a.ranks : 1;  // mpi: the world size is unknown here
+CpAttnCost estimate_cost(const CpAttnArgs& a, int processes) {
+  // Ranks on this host: the thread ranks, or mpi's processes (1 while the world size is unknown).
+  const int pool = a.backend == "threads" ? a.ranks : std::max(1, processes);
   std::vector<int> sizes;
   if (a.all_groups) {
     for (int k = 1; k <= pool; k *= 2) sizes.push_back(k);
@@ -262,12 +263,12 @@ CpAttnCost estimate_cost(const CpAttnArgs& a) {
       tokens += padded;
     }
     c.units_per_run = std::max(c.units_per_run, sum_sq * per_head);
-    c.reference_units += sum_sq * per_head * (a.backend == "threads" ? a.ranks : 1);
+    c.reference_units += sum_sq * per_head * pool;
     // Per rank: inputs + reference outputs of the whole batch and gradients (about 2 x row_elems
     // doubles per token), plus the shards; every thread rank holds its own.
-    c.bytes = std::max(c.bytes, 8.0 * tokens * row_elems * 2.5 * (a.backend == "threads" ? a.ranks : 1));
+    c.bytes = std::max(c.bytes, 8.0 * tokens * row_elems * 2.5 * pool);
   }
-  c.runs = static_cast<int>(sizes.size()) * (a.backend == "threads" ? a.ranks : 1);
+  c.runs = static_cast<int>(sizes.size()) * pool;
   return c;
 }
 
@@ -283,6 +284,15 @@ int run_cp_attn(const CpAttnArgs& a, std::ostream& out) {
   }
 #ifdef DCP_HAVE_MPI
   comm::MpiRuntime mpi(nullptr, nullptr);
+  int world_size = 0, world_rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  try {
+    validate(a, world_size);  // the budgets with every process's group sizes
+  } catch (const InputError&) {
+    if (world_rank != 0) return 2;  // bad input: exit 2 on every process, one line (rank 0's)
+    throw;
+  }
   int code = 1;
   // run_mpi aborts every rank (MPI_Abort) if one throws, so none is left waiting.
   comm::run_mpi([&](comm::Communicator& world) { code = check_on_rank_dtype(world, a, out); });

@@ -37,15 +37,17 @@ struct CpAttnArgs {
 // The size of the check, estimated from the arguments alone (before anything is allocated).
 // reference_units = sum over the runs of the float64 reference of sum_i L_i^2 * heads * head_dim
 // (L_i padded to 2*cp), where every rank of every group size runs the whole-batch reference
-// (--backend threads: ranks x group sizes runs in this process; mpi: one per group size per
-// process). bytes: peak memory of the tensors of all ranks in this process.
+// (--backend threads: ranks x group sizes runs in this process; mpi with `processes` processes:
+// every process runs every group size, counted as on one host, as mpirun -np N here starts them).
+// bytes: peak memory of the tensors of all ranks on the host. processes 0: mpi's world size is
+// not known yet (before MPI starts), counted as 1.
 struct CpAttnCost {
   double units_per_run = 0;
   double reference_units = 0;
   int runs = 0;
   double bytes = 0;
 };
-CpAttnCost estimate_cost(const CpAttnArgs& a);
+CpAttnCost estimate_cost(const CpAttnArgs& a, int processes = 0);
 
 // Budgets of validate(). kMaxReferenceUnits: measured on this project's 2-core machine
 // (RelWithDebInfo, `cp-attn --ranks 1 --lengths 2048|4096`: 1.07e9 units in 7.0 s, 4.29e9 in
@@ -57,8 +59,9 @@ inline constexpr double kMaxReferenceUnits = 8e9;
 inline constexpr double kMaxCheckBytes = 2.0 * (1 << 30);
 
 // Throws InputError for arguments no backend could run (does not start any backend), and for
-// work over the budgets above (the message gives the estimate).
-void validate(const CpAttnArgs& a);
+// work over the budgets above (the message gives the estimate). --backend mpi checks the budgets
+// again once the world size is known (processes).
+void validate(const CpAttnArgs& a, int processes = 0);
 
 // Runs the check; rank 0 writes the report to `out`. Returns the exit code (0 pass, 1 fail).
 // With backend "mpi" it initializes MPI itself (comm::MpiRuntime) and must be run under mpirun;
