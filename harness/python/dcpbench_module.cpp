@@ -62,6 +62,12 @@ int64_t to_int64(PyObject* obj, const std::string& what) {
 }
 
 std::vector<int64_t> to_lengths(const py::handle& seqlens) {
+  // Iterables that are not a list of lengths: a dict or set would give its keys (a set in no
+  // fixed order, so sample ids would not be positions), bytes and str their characters.
+  PyObject* o = seqlens.ptr();
+  if (PyDict_Check(o) || PyAnySet_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o) || PyUnicode_Check(o))
+    throw py::type_error(std::string("seqlens must be a sequence of integers (list, tuple, range or array), not ") +
+                         Py_TYPE(o)->tp_name);
   PyObject* seq = PySequence_Fast(seqlens.ptr(), "seqlens must be a sequence of integers");
   if (!seq) throw py::error_already_set();
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);

@@ -139,6 +139,14 @@ def test_unknown_planner_and_bad_types():
         dcpbench.schedule([1, 2**70], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
     with pytest.raises(ValueError, match="--dp: \"4294967296\" is above the maximum 1048576"):
         dcpbench.schedule([1], dp=2**32, cp=1, max_seqlen_per_dp_cp_rank=10)
+    # iterables whose items are not the lengths in order: dict keys, a set, bytes, str
+    for bad, name in (({1: 2}, "dict"), ({3, 1}, "set"), (b"\x05\x06", "bytes"), ("56", "str")):
+        with pytest.raises(TypeError, match=f"seqlens must be a sequence of integers .*, not {name}"):
+            dcpbench.schedule(bad, dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
+        with pytest.raises(TypeError, match=f"not {name}"):
+            dcpbench.find_violation([[[0]]], bad, dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
+    assert dcpbench.schedule(range(1, 4), dp=1, cp=1, max_seqlen_per_dp_cp_rank=10) == \
+        dcpbench.schedule([1, 2, 3], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
 
 
 # ---------------------------------------------------------------- Plan object, every planner
