@@ -421,7 +421,8 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
       got.dloss_rel.push_back(dr);
       got.dloss_abs.push_back(std::abs(got.loss[i] - ref.loss[i]));
       if (dr > max_dl_rel || !std::isfinite(dr)) { max_dl_rel = dr; worst_l = i; }
-      max_dl_abs = std::max(max_dl_abs, got.dloss_abs.back());
+      // (NaN or inf once the run diverges: kept, never dropped by a max that skips NaN)
+      if (got.dloss_abs.back() > max_dl_abs || !std::isfinite(got.dloss_abs.back())) max_dl_abs = got.dloss_abs.back();
       if (got.grad_rel[i] > max_g || !std::isfinite(got.grad_rel[i])) { max_g = got.grad_rel[i]; worst_g = i; }
     }
     const int rep = first_bitwise_difference(got, again, repeat);

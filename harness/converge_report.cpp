@@ -41,8 +41,9 @@ void validate_converge_report(const json& j, const std::string& what) {
     if (s.contains("error")) continue;
     if (!s.contains("losses") || !s["losses"].is_array() || static_cast<int64_t>(s["losses"].size()) != steps)
       bad("strategy \"" + it.key() + "\" has no \"losses\" array of " + std::to_string(steps) + " numbers");
+    // null: a loss that was not finite (a diverged run; JSON has no NaN or inf, nlohmann writes null)
     for (const auto& v : s["losses"])
-      if (!v.is_number()) bad("strategy \"" + it.key() + "\" has a loss that is not a number");
+      if (!v.is_number() && !v.is_null()) bad("strategy \"" + it.key() + "\" has a loss that is not a number or null");
     if (it.key() != "reference" && it.key() != "reference_f64")
       for (const char* k : {"max_abs_dloss", "max_rel_grad_diff", "bitwise_repeat", "bound", "pass"})
         if (!s.contains(k)) bad("strategy \"" + it.key() + "\" has no \"" + std::string(k) + "\"");

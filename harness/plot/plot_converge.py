@@ -73,7 +73,8 @@ def plot_loss(doc, out):
     for n in order(doc):
         s = doc["strategies"][n]
         ref = n.startswith("reference")
-        ax.plot(range(len(s["losses"])), s["losses"], label=n, color=COLORS.get(n),
+        ax.plot(range(len(s["losses"])), [float("nan") if v is None else v for v in s["losses"]], label=n,
+                color=COLORS.get(n),
                 lw=2.2 if ref else 1.0, ls="-" if ref else "--", alpha=0.9)
     mark_edges(ax, doc)
     ax.set_xlabel("step")
@@ -88,13 +89,15 @@ def plot_loss(doc, out):
 
 def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    zeros = False
+    zeros = gaps = False
     for n in order(doc):
         s = doc["strategies"][n]
         if key not in s:
             continue
-        vals = [v if v > 0 else ZERO_FLOOR for v in s[key]]
-        zeros = zeros or any(v <= 0 for v in s[key])
+        # None: not finite (a diverged run; JSON has no NaN): left as a gap, said in the title
+        vals = [float("nan") if v is None else (v if v > 0 else ZERO_FLOOR) for v in s[key]]
+        zeros = zeros or any(v is not None and v <= 0 for v in s[key])
+        gaps = gaps or any(v is None for v in s[key])
         ax.plot(range(len(vals)), vals, label=n, color=COLORS.get(n), lw=1.0, marker=".", ms=3)
     bound = doc.get("bounds", {}).get(bound_key)
     if bound:
@@ -103,7 +106,8 @@ def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
-    ax.set_title(title + (f" (0 drawn at {ZERO_FLOOR:g})" if zeros else ""))
+    ax.set_title(title + (f" (0 drawn at {ZERO_FLOOR:g})" if zeros else "") +
+                 (" (gaps: not finite, the run diverged)" if gaps else ""))
     ax.legend(fontsize=8)
     footer(fig, doc)
     fig.tight_layout(rect=(0, 0.04, 1, 1))

@@ -3,6 +3,9 @@
 // results of a tiny scenario (with --tune and --draws sections) and checks that every chart it
 // promises is a PNG file.
 #include "baselines/planners.h"
+#include "comm/thread_comm.h"
+#include "harness/converge.h"
+#include "harness/converge_scenario.h"
 #include "harness/results.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
@@ -14,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace dcp::harness {
 namespace {
@@ -55,6 +59,50 @@ TEST(PlotScript, DrawsEveryChartFromTheResultsFile) {
                           (dir / "charts").string() + "' >/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   for (const char* f : {"tflops.png", "speedup.png", "breakdown.png", "rank_busy_tiny-plot.png", "plan_tiny-plot.png"})
+    EXPECT_TRUE(is_png(dir / "charts" / f)) << f;
+  fs::remove_all(dir);
+}
+
+// plot_converge.py draws a convergence report, also one of a run that diverged: JSON has no NaN,
+// so a loss or difference that was not finite is null; the script leaves a gap there (it had
+// refused such a report, which converge itself wrote, or crashed on a null difference).
+TEST(PlotScript, DrawsAConvergenceReportWithNonFiniteValues) {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no /usr/bin/python3 with matplotlib (apt-get install python3-matplotlib)";
+  const fs::path repo = fs::path(__FILE__).parent_path().parent_path().parent_path();
+  const fs::path dir = fs::temp_directory_path() / ("dcp_plot_converge_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  nlohmann::json sc = nlohmann::json::parse(R"({
+    "name": "t",
+    "model": {"vocab": 256, "hidden": 8, "ffn": 12, "heads": 2, "kv_heads": 1, "head_dim": 4,
+              "mixers": ["attention"], "attention": "ring"},
+    "data": {"text_dir": "", "max_seqlen": 64, "max_paragraphs": 3, "seed": 2},
+    "pool": {"dp": 1, "cp": 2},
+    "training": {"steps": 3, "global_batch": 4, "max_seqlen_per_rank": 32, "lr": 0.05},
+    "strategies": ["packing", "dcp"]
+  })");
+  sc["data"]["text_dir"] = (repo / "scenarios" / "data" / "text" / "moby-dick").string();
+  std::ofstream(dir / "s.json") << sc.dump();
+  const ConvergeScenario s = load_converge_scenario((dir / "s.json").string());
+  nlohmann::json report;
+  std::ostringstream progress;
+  comm::run_threads(s.pool(), [&](comm::Communicator& w) {
+    ConvergeOptions o;
+    o.quiet = true;
+    ConvergeOutcome r = run_converge(w, s, o, progress);
+    if (w.rank() == 0) report = r.report;
+  });
+  auto& dcp = report["strategies"]["dcp"];
+  dcp["losses"][2] = nullptr;  // as a diverged run writes NaN / inf
+  dcp["dloss_rel"][2] = nullptr;
+  dcp["grad_rel_diff"][1] = nullptr;
+  EXPECT_NO_THROW(validate_converge_report(report, "diverged"));
+  std::ofstream(dir / "c.json") << report.dump();
+  const fs::path script = kScript.parent_path() / "plot_converge.py";
+  const std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + (dir / "c.json").string() + "' --out '" +
+                          (dir / "charts").string() + "' >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (const char* f : {"converge_loss.png", "converge_dloss.png", "converge_grad.png"})
     EXPECT_TRUE(is_png(dir / "charts" / f)) << f;
   fs::remove_all(dir);
 }
