@@ -1,6 +1,9 @@
 // See subprocess.h. poll() over the three pipes (stdin written as the child reads it, so a child
 // that never reads cannot block us), a monotonic deadline, then SIGKILL to the process group and
 // waitpid. SIGPIPE is ignored while writing (a child that exits without reading its input).
+// The child runs in its own process group (so a timeout can kill its whole tree), which keeps it
+// out of the terminal's SIGINT: while a child runs, SIGINT, SIGTERM and SIGHUP to us first kill
+// its group, then take their default action, so an interrupted command leaves no scheduler behind.
 #include "harness/subprocess.h"
 
 #include "core/error.h"
@@ -11,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -18,6 +22,34 @@
 namespace dcp::harness {
 
 namespace {
+
+std::atomic<pid_t> g_child{0};  // the running child's process group (0: none)
+static_assert(std::atomic<pid_t>::is_always_lock_free, "read in a signal handler");
+
+extern "C" void kill_child_and_reraise(int sig) {
+  const pid_t child = g_child.load();
+  if (child > 0) ::kill(-child, SIGKILL);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Installed once, for the signals whose default action ends the process (a caller that set its
+// own handler keeps it).
+void forward_termination_signals() {
+  static const bool installed = [] {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction old {};
+      ::sigaction(sig, nullptr, &old);
+      if (old.sa_handler != SIG_DFL) continue;
+      struct sigaction sa {};
+      sa.sa_handler = kill_child_and_reraise;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
+    }
+    return true;
+  }();
+  (void)installed;
+}
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -44,6 +76,7 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
   ProcessResult res;
   Pipe in, out, err;
   const auto start = clock::now();
+  forward_termination_signals();
   const pid_t pid = ::fork();
   if (pid < 0) throw Error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
@@ -56,6 +89,7 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also from the parent: no race with the kill below
+  g_child.store(pid);
   in.close_end(0);
   out.close_end(1);
   err.close_end(1);
@@ -129,6 +163,7 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
       ::usleep(1000);
     }
   }
+  g_child.store(0);
   res.exited = WIFEXITED(status);
   res.exit_code = res.exited ? WEXITSTATUS(status) : -1;
   res.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;

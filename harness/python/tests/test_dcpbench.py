@@ -7,6 +7,7 @@ DCP_SOURCE_DIR=<source tree>.
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -282,6 +283,25 @@ def test_conform_catches_wrong_toy_schedulers(bug, filt, expect):
     assert "FAIL" in out and expect in out, out
     if bug == "segfault":
         assert ": 0 passed," in out, out
+
+
+def test_interrupting_conform_leaves_no_scheduler_running():
+    # The scheduler runs in its own process group (out of the terminal's SIGINT); conform kills
+    # that group before it ends on SIGINT / SIGTERM. It had left the hanging scheduler running.
+    tag = f"conform-interrupt-{os.getpid()}"
+    cmd = f"{sys.executable} {TOY} --bug hang --tag {tag}"
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        p = subprocess.Popen([DCPBENCH, "conform", "--planner-cmd", cmd, "--filter", "s7f", "--timeout", "60"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while time.time() < deadline and not subprocess.run(["pgrep", "-f", tag], capture_output=True).stdout:
+            time.sleep(0.1)
+        assert subprocess.run(["pgrep", "-f", tag], capture_output=True).stdout, "the scheduler never started"
+        p.send_signal(sig)
+        assert p.wait(timeout=30) == -sig  # conform itself ends by the signal, as before
+        time.sleep(0.5)
+        left = subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True).stdout
+        assert not left, f"scheduler still running after {sig.name}: {left}"
 
 
 def test_conform_report(tmp_path):

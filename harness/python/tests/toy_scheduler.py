@@ -24,6 +24,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bug", default="none",
                         choices=["none", "negative-index", "reorder", "hang", "traceback", "accept-all", "segfault"])
+    parser.add_argument("--tag", default="", help="ignored: lets a test find this process")
     bug = parser.parse_args().bug
     case = json.load(sys.stdin)
     seqlens = case["seqlens"]
