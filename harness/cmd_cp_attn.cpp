@@ -148,7 +148,7 @@ int check_on_rank(comm::Communicator& world, const CpAttnArgs& a, std::ostream& 
   if (!a.all_groups) sizes = {world.size()};
 
   if (print) {
-    os << "dcpbench cp-attn: backend " << world.backend() << ", " << world.size() << " ranks, "
+    os << "dcpbench cp-attn: backend " << a.backend << ", " << world.size() << " ranks, "
        << a.algo << ", " << a.dtype << ", heads=" << a.heads << " kv_heads=" << a.kv_heads
        << " head_dim=" << a.head_dim << " causal, seed " << a.seed << ", lengths "
        << join_lengths(a.lengths) << "\n"
@@ -326,7 +326,7 @@ void add_cp_attn_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--all-groups,!--no-all-groups", args->all_groups,
                 "Run every group size of the registry (default), or only the whole pool");
   cmd->add_option("--tolerance", args->tolerance,
-                  "Relative tolerance (default: attn/tolerances.h for the dtype)");
+                  "Relative tolerance (0 or unset: attn/tolerances.h's value for the dtype)");
   char footer[300];
   std::snprintf(footer, sizeof footer,
                 "Limits: the float64 reference's work, estimated as sum L^2 * heads * head_dim over its runs "

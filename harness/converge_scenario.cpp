@@ -7,6 +7,7 @@
 #include "core/json_io.h"
 #include "harness/object_reader.h"
 #include "harness/registry.h"
+#include "harness/scenario.h"
 
 namespace dcp::harness {
 
@@ -76,7 +77,7 @@ ConvergeEdgeCase parse_edge(ObjectReader& r, int64_t max_seqlen) {
 }  // namespace
 
 ConvergeScenario load_converge_scenario(const std::string& path) {
-  const json j = read_json_file(path);
+  const json j = read_json_file(path, kMaxScenarioBytes);  // the limit of every scenario file
   if (!j.is_object()) throw InputError(path + ": a convergence scenario is a JSON object");
   ConvergeScenario s;
   s.file = path;

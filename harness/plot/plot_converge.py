@@ -21,11 +21,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from plot_results import short_sha  # noqa: E402  (this folder: the script's own, first on sys.path)
+
 SCHEMA = "dcpbench.converge.v1"
 COLORS = {"reference": "#000000", "reference_f64": "#777777", "bshd": "#9e9e9e", "packing": "#4c72b0",
           "megatron-pr2000": "#dd8452", "megatron-dev": "#55a868", "dcp": "#c44e52"}
 # Zero differences cannot be drawn on a log axis; they are drawn at this floor and said so.
 ZERO_FLOOR = 1e-18
+
 
 
 def fail(msg):
@@ -56,7 +59,7 @@ def footer(fig, doc):
     pool = doc.get("pool", {})
     text = (f"executed, not simulated: {'float32' if doc.get('dtype') == 'f32' else 'float64'}, "
             f"{pool.get('ranks', '?')} ranks ({pool.get('backend', '?')} backend), "
-            f"scenario {doc.get('scenario', '?')}, git {str(ctx.get('git_sha', '?'))[:12]}, {ctx.get('date', '')}")
+            f"scenario {doc.get('scenario', '?')}, git {short_sha(ctx.get('git_sha', '?'))}, {ctx.get('date', '')}")
     fig.text(0.01, 0.01, text, fontsize=7, color="#555555")
 
 

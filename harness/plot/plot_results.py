@@ -44,6 +44,11 @@ COLORS = {"bshd": "#9e9e9e", "packing": "#4c72b0", "megatron-pr2000": "#dd8452",
           "megatron-dev": "#55a868", "nvidia-prototype": "#937860", "dcp": "#c44e52"}
 
 
+def short_sha(sha):
+    """The first 12 hex digits, keeping a "-dirty" suffix (a tree with uncommitted changes)."""
+    sha = str(sha)
+    return sha[:12] + ("-dirty" if sha.endswith("-dirty") else "")
+
 def fitted(fig, text, fontsize):
     """`text` wrapped to the figure's width (a one-scenario chart clipped its title at both ends,
     where it says simulated or measured) and the top of the layout that leaves room for it."""
@@ -106,7 +111,7 @@ def footer(fig, doc):
     ctx = doc.get("context", {})
     sources = sorted({r.get("source", "?") for r in doc["rows"]})
     kinds = sorted({s.split(":", 1)[0] for s in sources})  # "simulated" and/or "measured", from the rows
-    text = ("ours: " + ", ".join(sources) + f" ({' + '.join(kinds)}) | git {ctx.get('git_sha', '?')[:12]}"
+    text = ("ours: " + ", ".join(sources) + f" ({' + '.join(kinds)}) | git {short_sha(ctx.get('git_sha', '?'))}"
             f" | {ctx.get('date', '')}")
     # Smaller on a narrow (one-scenario) figure rather than cut at its right edge.
     size = max(4.0, min(7.0, 0.98 * fig.get_figwidth() * 72 / (0.55 * len(text))))

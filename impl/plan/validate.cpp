@@ -139,10 +139,16 @@ std::optional<std::string> find_violation(const Plan& plan, const Batch& batch, 
   const PlanConfig& c = plan.config;
   if (c.dp != r.dp || c.cp != r.cp || c.max_seqlen_per_rank != r.max_seqlen_per_rank || c.min_cp != r.min_cp ||
       c.vpp_group != r.vpp_group || c.max_seqlen != r.max_seqlen)
-    return concat("the plan's config (dp ", c.dp, ", cp ", c.cp, ", M ", c.max_seqlen_per_rank, ", min_cp ", c.min_cp,
-                  ", vpp_group ", c.vpp_group.value_or(0), ", max_seqlen ", c.max_seqlen.value_or(0),
-                  ") is not the requested one (dp ", r.dp, ", cp ", r.cp, ", M ", r.max_seqlen_per_rank, ", min_cp ",
-                  r.min_cp, ", vpp_group ", r.vpp_group.value_or(0), ", max_seqlen ", r.max_seqlen.value_or(0), ")");
+  {
+    // An unset VPP group or max_seqlen reads "none", not a 0 that looks like a value.
+    const auto opt = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string("none"); };
+    const auto text = [&](const PlanConfig& x) {
+      return concat("dp ", x.dp, ", cp ", x.cp, ", M ", x.max_seqlen_per_rank, ", min_cp ", x.min_cp, ", vpp_group ",
+                    opt(x.vpp_group ? std::optional<int64_t>(*x.vpp_group) : std::nullopt), ", max_seqlen ",
+                    opt(x.max_seqlen ? std::optional<int64_t>(*x.max_seqlen) : std::nullopt));
+    };
+    return concat("the plan's config (", text(c), ") is not the requested one (", text(r), ")");
+  }
   return find_violation(plan, batch);
 }
 

@@ -132,6 +132,9 @@ TEST(Validate, RejectsAPlanMadeForAnotherConfig) {
   const auto v = find_violation(p, kBatch, requested);
   ASSERT_TRUE(v.has_value());
   EXPECT_NE(v->find("is not the requested one"), std::string::npos) << *v;
+  // an unset VPP group reads "none" (it had printed 0, as if the config set one)
+  EXPECT_NE(v->find("vpp_group none, max_seqlen none) is not the requested one (dp"), std::string::npos) << *v;
+  EXPECT_NE(v->find("vpp_group 2, max_seqlen none)"), std::string::npos) << *v;
   EXPECT_THROW(validate(p, kBatch, requested), Error);
 }
 
