@@ -20,8 +20,6 @@
 
 #include <cstdio>
 #include <ctime>
-#include <algorithm>
-#include <cctype>
 #include <memory>
 #include <string>
 
@@ -53,12 +51,8 @@ int run_calibrate(const CalibrateArgs& a) {
   const cost::HardwareProfile base = cost::hardware_preset(a.profile);
   // The name ends up in every result's source ("simulated:<cost-model>@<name>") and must load
   // back: checked before minutes of measuring on the device.
-  const bool name_ok = !a.name.empty() && a.name.size() <= 64 &&
-                       std::all_of(a.name.begin(), a.name.end(), [](unsigned char ch) {
-                         return std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.';
-                       });
-  DCP_REQUIRE(name_ok, "--name ", quote(a.name),
-              " is not 1 to 64 letters, digits, '-', '_' or '.' (it names the calibration in result sources)");
+  if (auto e = safe_name_error(a.name))
+    throw InputError("--name " + quote(a.name) + " " + *e + " (it names the calibration in result sources)");
   if (!is_stdout_path(a.out)) check_output_path(a.out);
 #ifdef DCP_HAVE_CUDA
   int devices = 0;

@@ -87,6 +87,7 @@ int run(const ConvergeArgs& a, const std::string& command) {
   o.quiet = a.quiet;
   o.sync_planning = a.sync_planning;
   if (a.backend == "threads") {
+    check_strategies_plan(s);  // before anything trains: exit 2
     ConvergeOutcome out;
     comm::run_threads(s.pool(), [&](comm::Communicator& world) {
       ConvergeOutcome r = run_converge(world, s, o, std::cerr);
@@ -99,13 +100,16 @@ int run(const ConvergeArgs& a, const std::string& command) {
   int world_size = 0, world_rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  if (world_size != s.pool()) {
-    // Bad input, not a failure: exit 2 on every process, one line (from rank 0), no MPI_Abort.
-    if (world_rank != 0) return 2;
-    throw InputError(s.file + ": the pool has " + std::to_string(s.pool()) + " ranks (pool.dp " +
-                     std::to_string(s.dp) + " x pool.cp " + std::to_string(s.cp) + ") but mpirun started " +
-                     std::to_string(world_size) + " processes (use mpirun -np " + std::to_string(s.pool()) + ")");
-  }
+  // Bad input, not a failure: exit 2 on every process, one line (from rank 0), no MPI_Abort.
+  if (auto code = input_check_on_every_rank(world_rank, [&] {
+        if (world_size != s.pool())
+          throw InputError(s.file + ": the pool has " + std::to_string(s.pool()) + " ranks (pool.dp " +
+                           std::to_string(s.dp) + " x pool.cp " + std::to_string(s.cp) + ") but mpirun started " +
+                           std::to_string(world_size) + " processes (use mpirun -np " + std::to_string(s.pool()) +
+                           ")");
+        check_strategies_plan(s);
+      }))
+    return *code;
   int code = 0;
   comm::run_mpi([&](comm::Communicator& world) {
     ConvergeOutcome r = run_converge(world, s, o, std::cerr);

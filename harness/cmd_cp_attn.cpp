@@ -229,8 +229,9 @@ void validate(const CpAttnArgs& a, int processes) {
     std::snprintf(buf, sizeof buf,
                   "--lengths/--heads/--head-dim: the float64 reference needs an estimated %.3g units of work "
                   "(sum L^2 * heads * head_dim = %.3g per run x %d runs: ranks x group sizes), over the budget "
-                  "of %.3g (about %.0f s here); use shorter --lengths, fewer --ranks or fewer heads",
-                  cost.reference_units, cost.units_per_run, cost.runs, kMaxReferenceUnits, kBudgetSeconds);
+                  "of %.3g (about %.0f s here); use shorter --lengths, fewer %s or fewer heads",
+                  cost.reference_units, cost.units_per_run, cost.runs, kMaxReferenceUnits, kBudgetSeconds,
+                  a.backend == "threads" ? "--ranks" : "processes (mpirun -np)");
     throw InputError(buf);
   }
   if (cost.bytes > kMaxCheckBytes) {
@@ -287,12 +288,8 @@ int run_cp_attn(const CpAttnArgs& a, std::ostream& out) {
   int world_size = 0, world_rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  try {
-    validate(a, world_size);  // the budgets with every process's group sizes
-  } catch (const InputError&) {
-    if (world_rank != 0) return 2;  // bad input: exit 2 on every process, one line (rank 0's)
-    throw;
-  }
+  // the budgets with every process's group sizes: exit 2 on every process, one line (rank 0's)
+  if (auto code = input_check_on_every_rank(world_rank, [&] { validate(a, world_size); })) return *code;
   int code = 1;
   // run_mpi aborts every rank (MPI_Abort) if one throws, so none is left waiting.
   comm::run_mpi([&](comm::Communicator& world) { code = check_on_rank_dtype(world, a, out); });

@@ -3,9 +3,27 @@
 // return the process exit code through the reference they are given.
 #pragma once
 
+#include "core/error.h"
+
 #include <CLI/CLI.hpp>
 
+#include <optional>
+
 namespace dcp::harness {
+
+// Bad input found once MPI runs (every process checks the same thing): rank 0 rethrows the
+// InputError (main prints one line, exit 2), the other ranks return exit code 2 quietly, and
+// nobody calls MPI_Abort (whose exit code 1 would read as a failed check). nullopt: no error.
+template <typename Check>
+std::optional<int> input_check_on_every_rank(int world_rank, Check&& check) {
+  try {
+    check();
+  } catch (const InputError&) {
+    if (world_rank != 0) return 2;
+    throw;
+  }
+  return std::nullopt;
+}
 
 void add_schedule_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);   // `run` and `table` (cmd_run.cpp)

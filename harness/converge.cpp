@@ -305,21 +305,6 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   const plan::PlannerRegistry& reg = builtin_planners();
   std::map<std::string, std::shared_ptr<const plan::Planner>> planners;
   for (const auto& name : s.strategies) planners[name] = std::make_shared<CheckedPlanner>(reg.make(name));
-  // A strategy that cannot plan the first step or an edge case under the scenario's config (bshd
-  // with max_seqlen not a multiple of 2 x cp, a static CP group too small for the longest
-  // document, ...) is a scenario error: exit 2 now, not a FAIL after the reference has trained.
-  for (const auto& name : s.strategies)
-    for (int i = 0; i < steps; ++i) {
-      if (i > 0 && i < main_steps) continue;
-      const auto& spec = specs[static_cast<size_t>(i)];
-      try {
-        planners[name]->plan(batches[static_cast<size_t>(i)].lengths(), step_config(s, spec));
-      } catch (const Error& e) {
-        throw InputError(s.file + ": strategy \"" + name + "\" cannot plan " +
-                         (i == 0 ? std::string("the first step") : "edge case \"" + spec.kind.substr(5) + "\"") +
-                         " of this scenario: " + e.what());
-      }
-    }
   const plan::PlanningMode mode = o.sync_planning ? plan::PlanningMode::sync : plan::PlanningMode::async;
   std::vector<plan::Plan> ref_plans;
   for (const auto& b : batches) ref_plans.push_back(reference_plan(b));
@@ -520,6 +505,31 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
 }
 
 }  // namespace
+
+void check_strategies_plan(const ConvergeScenario& s) {
+  const TextCorpus corpus = load_text_corpus(s);
+  std::vector<std::pair<std::string, exec::GlobalBatch>> steps;  // the first main step, every edge case
+  std::vector<StepSpec> specs;
+  steps.emplace_back("the first step", step_batch(corpus, s, 0));
+  specs.push_back({"main", std::nullopt});
+  for (size_t e = 0; e < s.edge_cases.size(); ++e) {
+    steps.emplace_back("edge case \"" + s.edge_cases[e].name + "\"",
+                       edge_batch(corpus, s.edge_cases[e].lengths, static_cast<int>(97 * (e + 1))));
+    specs.push_back({"edge:" + s.edge_cases[e].name, s.edge_cases[e].vpp_group});
+  }
+  const plan::PlannerRegistry& reg = builtin_planners();
+  for (const auto& name : s.strategies) {
+    const CheckedPlanner planner(reg.make(name));
+    for (size_t i = 0; i < steps.size(); ++i) {
+      try {
+        planner.plan(steps[i].second.lengths(), step_config(s, specs[i]));
+      } catch (const Error& e) {
+        throw InputError(s.file + ": strategy \"" + name + "\" cannot plan " + steps[i].first +
+                         " of this scenario: " + e.what());
+      }
+    }
+  }
+}
 
 ConvergeOutcome run_converge(comm::Communicator& world, const ConvergeScenario& s, const ConvergeOptions& o,
                              std::ostream& progress) {

@@ -60,6 +60,12 @@ struct ConvergeOutcome {
 ConvergeOutcome run_converge(comm::Communicator& world, const ConvergeScenario& s,
                              const ConvergeOptions& o, std::ostream& progress);
 
+// Throws InputError naming the strategy when one of the scenario's strategies cannot plan its first
+// step or an edge case under its config (bshd with max_seqlen not a multiple of 2 x cp, a static CP
+// group too small for the longest document, ...): a scenario error, checked by `dcpbench converge`
+// before any backend starts (exit 2 on every process), not a FAIL after the reference has trained.
+void check_strategies_plan(const ConvergeScenario& s);
+
 // The fixed-width agreement table of a report.
 std::string converge_table(const nlohmann::json& report);
 

@@ -228,12 +228,8 @@ Scenario parse_scenario(const json& j, const std::string& file) {
   Scenario s;
   s.file = file;
   s.name = *r.get_string("name", true);
-  if (s.name.empty() || s.name.size() > 100)  // it names chart files (plot: plan_<name>.png)
-    r.fail("name", json(s.name), "must be 1 to 100 characters long");
-  for (char ch : s.name) {
-    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
-      r.fail("name", json(s.name), "may only contain letters, digits, '-', '_' and '.'");
-  }
+  if (auto e = safe_name_error(s.name))  // it names chart files (plot: plan_<name>.png)
+    r.fail("name", json(s.name), *e);
   s.description = r.get_string("description", false).value_or("");
   if (const json* notes = r.get_array("notes", false)) {
     for (size_t i = 0; i < notes->size(); ++i) {

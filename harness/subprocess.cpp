@@ -77,9 +77,19 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
   Pipe in, out, err;
   const auto start = clock::now();
   forward_termination_signals();
+  // Blocked from the fork until the child's group is recorded, so none of them finds it unknown
+  // (it would end us and leave the child running); a pending one arrives when the mask is restored.
+  sigset_t term{}, old_mask{};
+  sigemptyset(&term);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&term, sig);
+  ::pthread_sigmask(SIG_BLOCK, &term, &old_mask);
   const pid_t pid = ::fork();
-  if (pid < 0) throw Error(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) {
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    throw Error(std::string("fork: ") + std::strerror(errno));
+  }
   if (pid == 0) {
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);  // (exec resets our handlers to default)
     ::setpgid(0, 0);
     ::dup2(in.fd[0], 0);
     ::dup2(out.fd[1], 1);
@@ -90,6 +100,7 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
   }
   ::setpgid(pid, pid);  // also from the parent: no race with the kill below
   g_child.store(pid);
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   in.close_end(0);
   out.close_end(1);
   err.close_end(1);

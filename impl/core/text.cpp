@@ -2,6 +2,8 @@
 // so that cutting a message never splits a UTF-8 sequence or an escape.
 #include "core/text.h"
 
+#include <cctype>
+
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -113,6 +115,15 @@ std::string one_line(std::string_view message, size_t max_chars) {
   out += kCut;
   for (size_t i = tail; i < units.size(); ++i) out += units[i].text;
   return out;
+}
+
+std::optional<std::string> safe_name_error(std::string_view name, size_t max_chars) {
+  if (name.empty() || name.size() > max_chars)
+    return "must be 1 to " + std::to_string(max_chars) + " characters long";
+  for (const char ch : name)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
+      return std::string("may only contain letters, digits, '-', '_' and '.'");
+  return std::nullopt;
 }
 
 std::string fmt(const char* format, double v) {

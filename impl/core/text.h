@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,5 +28,9 @@ std::string quote(std::string_view value, size_t max_chars = kMaxQuotedChars);
 std::string one_line(std::string_view message, size_t max_chars = kMaxErrorChars);
 // One number through a printf format of one double conversion, e.g. fmt("%.3f", x) (tables).
 std::string fmt(const char* format, double v);
+
+// A name that ends up in file names and result sources (a scenario's, a calibration's): 1 to
+// max_chars letters, digits, '-', '_' and '.'. nullopt if it is one, else what is wrong.
+std::optional<std::string> safe_name_error(std::string_view name, size_t max_chars = 100);
 
 }  // namespace dcp

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/json_io.h"
+#include "core/text.h"
 
 #include <nlohmann/json.hpp>
 
@@ -134,7 +135,8 @@ HardwareProfile h100_sxm() {
   p.elementwise_bytes_per_token_hidden = 44;
   // Cross-entropy over the logits, bytes per logit [derived from the source, Megatron-LM main
   // d98e8a64dd megatron/core/tensor_parallel/cross_entropy.py and fusions/fused_cross_entropy.py,
-  // TransformerEngine d0067d0 transformer_engine/common/triton/cross_entropy.py]; 4 = fp32, 2 = bf16.
+  // TransformerEngine transformer_engine/{common,pytorch}/triton/cross_entropy.py before
+  // 01bbe3eea, see below]; 4 = fp32, 2 = bf16.
   //   Unfused (VocabParallelCrossEntropy, one kernel per op): forward .float() r2 w4, max r4,
   //   in-place subtract r4 w4, exp r4 w4, sum r4, div_ r4 w4 = 38; backward mul_ by the output
   //   gradient r4 w4, and the cast of the fp32 gradient back to the bf16 logits r4 w2 = 14: 52.
@@ -145,7 +147,11 @@ HardwareProfile h100_sxm() {
   p.loss_fused_bytes_per_token_vocab = 32;
   //   TE: online softmax r2, loss and gradient into the logits buffer r2 w2 = 6; the backward's
   //   element_mul_kernel by the per-token output gradient r2 w2 = 4 (skipped only when that
-  //   gradient is the scalar 1.0): 10.
+  //   gradient is the scalar 1.0): 10. That is TE's kernel until 01bbe3eea (PR #3193, 2026-07-09),
+  //   the TE of the runs the scenarios that select it reproduce (NVIDIA's prototype, 2026-01).
+  //   From 01bbe3eea on the gradient goes to a separate fp32 buffer, scaled there and cast back
+  //   to bf16 by autograd: r2, r2 w4, r4 w4, r4 w2 = 22 (and 4 saved / 6 peak in memory, below);
+  //   a calibration for a newer TE sets those keys.
   p.loss_te_bytes_per_token_vocab = 10;
   // THD ring side kernels per ring step after the first, bytes per local token [derived] from the
   // TE code above (bf16, 2 bytes per value; "half" kernels touch half the tokens; lower-triangle
@@ -163,7 +169,10 @@ HardwareProfile h100_sxm() {
   // bf16 (6; Megatron-LM d98e8a64dd megatron/core/optimizer/optimizer.py
   // _copy_main_params_to_model_params, multi_tensor_scale); grad-norm reads the grads (4): 38 bytes
   // per param of the GPU's optimizer shard. Not charged: the gradient scaling of --clip-grad
-  // (r4 w4), which runs only on the steps whose norm exceeds the clip value. (Zeroing the grad buffer writes every param of the stage, not
+  // (r4 w4), which Megatron runs only on the steps whose norm exceeds the clip value with the TE of
+  // the runs the scenarios reproduce (the Megatron example's README names the NeMo 26.02 rc5
+  // container, from before TE 2.14's tag of 2026-04-06). With TE >= 2.14 (multi_tensor_scale_tensor, 06a23e364, 2026-03-11)
+  // Megatron rescales every gradient every step (clip_grads.py, clip_coeff a tensor): +8, 46 bytes. (Zeroing the grad buffer writes every param of the stage, not
   // only the shard: Megatron's zero_grad_buffer; cost::iteration_time charges it apart.)
   p.optimizer_bytes_per_param = 38;
 
@@ -181,8 +190,8 @@ HardwareProfile h100_sxm() {
   // casts it to bf16 (:82). So the forward holds bf16 logits + fp32 copy (2 + 4 = 6), 4 are kept
   // until the backward, and the backward holds fp32 + bf16 gradient (4 + 2 = 6). TE's fused
   // cross-entropy (--cross-entropy-fusion-impl te; TransformerEngine
-  // pytorch/triton/cross_entropy.py, cross_entropy_forward) writes the gradient into the bf16
-  // logits buffer during the forward and keeps that buffer: 2 throughout.
+  // pytorch/triton/cross_entropy.py, cross_entropy_forward, before 01bbe3eea as above) writes the
+  // gradient into the bf16 logits buffer during the forward and keeps that buffer: 2 throughout.
   p.ce_fp32_saved_bytes_per_logit = 4;
   p.ce_fp32_peak_bytes_per_logit = 6;
   p.ce_te_saved_bytes_per_logit = 2;
@@ -409,7 +418,9 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
       DCP_REQUIRE(value == "dcpbench.calibration.v1", at, "=", value.dump(),
                   " (expected \"dcpbench.calibration.v1\")");
     } else if (key == "name") {
-      DCP_REQUIRE(value.is_string() && !value.get<std::string>().empty(), at, " must be a string");
+      DCP_REQUIRE(value.is_string(), at, " must be a string");
+      if (auto e = safe_name_error(value.get<std::string>()))  // it goes into "simulated:<model>@<name>"
+        throw InputError(at + "=" + quote(value.get<std::string>()) + " " + *e);
       p.calibration = value.get<std::string>();
     } else if (key == "profile") {
       DCP_REQUIRE(value.is_string() && value.get<std::string>() == base.name, at, "=", value.dump(),

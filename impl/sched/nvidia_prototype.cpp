@@ -131,6 +131,10 @@ class PrototypeSolver {
       int64_t c = std::min<int64_t>({prototype_nearest_pow2(raw), slots_, buckets_left - remain_other});
       // c <= 0: the prototype divides by it (split_sample, 1998) or fails its assert (2020).
       if (c <= 0) return upstream_raises();
+      // Deviation 8: our max split is the whole pool; run_hybrid_cp.sh:37 sets MAX_CP=8. Where
+      // that cap would have given fewer buckets, the prototype as NVIDIA ran it takes another path.
+      const int64_t script_split = std::max<int64_t>(1, 8 / min_cp_);
+      if (std::min<int64_t>(prototype_nearest_pow2(raw), slots_) > script_split) same_path = false;
       const int64_t upstream_c = c;
       const int64_t need = plan::cp_min(batch_.lengths[i], M, min_cp_) / min_cp_;  // deviation 3
       c = std::max(c, need);

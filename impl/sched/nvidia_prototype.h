@@ -88,7 +88,9 @@
 //      so max() of the empty list raises (2383). Counted per batch by
 //      nvidia_prototype_upstream_raises() and named in the plan's note (the results row's
 //      "note"), only while the port had followed the prototype's decisions on that m (no cap of
-//      deviations 3, 4 or 9 had changed one): a lower bound. Checked against the prototype's own
+//      deviations 3, 4 or 9 had changed one, and no except sample took more than the 8 ranks
+//      run_hybrid_cp.sh allows, deviation 8): a lower bound, for the prototype as that script
+//      configures it. Checked against the prototype's own
 //      code (stubbed, run by a read-only audit, 2026-11-27) on 200 batches drawn as in Megatron's
 //      example at 8 GPUs: it raised on 50, the port flagged 40 of those and no other.
 // Deterministic: no randomness; ties broken by index, as the prototype's strict comparisons do.

@@ -305,9 +305,9 @@ def main():
                                                   "--out", "c.json"], ["gpt-9"])
         # the name is checked before the device (minutes of measuring would be lost on a bad one)
         case("value/calibrate-name-empty", ["calibrate", "--backend", "cuda", "--name", "", "--out", "c.json"],
-             ['--name "" is not 1 to 64 letters'])
+             ['--name "" must be 1 to 100 characters long'])
         case("value/calibrate-name-at", ["calibrate", "--backend", "cuda", "--name", "h100@x", "--out", "c.json"],
-             ['--name "h100@x" is not 1 to 64 letters'])
+             ['--name "h100@x" may only contain letters, digits'])
         case("contract/calibrate-without-device", ["calibrate", "--backend", "cuda", "--out", "c.json"],
              ["calibrate --backend cuda needs a CUDA"])
         case("contract/share-backend-without-table", ["share", "ok.json", "--strategy", "dcp", "--attention-backend",

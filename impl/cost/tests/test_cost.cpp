@@ -164,6 +164,10 @@ TEST(Hardware, CalibrationRejectsBadInput) {
   EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"attention_tables": [{"backend": "fa3",
       "lengths": [128, 256], "fwd_causal": [[0.5]], "fwd_full": [[0.5]], "bwd": [[0.5]]}]})"), "x"), InputError);
   EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"ring_step_fwd_s": -1})"), "x"), InputError);
+  // the name goes into every result's source "simulated:<cost model>@<name>": a safe name only
+  EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"name": "h100@lab"})"), "x"), InputError);
+  EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"name": ""})"), "x"), InputError);
+  EXPECT_EQ(apply_calibration(base, nlohmann::json::parse(R"({"name": "h100-lab_2.1"})"), "x").calibration, "h100-lab_2.1");
 }
 
 TEST(Hardware, ProfileJsonRoundTripsAndCommittedFileMatches) {

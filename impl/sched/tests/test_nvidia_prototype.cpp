@@ -202,6 +202,9 @@ TEST(NvidiaPrototype, BatchesThePrototypeRaisesOnArePlannedWithTheOtherMsAndCoun
     EXPECT_FALSE(plan::find_violation(p, b).has_value());
     EXPECT_EQ(nvidia_prototype_upstream_raises(), raises + 1);
     EXPECT_EQ(nvidia_prototype_fallbacks(), fallbacks + (rc.plan.empty() ? 1 : 0));
+    // the plan's note names it (the results row's "note"), and the fallback when no m plans
+    EXPECT_EQ(p.note.rfind("NVIDIA's prototype raises on this batch", 0), 0u) << p.note;
+    EXPECT_EQ(p.note.find("megatron-dev's plan used (deviation 7)") != std::string::npos, rc.plan.empty()) << p.note;
     if (rc.plan.empty()) continue;
     ASSERT_EQ(p.microbatches.size(), rc.plan.size());
     for (size_t k = 0; k < rc.plan.size(); ++k) {
@@ -217,7 +220,7 @@ TEST(NvidiaPrototype, BatchesThePrototypeRaisesOnArePlannedWithTheOtherMsAndCoun
   plan::Batch ok;
   for (int i = 0; i < 64; ++i) ok.lengths.push_back(200 + 37 * (i % 11));
   const int64_t raises = nvidia_prototype_upstream_raises();
-  nvidia_prototype_plan(ok, pool8());
+  EXPECT_EQ(nvidia_prototype_plan(ok, pool8()).note, "");
   EXPECT_EQ(nvidia_prototype_upstream_raises(), raises);
 }
 
