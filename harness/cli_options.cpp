@@ -29,18 +29,21 @@ std::optional<std::string> list_error(const std::string& text, bool ints, int64_
   return std::nullopt;
 }
 
-CLI::Option* add_name_list_option(CLI::App* cmd, const std::string& flag, std::vector<std::string>& target,
-                                  const std::string& help) {
-  const CLI::Validator items(
-      [](std::string& text) {
-        const auto e = list_error(text, false);
+CLI::Validator list_validator(bool ints, int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [ints, lo, hi](std::string& text) {
+        const auto e = list_error(text, ints, lo, hi);
         return e ? *e : std::string();
       },
-      "", "name_list");
+      "", ints ? "int_list" : "name_list");
+}
+
+CLI::Option* add_name_list_option(CLI::App* cmd, const std::string& flag, std::vector<std::string>& target,
+                                  const std::string& help) {
   return cmd
       ->add_option_function<std::string>(
           flag, [&target](const std::string& text) { target = split_list(text); }, help)
-      ->check(items);
+      ->check(list_validator(false));
 }
 
 void add_plan_config_flags(CLI::App* cmd, PlanConfigFlags& f, bool required, const std::string& optional_note) {

@@ -40,16 +40,13 @@ std::optional<std::string> list_error(const std::string& text, bool ints, int64_
 // Its items, split at every comma (empty items kept: list_error refuses them).
 std::vector<std::string> split_list(const std::string& text);
 
+// The CLI11 check of such a flag's text (list_error).
+CLI::Validator list_validator(bool ints, int64_t lo = 0, int64_t hi = 0);
+
 // The list replaces `target` (its default) when the flag is given; one occurrence.
 template <typename T>
 CLI::Option* add_int_list_option(CLI::App* cmd, const std::string& flag, std::vector<T>& target, int64_t lo,
                                  int64_t hi, const std::string& help) {
-  const CLI::Validator items(
-      [lo, hi](std::string& text) {
-        const auto e = list_error(text, true, lo, hi);
-        return e ? *e : std::string();
-      },
-      "", "int_list");
   return cmd
       ->add_option_function<std::string>(
           flag,
@@ -58,7 +55,7 @@ CLI::Option* add_int_list_option(CLI::App* cmd, const std::string& flag, std::ve
             for (const std::string& item : split_list(text)) target.push_back(static_cast<T>(parse_int(item, lo, hi, flag)));
           },
           help + " [" + std::to_string(lo) + ".." + std::to_string(hi) + "]")
-      ->check(items);
+      ->check(list_validator(true, lo, hi));
 }
 CLI::Option* add_name_list_option(CLI::App* cmd, const std::string& flag, std::vector<std::string>& target,
                                   const std::string& help);

@@ -163,6 +163,25 @@ plan::PlanConfig step_config(const ConvergeScenario& s, const StepSpec& spec) {
   return pc;
 }
 
+// The step list of a run: `main_steps` main steps, then one step per edge case (batches[i] with
+// its specs[i]).
+struct StepList {
+  std::vector<exec::GlobalBatch> batches;
+  std::vector<StepSpec> specs;
+};
+StepList step_list(const TextCorpus& corpus, const ConvergeScenario& s, int main_steps) {
+  StepList l;
+  for (int i = 0; i < main_steps; ++i) {
+    l.batches.push_back(step_batch(corpus, s, i));
+    l.specs.push_back({"main", std::nullopt});
+  }
+  for (size_t e = 0; e < s.edge_cases.size(); ++e) {
+    l.batches.push_back(edge_batch(corpus, s.edge_cases[e].lengths, static_cast<int>(97 * (e + 1))));
+    l.specs.push_back({"edge:" + s.edge_cases[e].name, s.edge_cases[e].vpp_group});
+  }
+  return l;
+}
+
 // Trains a strategy with its plans computed one step ahead (exec/planned_training.h): the plan of
 // step i+1 is made on a background thread while step i trains (sync: inside the loop, before the
 // step). Every rank plans for itself; the trace records this rank's planning and wait times.
@@ -286,16 +305,9 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
 
   // Data and the step list: main steps, then one step per edge case.
   const TextCorpus corpus = load_text_corpus(s);
-  std::vector<exec::GlobalBatch> batches;
-  std::vector<StepSpec> specs;
-  for (int i = 0; i < main_steps; ++i) {
-    batches.push_back(step_batch(corpus, s, i));
-    specs.push_back({"main", std::nullopt});
-  }
-  for (size_t e = 0; e < s.edge_cases.size(); ++e) {
-    batches.push_back(edge_batch(corpus, s.edge_cases[e].lengths, static_cast<int>(97 * (e + 1))));
-    specs.push_back({"edge:" + s.edge_cases[e].name, s.edge_cases[e].vpp_group});
-  }
+  const StepList list = step_list(corpus, s, main_steps);
+  const std::vector<exec::GlobalBatch>& batches = list.batches;
+  const std::vector<StepSpec>& specs = list.specs;
   const int steps = static_cast<int>(batches.size());
   const int repeat = s.repeat_steps > 0 ? std::min(s.repeat_steps, steps) : steps;
 
@@ -507,24 +519,17 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
 }  // namespace
 
 void check_strategies_plan(const ConvergeScenario& s) {
-  const TextCorpus corpus = load_text_corpus(s);
-  std::vector<std::pair<std::string, exec::GlobalBatch>> steps;  // the first main step, every edge case
-  std::vector<StepSpec> specs;
-  steps.emplace_back("the first step", step_batch(corpus, s, 0));
-  specs.push_back({"main", std::nullopt});
-  for (size_t e = 0; e < s.edge_cases.size(); ++e) {
-    steps.emplace_back("edge case \"" + s.edge_cases[e].name + "\"",
-                       edge_batch(corpus, s.edge_cases[e].lengths, static_cast<int>(97 * (e + 1))));
-    specs.push_back({"edge:" + s.edge_cases[e].name, s.edge_cases[e].vpp_group});
-  }
+  const StepList list = step_list(load_text_corpus(s), s, 1);  // the first main step, every edge case
   const plan::PlannerRegistry& reg = builtin_planners();
   for (const auto& name : s.strategies) {
     const CheckedPlanner planner(reg.make(name));
-    for (size_t i = 0; i < steps.size(); ++i) {
+    for (size_t i = 0; i < list.batches.size(); ++i) {
+      const StepSpec& spec = list.specs[i];
       try {
-        planner.plan(steps[i].second.lengths(), step_config(s, specs[i]));
+        planner.plan(list.batches[i].lengths(), step_config(s, spec));
       } catch (const Error& e) {
-        throw InputError(s.file + ": strategy \"" + name + "\" cannot plan " + steps[i].first +
+        throw InputError(s.file + ": strategy \"" + name + "\" cannot plan " +
+                         (i == 0 ? std::string("the first step") : "edge case \"" + spec.kind.substr(5) + "\"") +
                          " of this scenario: " + e.what());
       }
     }

@@ -129,13 +129,14 @@ class PrototypeSolver {
       const int i = except[e];
       const int64_t raw = static_cast<int64_t>(std::ceil(fwd_[i] / target));
       const int64_t remain_other = static_cast<int64_t>(except.size()) - 1 - static_cast<int64_t>(e);
-      int64_t c = std::min<int64_t>({prototype_nearest_pow2(raw), slots_, buckets_left - remain_other});
+      const int64_t pow2 = prototype_nearest_pow2(raw);
+      int64_t c = std::min<int64_t>({pow2, slots_, buckets_left - remain_other});
       // c <= 0: the prototype divides by it (split_sample, 1998) or fails its assert (2020).
       if (c <= 0) return upstream_raises();
       // Deviation 8: our max split is the whole pool; run_hybrid_cp.sh:37 sets MAX_CP=8. Where
       // that cap would have given fewer buckets, the prototype as NVIDIA ran it takes another path.
       const int64_t script_split = std::max<int64_t>(1, 8 / min_cp_);
-      if (std::min<int64_t>(prototype_nearest_pow2(raw), slots_) > script_split) same_path = false;
+      if (std::min<int64_t>(pow2, slots_) > script_split) same_path = false;
       const int64_t upstream_c = c;
       const int64_t need = plan::cp_min(batch_.lengths[i], M, min_cp_) / min_cp_;  // deviation 3
       c = std::max(c, need);
