@@ -4,7 +4,8 @@
 // The file is validated first, so the script only ever sees schema-valid JSON. The script
 // draws into a staging folder beside DIR; only when it succeeds are the PNGs moved into DIR
 // (core/files.h publish_dir: DIR is a folder or a new path, each PNG replaces only a regular file),
-// so a failed plot writes nothing. The script's output is captured: a failure is one line (its
+// so a failed plot writes nothing; an interrupt (SIGINT, SIGTERM, SIGHUP) kills the script and
+// removes the staging folder before plot ends by the signal. The script's output is captured: a failure is one line (its
 // last line of output), exit 2 for a --script given by the user, 1 for the built-in script.
 // The script (plot_results.py or plot_converge.py) is looked up, in order: --script; <source
 // tree>/harness/plot/<script> (the tree this binary was configured from, DCP_SOURCE_DIR);
@@ -19,6 +20,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,31 +55,77 @@ struct PlotArgs {
   std::string python = kDefaultPython;
 };
 
+// Blocks SIGINT, SIGTERM and SIGHUP while the plot script runs and restores the mask when it
+// goes out of scope: a pending one is then delivered (default action: we end by it), after the
+// caller has removed the staging folder. (A handler could not remove a folder tree: not
+// async-signal-safe.) An interrupted plot had left its staging folder beside DIR.
+class TerminationSignalsHeld {
+ public:
+  TerminationSignalsHeld() {
+    sigemptyset(&set_);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~TerminationSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  TerminationSignalsHeld(const TerminationSignalsHeld&) = delete;
+  TerminationSignalsHeld& operator=(const TerminationSignalsHeld&) = delete;
+  const sigset_t& old_mask() const { return old_; }
+  // A termination signal that arrived while held (0: none).
+  int pending() const {
+    sigset_t p;
+    sigemptyset(&p);
+    ::sigpending(&p);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+      if (sigismember(&p, sig) && !sigismember(&old_, sig)) return sig;
+    return 0;
+  }
+
+ private:
+  sigset_t set_{}, old_{};
+};
+
+struct ScriptRun {
+  int status = 0;       // wait status
+  int interrupted = 0;  // the termination signal that stopped the run early (0: none)
+};
+
 // Runs argv[0] with argv (no shell), stdout and stderr captured together (the last 64 KiB), so
 // a failure can be reported as one line and a success can name DIR instead of the staging
-// folder. Returns the wait status.
-int run_capturing_output(const std::vector<std::string>& argv, std::string& err) {
+// folder. The child starts with the caller's signal mask; while it runs, a termination signal
+// to us (held by `held`) kills it (SIGKILL: its output goes to the staging folder, which the
+// caller removes) and is reported in `interrupted`.
+ScriptRun run_capturing_output(const std::vector<std::string>& argv, std::string& err,
+                               const TerminationSignalsHeld& held) {
   int fds[2];
-  if (::pipe(fds) != 0) throw Error(std::string("plot: pipe failed: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("plot: pipe failed: ") + std::strerror(errno));
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-  posix_spawn_file_actions_addclose(&fa, fds[0]);
-  posix_spawn_file_actions_addclose(&fa, fds[1]);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setsigmask(&attr, &held.old_mask());
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   ::close(fds[1]);
   if (rc != 0) {
     ::close(fds[0]);
     throw InputError("plot: cannot run " + quote(argv[0], 120) + " (" + std::strerror(rc) + ")");
   }
+  ScriptRun run;
   char buf[4096];
   for (;;) {
+    if (!run.interrupted && (run.interrupted = held.pending()) != 0) ::kill(pid, SIGKILL);
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, 100);  // wakes to look for a held signal
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
     const ssize_t n = ::read(fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -83,10 +133,10 @@ int run_capturing_output(const std::vector<std::string>& argv, std::string& err)
     if (err.size() > (64u << 10)) err.erase(0, err.size() - (64u << 10));
   }
   ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(pid, &run.status, 0) < 0 && errno == EINTR) {
   }
-  return status;
+  if (!run.interrupted) run.interrupted = held.pending();
+  return run;
 }
 
 std::string last_line(const std::string& text) {
@@ -130,11 +180,20 @@ int run_plot(const PlotArgs& a) {
   const std::string script = find_script(a.script, converge ? "plot_converge.py" : "plot_results.py");
   DCP_REQUIRE(fs::exists(a.python), "--python=", quote(a.python, 120),
               ": not found (install Debian's python3 and python3-matplotlib)");
+  // Held from before the staging folder exists until it is gone or published: an interrupt
+  // then ends us (on leaving this function) with nothing left beside DIR.
+  const TerminationSignalsHeld held;
   const std::string staging = make_staging_dir(a.out);  // checks --out first
   std::string err;
   int status = 0;
   try {
-    status = run_capturing_output({a.python, script, "--out", staging, "--", a.results}, err);
+    const ScriptRun run = run_capturing_output({a.python, script, "--out", staging, "--", a.results}, err, held);
+    if (run.interrupted) {
+      std::error_code ec;
+      fs::remove_all(staging, ec);
+      return 128 + run.interrupted;  // (the held signal is delivered as `held` restores the mask)
+    }
+    status = run.status;
   } catch (...) {
     std::error_code ec;
     fs::remove_all(staging, ec);

@@ -307,6 +307,47 @@ def test_interrupting_conform_leaves_no_scheduler_running():
         assert not left, f"scheduler still running after {sig.name}: {left}"
 
 
+def test_interrupting_plot_leaves_no_staging_folder(tmp_path):
+    # plot draws into a staging folder beside --out and moves the PNGs in only on success; an
+    # interrupt had ended plot with the staging folder (and the script) left behind. Now the script
+    # is killed, the folder removed, and plot still ends by the signal.
+    results = tmp_path / "results.json"
+    r = subprocess.run([DCPBENCH, "run", os.path.join(SOURCE, "scenarios", "megatron-example-4gpu.json"), "--steps", "1",
+                        "--strategies", "packing", "--quiet", "--out", str(results)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    pid_file = tmp_path / "script.pid"
+    slow = tmp_path / "slow_plot.py"
+    slow.write_text("import os, sys, time\n"
+                    "out = sys.argv[sys.argv.index('--out') + 1]\n"
+                    "open(os.path.join(out, 'chart.png'), 'wb').write(b'x')\n"
+                    f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                    "time.sleep(120)\n")
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        out_dir = tmp_path / f"charts-{sig.name}"
+        if pid_file.exists():
+            pid_file.unlink()
+        p = subprocess.Popen([DCPBENCH, "plot", str(results), "--out", str(out_dir), "--script", str(slow)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.time() + 30
+        while time.time() < deadline and not (pid_file.exists() and pid_file.read_text()):
+            time.sleep(0.05)
+        assert pid_file.exists(), "the plot script never started"
+        staging = glob.glob(str(tmp_path / ".dcpbench-dir.*"))
+        assert staging and os.path.exists(os.path.join(staging[0], "chart.png")), staging
+        p.send_signal(sig)
+        assert p.wait(timeout=30) == -sig  # plot ends by the signal, as a command should
+        assert not glob.glob(str(tmp_path / ".dcpbench-dir.*")), "staging folder left behind"
+        assert not out_dir.exists()
+        script_pid = int(pid_file.read_text())
+        time.sleep(0.2)
+        try:
+            os.kill(script_pid, 0)
+            alive = open(f"/proc/{script_pid}/stat").read().split()[2] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            alive = False
+        assert not alive, f"plot script {script_pid} still running after {sig.name}"
+
+
 def test_conform_report(tmp_path):
     report = tmp_path / "r.json"
     r = subprocess.run([DCPBENCH, "conform", "--planner", "megatron-pr2000", "--reference", "megatron-pr2000",
