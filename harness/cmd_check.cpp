@@ -5,7 +5,9 @@
 // PLAN.json: a dcpbench.plan.v1 file (its own config is used; flags given must match it) or a
 // plan in Megatron's format (a JSON list: per micro-batch, per rank, the sample ids, as
 // get_groups_and_subsamples returns it; --dp, --cp and --max-seqlen-per-rank are then required).
-// Prints one line. Exit 0: valid; 1: invalid, with the first violation; 2: bad input.
+// A plan.v1 file's "summary" and "pool", where present, must agree with its plan
+// (plan::summary_violation). Prints one line. Exit 0: valid; 1: invalid, with the first
+// violation; 2: bad input.
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_io.h"
@@ -13,6 +15,7 @@
 #include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/conform.h"
+#include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "plan/validate.h"
 
@@ -66,6 +69,10 @@ int run_check(const CheckArgs& a, const CLI::App& cmd) {
     p.config.max_seqlen = cfg.max_seqlen;
   }
   if (auto v = plan::find_violation(p, batch, cfg)) return invalid(*v);
+  // A plan.v1 file's summary is what readers take its counts from (micro-batches, CP sizes,
+  // tokens): one that contradicts the plan was accepted as valid.
+  if (!megatron_format)
+    if (auto v = plan::summary_violation(j, p, batch)) return invalid(*v);
   std::printf("dcpbench check: valid: %zu micro-batches, %lld samples, pool %d (dp %d x cp %d), M %lld\n",
               p.microbatches.size(), static_cast<long long>(batch.size()), cfg.pool(), cfg.dp, cfg.cp,
               static_cast<long long>(cfg.max_seqlen_per_rank));

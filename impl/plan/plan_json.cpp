@@ -3,10 +3,14 @@
 
 #include "core/error.h"
 #include "core/json_io.h"
+#include "core/text.h"
 #include "plan/planner.h"
 #include "plan/summary.h"
 
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
 
 namespace dcp::plan {
 
@@ -67,6 +71,55 @@ nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann
   return j;
 }
 
+std::optional<std::string> summary_violation(const nlohmann::json& j, const Plan& plan, const Batch& batch) {
+  using nlohmann::json;
+  const auto differs = [](const std::string& key, const json& have, const json& want) {
+    return detail::concat("\"", key, "\" is ", one_line(have.dump(), 80), ", the plan has ", one_line(want.dump(), 80));
+  };
+  if (j.contains("pool") && j["pool"] != json(int64_t{plan.config.dp} * plan.config.cp))
+    return differs("pool", j["pool"], int64_t{plan.config.dp} * plan.config.cp);
+  if (!j.contains("summary")) return std::nullopt;
+  const json& have = j["summary"];
+  if (!have.is_object()) return detail::concat("\"summary\" is ", one_line(have.dump(), 80), ", not an object");
+  const json want = plan_to_json(plan, batch, json::object())["summary"];
+  // A number equal in value (1 and 1.0 are the same count).
+  const auto same_number = [](const json& a, const json& b, double rel) {
+    if (!a.is_number() || !b.is_number()) return a == b;
+    const double x = a.get<double>(), y = b.get<double>();
+    return x == y || std::abs(x - y) <= rel * std::max(std::abs(x), std::abs(y));
+  };
+  // ("dynamic" and "pad_to" are read from the summary into the plan: they agree by construction.)
+  for (const char* key : {"samples", "tokens", "microbatch_count"})
+    if (have.contains(key) && !same_number(have[key], want[key], 0.0))
+      return differs(std::string("summary.") + key, have[key], want[key]);
+  if (have.contains("cp_size_histogram")) {
+    const json& h = have["cp_size_histogram"];
+    bool same = h.is_object() && h.size() == want["cp_size_histogram"].size();
+    for (auto it = want["cp_size_histogram"].begin(); same && it != want["cp_size_histogram"].end(); ++it)
+      same = h.contains(it.key()) && same_number(h[it.key()], it.value(), 0.0);
+    if (!same) return differs("summary.cp_size_histogram", h, want["cp_size_histogram"]);
+  }
+  for (const char* key : {"workload_critical_path", "workload_balanced_bound"})
+    if (have.contains(key) && !same_number(have[key], want[key], 1e-9))
+      return differs(std::string("summary.") + key, have[key], want[key]);
+  if (have.contains("per_microbatch")) {
+    const json& h = have["per_microbatch"];
+    const json& w = want["per_microbatch"];
+    if (!h.is_array() || h.size() != w.size())
+      return detail::concat("\"summary.per_microbatch\" has ", h.is_array() ? std::to_string(h.size()) : "no",
+                            " entries, the plan ", w.size(), " micro-batches");
+    for (size_t m = 0; m < w.size(); ++m) {
+      if (!h[m].is_object()) return differs(detail::concat("summary.per_microbatch[", m, "]"), h[m], w[m]);
+      for (auto it = w[m].begin(); it != w[m].end(); ++it) {
+        const bool workload = it.key().find("workload") != std::string::npos;
+        if (h[m].contains(it.key()) && !same_number(h[m][it.key()], it.value(), workload ? 1e-9 : 0.0))
+          return differs(detail::concat("summary.per_microbatch[", m, "].", it.key()), h[m][it.key()], it.value());
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 Plan plan_from_json(const nlohmann::json& j) {
   // Every integer through json_int (core/json_io.h): a 2^63, a negative count or a 1e300 is an
   // InputError naming the key, never a wrapped or undefined conversion.
@@ -85,6 +138,7 @@ Plan plan_from_json(const nlohmann::json& j) {
     p.config.min_cp = j.contains("min_cp") ? static_cast<int>(int_at(j, "min_cp", 1, kMaxPool)) : 1;
     if (j.contains("vpp_group") && !j["vpp_group"].is_null())
       p.config.vpp_group = static_cast<int>(int_at(j, "vpp_group", 1, kMaxPool));
+    DCP_REQUIRE(!j.contains("summary") || j["summary"].is_object(), "plan JSON: \"summary\" is not an object");
     p.dynamic = j.contains("summary") ? j["summary"].value("dynamic", true) : true;
     if (j.contains("summary") && j["summary"].is_object() && j["summary"].contains("pad_to"))
       p.pad_to = int_at(j["summary"], "pad_to", 0, kMaxPool * kMaxTokensPerRank);

@@ -8,6 +8,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <optional>
+#include <string>
+
 namespace dcp::plan {
 
 // summary_extra is merged into "summary" (e.g. solve_ms measured by the caller).
@@ -18,5 +21,13 @@ nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann
 // M in [1, kMaxTokensPerRank], sample ids in [0, kMaxBatchSamples)); any problem is an InputError.
 // Read the file with core's read_json_file (size and nesting bounded) first.
 Plan plan_from_json(const nlohmann::json& j);
+
+// Where the "summary" of a plan.v1 file `j` (read into `plan`) disagrees with what plan_to_json
+// writes for that plan and batch, or its "pool" with dp x cp: the first such key, its value and
+// the recomputed one; nullopt when every key present agrees (a key left out is not checked;
+// solve_ms and keys plan_to_json does not write are the writer's own). Counts, the CP-size
+// histogram and the per-micro-batch token counts must match exactly, workloads to a relative
+// 1e-9 (sums of L^2/k in double precision: another writer may add them in another order).
+std::optional<std::string> summary_violation(const nlohmann::json& j, const Plan& plan, const Batch& batch);
 
 }  // namespace dcp::plan

@@ -413,6 +413,16 @@ def test_check_plan_files(tmp_path):
     r = check_bshd("--max-seqlen", "500")
     assert r.returncode == 1 and "pad_to 400 != max_seqlen 500" in r.stdout, r.stdout + r.stderr
     doc = json.loads(plan_file.read_text())
+    # A summary that contradicts the plan (readers take their counts from it) is invalid.
+    for key, value, says in (("microbatch_count", 7, '"summary.microbatch_count" is 7, the plan has'),
+                             ("cp_size_histogram", {"1": 99}, '"summary.cp_size_histogram" is {"1":99}')):
+        bad = json.loads(json.dumps(doc))
+        bad["summary"][key] = value
+        bad_file = tmp_path / f"bad-{key}.json"
+        bad_file.write_text(json.dumps(bad))
+        r = subprocess.run([DCPBENCH, "check", "--plan", str(bad_file), "--lengths", str(lengths)],
+                           capture_output=True, text=True)
+        assert r.returncode == 1 and "INVALID: " + says in r.stdout, r.stdout + r.stderr
     doc["microbatches"][0]["groups"][0]["ranks"].append(99)  # ranks that contradict cp_size
     plan_file.write_text(json.dumps(doc))
     r = run()

@@ -272,6 +272,47 @@ TEST(PlanJson, SchemaKeysAndRoundTrip) {
   EXPECT_FALSE(plan_from_json(plan_to_json(st, kBatch, nlohmann::json::object())).dynamic);
 }
 
+// A plan.v1 file's summary and pool must agree with its plan (dcpbench check): each key that can
+// be edited to contradict it is caught, naming the key and both values; the writer's own keys
+// (solve_ms) and left-out keys are not checked. (dynamic and pad_to are read from the summary
+// into the plan, so they agree by construction; validate.h checks them against the config.)
+TEST(PlanJson, SummaryViolationNamesTheContradictedKey) {
+  const Plan p = two_mb_plan();
+  const auto good = plan_to_json(p, kBatch, nlohmann::json{{"solve_ms", 1.5}});
+  EXPECT_EQ(summary_violation(good, plan_from_json(good), kBatch), std::nullopt);
+  const auto violation = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    return summary_violation(j, plan_from_json(j), kBatch).value_or("");
+  };
+  EXPECT_EQ(violation([](auto& j) { j["summary"].erase("per_microbatch"); j["summary"]["solve_ms"] = 99; }), "");
+  EXPECT_EQ(violation([](auto& j) { j["summary"]["microbatch_count"] = 3; }),
+            "\"summary.microbatch_count\" is 3, the plan has 2");
+  EXPECT_EQ(violation([](auto& j) { j["pool"] = 8; }), "\"pool\" is 8, the plan has 4");
+  EXPECT_NE(violation([](auto& j) { j["summary"]["cp_size_histogram"]["4"] = 2; }).find("summary.cp_size_histogram"),
+            std::string::npos);
+  EXPECT_NE(violation([](auto& j) { j["summary"]["cp_size_histogram"].erase("4"); }).find("cp_size_histogram"),
+            std::string::npos);
+  EXPECT_NE(violation([](auto& j) { j["summary"]["tokens"] = 1; }).find("summary.tokens"), std::string::npos);
+  EXPECT_NE(violation([](auto& j) { j["summary"]["samples"] = 99; }).find("summary.samples"), std::string::npos);
+  EXPECT_NE(violation([](auto& j) { j["summary"]["per_microbatch"].erase(1); }).find("has 1 entries, the plan 2"),
+            std::string::npos);
+  EXPECT_NE(violation([](auto& j) { j["summary"]["per_microbatch"][0]["max_rank_tokens"] = 101; })
+                .find("summary.per_microbatch[0].max_rank_tokens"),
+            std::string::npos);
+  // Workloads to a relative 1e-9: another writer's order of summation passes, a wrong sum not.
+  EXPECT_EQ(violation([](auto& j) { j["summary"]["workload_critical_path"] =
+                                        j["summary"]["workload_critical_path"].template get<double>() * (1 + 1e-12); }),
+            "");
+  EXPECT_NE(violation([](auto& j) { j["summary"]["workload_critical_path"] =
+                                        j["summary"]["workload_critical_path"].template get<double>() * 1.01; })
+                .find("workload_critical_path"),
+            std::string::npos);
+  nlohmann::json not_object = good;
+  not_object["summary"] = 3;  // (plan_from_json refuses it first: its "dynamic" is read there)
+  EXPECT_EQ(summary_violation(not_object, p, kBatch).value_or(""), "\"summary\" is 3, not an object");
+}
+
 // Issue 11: every integer of a plan file is range-checked (a 2^63, a negative id or a 1e300
 // would otherwise wrap or be an undefined conversion), and a huge batch is refused up front.
 TEST(PlanJson, ReaderRangeChecksEveryInteger) {
