@@ -10,14 +10,16 @@
 //                           min_cp=None, vpp_group=None) -> str | None
 //   dcpbench.validate(...same...) -> None, or raises dcpbench.InvalidPlanError (a ValueError)
 //   dcpbench.planners() -> list of the registry's planner names
-// `plan` in find_violation/validate is a dcpbench.Plan or a plan in Megatron's format (then dp, cp
-// and max_seqlen_per_dp_cp_rank are required).
+// `plan` in find_violation/validate is a dcpbench.Plan, a dcpbench.plan.v1 dict (json.load of a
+// `dcpbench schedule` file; its summary must agree with it, as in `dcpbench check`), or a plan in
+// Megatron's format (then dp, cp and max_seqlen_per_dp_cp_rank are required).
 //
 // Errors: bad input raises ValueError with the one line `dcpbench schedule` prints for the same
 // input (dcp::InputError); an internal error raises RuntimeError. The GIL is released while the
 // planner runs, so other Python threads (a data loader) keep running.
 #include "core/checked_int.h"
 #include "core/error.h"
+#include "harness/conform.h"
 #include "harness/registry.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
@@ -190,7 +192,7 @@ std::shared_ptr<PyPlan> make_plan(const py::handle& seqlens, const std::string& 
 
 plan::RankLists to_rank_lists(const py::handle& obj) {
   if (!PyList_Check(obj.ptr()) && !PyTuple_Check(obj.ptr()))
-    value_error("plan must be a dcpbench.Plan or a list of micro-batches (per rank, the sample ids)");
+    value_error("plan must be a dcpbench.Plan, a dcpbench.plan.v1 dict or a list of micro-batches (per rank, the sample ids)");
   plan::RankLists out;
   size_t m = 0;
   for (const py::handle mb : obj) {
@@ -217,24 +219,39 @@ plan::RankLists to_rank_lists(const py::handle& obj) {
 }
 
 // The first violation of `plan` (a Plan or Megatron's format) for `seqlens` and the config.
+// A plan with its own config (a dcpbench.Plan, or a dcpbench.plan.v1 dict as `dcpbench schedule`
+// writes it) checked against that config, the arguments given overriding it (as `dcpbench check`
+// does).
+std::optional<std::string> violation_of_own(const plan::Plan& p, const plan::Batch& batch, const ConfigArgs& a) {
+  plan::PlanConfig cfg = p.config;
+  ConfigArgs full = a;
+  if (a.dp.is_none()) full.dp = py::int_(cfg.dp);
+  if (a.cp.is_none()) full.cp = py::int_(cfg.cp);
+  if (a.max_seqlen_per_dp_cp_rank.is_none()) full.max_seqlen_per_dp_cp_rank = py::int_(cfg.max_seqlen_per_rank);
+  const plan::PlanConfig given = to_config(full);
+  cfg.dp = given.dp;
+  cfg.cp = given.cp;
+  cfg.max_seqlen_per_rank = given.max_seqlen_per_rank;
+  if (!a.min_cp.is_none()) cfg.min_cp = given.min_cp;
+  if (!a.vpp_group.is_none()) cfg.vpp_group = given.vpp_group;
+  plan::check_config(batch, cfg);
+  return plan::find_violation(p, batch, cfg);
+}
+
 std::optional<std::string> violation_of(const py::object& plan_obj, const py::handle& seqlens, const ConfigArgs& a) {
   plan::Batch batch{to_lengths(seqlens)};
-  if (py::isinstance<PyPlan>(plan_obj)) {
-    const PyPlan& p = plan_obj.cast<const PyPlan&>();
-    plan::PlanConfig cfg = p.plan.config;
-    // The flags given override the plan's own config (as `dcpbench check` does).
-    ConfigArgs full = a;
-    if (a.dp.is_none()) full.dp = py::int_(cfg.dp);
-    if (a.cp.is_none()) full.cp = py::int_(cfg.cp);
-    if (a.max_seqlen_per_dp_cp_rank.is_none()) full.max_seqlen_per_dp_cp_rank = py::int_(cfg.max_seqlen_per_rank);
-    const plan::PlanConfig given = to_config(full);
-    cfg.dp = given.dp;
-    cfg.cp = given.cp;
-    cfg.max_seqlen_per_rank = given.max_seqlen_per_rank;
-    if (!a.min_cp.is_none()) cfg.min_cp = given.min_cp;
-    if (!a.vpp_group.is_none()) cfg.vpp_group = given.vpp_group;
-    plan::check_config(batch, cfg);
-    return plan::find_violation(p.plan, batch, cfg);
+  if (py::isinstance<PyPlan>(plan_obj)) return violation_of_own(plan_obj.cast<const PyPlan&>().plan, batch, a);
+  if (PyDict_Check(plan_obj.ptr())) {
+    // A dcpbench.plan.v1 document (e.g. json.load of a `dcpbench schedule --out` file): read as
+    // `dcpbench check` reads it (a malformed one is a ValueError naming what is wrong), then its
+    // summary must agree with its plan.
+    const nlohmann::json j =
+        nlohmann::json::parse(py::str(py::module_::import("json").attr("dumps")(plan_obj)).cast<std::string>());
+    const plan::conformance::Outcome answer = dcp::harness::read_plan_answer(j);
+    if (answer.kind != plan::conformance::Outcome::kPlan || !answer.plan)
+      value_error("plan dict: " + answer.message);
+    if (auto v = violation_of_own(*answer.plan, batch, a)) return v;
+    return plan::summary_violation(j, *answer.plan, batch);
   }
   if (a.dp.is_none() || a.cp.is_none() || a.max_seqlen_per_dp_cp_rank.is_none())
     value_error("dp, cp and max_seqlen_per_dp_cp_rank are required for a plan in Megatron's format");

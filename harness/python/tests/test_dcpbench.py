@@ -222,6 +222,33 @@ def test_validate_names_the_first_violation():
     assert "is not the requested one" in dcpbench.find_violation(p, seqlens, vpp_group=2)
 
 
+def test_validate_takes_a_plan_file_as_a_dict(tmp_path):
+    # A dcpbench.plan.v1 file read with json.load is checked as `dcpbench check` checks it: its own
+    # config (arguments override it), the ranks of each group, and a summary that agrees with it.
+    seqlens = [400, 400, 100]
+    lengths = tmp_path / "l.txt"
+    lengths.write_text("\n".join(map(str, seqlens)) + "\n")
+    plan_file = tmp_path / "p.json"
+    r = subprocess.run([DCPBENCH, "schedule", "--lengths", str(lengths), "--planner", "dcp", "--dp", "2",
+                        "--cp", "2", "--max-seqlen-per-rank", "200", "--out", str(plan_file)], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(plan_file.read_text())
+    dcpbench.validate(doc, seqlens)
+    assert dcpbench.find_violation(doc, seqlens) is None
+    assert "is not the requested one" in dcpbench.find_violation(doc, seqlens, max_seqlen_per_dp_cp_rank=100)
+    assert dcpbench.find_violation(doc, [400, 400]) is not None  # a sample id the batch does not have
+    bad = json.loads(json.dumps(doc))
+    bad["summary"]["microbatch_count"] += 1
+    with pytest.raises(dcpbench.InvalidPlanError, match='"summary.microbatch_count" is'):
+        dcpbench.validate(bad, seqlens)
+    bad = json.loads(json.dumps(doc))
+    bad["microbatches"][0]["groups"][0]["ranks"].append(99)
+    with pytest.raises(ValueError, match="are not the"):
+        dcpbench.find_violation(bad, seqlens)
+    with pytest.raises(ValueError, match="without \"microbatches\""):
+        dcpbench.find_violation({"planner": "x"}, seqlens)
+
+
 # ---------------------------------------------------------------- the GIL is released while planning
 def test_gil_released_while_planning():
     sys.setswitchinterval(1e-4)
