@@ -247,6 +247,8 @@ json trace_json(const Trace& t) {
     hashes.push_back(hex);
   }
   j["grad_hashes"] = hashes;
+  // CP groups per size, summed over the steps (groups, not samples: a plan summary's
+  // cp_size_histogram counts the samples on each size).
   json sizes = json::object();
   for (const auto& [k, n] : t.group_sizes) sizes[std::to_string(k)] = n;
   j["cp_sizes"] = sizes;
