@@ -131,7 +131,10 @@ namespace {
 
 // The numbers of one replay that travel between the processes (summed: only the measuring process
 // has non-zero ones).
-constexpr size_t kPacked = 5;  // busy_s, fwd_s, bwd_s, ring_copy_s, measured (1 on the measuring process)
+// Per row: busy_s, fwd_s, bwd_s, ring_copy_s, measured (1 on the measuring process), then per
+// micro-batch of the share its kTimesPerMicrobatch numbers ("microbatch_times", below).
+constexpr size_t kPacked = 5;
+constexpr size_t kTimesPerMicrobatch = 4;  // fwd_s, bwd_s, ring_copy_fwd_s, ring_copy_bwd_s
 
 // Turns a simulated row carrying its "measured" object (with the gathered numbers) into a measured
 // row (results.h "Measured rows").
@@ -249,16 +252,23 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
                         {"fwd_s", 0.0},
                         {"bwd_s", 0.0},
                         {"ring_copy_s", 0.0}};
+    // Each micro-batch's times, in the share's order, so that the error per micro-batch can be
+    // computed later with any calibration on a machine without the GPU (`share --measured`).
+    m["microbatch_times"] = nlohmann::json::array();
+    for (size_t k = 0; k < share.microbatches.size(); ++k)
+      m["microbatch_times"].push_back(std::vector<double>(kTimesPerMicrobatch, 0.0));
     if (owner == me) {
       const std::string label = row.scenario + " " + row.strategy + " step " + std::to_string(row.step);
       const std::vector<ShareTiming> t = measure.measurer(share, src.cm, measure.reps, label);
       DCP_CHECK(t.size() == share.microbatches.size(), "the measurer returned ", t.size(), " timings for ",
                 share.microbatches.size(), " micro-batches");
       double fwd = 0, bwd = 0, copies = 0;
-      for (const auto& x : t) {
+      for (size_t k = 0; k < t.size(); ++k) {
+        const ShareTiming& x = t[k];
         fwd += x.fwd_s;
         bwd += x.bwd_s;
         copies += x.copy_fwd_s + x.copy_bwd_s;
+        m["microbatch_times"][k] = {x.fwd_s, x.bwd_s, x.copy_fwd_s, x.copy_bwd_s};
       }
       m["busy_s"] = fwd + bwd;
       m["fwd_s"] = fwd;
@@ -290,6 +300,8 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
     const bool mine = r.measured.value("process", -1) == me;
     for (const char* k : {"busy_s", "fwd_s", "bwd_s", "ring_copy_s"}) packed.push_back(r.measured.value(k, 0.0));
     packed.push_back(mine ? 1.0 : 0.0);
+    for (const auto& times : r.measured.at("microbatch_times"))  // the same count on every process
+      for (const auto& v : times) packed.push_back(v.get<double>());
   }
   agree(static_cast<int64_t>(packed.size()), "the number of replayed rows");
   if (measure.comm && procs > 1 && !packed.empty()) measure.comm->all_reduce(std::span<double>(packed));
@@ -306,6 +318,8 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
     r.measured["bwd_s"] = packed[i + 2];
     r.measured["ring_copy_s"] = packed[i + 3];
     i += kPacked;
+    for (auto& times : r.measured["microbatch_times"])
+      for (auto& v : times) v = packed[i++];
     finish_row(r, measure.device);
   }
   fill_speedups(out.rows, 0);

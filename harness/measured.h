@@ -12,7 +12,10 @@
 //   speedup_vs_packing   = the reference strategy's measured busy time / this one's, same step
 //   measured             = {pool_rank, pp_stage, rank_chosen, stage_chosen, layers, last_stage,
 //                           reps, busy_s, fwd_s, bwd_s, ring_copy_s, predicted_s, error,
-//                           simulated_step_s, simulated_tflops_per_gpu}: predicted_s is the
+//                           simulated_step_s, simulated_tflops_per_gpu, microbatch_times}:
+//                          microbatch_times = per micro-batch of the share, in its order,
+//                          [fwd_s, bwd_s, ring_copy_fwd_s, ring_copy_bwd_s] (what `dcpbench
+//                          share --measured` re-predicts with any calibration); predicted_s is the
 //                           simulator's time of the same work like for like (its busy time of the
 //                           share without the CP communication it charges), error = predicted_s /
 //                           step_time_s - 1 (the calibration's error on this share, issue 10's

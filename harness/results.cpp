@@ -213,10 +213,20 @@ void check_draws(const json& d, std::vector<std::string>& errs) {
   if (!ok) errs.push_back("\"draws\" has a value of the wrong type");
 }
 
-// A measured row's "measured" object (measured.h): flat, numbers finite.
+// A measured row's "measured" object (measured.h): numbers finite, strings, booleans, and its
+// "microbatch_times": per micro-batch four finite non-negative numbers.
 bool is_measured_object(const json& m) {
   if (!m.is_object()) return false;
   for (const auto& [k, v] : m.items()) {
+    if (k == "microbatch_times") {
+      if (!v.is_array() || v.size() > static_cast<size_t>(kMaxRowCount)) return false;
+      for (const auto& t : v) {
+        if (!t.is_array() || t.size() != 4) return false;
+        for (const auto& x : t)
+          if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0) return false;
+      }
+      continue;
+    }
     if (v.is_number() && !std::isfinite(v.get<double>())) return false;
     if (!v.is_number() && !v.is_boolean() && !v.is_string()) return false;
   }

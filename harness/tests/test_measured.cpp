@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -127,6 +128,21 @@ TEST(Measured, RowsAreMeasuredRowsOfTheSameRun) {
     EXPECT_DOUBLE_EQ(r.tflops_per_gpu, x.at("useful_flops").get<double>() / r.step_time_s / 1e12);
     EXPECT_DOUBLE_EQ(r.tokens_per_s_per_gpu, x.at("tokens").get<double>() / r.step_time_s);
     EXPECT_EQ(r.microbatches, x.at("microbatches").get<int>());
+    // Each micro-batch's times as the replay returned them, in the share's order: they add up to
+    // the row's totals.
+    const json& times = x.at("microbatch_times");
+    ASSERT_EQ(static_cast<int>(times.size()), r.microbatches);
+    double fwd = 0, bwd = 0, copy = 0;
+    for (const json& t : times) {
+      ASSERT_EQ(t.size(), 4u);
+      fwd += t[0].get<double>();
+      bwd += t[1].get<double>();
+      copy += t[2].get<double>() + t[3].get<double>();
+      EXPECT_GT(t[0].get<double>(), t[2].get<double>());  // the fake's fwd holds its copies and more
+    }
+    EXPECT_NEAR(fwd, x.at("fwd_s").get<double>(), 1e-12);
+    EXPECT_NEAR(bwd, x.at("bwd_s").get<double>(), 1e-12);
+    EXPECT_NEAR(copy, copies, 1e-12);
     // The fake took 1.5 x the prediction (incl. the CP comm the simulator charges) + 20 us per
     // micro-batch: the error is the prediction like for like over that.
     const double pred = x.at("predicted_s").get<double>(), pcomm = x.at("predicted_cp_comm_s").get<double>();
@@ -175,6 +191,17 @@ TEST(Measured, RowsAreMeasuredRowsOfTheSameRun) {
       break;
     }
   EXPECT_FALSE(validate_results(bad).empty());
+  for (const auto& edit : std::vector<std::function<void(json&)>>{
+           [](json& t) { t[0][1] = -1.0; }, [](json& t) { t[0].erase(3); }, [](json& t) { t = 5; },
+           [](json& t) { t[0][0] = "x"; }}) {
+    json bad_times = j;
+    for (json& row : bad_times["rows"])
+      if (!row["step_time_s"].is_null()) {
+        edit(row["measured"]["microbatch_times"]);
+        break;
+      }
+    EXPECT_FALSE(validate_results(bad_times).empty()) << "accepted bad microbatch_times";
+  }
   // The table says measured and prints no balance, bubble or bound for these rows.
   std::ostringstream table;
   print_table(table, measured);
@@ -303,6 +330,7 @@ TEST(Measured, ProcessesSplitTheRowsAndAgree) {
       if (!one.rows[i].has_metrics()) continue;
       EXPECT_EQ(f.rows[i].step_time_s, one.rows[i].step_time_s) << i;  // bitwise: the same numbers, summed with zeros
       EXPECT_EQ(f.rows[i].tflops_per_gpu, one.rows[i].tflops_per_gpu) << i;
+      EXPECT_EQ(f.rows[i].measured.at("microbatch_times"), one.rows[i].measured.at("microbatch_times")) << i;
     }
     EXPECT_NE(f.context.value("device", "").find("x 3 processes"), std::string::npos);
   }
