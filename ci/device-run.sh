@@ -15,7 +15,8 @@
 #              nvidia-prototype, megatron-dev and megatron-pr2000 replayed (warm-up + 1 timed run)
 #              -> results/measured/<scenario>-<strategy>.json (bshd is left out: its padded share
 #              is ~2560 s of GPU time on llama13b-github);
-#   validate   dcpbench share --measure with the measured calibration, dcp and packing
+#   validate   dcpbench share --measured with the measured calibration, every measured strategy: the
+#              times the measure step recorded, predicted again (CPU only, seconds; no replay)
 #              -> results/measured/<scenario>-<strategy>-calibrated.json;
 #   measure and validate run for llama13b-github, then llama13b-commoncrawl.
 # Budget: --budget-s, or DCP_DEVICE_BUDGET_S, default 540 s (give the device call timeout_s 590).
@@ -219,7 +220,8 @@ for s in "${dcp_device_scenarios[@]}"; do
     done
   fi
   if dcp_want validate; then
-    for st in dcp packing; do
+    # From the measure step's recorded times: planning and predicting one share, seconds of CPU.
+    for st in "${dcp_device_strategies[@]}"; do
       f="results/measured/$name-$st-calibrated.json"
       written+=("$f")
       done_already "$f" && continue
@@ -227,9 +229,13 @@ for s in "${dcp_device_scenarios[@]}"; do
         summary+=("validate $name/$st: skipped, no $calibration (step calibrate)")
         continue
       fi
-      p=$(( $(busy "$s" "$st") + 10 ))
-      run_step "validate $name/$st" "$p" $(( p * 2 + 30 )) "${B[@]}" "$bin/dcpbench" share "$s" --strategy "$st" \
-        --measure --reps 1 --calibration "$calibration" --attention-backend dcpbench --out "$f"
+      if [ ! -f "results/measured/$name-$st.json" ]; then
+        summary+=("validate $name/$st: skipped, no results/measured/$name-$st.json (step measure)")
+        continue
+      fi
+      run_step "validate $name/$st" 10 60 "${B[@]}" "$bin/dcpbench" share "$s" --strategy "$st" \
+        --measured "results/measured/$name-$st.json" --calibration "$calibration" --attention-backend dcpbench \
+        --out "$f"
     done
   fi
 done

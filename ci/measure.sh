@@ -6,9 +6,11 @@
 #              (`dcpbench run --backend cuda`: the rank's own ops with cuBLASLt and the tensor-core
 #              kernels, CP peers virtual) -> results/measured/<scenario>.json, measured rows
 #              (TFLOPS/GPU of the share, the public profile's prediction error beside each);
-#   validate   predicts the same shares with the measured calibration (`dcpbench share --measure
-#              --calibration`) -> results/measured/<scenario>-<strategy>-calibrated.json, per
-#              micro-batch and per rank-step error (needs the calibration file).
+#   validate   predicts the measured shares with the measured calibration from the run's recorded
+#              times (`dcpbench share --measured results/measured/<scenario>.json --calibration`:
+#              the run's plans, no replay, seconds of CPU) -> results/measured/<scenario>-<strategy>-
+#              calibrated.json, per micro-batch and per rank-step error (needs the calibration
+#              file and the run step's results).
 # Scenarios: DCP_MEASURE_SCENARIOS (default the two Llama-13B ones; one per command keeps a command
 # short). DCP_MEASURE_STRATEGIES (comma-separated; default ci/deps.sh's dcp_device_strategies: every
 # strategy but bshd, whose padded share is ~2560 s of GPU time on llama13b-github by the simulator,
@@ -53,15 +55,18 @@ for s in "${scenarios[@]}"; do
       failed+=("$name (run --backend cuda)")
     fi
   fi
-  # Validation: the same shares predicted with the measured calibration and our kernels' attention
-  # table (no dataset's micro-batch went into the calibration: both datasets are held out); each
-  # file carries per micro-batch and per rank-step the error simulated / measured - 1.
+  # Validation: the measured shares predicted with the measured calibration and our kernels'
+  # attention table (no dataset's micro-batch went into the calibration: both datasets are held
+  # out), from the times the run recorded (no second replay); each file carries per micro-batch and
+  # per rank-step the error simulated / measured - 1.
   if dcp_want validate; then
     [ -f "$calibration" ] || { echo "ci/measure.sh: validate needs $calibration (step calibrate)" >&2; exit 1; }
+    [ -f "results/measured/$name.json" ] ||
+      { echo "ci/measure.sh: validate needs results/measured/$name.json (step run)" >&2; exit 1; }
     for strategy in ${strategies//,/ }; do
       out="results/measured/$name-$strategy-calibrated.json"
-      if build-gpu/dcpbench share "$s" --strategy "$strategy" --measure --reps "$reps" --calibration "$calibration" \
-           --attention-backend dcpbench --out "$out"; then
+      if build-gpu/dcpbench share "$s" --strategy "$strategy" --measured "results/measured/$name.json" \
+           --calibration "$calibration" --attention-backend dcpbench --out "$out"; then
         written+=("$out")
       else
         failed+=("$name/$strategy (calibrated)")

@@ -4,12 +4,17 @@
 // busiest stage by default: the GPU that sets the pace. What a GPU run of that rank executes and
 // is compared with, micro-batch by micro-batch (issue 10).
 //   dcpbench share SCENARIO --strategy NAME [--step I] [--rank R] [--stage S] [--out FILE]
+//                  [--measure [--reps N] | --measured RESULTS.json] [--calibration F] [--attention-backend B]
+// --measure replays the share on this GPU; --measured takes the times a `run --backend cuda` of the
+// same share recorded (measured.microbatch_times), so the error per micro-batch under another
+// calibration needs no GPU.
 // Writes JSON (schema dcpbench.share.v1) to --out (default stdout) and a table to stderr.
 #include "core/error.h"
 #include "core/files.h"
 #include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/measured.h"
+#include "harness/results.h"
 #include "harness/registry.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
@@ -20,6 +25,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
+#include <tuple>
 #include <filesystem>
 #include <utility>
 #include <vector>
@@ -45,50 +53,107 @@ struct ShareArgs {
   int reps = 3;
   std::string calibration;
   std::string attention_backend;
+  std::string measured;  // --measured: a results file of `run --backend cuda`
 };
+
+// The measured row of `results` for this share (--measured): the scenario's, strategy's and
+// step's row in the published setting with per-micro-batch times. InputError naming what is
+// missing.
+const ResultRow& measured_row(const ResultsFile& results, const std::string& path, const Scenario& s,
+                              const std::string& strategy, int step) {
+  for (const ResultRow& r : results.rows)
+    if (r.is_measured() && r.scenario == s.name && r.strategy == strategy && r.step == step &&
+        r.setting == "published" && r.measured.is_object() && r.measured.contains("microbatch_times"))
+      return r;
+  throw InputError(detail::concat("--measured ", show_path(path), ": no measured row of scenario ", quote(s.name),
+                                  ", strategy ", quote(strategy), ", step ", step,
+                                  " with per-micro-batch times (measure it with dcpbench run ", show_path(s.file),
+                                  " --backend cuda --strategies ", strategy, ")"));
+}
 
 int run_share(const ShareArgs& a, const CLI::App& cmd) {
   const bool to_file = cmd.count("--out") > 0 && !is_stdout_path(a.out);
+  const bool from_file = cmd.count("--measured") > 0;
   if (to_file) check_output_path(a.out);
+  DCP_REQUIRE(!(a.measure && from_file), "--measure and --measured ", show_path(a.measured),
+              " are exclusive: replay on this GPU, or take an earlier replay's times");
   if (a.measure) require_cuda_device("--measure");
   Scenario s = load_scenario(a.scenario);
+  // The plan is made with `planned`. With --measured it is the scenario as it is, as in the run
+  // that measured the share; the calibration and attention table given below then change only the
+  // prediction. Without it both are the prediction's scenario (the plan the calibration's own
+  // simulator makes, as `run` with that calibration would make it).
+  const Scenario as_given = s;
   // Predict with a (measured) calibration and its attention table instead of the scenario's.
   if (cmd.count("--calibration")) {
     DCP_REQUIRE(std::filesystem::is_regular_file(a.calibration), "--calibration \"", a.calibration,
                 "\" is not a readable file");
     s.calibration = a.calibration;
   }
-  if (to_file) check_output_not_input(a.out, input_files(s));
+  if (to_file) {
+    std::vector<std::string> inputs = input_files(s);
+    if (from_file) inputs.push_back(a.measured);
+    check_output_not_input(a.out, inputs);
+  }
   if (cmd.count("--attention-backend")) s.training.attention_backend = a.attention_backend;
+  const Scenario& planned = from_file ? as_given : s;
   DCP_REQUIRE(a.measure || !cmd.count("--reps"), "--reps ", a.reps, " is given without --measure");
   const auto& registry = builtin_planners();
   DCP_REQUIRE(std::find(s.strategies.begin(), s.strategies.end(), a.strategy) != s.strategies.end(), "--strategy \"",
               a.strategy, "\" is not one of the strategies of ", s.file);
+  std::optional<ResultsFile> measured_file;
+  const ResultRow* row = nullptr;
+  if (from_file) {
+    measured_file = read_results(a.measured);  // InputError naming the file
+    row = &measured_row(*measured_file, a.measured, s, a.strategy, a.step);
+  }
   RunOptions opt;
   opt.steps = 1;  // only the batch of --step is drawn
   opt.strategies = {a.strategy};
-  PreparedScenario p = prepare_scenario(s, opt, registry);
+  PreparedScenario p = prepare_scenario(planned, opt, registry);
   if (a.measure) require_replayable(s, p.cm);  // refused before sampling and planning
   sample_batches(p, a.step);
   const Setting setting = published_setting(s);
   const plan::PlanConfig config = plan_config_of(s, setting);
-  const cost::CostModel cm = cost_model_at(p.cm, setting);
-  const plan::PlanRequest req = plan_request_of(p, cm, a.strategy, config, 0, 0, registry);
+  const cost::CostModel plan_cm = cost_model_at(p.cm, setting);
+  const cost::CostModel cm = from_file ? cost_model_at(cost_model_of(s), setting) : plan_cm;
+  const plan::PlanRequest req = plan_request_of(p, plan_cm, a.strategy, config, 0, 0, registry);
   const plan::Plan plan = req.planner->plan(req.batch, req.config);
   plan::validate(plan, req.batch, req.config);  // a planner bug is an internal error
   const auto& real = p.batches[0].real_lengths;
   const sim::StepResult step = sim::simulate_step(plan, req.batch, cm, real, sim::Bound::skip);
   const int pool = cm.cluster.pool();
-  const bool pick_rank = !cmd.count("--rank");
-  const int rank = pick_rank ? sim::busiest_pool_rank(step) : a.rank;
-  DCP_REQUIRE(rank < pool, "--rank ", rank, " is outside the pool of ", pool, " ranks (dp x cp) of ", s.file);
-  const bool pick_stage = !cmd.count("--stage");
-  const int stage = pick_stage ? sim::busiest_stage(step, rank, pool) : a.stage;
-  DCP_REQUIRE(stage < cm.cluster.pp, "--stage ", stage, " is outside the ", cm.cluster.pp, " pipeline stages of ", s.file);
+  // With --measured the measured rank and stage (--rank / --stage, if given, must name them).
+  const auto measured_at = [&](const char* key) { return row->measured.value(key, -1); };
+  if (from_file) {
+    for (const auto& [flag, key, value] : {std::tuple{"--rank", "pool_rank", a.rank}, std::tuple{"--stage", "pp_stage", a.stage}})
+      DCP_REQUIRE(!cmd.count(flag) || value == measured_at(key), flag, " ", value, " is not the ", key, " ",
+                  measured_at(key), " that ", show_path(a.measured), " measured");
+  }
+  const bool pick_rank = !cmd.count("--rank") && !from_file;
+  const int rank = from_file ? measured_at("pool_rank") : pick_rank ? sim::busiest_pool_rank(step) : a.rank;
+  DCP_REQUIRE(rank >= 0 && rank < pool, "--rank ", rank, " is outside the pool of ", pool, " ranks (dp x cp) of ", s.file);
+  const bool pick_stage = !cmd.count("--stage") && !from_file;
+  const int stage = from_file ? measured_at("pp_stage") : pick_stage ? sim::busiest_stage(step, rank, pool) : a.stage;
+  DCP_REQUIRE(stage >= 0 && stage < cm.cluster.pp, "--stage ", stage, " is outside the ", cm.cluster.pp,
+              " pipeline stages of ", s.file);
   const sim::RankShare share = sim::rank_share(plan, req.batch, cm, rank, stage);
   std::string measured_source;
   std::vector<ShareTiming> measured;
-  if (a.measure) {
+  if (from_file) {
+    // The share rebuilt here must be the one measured: the same micro-batches, groups, samples
+    // and lengths (the row's fingerprint of them). A scenario or dcpbench changed since the run
+    // plans another share.
+    const nlohmann::json& times = row->measured.at("microbatch_times");
+    const std::string then = row->measured.value("share", ""), now = share_fingerprint(share);
+    DCP_REQUIRE(times.size() == share.microbatches.size() && then == now, show_path(a.measured),
+                " measured another share (", times.size(), " micro-batches, fingerprint ", quote(then),
+                "; planned here: ", share.microbatches.size(), ", ", quote(now),
+                "): the scenario or dcpbench changed since that run");
+    for (const auto& t : times)
+      measured.push_back(ShareTiming{t[0].get<double>(), t[1].get<double>(), t[2].get<double>(), t[3].get<double>()});
+    measured_source = row->source;
+  } else if (a.measure) {
     measured_source = "measured:" + cuda_device_name();
     measured = cuda_share_measurer()(share, cm, a.reps, s.name + " " + a.strategy + " step " + std::to_string(a.step));
     for (size_t i = 0; i < measured.size(); ++i)
@@ -162,6 +227,10 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
       pred += p.fwd_s + p.bwd_s - p.fwd_comm_s - p.bwd_comm_s;
     }
     out["measured_source"] = measured_source;
+    if (from_file) {
+      out["measured_from"] = a.measured;  // the replay's times come from this run's row
+      out["planned_with"] = cost::source_label(plan_cm);
+    }
     out["measured_busy_s"] = busy;
     out["rank_step_error"] = meas > 0 ? pred / meas - 1 : 0.0;  // simulated / measured - 1, like for like
     out["measured_note"] =
@@ -189,7 +258,8 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   if (!measured.empty()) {
     double busy = 0;
     for (const auto& r : measured) busy += r.fwd_s + r.bwd_s;
-    std::fprintf(t, "measured on this GPU (%s): busy %.3f ms; simulated / measured = %.3f\n", measured_source.c_str(),
+    std::fprintf(t, "measured %s (%s): busy %.3f ms; simulated / measured = %.3f\n",
+                 from_file ? ("in " + show_path(a.measured)).c_str() : "on this GPU", measured_source.c_str(),
                  1e3 * busy, busy > 0 ? share.busy_s / busy : 0.0);
   }
   return 0;
@@ -211,6 +281,10 @@ void add_share_command(CLI::App& app, int& exit_code) {
                 "Also replay every micro-batch of the share on this machine's GPU and time it (needs a CUDA build and "
                 "device; the rank's own ops, CP peers virtual: exec/cuda/stage_runner.h)");
   add_int_option(cmd, "--reps", args->reps, 1, 100, "Timed repetitions per micro-batch with --measure (median; default 3)");
+  cmd->add_option("--measured", args->measured,
+                  "Take the measured times from this results file of `dcpbench run --backend cuda` (its row of this "
+                  "scenario, strategy and --step, at its rank and stage) instead of a GPU: the share is planned as that "
+                  "run planned it, and --calibration / --attention-backend change only the prediction (no GPU needed)");
   cmd->add_option("--calibration", args->calibration,
                   "Predict with this calibration file instead of the scenario's (e.g. the measured "
                   "results/calibration/h100-measured.json of `dcpbench calibrate`)");

@@ -193,6 +193,20 @@ uint64_t fnv1a(uint64_t h, const std::string& text) {
 
 }  // namespace
 
+std::string share_fingerprint(const sim::RankShare& share) {
+  uint64_t h = 14695981039346656037ull;
+  for (const auto& m : share.microbatches) {
+    std::string text = std::to_string(m.microbatch) + ":" + std::to_string(m.first_rank) + "," +
+                       std::to_string(m.cp_size) + "," + std::to_string(m.cp_rank) + ";";
+    for (size_t i = 0; i < m.samples.size(); ++i)
+      text += std::to_string(m.samples[i]) + "=" + std::to_string(m.lengths[i]) + " ";
+    h = fnv1a(h, text + "|");
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
 ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions options,
                               const plan::PlannerRegistry& registry, const MeasureOptions& measure) {
   DCP_CHECK(static_cast<bool>(measure.measurer), "measure_scenarios: no measurer");
@@ -245,6 +259,7 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
                         // per GPU of the pipeline as the simulator counts tokens/s/GPU (each token passes
                         // every stage): the share's tokens over the stages
                         {"tokens", share_real_tokens(share, src.real_lengths) / src.cm.cluster.pp},
+                        {"share", share_fingerprint(share)},
                         {"predicted_s", predicted},
                         {"predicted_cp_comm_s", predicted_comm},
                         {"process", owner},

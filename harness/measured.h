@@ -12,7 +12,8 @@
 //   speedup_vs_packing   = the reference strategy's measured busy time / this one's, same step
 //   measured             = {pool_rank, pp_stage, rank_chosen, stage_chosen, layers, last_stage,
 //                           reps, busy_s, fwd_s, bwd_s, ring_copy_s, predicted_s, error,
-//                           simulated_step_s, simulated_tflops_per_gpu, microbatch_times}:
+//                           simulated_step_s, simulated_tflops_per_gpu, share, microbatch_times}:
+//                          share = share_fingerprint below;
 //                          microbatch_times = per micro-batch of the share, in its order,
 //                          [fwd_s, bwd_s, ring_copy_fwd_s, ring_copy_bwd_s] (what `dcpbench
 //                          share --measured` re-predicts with any calibration); predicted_s is the
@@ -75,6 +76,10 @@ void require_replayable(const Scenario& s, const cost::CostModel& cm);
 // every rank of a group the same causal work). `real_lengths` is indexed by sample id.
 double share_useful_flops(const cost::ModelConfig& model, const sim::RankShare& share,
                           std::span<const int64_t> real_lengths);
+// What a replay of the share runs, as a 16-hex-digit FNV-1a hash of every micro-batch's index,
+// CP group (first rank, size, this rank's place), samples and lengths: recorded in a measured row
+// (measured.share) so `share --measured` can tell that it rebuilt the share that was measured.
+std::string share_fingerprint(const sim::RankShare& share);
 // The share's real tokens: per micro-batch, 1/k of its group's real lengths.
 double share_real_tokens(const sim::RankShare& share, std::span<const int64_t> real_lengths);
 

@@ -94,8 +94,9 @@ rc=0; ci/device-run.sh --budget-s 0 >"$work/out" 2>&1 || rc=$?
 [ ! -e "$calls" ] || fail "a refused run ran something: $(cat "$calls")"
 
 # 2-4. a whole run, budget 300 s, one test failing. The stand-ins take no time, so the later steps
-# find nearly all of it left: github's shares need 2 x 10 + 15 = 35 s each, its validations
-# 2 x 10 + 10 = 30 s; commoncrawl's shares need 415 s each and its validations 410 s: skipped.
+# find nearly all of it left: github's shares need 2 x 10 + 15 = 35 s each, its validations 10 s
+# (CPU only: the measured times again with the calibration); commoncrawl's shares need 415 s each:
+# skipped, and so are its validations (nothing measured to validate).
 rc=0; PATH="$work/gpu:$PATH" FAIL_test_exec_cuda=1 ci/device-run.sh --budget-s 300 >"$work/out" 2>&1 || rc=$?
 [ $rc -eq 1 ] || fail "a failing test gave rc $rc: $(cat "$work/out")"
 grep -q "test_exec_cuda: rc 3" "$work/out" || fail "the failing test is not in the summary"
@@ -105,10 +106,14 @@ for st in packing dcp nvidia-prototype megatron-dev megatron-pr2000; do
   grep -q "^dcpbench run scenarios/llama13b-github.json --backend cuda --steps 1 --reps 1 --strategies $st --out results/measured/llama13b-github-$st.json " "$calls" ||
     fail "github's $st not measured on its own with --reps 1: $(cat "$calls")"
 done
-grep -q "^dcpbench share scenarios/llama13b-github.json --strategy packing --measure --reps 1 --calibration results/calibration/h100-measured.json" "$calls" ||
-  fail "no validate of github/packing: $(cat "$calls")"
+for st in packing dcp nvidia-prototype megatron-dev megatron-pr2000; do
+  grep -q "^dcpbench share scenarios/llama13b-github.json --strategy $st --measured results/measured/llama13b-github-$st.json --calibration results/calibration/h100-measured.json --attention-backend dcpbench --out results/measured/llama13b-github-$st-calibrated.json " "$calls" ||
+    fail "no validate of github/$st from its measured times: $(cat "$calls")"
+done
+grep -q -- "--measure " "$calls" && fail "a validation replayed on the GPU again: $(cat "$calls")"
 grep -q "measure llama13b-commoncrawl/packing: skipped (predicted 415 s" "$work/out" || fail "commoncrawl's measure not skipped: $(cat "$work/out")"
-grep -q "validate llama13b-commoncrawl/dcp: skipped (predicted 410 s" "$work/out" || fail "commoncrawl's validate not skipped: $(cat "$work/out")"
+grep -q "validate llama13b-commoncrawl/dcp: skipped, no results/measured/llama13b-commoncrawl-dcp.json (step measure)" "$work/out" ||
+  fail "commoncrawl's validate not skipped: $(cat "$work/out")"
 grep -q "commoncrawl.*--backend cuda" "$calls" && fail "commoncrawl measured although 415 s per strategy cannot fit"
 grep -q "^test_comm_nccl .*sha=abc123" "$calls" || fail "DCP_GIT_SHA not passed on: $(cat "$calls")"
 tar tzf results/device/device-results.tar.gz >"$work/tar"

@@ -10,14 +10,15 @@
 
 namespace dcp::harness {
 
-// Head dim 64 (256 / 4): what the replay's kernels run. PP 2 with VPP 2, pool 4.
-inline Scenario small_scenario(const std::string& strategies = R"(["packing", "bshd", "megatron-dev", "dcp"])",
-                               int steps = 2, const std::string& model = "") {
+// Head dim 64 (256 / 4): what the replay's kernels run. PP 2 with VPP 2, pool 4. The scenario
+// file's JSON (for a test that writes it to disk), then the scenario.
+inline nlohmann::json small_scenario_doc(const std::string& strategies = R"(["packing", "bshd", "megatron-dev", "dcp"])",
+                                         int steps = 2, const std::string& model = "") {
   const std::string m = model.empty()
                             ? R"({"name": "small", "layers": 4, "hidden": 256, "ffn": 512, "heads": 4, "kv_heads": 2,
                                  "vocab": 1000})"
                             : model;
-  return parse_scenario(nlohmann::json::parse(R"({
+  return nlohmann::json::parse(R"({
     "name": "small", "notes": ["test"],
     "model": )" + m + R"(,
     "dataset": {"source": "lognormal", "mean": 600, "sigma": 1.2, "min": 8, "max": 8192, "pad_multiple": 8},
@@ -25,7 +26,11 @@ inline Scenario small_scenario(const std::string& strategies = R"(["packing", "b
     "training": {"global_batch": 24, "max_seqlen": 8192, "max_seqlen_per_rank": 4096, "steps": )" +
                                      std::to_string(steps) + R"(, "seed": 5},
     "strategies": )" + strategies + R"(
-  })"), "small.json");
+  })");
+}
+inline Scenario small_scenario(const std::string& strategies = R"(["packing", "bshd", "megatron-dev", "dcp"])",
+                               int steps = 2, const std::string& model = "") {
+  return parse_scenario(small_scenario_doc(strategies, steps, model), "small.json");
 }
 
 }  // namespace dcp::harness

@@ -11,9 +11,13 @@
 //   - what the replay cannot run is refused (exit 2) before any replay.
 #include "core/error.h"
 #include "comm/thread_comm.h"
+#include "core/files.h"
+#include "core/json_io.h"
+#include "cost/hardware.h"
 #include "cost/time_model.h"
 #include "harness/evaluation.h"
 #include "harness/gate.h"
+#include "harness/commands.h"
 #include "harness/measured.h"
 #include "harness/registry.h"
 #include "harness/report.h"
@@ -361,6 +365,98 @@ TEST(Measured, ProcessesThatDisagreeStopBeforeReplaying) {
   }
   EXPECT_NE(message.find("disagree on the GPU type"), std::string::npos) << message;
   EXPECT_EQ(calls.load(), 0);
+}
+
+// `dcpbench share --measured`: a run's replayed times re-predicted with another calibration, no
+// GPU. The share is planned as the run planned it (the calibration changes the prediction only),
+// the times are the row's, and a share that is not the one measured, a missing row or another
+// rank is refused (exit 2).
+TEST(Measured, ShareMeasuredRepredictsTheRunsShareWithAnotherCalibration) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("dcp_share_measured_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string scenario = (dir / "small.json").string();
+  write_output(scenario, small_scenario_doc(R"(["packing", "dcp"])", 1).dump());
+  const Scenario s = load_scenario(scenario);
+  FakeMeasurer fake;
+  MeasureOptions mo;
+  mo.measurer = fake.fn();
+  mo.device = "Fake GPU";
+  RunOptions opt;
+  opt.strategies = {"dcp"};
+  const ResultsFile measured = measure_scenarios({s}, opt, builtin_planners(), mo);
+  const std::string results = (dir / "measured.json").string();
+  write_results(results, measured);
+  const ResultRow* row = nullptr;
+  for (const auto& r : measured.rows)
+    if (r.strategy == "dcp" && r.has_metrics()) row = &r;
+  ASSERT_NE(row, nullptr);
+  // A calibration with twice the peak FLOP/s and half the host floor per layer: every pass
+  // shorter (this small model's passes are host-bound).
+  nlohmann::json doubled = cost::profile_to_json(cost::hardware_preset("h100-sxm"));
+  doubled["name"] = "doubled";
+  doubled["peak_flops_per_s"] = 2 * doubled["peak_flops_per_s"].get<double>();
+  for (const char* k : {"host_layer_fwd_s", "host_layer_bwd_s"}) doubled[k] = 0.5 * doubled[k].get<double>();
+  const std::string calibration = (dir / "doubled.json").string();
+  write_output(calibration, doubled.dump());
+  const auto share = [&](std::vector<std::string> args) {
+    CLI::App app;
+    int code = -1;
+    add_share_command(app, code);
+    args.insert(args.begin(), {"dcpbench", "share", scenario, "--strategy", "dcp", "--measured", results});
+    std::vector<const char*> argv;
+    for (const auto& x : args) argv.push_back(x.c_str());
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    return code;
+  };
+  const std::string same = (dir / "same.json").string(), other = (dir / "other.json").string();
+  ASSERT_EQ(share({"--out", same}), 0);
+  ASSERT_EQ(share({"--out", other, "--calibration", calibration}), 0);
+  const nlohmann::json a = read_json_file(same), b = read_json_file(other);
+  const nlohmann::json& times = row->measured.at("microbatch_times");
+  ASSERT_EQ(a["microbatches"].size(), times.size());
+  EXPECT_EQ(a["pool_rank"], row->measured["pool_rank"]);
+  EXPECT_EQ(a["pp_stage"], row->measured["pp_stage"]);
+  EXPECT_EQ(a["measured_from"], results);
+  EXPECT_EQ(a["measured_source"], "measured:Fake GPU");
+  // The scenario's own calibration predicts what the run predicted: the same error.
+  EXPECT_NEAR(a["rank_step_error"].get<double>(), row->measured["error"].get<double>(), 1e-12);
+  double pa = 0, pb = 0;
+  for (size_t i = 0; i < times.size(); ++i) {
+    const nlohmann::json &ma = a["microbatches"][i], &mb = b["microbatches"][i];
+    EXPECT_EQ(ma["measured"]["fwd_s"], times[i][0]);
+    EXPECT_EQ(ma["measured"]["bwd_s"], times[i][1]);
+    EXPECT_EQ(mb["measured"]["fwd_s"], times[i][0]);
+    // The same plan (the run's), predicted faster with the doubled peak.
+    EXPECT_EQ(ma["samples"], mb["samples"]);
+    EXPECT_EQ(ma["cp_size"], mb["cp_size"]);
+    EXPECT_LT(mb["predicted"]["fwd_compute_s"].get<double>(), ma["predicted"]["fwd_compute_s"].get<double>());
+    pa += ma["measured"]["predicted_no_comm_s"].get<double>();
+    pb += mb["measured"]["predicted_no_comm_s"].get<double>();
+  }
+  EXPECT_LT(pb, pa);
+  EXPECT_LT(b["rank_step_error"].get<double>(), a["rank_step_error"].get<double>());
+  EXPECT_NE(b["planned_with"].get<std::string>().find("h100-sxm"), std::string::npos);
+  EXPECT_NE(b["source"].get<std::string>().find("doubled"), std::string::npos);
+  // Refused: a rank that is not the measured one, a strategy or step without a row, with --measure.
+  const int other_rank = (row->measured["pool_rank"].get<int>() + 1) % 4;
+  const auto refused = [&](std::vector<std::string> args, const std::string& says) {
+    try {
+      share(std::move(args));
+      ADD_FAILURE() << "accepted; expected: " << says;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused({"--rank", std::to_string(other_rank)}, "is not the pool_rank");
+  refused({"--step", "1"}, "no measured row of scenario \"small\", strategy \"dcp\", step 1");
+  refused({"--measure"}, "are exclusive");
+  // The scenario changed since the run (another seed: other batches): another share.
+  nlohmann::json changed = small_scenario_doc(R"(["packing", "dcp"])", 1);
+  changed["training"]["seed"] = 6;
+  write_output(scenario, changed.dump());
+  refused({}, "measured another share");
+  fs::remove_all(dir);
 }
 
 TEST(Measured, WhatTheReplayCannotRunIsRefusedFirst) {

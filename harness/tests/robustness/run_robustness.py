@@ -299,6 +299,14 @@ def main():
                                                   "--out", "s.json"], ["--rank 4", "pool of 4"])
         case("contract/share-measure-without-device", ["share", "ok.json", "--strategy", "dcp", "--measure",
                                                        "--out", "s.json"], ["--measure needs a CUDA"])
+        # --measured takes a measured run's row of the share: a simulated results file has none
+        case("contract/share-measured-without-row", ["share", "ok.json", "--strategy", "dcp", "--measured",
+                                                     "results.json", "--out", "s.json"],
+             ['--measured results.json: no measured row of scenario', 'strategy "dcp", step 0'])
+        case("contract/share-measure-and-measured", ["share", "ok.json", "--strategy", "dcp", "--measure",
+                                                     "--measured", "results.json", "--out", "s.json"], ["are exclusive"])
+        case("contract/share-measured-not-results", ["share", "ok.json", "--strategy", "dcp", "--measured", "ok.json",
+                                                     "--out", "s.json"], ["ok.json"])
         case("contract/calibrate-bad-backend", ["calibrate", "--backend", "cpu", "--out", "c.json"],
              ['--backend "cpu"'])
         case("contract/calibrate-unknown-model", ["calibrate", "--backend", "cuda", "--model", "gpt-9",
