@@ -59,11 +59,18 @@ struct PlotArgs {
 // goes out of scope: a pending one is then delivered (default action: we end by it), after the
 // caller has removed the staging folder. (A handler could not remove a folder tree: not
 // async-signal-safe.) An interrupted plot had left its staging folder beside DIR.
+// Only a signal whose action is the default (ending the process) counts: one the caller ignores
+// (nohup's SIGHUP, SIGINT of a background job of a non-interactive shell) is still queued while
+// blocked, and must not stop the plot.
 class TerminationSignalsHeld {
  public:
   TerminationSignalsHeld() {
     sigemptyset(&set_);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, sig);
+    for (int sig : kSignals) {
+      sigaddset(&set_, sig);
+      struct sigaction now {};
+      if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_DFL) sigaddset(&ends_us_, sig);
+    }
     ::pthread_sigmask(SIG_BLOCK, &set_, &old_);
   }
   ~TerminationSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
@@ -75,13 +82,14 @@ class TerminationSignalsHeld {
     sigset_t p;
     sigemptyset(&p);
     ::sigpending(&p);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP})
-      if (sigismember(&p, sig) && !sigismember(&old_, sig)) return sig;
+    for (int sig : kSignals)
+      if (sigismember(&p, sig) && sigismember(&ends_us_, sig) && !sigismember(&old_, sig)) return sig;
     return 0;
   }
 
  private:
-  sigset_t set_{}, old_{};
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+  sigset_t set_{}, old_{}, ends_us_{};
 };
 
 struct ScriptRun {
@@ -91,9 +99,11 @@ struct ScriptRun {
 
 // Runs argv[0] with argv (no shell), stdout and stderr captured together (the last 64 KiB), so
 // a failure can be reported as one line and a success can name DIR instead of the staging
-// folder. The child starts with the caller's signal mask; while it runs, a termination signal
-// to us (held by `held`) kills it (SIGKILL: its output goes to the staging folder, which the
-// caller removes) and is reported in `interrupted`.
+// folder. The child starts with the caller's signal mask, in a process group of its own; while it
+// runs, a termination signal to us (held by `held`; a terminal's Ctrl-C reaches only our group)
+// kills that whole group (SIGKILL: its output goes to the staging folder, which the caller
+// removes; a process the script started dies too, and could otherwise keep the pipe open) and is
+// reported in `interrupted`.
 ScriptRun run_capturing_output(const std::vector<std::string>& argv, std::string& err,
                                const TerminationSignalsHeld& held) {
   int fds[2];
@@ -105,7 +115,8 @@ ScriptRun run_capturing_output(const std::vector<std::string>& argv, std::string
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setsigmask(&attr, &held.old_mask());
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setpgroup(&attr, 0);  // its own group, led by the child
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -121,7 +132,10 @@ ScriptRun run_capturing_output(const std::vector<std::string>& argv, std::string
   ScriptRun run;
   char buf[4096];
   for (;;) {
-    if (!run.interrupted && (run.interrupted = held.pending()) != 0) ::kill(pid, SIGKILL);
+    if ((run.interrupted = held.pending()) != 0) {
+      ::kill(-pid, SIGKILL);
+      break;  // not waiting for the pipe's end: what the script wrote no longer matters
+    }
     pollfd pfd{fds[0], POLLIN, 0};
     const int ready = ::poll(&pfd, 1, 100);  // wakes to look for a held signal
     if (ready < 0 && errno != EINTR) break;

@@ -336,43 +336,67 @@ def test_interrupting_conform_leaves_no_scheduler_running():
 
 def test_interrupting_plot_leaves_no_staging_folder(tmp_path):
     # plot draws into a staging folder beside --out and moves the PNGs in only on success; an
-    # interrupt had ended plot with the staging folder (and the script) left behind. Now the script
-    # is killed, the folder removed, and plot still ends by the signal.
+    # interrupt had ended plot with the staging folder (and the script) left behind. Now the
+    # script's process group is killed (a process it started too: it holds the output pipe), the
+    # folder removed, and plot still ends by the signal. A signal the caller ignores (nohup's
+    # SIGHUP) does not stop the plot.
     results = tmp_path / "results.json"
     r = subprocess.run([DCPBENCH, "run", os.path.join(SOURCE, "scenarios", "megatron-example-4gpu.json"), "--steps", "1",
                         "--strategies", "packing", "--quiet", "--out", str(results)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     pid_file = tmp_path / "script.pid"
+    go_file = tmp_path / "go"
     slow = tmp_path / "slow_plot.py"
-    slow.write_text("import os, sys, time\n"
+    slow.write_text("import os, subprocess, sys, time\n"
                     "out = sys.argv[sys.argv.index('--out') + 1]\n"
                     "open(os.path.join(out, 'chart.png'), 'wb').write(b'x')\n"
-                    f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
-                    "time.sleep(120)\n")
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        out_dir = tmp_path / f"charts-{sig.name}"
-        if pid_file.exists():
-            pid_file.unlink()
+                    "child = subprocess.Popen(['sleep', '120'])  # inherits the output pipe\n"
+                    f"open({str(pid_file)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+                    "deadline = time.time() + 60\n"
+                    f"while not os.path.exists({str(go_file)!r}) and time.time() < deadline:\n"
+                    "    time.sleep(0.05)\n"
+                    "child.kill()\n")
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+            return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            return False
+
+    def start(out_dir, **kw):
+        for f in (pid_file, go_file):
+            if f.exists():
+                f.unlink()
         p = subprocess.Popen([DCPBENCH, "plot", str(results), "--out", str(out_dir), "--script", str(slow)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
         deadline = time.time() + 30
         while time.time() < deadline and not (pid_file.exists() and pid_file.read_text()):
             time.sleep(0.05)
         assert pid_file.exists(), "the plot script never started"
         staging = glob.glob(str(tmp_path / ".dcpbench-dir.*"))
         assert staging and os.path.exists(os.path.join(staging[0], "chart.png")), staging
+        return p, [int(x) for x in pid_file.read_text().split()]
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        out_dir = tmp_path / f"charts-{sig.name}"
+        p, pids = start(out_dir)
         p.send_signal(sig)
         assert p.wait(timeout=30) == -sig  # plot ends by the signal, as a command should
         assert not glob.glob(str(tmp_path / ".dcpbench-dir.*")), "staging folder left behind"
         assert not out_dir.exists()
-        script_pid = int(pid_file.read_text())
         time.sleep(0.2)
-        try:
-            os.kill(script_pid, 0)
-            alive = open(f"/proc/{script_pid}/stat").read().split()[2] != "Z"
-        except (ProcessLookupError, FileNotFoundError):
-            alive = False
-        assert not alive, f"plot script {script_pid} still running after {sig.name}"
+        for pid in pids:
+            assert not alive(pid), f"process {pid} of the plot script still running after {sig.name}"
+    # SIGHUP ignored by the caller: the plot goes on and publishes its chart.
+    out_dir = tmp_path / "charts-nohup"
+    p, _ = start(out_dir, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    p.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    go_file.write_text("go")
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert (out_dir / "chart.png").exists()
 
 
 def test_conform_report(tmp_path):
