@@ -61,10 +61,21 @@ struct ShareArgs {
 // missing.
 const ResultRow& measured_row(const ResultsFile& results, const std::string& path, const Scenario& s,
                               const std::string& strategy, int step) {
-  for (const ResultRow& r : results.rows)
-    if (r.is_measured() && r.scenario == s.name && r.strategy == strategy && r.step == step &&
-        r.setting == "published" && r.measured.is_object() && r.measured.contains("microbatch_times"))
-      return r;
+  for (const ResultRow& r : results.rows) {
+    if (!r.is_measured() || r.scenario != s.name || r.strategy != strategy || r.step != step ||
+        r.setting != "published" || !r.measured.is_object() || !r.measured.contains("microbatch_times"))
+      continue;
+    const nlohmann::json& m = r.measured;
+    // Written by `run --backend cuda` since the fingerprint (2026-11-27), with integer places.
+    DCP_REQUIRE(m.contains("share") && m["share"].is_string(), "--measured ", show_path(path), ": its row of ",
+                quote(strategy), " step ", step, " has no share fingerprint (\"share\", written since 2026-11-27): "
+                "measure it again");
+    for (const char* key : {"pool_rank", "pp_stage"})
+      DCP_REQUIRE(m.contains(key) && m[key].is_number_integer() && m[key].get<int64_t>() >= 0 &&
+                      m[key].get<int64_t>() < (int64_t{1} << 30),
+                  "--measured ", show_path(path), ": its row's measured.", key, " is not a rank or stage number");
+    return r;
+  }
   throw InputError(detail::concat("--measured ", show_path(path), ": no measured row of scenario ", quote(s.name),
                                   ", strategy ", quote(strategy), ", step ", step,
                                   " with per-micro-batch times (measure it with dcpbench run ", show_path(s.file),
@@ -92,7 +103,10 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   }
   if (to_file) {
     std::vector<std::string> inputs = input_files(s);
-    if (from_file) inputs.push_back(a.measured);
+    if (from_file) {  // the run's own calibration is read too (it plans), and the results file
+      for (const auto& f : input_files(as_given)) inputs.push_back(f);
+      inputs.push_back(a.measured);
+    }
     check_output_not_input(a.out, inputs);
   }
   if (cmd.count("--attention-backend")) s.training.attention_backend = a.attention_backend;
@@ -124,7 +138,7 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   const sim::StepResult step = sim::simulate_step(plan, req.batch, cm, real, sim::Bound::skip);
   const int pool = cm.cluster.pool();
   // With --measured the measured rank and stage (--rank / --stage, if given, must name them).
-  const auto measured_at = [&](const char* key) { return row->measured.value(key, -1); };
+  const auto measured_at = [&](const char* key) { return static_cast<int>(row->measured[key].get<int64_t>()); };
   if (from_file) {
     for (const auto& [flag, key, value] : {std::tuple{"--rank", "pool_rank", a.rank}, std::tuple{"--stage", "pp_stage", a.stage}})
       DCP_REQUIRE(!cmd.count(flag) || value == measured_at(key), flag, " ", value, " is not the ", key, " ",
@@ -145,7 +159,7 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
     // and lengths (the row's fingerprint of them). A scenario or dcpbench changed since the run
     // plans another share.
     const nlohmann::json& times = row->measured.at("microbatch_times");
-    const std::string then = row->measured.value("share", ""), now = share_fingerprint(share);
+    const std::string then = row->measured["share"].get<std::string>(), now = share_fingerprint(share, plan_cm);
     DCP_REQUIRE(times.size() == share.microbatches.size() && then == now, show_path(a.measured),
                 " measured another share (", times.size(), " micro-batches, fingerprint ", quote(then),
                 "; planned here: ", share.microbatches.size(), ", ", quote(now),
@@ -207,9 +221,11 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                             {"pp", cm.cluster.pp},
                             {"vpp", cm.cluster.vpp},
                             {"pool_rank", rank},
-                            {"rank_chosen", pick_rank ? "busiest" : "--rank"},
+                            {"rank_chosen", from_file ? row->measured.value("rank_chosen", "as measured")
+                                                      : pick_rank ? "busiest" : "--rank"},
                             {"pp_stage", stage},
-                            {"stage_chosen", pick_stage ? "busiest of the rank" : "--stage"},
+                            {"stage_chosen", from_file ? row->measured.value("stage_chosen", "as measured")
+                                                       : pick_stage ? "busiest of the rank" : "--stage"},
                             {"layers", share.layers},
                             {"last_stage", share.last_stage},
                             {"busy_s", share.busy_s},
@@ -234,15 +250,17 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
     out["measured_busy_s"] = busy;
     out["rank_step_error"] = meas > 0 ? pred / meas - 1 : 0.0;  // simulated / measured - 1, like for like
     out["measured_note"] =
-        "the rank's ops replayed on this GPU (exec/stage_ops.h): CP peers virtual, their KV as device copies "
-        "(ring_copy_*, inside fwd_s/bwd_s; the real transfer is what the simulator models), no PP or DP traffic";
+        std::string(from_file ? "the times a run --backend cuda recorded (--measured): " : "") +
+        "the rank's ops replayed on " + (from_file ? "its GPU" : "this GPU") +
+        " (exec/stage_ops.h): CP peers virtual, their KV as device copies (ring_copy_*, inside fwd_s/bwd_s; the "
+        "real transfer is what the simulator models), no PP or DP traffic";
   }
   write_output(to_file ? a.out : "-", out.dump(1) + "\n");
 
   std::FILE* t = stderr;
   std::fprintf(t, "%s, %s, step %d: pool rank %d (%s), pipeline stage %d (%s), %d layers%s; %s\n", s.name.c_str(),
-               a.strategy.c_str(), a.step, rank, pick_rank ? "busiest" : "chosen", stage,
-               pick_stage ? "its busiest" : "chosen", share.layers, share.last_stage ? " + output layer and loss" : "",
+               a.strategy.c_str(), a.step, rank, from_file ? "as measured" : pick_rank ? "busiest" : "chosen", stage,
+               from_file ? "as measured" : pick_stage ? "its busiest" : "chosen", share.layers, share.last_stage ? " + output layer and loss" : "",
                cost::source_label(cm).c_str());
   std::fprintf(t, "%4s %5s %4s %9s %9s %12s %12s %10s %10s\n", "mb", "group", "k", "sequences", "rows", "fwd ms",
                "bwd ms", "comm ms", "ovh ms");

@@ -193,8 +193,16 @@ uint64_t fnv1a(uint64_t h, const std::string& text) {
 
 }  // namespace
 
-std::string share_fingerprint(const sim::RankShare& share) {
-  uint64_t h = 14695981039346656037ull;
+std::string share_fingerprint(const sim::RankShare& share, const cost::CostModel& cm) {
+  const cost::ModelConfig& md = cm.model;
+  std::string shape;
+  for (const int64_t v : {int64_t{md.layers}, md.hidden, md.ffn, int64_t{md.heads}, int64_t{md.kv_heads},
+                          md.head_dim_or_default(), md.vocab, int64_t{md.swiglu}, int64_t{md.tied_embeddings},
+                          md.position_embeddings, int64_t{md.linear_bias}, int64_t{md.layernorm},
+                          int64_t{cm.training.recompute_full}, int64_t{cm.cluster.pp}, int64_t{cm.cluster.vpp},
+                          int64_t{share.layers}, int64_t{share.last_stage}})
+    shape += std::to_string(v) + ",";
+  uint64_t h = fnv1a(14695981039346656037ull, shape + "|");
   for (const auto& m : share.microbatches) {
     std::string text = std::to_string(m.microbatch) + ":" + std::to_string(m.first_rank) + "," +
                        std::to_string(m.cp_size) + "," + std::to_string(m.cp_rank) + ";";
@@ -259,7 +267,7 @@ ResultsFile measure_scenarios(const std::vector<Scenario>& scenarios, RunOptions
                         // per GPU of the pipeline as the simulator counts tokens/s/GPU (each token passes
                         // every stage): the share's tokens over the stages
                         {"tokens", share_real_tokens(share, src.real_lengths) / src.cm.cluster.pp},
-                        {"share", share_fingerprint(share)},
+                        {"share", share_fingerprint(share, src.cm)},
                         {"predicted_s", predicted},
                         {"predicted_cp_comm_s", predicted_comm},
                         {"process", owner},

@@ -76,10 +76,13 @@ void require_replayable(const Scenario& s, const cost::CostModel& cm);
 // every rank of a group the same causal work). `real_lengths` is indexed by sample id.
 double share_useful_flops(const cost::ModelConfig& model, const sim::RankShare& share,
                           std::span<const int64_t> real_lengths);
-// What a replay of the share runs, as a 16-hex-digit FNV-1a hash of every micro-batch's index,
-// CP group (first rank, size, this rank's place), samples and lengths: recorded in a measured row
-// (measured.share) so `share --measured` can tell that it rebuilt the share that was measured.
-std::string share_fingerprint(const sim::RankShare& share);
+// What a replay of the share runs, as a 16-hex-digit FNV-1a hash of the model's shape (layers,
+// hidden, FFN, heads, KV heads, head dim, vocabulary, gated MLP, norms, biases), the recompute
+// mode, the pipeline (pp, vpp) and the share's layers and last-stage flag, and every micro-batch's
+// index, CP group (first rank, size, this rank's place), samples and lengths: recorded in a
+// measured row (measured.share) so `share --measured` can tell that it rebuilt the share that was
+// measured. (Not the hardware profile or calibration: those change the prediction, not the work.)
+std::string share_fingerprint(const sim::RankShare& share, const cost::CostModel& cm);
 // The share's real tokens: per micro-batch, 1/k of its group's real lengths.
 double share_real_tokens(const sim::RankShare& share, std::span<const int64_t> real_lengths);
 

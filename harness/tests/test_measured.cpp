@@ -418,6 +418,7 @@ TEST(Measured, ShareMeasuredRepredictsTheRunsShareWithAnotherCalibration) {
   EXPECT_EQ(a["pool_rank"], row->measured["pool_rank"]);
   EXPECT_EQ(a["pp_stage"], row->measured["pp_stage"]);
   EXPECT_EQ(a["measured_from"], results);
+  EXPECT_EQ(a["rank_chosen"], "busiest");  // as the run chose it
   EXPECT_EQ(a["measured_source"], "measured:Fake GPU");
   // The scenario's own calibration predicts what the run predicted: the same error.
   EXPECT_NEAR(a["rank_step_error"].get<double>(), row->measured["error"].get<double>(), 1e-12);
@@ -451,11 +452,28 @@ TEST(Measured, ShareMeasuredRepredictsTheRunsShareWithAnotherCalibration) {
   refused({"--rank", std::to_string(other_rank)}, "is not the pool_rank");
   refused({"--step", "1"}, "no measured row of scenario \"small\", strategy \"dcp\", step 1");
   refused({"--measure"}, "are exclusive");
-  // The scenario changed since the run (another seed: other batches): another share.
-  nlohmann::json changed = small_scenario_doc(R"(["packing", "dcp"])", 1);
-  changed["training"]["seed"] = 6;
-  write_output(scenario, changed.dump());
-  refused({}, "measured another share");
+  // The scenario changed since the run: other batches (another seed), or the same micro-batches
+  // of a wider model (other work per micro-batch): another share.
+  for (const auto& edit : std::vector<std::function<void(nlohmann::json&)>>{
+           [](nlohmann::json& d) { d["training"]["seed"] = 6; },
+           [](nlohmann::json& d) { d["model"]["ffn"] = 1024; }}) {
+    nlohmann::json changed = small_scenario_doc(R"(["packing", "dcp"])", 1);
+    edit(changed);
+    write_output(scenario, changed.dump());
+    refused({}, "measured another share");
+  }
+  write_output(scenario, small_scenario_doc(R"(["packing", "dcp"])", 1).dump());
+  // A row without the fingerprint (or with a place that is not an integer) is refused, not misread.
+  ResultsFile edited = measured;
+  for (auto& r : edited.rows)
+    if (r.strategy == "dcp" && r.has_metrics()) r.measured.erase("share");
+  write_results(results, edited);
+  refused({}, "has no share fingerprint");
+  edited = measured;
+  for (auto& r : edited.rows)
+    if (r.strategy == "dcp" && r.has_metrics()) r.measured["pool_rank"] = "0";
+  write_results(results, edited);
+  refused({}, "measured.pool_rank is not a rank or stage number");
   fs::remove_all(dir);
 }
 
