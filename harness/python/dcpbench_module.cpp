@@ -245,8 +245,18 @@ std::optional<std::string> violation_of(const py::object& plan_obj, const py::ha
     // A dcpbench.plan.v1 document (e.g. json.load of a `dcpbench schedule --out` file): read as
     // `dcpbench check` reads it (a malformed one is a ValueError naming what is wrong), then its
     // summary must agree with its plan.
-    const nlohmann::json j =
-        nlohmann::json::parse(py::str(py::module_::import("json").attr("dumps")(plan_obj)).cast<std::string>());
+    // Through Python's json (numpy integers by operator.index, as the list path takes them); what
+    // it cannot write (a set, NaN, a cycle) is a ValueError naming the problem, like any bad plan.
+    nlohmann::json j;
+    try {
+      const py::object text = py::module_::import("json").attr("dumps")(
+          plan_obj, py::arg("allow_nan") = false, py::arg("default") = py::module_::import("operator").attr("index"));
+      j = nlohmann::json::parse(text.cast<std::string>());
+    } catch (py::error_already_set& e) {
+      value_error(std::string("plan dict: cannot be read as JSON (") + e.what() + ")");
+    } catch (const nlohmann::json::exception& e) {
+      value_error(std::string("plan dict: ") + e.what());
+    }
     const plan::conformance::Outcome answer = dcp::harness::read_plan_answer(j);
     if (answer.kind != plan::conformance::Outcome::kPlan || !answer.plan)
       value_error("plan dict: " + answer.message);

@@ -116,8 +116,8 @@ TEST(Evaluation, TargetsJudgedFromTheAggregates) {
   ASSERT_NE(eff, nullptr);
   EXPECT_FALSE(eff->met);
   // A miss says which parts of the step the bound leaves out (step 10 s: bubble 1, comm 1).
-  EXPECT_EQ(eff->detail, "0.850; of the step: pipeline bubble 10.0%, waiting for slower ranks 0.0%, exposed "
-                         "communication 10.0% (none of them in the bound)");
+  EXPECT_EQ(eff->detail, "0.850; of the step: pipeline bubble 10.0%, waiting for slower ranks 0.0% (neither in the "
+                         "bound), exposed communication 10.0%");
   EXPECT_EQ(find("llama13b-github (tuned): dcp plan efficiency >= 0.90")->detail, "0.950");
   EXPECT_TRUE(find("llama13b-github (tuned): dcp plan efficiency >= 0.90")->met);
 

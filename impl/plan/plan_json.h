@@ -25,9 +25,10 @@ Plan plan_from_json(const nlohmann::json& j);
 // Where the "summary" of a plan.v1 file `j` (read into `plan`) disagrees with what plan_to_json
 // writes for that plan and batch, or its "pool" with dp x cp: the first such key, its value and
 // the recomputed one; nullopt when every key present agrees (a key left out is not checked;
-// solve_ms and keys plan_to_json does not write are the writer's own). Counts, the CP-size
-// histogram and the per-micro-batch token counts must match exactly, workloads to a relative
-// 1e-9 (sums of L^2/k in double precision: another writer may add them in another order).
+// solve_ms and keys plan_to_json does not write are the writer's own). Counts (samples, tokens,
+// micro-batches, groups) and the CP-size histogram must match exactly; the per-rank sums of
+// L/k and L^2/k (tokens and workloads, their maxima and means) to a relative 1e-9: another
+// writer may add them in another order.
 std::optional<std::string> summary_violation(const nlohmann::json& j, const Plan& plan, const Batch& batch);
 
 }  // namespace dcp::plan

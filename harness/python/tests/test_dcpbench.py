@@ -247,6 +247,22 @@ def test_validate_takes_a_plan_file_as_a_dict(tmp_path):
         dcpbench.find_violation(bad, seqlens)
     with pytest.raises(ValueError, match="without \"microbatches\""):
         dcpbench.find_violation({"planner": "x"}, seqlens)
+    # What JSON cannot hold is a ValueError too (it had escaped as TypeError or RuntimeError).
+    for bad_value in ({1, 2}, float("nan")):
+        bad = json.loads(json.dumps(doc))
+        bad["summary"]["solve_ms"] = bad_value
+        with pytest.raises(ValueError, match="plan dict: cannot be read as JSON"):
+            dcpbench.find_violation(bad, seqlens)
+    # An integer type with __index__ (as numpy's are) is taken as the integer it is.
+    class Index:
+        def __init__(self, v):
+            self.v = v
+
+        def __index__(self):
+            return self.v
+    as_index = json.loads(json.dumps(doc))
+    as_index["dp"] = Index(as_index["dp"])
+    assert dcpbench.find_violation(as_index, seqlens) is None
 
 
 # ---------------------------------------------------------------- the GIL is released while planning
@@ -435,6 +451,19 @@ def test_conform_bad_input_exits_2_with_one_line(tmp_path):
 def test_check_plan_files(tmp_path):
     lengths = tmp_path / "l.txt"
     lengths.write_text("400\n400\n100\n")
+    # Every planner's own plan file checks valid: its summary agrees with its plan (four samples:
+    # bshd gives each DP replica one per micro-batch).
+    four = tmp_path / "four.txt"
+    four.write_text("400\n400\n100\n37\n")
+    for planner in dcpbench.planners():
+        out = tmp_path / f"{planner}.json"
+        r = subprocess.run([DCPBENCH, "schedule", "--lengths", str(four), "--planner", planner, "--dp", "2", "--cp",
+                            "2", "--max-seqlen-per-rank", "200", "--max-seqlen", "400", "--out", str(out)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, planner + ": " + r.stderr
+        r = subprocess.run([DCPBENCH, "check", "--plan", str(out), "--lengths", str(four), "--max-seqlen", "400"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and "valid" in r.stdout, planner + ": " + r.stdout + r.stderr
     plan_file = tmp_path / "p.json"
     r = subprocess.run([DCPBENCH, "schedule", "--lengths", str(lengths), "--planner", "megatron-dev", "--dp", "4",
                         "--cp", "1", "--max-seqlen-per-rank", "200", "--out", str(plan_file)], capture_output=True)
