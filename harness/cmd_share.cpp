@@ -25,7 +25,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <tuple>
 #include <filesystem>
@@ -155,15 +154,15 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   std::string measured_source;
   std::vector<ShareTiming> measured;
   if (from_file) {
-    // The share rebuilt here must be the one measured: the same micro-batches, groups, samples
-    // and lengths (the row's fingerprint of them). A scenario or dcpbench changed since the run
-    // plans another share.
+    // The share rebuilt here must be the one measured: the same model shape, pipeline,
+    // micro-batches, groups, samples and lengths (the row's fingerprint of them). A scenario or
+    // dcpbench changed since the run plans another share.
     const nlohmann::json& times = row->measured.at("microbatch_times");
     const std::string then = row->measured["share"].get<std::string>(), now = share_fingerprint(share, plan_cm);
     DCP_REQUIRE(times.size() == share.microbatches.size() && then == now, show_path(a.measured),
                 " measured another share (", times.size(), " micro-batches, fingerprint ", quote(then),
                 "; planned here: ", share.microbatches.size(), ", ", quote(now),
-                "): the scenario or dcpbench changed since that run");
+                "): the scenario, dcpbench or the run's options (--time-budget-ms) changed since that run");
     for (const auto& t : times)
       measured.push_back(ShareTiming{t[0].get<double>(), t[1].get<double>(), t[2].get<double>(), t[3].get<double>()});
     measured_source = row->source;

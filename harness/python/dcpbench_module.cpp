@@ -218,7 +218,6 @@ plan::RankLists to_rank_lists(const py::handle& obj) {
   return out;
 }
 
-// The first violation of `plan` (a Plan or Megatron's format) for `seqlens` and the config.
 // A plan with its own config (a dcpbench.Plan, or a dcpbench.plan.v1 dict as `dcpbench schedule`
 // writes it) checked against that config, the arguments given overriding it (as `dcpbench check`
 // does).
@@ -238,6 +237,8 @@ std::optional<std::string> violation_of_own(const plan::Plan& p, const plan::Bat
   return plan::find_violation(p, batch, cfg);
 }
 
+// The first violation of `plan` (a Plan, a plan.v1 dict or Megatron's format) for `seqlens` and the
+// config.
 std::optional<std::string> violation_of(const py::object& plan_obj, const py::handle& seqlens, const ConfigArgs& a) {
   plan::Batch batch{to_lengths(seqlens)};
   if (py::isinstance<PyPlan>(plan_obj)) return violation_of_own(plan_obj.cast<const PyPlan&>().plan, batch, a);
