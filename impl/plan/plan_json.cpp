@@ -14,6 +14,44 @@
 
 namespace dcp::plan {
 
+namespace {
+
+// The "summary" of a plan.v1 file: what plan_to_json writes and summary_violation compares with.
+nlohmann::json summary_of(const Plan& plan, const Batch& batch, const nlohmann::json& summary_extra) {
+  using nlohmann::json;
+  const PlanStats st = plan_stats(plan, batch);
+  json summary = summary_extra.is_object() ? summary_extra : json::object();
+  summary["samples"] = batch.size();
+  int64_t tokens = 0;
+  for (auto L : batch.lengths) tokens += L;
+  summary["tokens"] = tokens;
+  summary["microbatch_count"] = plan.microbatches.size();
+  summary["dynamic"] = plan.dynamic;  // false: static CP, every group has size cp
+  if (plan.pad_to > 0) summary["pad_to"] = plan.pad_to;  // every sample padded to this length
+  json per_mb = json::array();
+  for (const auto& ms : st.microbatches) {
+    per_mb.push_back({{"max_rank_workload", ms.max_rank_workload},
+                      {"mean_rank_workload", ms.mean_rank_workload},
+                      {"max_rank_tokens", ms.max_rank_tokens},
+                      {"mean_rank_tokens", ms.mean_rank_tokens},
+                      {"groups", ms.groups}});
+  }
+  summary["per_microbatch"] = per_mb;
+  // Critical path in Megatron's cost unit (sum L^2/k): the sum over micro-batches of the
+  // busiest rank, against the perfectly balanced sum L^2 / N.
+  double crit = 0;
+  for (const auto& ms : st.microbatches) crit += ms.max_rank_workload;
+  summary["workload_critical_path"] = crit;
+  const int pool = plan.config.pool();
+  summary["workload_balanced_bound"] = pool > 0 ? st.total_workload / pool : 0.0;
+  json hist = json::object();
+  for (const auto& [k, count] : st.cp_size_histogram) hist[std::to_string(k)] = count;
+  summary["cp_size_histogram"] = hist;
+  return summary;
+}
+
+}  // namespace
+
 nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann::json& summary_extra) {
   using nlohmann::json;
   const PlanConfig& c = plan.config;
@@ -37,37 +75,7 @@ nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann
     mbs.push_back({{"groups", groups}});
   }
   j["microbatches"] = mbs;
-
-  const PlanStats st = plan_stats(plan, batch);
-  json summary = summary_extra.is_object() ? summary_extra : json::object();
-  summary["samples"] = batch.size();
-  int64_t tokens = 0;
-  for (auto L : batch.lengths) tokens += L;
-  summary["tokens"] = tokens;
-  summary["microbatch_count"] = plan.microbatches.size();
-  summary["dynamic"] = plan.dynamic;  // false: static CP, every group has size cp
-  if (plan.pad_to > 0) summary["pad_to"] = plan.pad_to;  // every sample padded to this length
-  json per_mb = json::array();
-  double max_w = 0;
-  for (const auto& ms : st.microbatches) {
-    per_mb.push_back({{"max_rank_workload", ms.max_rank_workload},
-                      {"mean_rank_workload", ms.mean_rank_workload},
-                      {"max_rank_tokens", ms.max_rank_tokens},
-                      {"mean_rank_tokens", ms.mean_rank_tokens},
-                      {"groups", ms.groups}});
-    max_w = std::max(max_w, ms.max_rank_workload);
-  }
-  summary["per_microbatch"] = per_mb;
-  // Critical path in Megatron's cost unit (sum L^2/k): the sum over micro-batches of the
-  // busiest rank, against the perfectly balanced sum L^2 / N.
-  double crit = 0;
-  for (const auto& ms : st.microbatches) crit += ms.max_rank_workload;
-  summary["workload_critical_path"] = crit;
-  summary["workload_balanced_bound"] = c.pool() > 0 ? st.total_workload / c.pool() : 0.0;
-  json hist = json::object();
-  for (const auto& [k, count] : st.cp_size_histogram) hist[std::to_string(k)] = count;
-  summary["cp_size_histogram"] = hist;
-  j["summary"] = summary;
+  j["summary"] = summary_of(plan, batch, summary_extra);
   return j;
 }
 
@@ -81,7 +89,7 @@ std::optional<std::string> summary_violation(const nlohmann::json& j, const Plan
   if (!j.contains("summary")) return std::nullopt;
   const json& have = j["summary"];
   if (!have.is_object()) return detail::concat("\"summary\" is ", one_line(have.dump(), 80), ", not an object");
-  const json want = plan_to_json(plan, batch, json::object())["summary"];
+  const json want = summary_of(plan, batch, json::object());  // (not the whole plan's JSON)
   // A number equal in value (1 and 1.0 are the same count).
   const auto same_number = [](const json& a, const json& b, double rel) {
     if (!a.is_number() || !b.is_number()) return a == b;
