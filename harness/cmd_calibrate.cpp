@@ -62,9 +62,10 @@ int run_calibrate(const CalibrateArgs& a) {
   DCP_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   using attn::flash::kBlockM;
   using attn::flash::kBlockN;
-  // Our kernels' tiles: the forward's CTA takes kBlockM queries and walks kBlockN keys; the
+  using attn::flash::kFwdBlockM;
+  // Our kernels' tiles: the forward's CTA takes kFwdBlockM queries and walks kBlockN keys; the
   // backward's takes kBlockN keys and walks kBlockM queries.
-  const cost::CalibrationPlan plan = cost::calibration_plan(model, base, "dcpbench", kBlockM, kBlockN, kBlockM, kBlockN);
+  const cost::CalibrationPlan plan = cost::calibration_plan(model, base, "dcpbench", kFwdBlockM, kBlockN, kBlockM, kBlockN);
   std::fprintf(stderr, "calibrate: %zu GEMM points, %zu x %zu attention points x 3, one copy, on %s\n",
                plan.gemm_tokens.size(), plan.attention.lengths.size(), plan.attention.lengths.size(), prop.name);
   const cost::CalibrationMeasurements m = exec::measure_calibration(plan, attn::Half::bf16, a.reps);

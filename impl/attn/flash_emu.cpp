@@ -88,10 +88,11 @@ int flash_bwd_n_blocks(const ThdBatch& bk) {
   return n;
 }
 
-int flash_fwd_m_blocks(const ThdBatch& bq) {
+int flash_fwd_m_blocks(const ThdBatch& bq, int tiles_m) {
+  DCP_REQUIRE(tiles_m == 1 || tiles_m == 2, "the forward takes 1 or 2 m16 tiles per warp, not ", tiles_m);
+  const int rows = 16 * tiles_m * flash::kWarps;
   int m = 0;
-  for (int j = 0; j < bq.batch(); ++j)
-    m = std::max(m, (bq.padded_seqlen(j) + flash::kBlockM - 1) / flash::kBlockM);
+  for (int j = 0; j < bq.batch(); ++j) m = std::max(m, (bq.padded_seqlen(j) + rows - 1) / rows);
   return m;
 }
 
@@ -104,11 +105,16 @@ FlashBatchArrays host_arrays(const ThdBatch& bq, const ThdBatch& bk) {
   return {bq.cu_seqlens.data(), bk.cu_seqlens.data(), bq.cu_seqlens_padded.data(), bk.cu_seqlens_padded.data()};
 }
 
-template <class E, int D>
-void run_fwd(const flash::FwdParams& p, int m_blocks) {
-  run_grid(m_blocks, p.heads, p.batch, flash::fwd_smem_elems(D), [&](HostCtx& c, int m, int h, int b, uint16_t* smem) {
-    flash::flash_fwd_block<HostCtx, E, D>(c, p, m, h, b, smem);
+template <class E, int D, int MT>
+void run_fwd_tiles(const flash::FwdParams& p, int m_blocks) {
+  run_grid(m_blocks, p.heads, p.batch, flash::fwd_smem_elems(D, MT), [&](HostCtx& c, int m, int h, int b, uint16_t* smem) {
+    flash::flash_fwd_block<HostCtx, E, D, MT>(c, p, m, h, b, smem);
   });
+}
+template <class E, int D>
+void run_fwd(const flash::FwdParams& p, int m_blocks, int tiles_m) {
+  if (tiles_m == 1) run_fwd_tiles<E, D, 1>(p, m_blocks);
+  else run_fwd_tiles<E, D, 2>(p, m_blocks);
 }
 
 template <class E, int D>
@@ -144,18 +150,18 @@ void flash_bwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const
 
 void flash_fwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
                         std::span<const uint16_t> q, std::span<const uint16_t> k,
-                        std::span<const uint16_t> v, std::span<uint16_t> out, std::span<float> lse) {
+                        std::span<const uint16_t> v, std::span<uint16_t> out, std::span<float> lse, int tiles_m) {
   DCP_NVTX_RANGE();
   flash::FwdParams p = flash_fwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), lse.size());
   bind_fwd(p, host_arrays(bq, bk), q.data(), k.data(), v.data(), out.data(), lse.data());
-  const int m_blocks = flash_fwd_m_blocks(bq);
+  const int m_blocks = flash_fwd_m_blocks(bq, tiles_m);
   if (m_blocks == 0) return;
   if (half == Half::bf16) {
-    if (s.head_dim == 64) run_fwd<flash::Bf16, 64>(p, m_blocks);
-    else run_fwd<flash::Bf16, 128>(p, m_blocks);
+    if (s.head_dim == 64) run_fwd<flash::Bf16, 64>(p, m_blocks, tiles_m);
+    else run_fwd<flash::Bf16, 128>(p, m_blocks, tiles_m);
   } else {
-    if (s.head_dim == 64) run_fwd<flash::Fp16, 64>(p, m_blocks);
-    else run_fwd<flash::Fp16, 128>(p, m_blocks);
+    if (s.head_dim == 64) run_fwd<flash::Fp16, 64>(p, m_blocks, tiles_m);
+    else run_fwd<flash::Fp16, 128>(p, m_blocks, tiles_m);
   }
 }
 

@@ -22,9 +22,12 @@
 
 namespace dcp::attn {
 
+// tiles_m: m16 tiles per warp of the forward's CTA (flash_common.h: kFwdTilesM = 2 is the
+// kernel's; 1 is the variant bench_attn_cuda times beside it).
 void flash_fwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
                         std::span<const uint16_t> q, std::span<const uint16_t> k,
-                        std::span<const uint16_t> v, std::span<uint16_t> out, std::span<float> lse);
+                        std::span<const uint16_t> v, std::span<uint16_t> out, std::span<float> lse,
+                        int tiles_m = flash::kFwdTilesM);
 
 // The backward (flash/flash_bwd_block.h): dq, dk, dv of sum(dout * out) given the forward's out
 // (16-bit) and lse (fp32, natural log), all in the layouts above. Padding rows get 0.
@@ -63,7 +66,8 @@ void bind_bwd(flash::BwdParams& p, const FlashBatchArrays& a, const uint16_t* q,
 // extent needs.
 int flash_bwd_n_blocks(const ThdBatch& bk);
 
-// Query blocks of the grid: the most kBlockM-row blocks any sequence's padded extent needs.
-int flash_fwd_m_blocks(const ThdBatch& bq);
+// Query blocks of the forward's grid: the most (16 * tiles_m * kWarps)-row blocks (kFwdBlockM by
+// default) any sequence's padded extent needs.
+int flash_fwd_m_blocks(const ThdBatch& bq, int tiles_m = flash::kFwdTilesM);
 
 }  // namespace dcp::attn

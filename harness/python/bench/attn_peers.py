@@ -166,6 +166,10 @@ def build(cases, bench, peers, reasons):
                 if not isinstance(got, tuple):
                     row[f"{backend}_note"] = got if got else reasons.get(backend)
             row["ours_over_cublas"] = ours / row["cublas_tflops"] if ours and row["cublas_tflops"] else None
+            # Our forward with one m16 tile per warp (bench_attn_cuda's tiles1_fwd), where timed.
+            tiles1 = bench.get(("tiles1", direction, c["name"]))
+            if tiles1 is not None:
+                row["ours_tiles1_tflops"] = tiles1
             rows.append(row)
     return rows
 
@@ -261,8 +265,9 @@ def main(argv=None):
     fmt = lambda x: f"{x:7.1f}" if x else "      -"  # noqa: E731
     for r in rows:
         ratio = f"{r['ours_over_fa2']:6.2f}" if r["ours_over_fa2"] else "     -"
+        tiles1 = f"  (1 tile/warp: {r['ours_tiles1_tflops']:.1f})" if r.get("ours_tiles1_tflops") else ""
         print(f"{r['case']:<44} {r['direction']:>3} {fmt(r['ours_tflops'])} {fmt(r['fa2_tflops'])} "
-              f"{fmt(r['cudnn_tflops'])} {fmt(r['cublas_tflops'])} {ratio}")
+              f"{fmt(r['cudnn_tflops'])} {fmt(r['cublas_tflops'])} {ratio}{tiles1}")
     return 0
 
 

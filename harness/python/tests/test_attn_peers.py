@@ -28,6 +28,9 @@ def bench_json(path):
                 rows.append({"name": f"{kind}_{direction}/{c['name']}/manual_time", "run_type": "iteration",
                              "TFLOPS": tf * scale, "real_time": 1.0})
     rows.append({"name": "attn_fwd/x/manual_time_mean", "run_type": "aggregate", "TFLOPS": 1.0})
+    # The forward with one m16 tile per warp, timed on the varlen case only.
+    rows.append({"name": f"tiles1_fwd/{CASES[1]['name']}/manual_time", "run_type": "iteration", "TFLOPS": 150.0,
+                 "real_time": 1.0})
     with open(path, "w") as f:
         json.dump({"context": {"gpu": "NVIDIA H100 80GB HBM3", "git_sha": "abc"}, "benchmarks": rows}, f)
 
@@ -48,6 +51,10 @@ def test_report_without_peers(tmp_path):
     assert abs(r["ours_over_cublas"] - 0.5) < 1e-12
     assert r["fa2_tflops"] is None and r["ours_over_fa2"] is None and r["fa2_note"] == "--no-peers"
     assert r["tokens"] == 16384 and r["sequences"] == 2
+    assert "ours_tiles1_tflops" not in r  # timed for the forward only
+    assert by[("varlen go.txt d=128 causal", "fwd")]["ours_tiles1_tflops"] == 150.0
+    assert by[("varlen go.txt d=128 causal", "fwd")]["ours_tflops"] == 300.0
+    assert "ours_tiles1_tflops" not in by[("dense L=512 d=128 causal", "fwd")]
     assert png.stat().st_size > 0
 
 

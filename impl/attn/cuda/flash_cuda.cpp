@@ -25,11 +25,12 @@ std::vector<T> vec(std::span<const T> x) {
 
 void flash_fwd_cuda(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
                     std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
-                    std::span<uint16_t> out, std::span<float> lse) {
+                    std::span<uint16_t> out, std::span<float> lse, int tiles_m) {
   DCP_NVTX_RANGE();
   flash_fwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), lse.size());  // sizes, before any copy
   CudaFlashBackend be;
   be.half = half;
+  be.fwd_tiles_m = tiles_m;
   CudaFlashBackend::B16 o;
   CudaFlashBackend::B32 l;
   be.fwd(bq, bk, s, be.upload(vec(q)), be.upload(vec(k)), be.upload(vec(v)), o, l);

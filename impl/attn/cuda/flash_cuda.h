@@ -9,13 +9,15 @@
 
 #include "attn/attn_shape.h"
 #include "attn/bf16_rule.h"
+#include "attn/flash/flash_common.h"
 #include "attn/thd.h"
 
 namespace dcp::attn {
 
+// tiles_m: the forward's m16 tiles per warp (flash_common.h; 1 = the variant benchmarked beside it).
 void flash_fwd_cuda(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
                     std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
-                    std::span<uint16_t> out, std::span<float> lse);
+                    std::span<uint16_t> out, std::span<float> lse, int tiles_m = flash::kFwdTilesM);
 
 // The backward with flash_bwd_emulated's contract (flash_emu.h).
 void flash_bwd_cuda(Half half, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,

@@ -27,6 +27,7 @@ struct CudaFlashBackend {
   using B16 = cuda::DeviceArray<uint16_t>;
   using B32 = cuda::DeviceArray<float>;
   Half half = Half::bf16;
+  int fwd_tiles_m = flash::kFwdTilesM;  // the forward's m16 tiles per warp (flash_common.h)
 
   B16 upload(const std::vector<uint16_t>& x) const;
   B32 upload(const std::vector<float>& x) const;

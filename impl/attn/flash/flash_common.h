@@ -40,8 +40,19 @@ namespace dcp::attn::flash {
 // query rows, so the softmax never crosses warps).
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = 32 * kWarps;
-inline constexpr int kBlockM = 16 * kWarps;
+inline constexpr int kBlockM = 16 * kWarps;  // the backward's query block
 inline constexpr int kBlockN = 64;
+// The forward's warps own kFwdTilesM m16 tiles each (32 query rows), so its CTA takes kFwdBlockM
+// = 128 rows: FlashAttention-2's forward tile for head dims 64 and 128 (Flash_fwd_kernel_traits
+// <d, 128, 64 or 128, 4 warps>, csrc/flash_attn/src/flash_fwd_launch_template.h). Why two tiles:
+// each ldmatrix.x4 of K (S = Q K^T) or V (O += P V) feeds 2 MMAs per m16 tile a warp owns. An
+// ldmatrix.x4 moves 512 bytes of shared memory, 4 of an SM's cycles at 128 bytes per cycle; an
+// m16n8k16 (4096 FLOP) takes about 1 cycle of an H100 SM's 4096 dense bf16 FLOP per cycle
+// (989 TFLOPS / 132 SMs / 1.83 GHz, H100 SXM datasheet). With one tile per warp (2 MMAs per
+// load) shared memory caps the MMAs at about half their rate; with two, at about their rate.
+// bench_attn_cuda times kFwdTilesM = 1 beside it on the device (the measured check of this).
+inline constexpr int kFwdTilesM = 2;
+inline constexpr int kFwdBlockM = 16 * kFwdTilesM * kWarps;
 // Shared-memory row stride in elements: head_dim + 8 (16 bytes of padding per row, so that the
 // 8 rows a fragment load touches start in different banks; keeps 16-byte alignment of rows).
 DCP_HD constexpr int smem_stride(int head_dim) { return head_dim + 8; }

@@ -7,7 +7,8 @@
 // launch time (TFLOPS_mean from the mean; FlashAttention's FLOP count: bench_shapes.h), tokens. Context: git sha, GPU, CUDA runtime, L2 size.
 // harness/python/bench/attn_peers.py reads this benchmark's JSON (--benchmark_out), times
 // PyTorch's FlashAttention-2 and cuDNN backends on the same shapes and writes
-// results/bench/attn_h100.json (ci/gpu.sh runs both).
+// results/bench/attn_h100.json (ci/gpu.sh runs both). tiles1_fwd/<case> times the forward with
+// one m16 tile per warp beside the kernel's two (flash_common.h, kFwdTilesM).
 // --dump-cases=FILE writes the cases (name, lengths, heads, head_dim, causal) as JSON and exits,
 // without a device: the peers script times exactly these problems.
 // Without a CUDA device (and no --dump-cases): exits 2 with a message (nothing to measure).
@@ -103,8 +104,9 @@ void run_timed(benchmark::State& state, double flops, F&& launch) {
   state.counters["GFLOP"] = flops / 1e9;
 }
 
-// Our kernels on one case; `backward` times the backward's three passes.
-void bm_attn(benchmark::State& state, const AttnBenchCase& c, bool backward) {
+// Our kernels on one case; `backward` times the backward's three passes. tiles_m: the forward's
+// m16 tiles per warp (flash_common.h kFwdTilesM; 1 = the variant timed beside it).
+void bm_attn(benchmark::State& state, const AttnBenchCase& c, bool backward, int tiles_m) {
   std::vector<int32_t> lengths(c.lengths);
   const ThdBatch b = make_thd_batch(lengths, 1);
   AttnShape s;
@@ -119,11 +121,12 @@ void bm_attn(benchmark::State& state, const AttnBenchCase& c, bool backward) {
   const DeviceBatchPair arrays(b, b);
   flash::FwdParams f = flash_fwd_params(b, b, s, nq, nq, nq, nq, nl);
   bind_fwd(f, arrays.arrays(), q.get(), k.get(), v.get(), out.get(), lse.get());
-  const int m_blocks = flash_fwd_m_blocks(b);
-  DCP_CUDA_CHECK(flash::flash_fwd(f, true, m_blocks, nullptr));  // out and lse for the backward
+  const int m_blocks = flash_fwd_m_blocks(b, tiles_m);
+  DCP_CUDA_CHECK(flash::flash_fwd(f, true, m_blocks, nullptr, tiles_m));  // out and lse for the backward
   DCP_CUDA_CHECK(cudaDeviceSynchronize());
   if (!backward) {
-    run_timed(state, attn_flops(c, false), [&] { DCP_CUDA_CHECK(flash::flash_fwd(f, true, m_blocks, nullptr)); });
+    run_timed(state, attn_flops(c, false),
+              [&] { DCP_CUDA_CHECK(flash::flash_fwd(f, true, m_blocks, nullptr, tiles_m)); });
   } else {
     DeviceArray<uint16_t> dout = random_bf16(nq, 4), dq(nq), dk(nq), dv(nq);
     DeviceArray<float> delta(nl), acc(nq);
@@ -198,9 +201,15 @@ void register_all() {
   for (const auto& c : all_cases())
     for (const bool bwd : {false, true}) {
       const std::string dir = bwd ? "bwd" : "fwd";
-      benchmark::RegisterBenchmark(("attn_" + dir + "/" + c.name).c_str(), bm_attn, c, bwd)
+      benchmark::RegisterBenchmark(("attn_" + dir + "/" + c.name).c_str(), bm_attn, c, bwd, flash::kFwdTilesM)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
+      // The forward with one m16 tile per warp (64-row CTAs), on the 16k and varlen cases: the
+      // measured check of flash_common.h's reason for two (shared-memory traffic per MMA).
+      if (!bwd && (c.name.find("L=16384") != std::string::npos || c.name.rfind("varlen", 0) == 0))
+        benchmark::RegisterBenchmark(("tiles1_fwd/" + c.name).c_str(), bm_attn, c, false, 1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("cublas_" + dir + "/" + c.name).c_str(), bm_cublas, c, bwd)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);

@@ -44,8 +44,9 @@ struct FlashCase {
   Half half = Half::bf16;
 };
 
-// Lengths around the kernel's blocks (kBlockM = kBlockN = 64), padding, empty sequences, GQA,
-// both head dims, the ring's rectangular steps and bottom-right causal on both sides.
+// Lengths around the kernels' blocks (kBlockM = kBlockN = 64, the forward's kFwdBlockM = 128),
+// padding, empty sequences, GQA, both head dims, the ring's rectangular steps, bottom-right causal
+// on both sides, and key blocks every row of a forward CTA sees whole (the unmasked path).
 inline std::vector<FlashCase> flash_fwd_cases() {
   return {
       {"length 1", {1}, {}, {}, 2, 1, 64, true},
@@ -61,6 +62,8 @@ inline std::vector<FlashCase> flash_fwd_cases() {
       {"causal bottom-right, len_q > len_k (rows with no key)", {100, 7}, {30, 0}, {}, 2, 1, 64, true},
       {"fp16, block+1, GQA", {65, 130}, {}, {}, 4, 2, 64, true, Half::fp16},
       {"fp16, non-causal d=128", {70, 3}, {}, {2, 0}, 2, 1, 128, false, Half::fp16},
+      {"forward CTA rows-1, rows, rows+1", {127, 128, 129}, {}, {}, 2, 1, 64, true},
+      {"causal bottom-right, len_q < len_k: whole key blocks unmasked", {70, 130}, {200, 260}, {}, 2, 1, 128, true},
   };
 }
 

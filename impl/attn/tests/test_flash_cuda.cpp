@@ -18,15 +18,33 @@ namespace {
 
 using namespace dcp::attn::testing;
 
+// The kernel as the library runs it (kFwdTilesM m16 tiles per warp).
+const FlashFwd kCuda = [](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
+                          std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
+                          std::span<uint16_t> out, std::span<float> lse) { flash_fwd_cuda(h, bq, bk, s, q, k, v, out, lse); };
+
 class FlashFwdCuda : public ::testing::TestWithParam<int> {};
 
 TEST_P(FlashFwdCuda, MeetsTheRuleAgainstFloat64) {
   DCP_SKIP_WITHOUT_GPU();
   const FlashCase c = flash_fwd_cases()[GetParam()];
-  expect_pass(check_flash_fwd(c, flash_fwd_cuda), c.what);
+  expect_pass(check_flash_fwd(c, kCuda), c.what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdCuda, ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
+
+// The forward with one m16 tile per warp (the variant bench_attn_cuda times beside the kernel's
+// two): the same cases, the same rule.
+TEST_P(FlashFwdCuda, OneTilePerWarpMeetsTheRule) {
+  DCP_SKIP_WITHOUT_GPU();
+  const FlashCase c = flash_fwd_cases()[GetParam()];
+  const FlashFwd one_tile = [](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
+                               std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
+                               std::span<uint16_t> out, std::span<float> lse) {
+    flash_fwd_cuda(h, bq, bk, s, q, k, v, out, lse, 1);
+  };
+  expect_pass(check_flash_fwd(c, one_tile), c.what);
+}
 
 // The device against the emulator on the same inputs: the hardware accumulates the MMAs in its
 // own order and exp2 differs in the last bits, so each output may land one 16-bit rounding step
@@ -61,7 +79,7 @@ TEST_P(FlashFwdCuda, AgreesWithTheEmulatorToARoundingStep) {
 TEST(FlashFwdCudaStress, LongPacksMeetTheRuleAndAreDeterministic) {
   DCP_SKIP_WITHOUT_GPU();
   const FlashCase c{"stress: 4096 tokens, 8 heads, GQA, d=128", {3001, 1000, 95}, {}, {}, 8, 4, 128, true};
-  expect_pass(check_flash_fwd(c, flash_fwd_cuda), c.what);
+  expect_pass(check_flash_fwd(c, kCuda), c.what);
   const FlashInputs in = flash_inputs(c, 7);
   std::vector<uint16_t> o1(in.q.size()), o2(in.q.size());
   std::vector<float> l1(static_cast<size_t>(in.bq.total_tokens() * in.s.heads)), l2(l1.size());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "attn/flash/flash_common.h"
+#include "attn/flash/flash_fwd_block.h"
 #include "attn/flash_emu.h"
 #include "attn/flash_ring.h"
 #include "attn/tolerances.h"
@@ -37,6 +38,47 @@ TEST_P(FlashFwdEmulated, MeetsTheRuleAgainstFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdEmulated,
                          ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
+
+// The forward with one m16 tile per warp (64-row CTAs), the variant bench_attn_cuda times beside
+// the kernel's two: the same cases, the same rule.
+class FlashFwdEmulatedOneTile : public ::testing::TestWithParam<int> {};
+
+TEST_P(FlashFwdEmulatedOneTile, MeetsTheRuleAgainstFloat64) {
+  if (sanitized_subset_skips(GetParam())) GTEST_SKIP() << "sanitizer build: run in the normal build";
+  const FlashCase c = flash_fwd_cases()[GetParam()];
+  const FlashFwd one_tile = [](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
+                               std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
+                               std::span<uint16_t> out, std::span<float> lse) {
+    flash_fwd_emulated(h, bq, bk, s, q, k, v, out, lse, 1);
+  };
+  expect_pass(check_flash_fwd(c, one_tile), c.what);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdEmulatedOneTile,
+                         ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
+
+// The forward skips the mask on a key block only when the mask would keep every score of it:
+// for every row from the CTA's first on and every key of the block (flash_params.h's rule).
+// Exhaustive over small extents, both causal settings; and the shortcut does occur.
+TEST(FlashFwdUnmasked, OnlyWhereTheMaskKeepsEveryScore) {
+  int shortcuts = 0;
+  for (const bool causal : {true, false})
+    for (int len_q = 0; len_q <= 200; len_q += 7)
+      for (int len_k = 0; len_k <= 260; len_k += 13)
+        for (int row0 = 0; row0 < len_q; row0 += 16)
+          for (int key0 = 0; key0 < len_k; key0 += flash::kBlockN) {
+            if (!flash::fwd_block_unmasked(key0, row0, len_q, len_k, causal)) continue;
+            ++shortcuts;
+            for (int i = row0; i < len_q; ++i)
+              for (int j = key0; j < key0 + flash::kBlockN; ++j)
+                ASSERT_TRUE(j < len_k && (!causal || j <= i + len_k - len_q))
+                    << "row " << i << " key " << j << " len_q " << len_q << " len_k " << len_k << " causal " << causal;
+          }
+  EXPECT_GT(shortcuts, 100);
+  EXPECT_TRUE(flash::fwd_block_unmasked(0, 128, 193, 193, true));     // below the diagonal
+  EXPECT_FALSE(flash::fwd_block_unmasked(128, 128, 193, 193, true));  // the diagonal block
+  EXPECT_FALSE(flash::fwd_block_unmasked(128, 0, 150, 150, false));   // past len_k
+}
 
 class FlashBwdEmulated : public ::testing::TestWithParam<int> {};
 
