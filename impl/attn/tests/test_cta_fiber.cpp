@@ -115,5 +115,47 @@ TEST(CtaFiber, EmulatedCtaShuffleMatchesTheButterfly) {
     }
 }
 
+// cp.async in the deferred mode: a copy is visible only after the wait that retires its group
+// (wait_group 1 leaves the newest group pending), and a read before it sees the old contents; in
+// the immediate mode the same reads see the data at once.
+TEST(CtaFiber, DeferredCpAsyncIsVisibleOnlyAfterItsWait) {
+  alignas(16) static const uint16_t src[2][8] = {{1, 2, 3, 4, 5, 6, 7, 8}, {9, 10, 11, 12, 13, 14, 15, 16}};
+  for (const CpAsync mode : {CpAsync::deferred, CpAsync::immediate}) {
+    const ScopedCpAsync scoped(mode);
+    std::vector<int> seen;  // thread 0's reads: before any wait, after wait_one, after wait_all
+    run_grid(1, 1, 1, 16, [&](HostCtx& c, int, int, int, uint16_t* smem) {
+      if (c.tid() == 0) {
+        c.cp_async16(smem, src[0], true);
+        c.cp_async_commit();
+        c.cp_async16(smem + 8, src[1], true);
+        c.cp_async_commit();
+        seen.push_back(smem[0]);
+        seen.push_back(smem[8]);
+        c.cp_async_wait_one();  // the first group only
+        seen.push_back(smem[0]);
+        seen.push_back(smem[8]);
+        c.cp_async_wait_all();
+        seen.push_back(smem[8]);
+      }
+    });
+    const int poison = 0x7fff;
+    if (mode == CpAsync::deferred) EXPECT_EQ(seen, (std::vector<int>{poison, poison, 1, poison, 9}));
+    else EXPECT_EQ(seen, (std::vector<int>{1, 9, 1, 9, 9}));
+  }
+}
+
+TEST(CtaFiber, DeferredCpAsyncNeverCommittedNeverLands) {
+  alignas(16) static const uint16_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const ScopedCpAsync scoped(CpAsync::deferred);
+  int seen = -1;
+  run_grid(1, 1, 1, 8, [&](HostCtx& c, int, int, int, uint16_t* smem) {
+    if (c.tid() != 0) return;
+    c.cp_async16(smem, src, true);
+    c.cp_async_wait_all();  // no commit: the copy is in no group, so nothing is waited for
+    seen = smem[0];
+  });
+  EXPECT_EQ(seen, 0x7fff);
+}
+
 }  // namespace
 }  // namespace dcp::attn::emu

@@ -4,6 +4,7 @@
 // The CUDA build runs the same cases on the device (test_flash_cuda.cpp, label gpu).
 #include <gtest/gtest.h>
 
+#include "attn/cta_emu.h"
 #include "attn/flash/flash_common.h"
 #include "attn/flash/flash_fwd_block.h"
 #include "attn/flash_emu.h"
@@ -55,6 +56,20 @@ TEST_P(FlashFwdEmulatedOneTile, MeetsTheRuleAgainstFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdEmulatedOneTile,
+                         ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
+
+// The same cases with cp.async completed only at the wait that retires it (cta_emu.h, CpAsync):
+// the forward's prefetch pipeline waits and synchronises before it reads each tile.
+class FlashFwdEmulatedDeferredCopies : public ::testing::TestWithParam<int> {};
+
+TEST_P(FlashFwdEmulatedDeferredCopies, MeetsTheRuleAgainstFloat64) {
+  if (sanitized_subset_skips(GetParam())) GTEST_SKIP() << "sanitizer build: run in the normal build";
+  const emu::ScopedCpAsync deferred(emu::CpAsync::deferred);
+  const FlashCase c = flash_fwd_cases()[GetParam()];
+  expect_pass(check_flash_fwd(c, kEmulated), c.what);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdEmulatedDeferredCopies,
                          ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
 
 // The forward skips the mask on a key block only when the mask would keep every score of it:
