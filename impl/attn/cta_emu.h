@@ -90,8 +90,8 @@ struct HostCtx {
   Emu* emu;
   int t;
   int parity = 0;
-  std::vector<PendingCopy> pending;  // deferred cp.async copies, oldest first
-  std::vector<size_t> group_ends;    // end (in pending) of each committed group, oldest first
+  std::vector<PendingCopy> pending = {};  // deferred cp.async copies, oldest first
+  std::vector<size_t> group_ends = {};    // end (in pending) of each committed group, oldest first
   int tid() const { return t; }
   void sync() { emu->pool.arrive_and_wait(emu->block); }
   float shfl_xor(float v, int mask) {

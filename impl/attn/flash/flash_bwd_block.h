@@ -18,8 +18,11 @@
 //      fp32 registers), padding key rows 0.
 //   3. dq: dq = dq_accum in the element type (dq_accum already carries the softmax scale).
 // The mask is the forward's (flash_params.h): key j of query i iff i < len_q, j < len_k and,
-// causal, j <= i + len_k - len_q. Fragments by ldmatrix as in the forward (the transposed loads
-// for the k-major operands), no pipelining yet (the device session's tuning, issue 9).
+// causal, j <= i + len_k - len_q; a pair of blocks wholly inside it skips it. Fragments by
+// ldmatrix as in the forward (the transposed loads for the k-major operands). Copies by cp.async:
+// K, V with the first query block; each next query block's Q, dO (and its lse, delta through
+// registers) while the current block computes dQ, which reads neither (one stage: the shared
+// memory of a second would leave room for one CTA per SM at d = 128 instead of two).
 #pragma once
 
 #include "attn/flash/flash_common.h"
@@ -110,14 +113,14 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
   float* sLse = reinterpret_cast<float*>(sdS + kBlockN * kDst);
   float* sDelta = sLse + kBlockM;
 
-  // K, V tiles (rows past len_k as zeros).
+  // K, V tiles (rows past len_k as zeros), asynchronous: in the first query block's group.
   for (int idx = tid; idx < kBlockN * (D / 8); idx += kThreads) {
     const int r = idx / (D / 8);
     const int col = (idx % (D / 8)) * 8;
     const int j = key0 + r;
-    const int64_t off = (k0 + j) * kv_row + static_cast<int64_t>(hk) * D + col;
-    copy8(sK + r * kStride + col, j < len_k ? p.k + off : nullptr);
-    copy8(sV + r * kStride + col, j < len_k ? p.v + off : nullptr);
+    const int64_t off = (k0 + (j < len_k ? j : 0)) * kv_row + static_cast<int64_t>(hk) * D + col;
+    c.cp_async16(sK + r * kStride + col, p.k + off, j < len_k);
+    c.cp_async16(sV + r * kStride + col, p.v + off, j < len_k);
   }
 
   float dk[D / 8][4], dv[D / 8][4];
@@ -134,24 +137,50 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
   if (p.causal && key0 - shift > 0) m_first = (key0 - shift) / kBlockM;
   const int m_end = key0 < len_k ? (len_q + kBlockM - 1) / kBlockM : 0;
 
-  for (int hq = hk * group; hq < (hk + 1) * group; ++hq) {
+  // The query blocks' Q and dO tiles by cp.async (rows past len_q as zeros), their lse (base-2
+  // units) and delta through registers: block (hq, m) is fetched while the previous one computes
+  // its dQ, which reads neither.
+  const auto load_q = [&](int hq, int m) {
+    for (int idx = tid; idx < kBlockM * (D / 8); idx += kThreads) {
+      const int r = idx / (D / 8);
+      const int col = (idx % (D / 8)) * 8;
+      const int i = m * kBlockM + r;
+      const int64_t off = (q0 + (i < len_q ? i : 0)) * q_row + static_cast<int64_t>(hq) * D + col;
+      c.cp_async16(sQ + r * kStride + col, p.q + off, i < len_q);
+      c.cp_async16(sdO + r * kStride + col, p.dout + off, i < len_q);
+    }
+    c.cp_async_commit();
+  };
+  float lse_next = 0.f, delta_next = 0.f;  // row tid of the next block (tid < kBlockM)
+  const auto lse_of = [&](int hq, int m) {
+    const int i = m * kBlockM + tid;
+    return tid < kBlockM && i < len_q ? p.lse[(q0 + i) * p.heads + hq] * kLog2e : 0.f;
+  };
+  const auto delta_of = [&](int hq, int m) {
+    const int i = m * kBlockM + tid;
+    return tid < kBlockM && i < len_q ? p.delta[(q0 + i) * p.heads + hq] : 0.f;
+  };
+  const int hq_first = hk * group, hq_end = (hk + 1) * group;
+  if (m_first < m_end) {
+    load_q(hq_first, m_first);  // one group with K, V
+    lse_next = lse_of(hq_first, m_first);
+    delta_next = delta_of(hq_first, m_first);
+  } else {
+    c.cp_async_commit();
+  }
+
+  for (int hq = hq_first; hq < hq_end; ++hq) {
     for (int m = m_first; m < m_end; ++m) {
       const int i0 = m * kBlockM;
-      c.sync();  // the previous block's Q, dO, dS^T are no longer read (and K, V are loaded)
-      for (int idx = tid; idx < kBlockM * (D / 8); idx += kThreads) {
-        const int r = idx / (D / 8);
-        const int col = (idx % (D / 8)) * 8;
-        const int i = i0 + r;
-        const int64_t off = (q0 + i) * q_row + static_cast<int64_t>(hq) * D + col;
-        copy8(sQ + r * kStride + col, i < len_q ? p.q + off : nullptr);
-        copy8(sdO + r * kStride + col, i < len_q ? p.dout + off : nullptr);
+      c.cp_async_wait_all();  // this thread's copies of the block (and, the first time, K and V)
+      if (tid < kBlockM) {
+        sLse[tid] = lse_next;
+        sDelta[tid] = delta_next;
       }
-      for (int r = tid; r < kBlockM; r += kThreads) {
-        const int i = i0 + r;
-        sLse[r] = i < len_q ? p.lse[(q0 + i) * p.heads + hq] * kLog2e : 0.f;
-        sDelta[r] = i < len_q ? p.delta[(q0 + i) * p.heads + hq] : 0.f;
-      }
-      c.sync();
+      c.sync();  // every thread's copies visible; the previous block's dQ no longer reads dS^T
+      // Every (query, key) pair of the two blocks attended: the mask is skipped.
+      const bool unmasked = i0 + kBlockM <= len_q && key0 + kBlockN <= len_k &&
+                            (!p.causal || key0 + kBlockN - 1 <= i0 + shift);
 
       // S^T = K_w Q^T (16 keys x kBlockM queries).
       float s[kBlockM / 8][4];
@@ -182,7 +211,7 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
           const int il = nt * 8 + 2 * t + (e & 1);  // query in the block
           const int i = i0 + il;
           const int j = j_row[e >> 1];
-          const bool ok = i < len_q && j < len_k && (!p.causal || j <= i + shift);
+          const bool ok = unmasked || (i < len_q && j < len_k && (!p.causal || j <= i + shift));
           s[nt][e] = ok ? fast_exp2(s[nt][e] * p.scale_log2 - sLse[il]) : 0.f;  // s now holds P^T
           pe[e] = E::from_float(s[nt][e]);
         }
@@ -243,7 +272,17 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
           c.template mma<E>(dk[nt], da[kk], b0);
           c.template mma<E>(dk[nt + 1], da[kk], b1);
         }
-      c.sync();  // dS^T complete
+      c.sync();  // dS^T complete; Q, dO, lse, delta of this block no longer read
+      // Prefetch the next block (the next query block, or the first of the next query head).
+      if (m + 1 < m_end) {
+        load_q(hq, m + 1);
+        lse_next = lse_of(hq, m + 1);
+        delta_next = delta_of(hq, m + 1);
+      } else if (hq + 1 < hq_end) {
+        load_q(hq + 1, m_first);
+        lse_next = lse_of(hq + 1, m_first);
+        delta_next = delta_of(hq + 1, m_first);
+      }
 
       // dQ (this warp's 16 queries) = dS K over the block's keys, added to dq_accum * scale.
       float dq[D / 8][4];
@@ -278,6 +317,8 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
       }
     }
   }
+
+  c.cp_async_wait_all();  // nothing left in flight when the CTA ends (K, V when no block saw them)
 
   // dK = scale dK, dV; padding key rows (len_k <= j < rows_k) get 0.
   DCP_UNROLL

@@ -63,7 +63,7 @@ inline std::vector<FlashCase> flash_fwd_cases() {
       {"fp16, block+1, GQA", {65, 130}, {}, {}, 4, 2, 64, true, Half::fp16},
       {"fp16, non-causal d=128", {70, 3}, {}, {2, 0}, 2, 1, 128, false, Half::fp16},
       {"forward CTA rows-1, rows, rows+1", {127, 128, 129}, {}, {}, 2, 1, 64, true},
-      {"causal bottom-right, len_q < len_k: whole key blocks unmasked", {70, 130}, {200, 260}, {}, 2, 1, 128, true},
+      {"causal bottom-right, len_q < len_k: whole key blocks unmasked", {70, 70, 130}, {130, 200, 260}, {}, 2, 1, 128, true},
   };
 }
 

@@ -59,7 +59,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdEmulatedOneTile,
                          ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
 
 // The same cases with cp.async completed only at the wait that retires it (cta_emu.h, CpAsync):
-// the forward's prefetch pipeline waits and synchronises before it reads each tile.
+// the forward's and the backward's prefetches wait and synchronise before they read each tile.
 class FlashFwdEmulatedDeferredCopies : public ::testing::TestWithParam<int> {};
 
 TEST_P(FlashFwdEmulatedDeferredCopies, MeetsTheRuleAgainstFloat64) {
@@ -70,6 +70,18 @@ TEST_P(FlashFwdEmulatedDeferredCopies, MeetsTheRuleAgainstFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdEmulatedDeferredCopies,
+                         ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
+
+class FlashBwdEmulatedDeferredCopies : public ::testing::TestWithParam<int> {};
+
+TEST_P(FlashBwdEmulatedDeferredCopies, MeetsTheRuleAgainstFloat64) {
+  if (sanitized_subset_skips(GetParam())) GTEST_SKIP() << "sanitizer build: run in the normal build";
+  const emu::ScopedCpAsync deferred(emu::CpAsync::deferred);
+  const FlashCase c = flash_fwd_cases()[GetParam()];
+  expect_pass(check_flash_bwd(c, kEmulatedBwd), c.what);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FlashBwdEmulatedDeferredCopies,
                          ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
 
 // The forward skips the mask on a key block only when the mask would keep every score of it:
