@@ -5,6 +5,7 @@
 // The plans are built here by a simple least-loaded packer with static CP groups (this module may
 // not depend on the planners); the lengths come from a seeded clamped log-normal (GitHub-like,
 // mean 1500, sigma 1.7; shared/data/lengths/README.md).
+#include "core/provenance.h"
 #include "cost/time_model.h"
 #include "core/rng.h"
 #include "sim/simulator.h"
@@ -117,4 +118,13 @@ BENCHMARK(BM_SimulateScheduleOnly)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("model", "Llama-13B at PP8 (the harness's cost model, h100-sxm-public), log-normal lengths");
+  benchmark::AddCustomContext("machine", "the project's 2-core VM, single-threaded, RelWithDebInfo (library_build_type is Google Benchmark's own)");
+  benchmark::AddCustomContext("git_sha", dcp::source_git_sha());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
