@@ -47,9 +47,11 @@ inline constexpr int kBlockN = 64;
 // <d, 128, 64 or 128, 4 warps>, csrc/flash_attn/src/flash_fwd_launch_template.h). Why two tiles:
 // each ldmatrix.x4 of K (S = Q K^T) or V (O += P V) feeds 2 MMAs per m16 tile a warp owns. An
 // ldmatrix.x4 moves 512 bytes of shared memory, 4 of an SM's cycles at 128 bytes per cycle; an
-// m16n8k16 (4096 FLOP) takes about 1 cycle of an H100 SM's 4096 dense bf16 FLOP per cycle
-// (989 TFLOPS / 132 SMs / 1.83 GHz, H100 SXM datasheet). With one tile per warp (2 MMAs per
-// load) shared memory caps the MMAs at about half their rate; with two, at about their rate.
+// m16n8k16 (4096 FLOP) is 1 cycle of an H100 SM's dense bf16 peak (989 TFLOPS / 132 SMs /
+// 1.83 GHz = 4096 FLOP per cycle, H100 SXM datasheet). Counting the Q and P operands too, d = 128:
+// one tile per warp issues 72 ldmatrix per 128 MMAs per key block (2.25 cycles of shared memory
+// per MMA: at most ~44% of the peak), two tiles 80 per 256 (1.25: ~80%), so with two the MMAs
+// (mma.sync does not reach the peak on Hopper) rather than shared memory bound the loop.
 // bench_attn_cuda times kFwdTilesM = 1 beside it on the device (the measured check of this).
 inline constexpr int kFwdTilesM = 2;
 inline constexpr int kFwdBlockM = 16 * kFwdTilesM * kWarps;
