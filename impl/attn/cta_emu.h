@@ -6,7 +6,7 @@
 // at issue or at the wait that retires it (CpAsync below), fp32 atomics as std::atomic_ref. CTAs of a grid run one after the other.
 // Accesses the hardware would fault on (16-byte shared accesses misaligned or outside the CTA's
 // shared memory) abort with a message, and so does a barrier that not every thread of its block
-// or warp reaches (the hardware would hang). Fibers, not OS threads: a collective costs 32 fiber
+// or warp reaches (the hardware would hang), and a shared-memory race (RaceShadow below). Fibers, not OS threads: a collective costs 32 fiber
 // switches on one core instead of waking 32 threads, which made the emulated tests several times
 // slower on CI's 2 cores. Still slow (a switch per lane per collective): for test-sized problems.
 #pragma once
@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "attn/cta_fiber.h"
@@ -27,9 +28,10 @@ using flash::kThreads;
 using flash::kWarps;
 
 // When the emulator completes a cp.async copy, the two ends of what the hardware may do:
-//   immediate: at issue. (A prefetch that overwrites a tile another warp still reads would need
-//     an adversarial fiber schedule to show; the fixed schedule does not: the barrier before each
-//     prefetch is argued in the kernel sources, and a test removing one still passes.)
+//   immediate: at issue.
+// Either way the race check (RaceShadow) counts a copy as landing at any time from its issue to
+// the wait that retires it, so a prefetch that overwrites a tile another thread still reads
+// aborts whatever the fibers' order.
 //   deferred: at the cp.async.wait_group that retires its group (PTX ISA, "cp.async.wait_group":
 //     all but the N most recent committed groups complete), and never for a copy not committed
 //     or not waited for. A read of shared memory before the wait and barrier that make the copy
@@ -46,6 +48,58 @@ struct ScopedCpAsync {
   ~ScopedCpAsync() { cp_async_mode() = old; }
   ScopedCpAsync(const ScopedCpAsync&) = delete;
   ScopedCpAsync& operator=(const ScopedCpAsync&) = delete;
+};
+
+// The race check of a CTA's shared memory, per 16-bit element. A thread's "epoch" is the number
+// of block barriers (__syncthreads) it has passed; accesses of different threads are ordered only
+// by a barrier between them. Each access is kept with the epochs it may take effect in: a load, a
+// store or an ldmatrix read its own; a cp.async any from its issue to the epoch of the wait that
+// retires it (open until then). Two accesses of different threads to one element, at least one a
+// write, whose epochs overlap are a race (the hardware may order them either way); so is a thread
+// touching its own cp.async's destination before waiting for it. A race aborts, both accesses
+// named. Accesses whose epochs ended before the current one are forgotten: a thread in epoch e
+// means every thread passed barrier e. Only accesses through the Ctx are seen (the kernel bodies
+// touch shared memory through it alone).
+struct RaceShadow {
+  static constexpr int64_t kOpen = INT64_MAX;  // a cp.async not yet retired
+  struct Access {
+    int t;
+    int64_t lo, hi;  // the epochs it may take effect in
+    bool write, async;
+  };
+  std::vector<std::vector<Access>> cells;  // per element
+
+  static const char* what(bool write, bool async) { return async ? "cp.async" : write ? "store" : "load/ldmatrix"; }
+  [[noreturn]] static void race(size_t i, const Access& a, int t, int64_t e, bool write, bool async) {
+    const std::string until = a.hi == kOpen ? std::string("its wait") : std::to_string(a.hi);
+    std::fprintf(stderr,
+                 "flash emulator: shared-memory race at element %zu: thread %d's %s in barrier interval %lld and "
+                 "thread %d's %s in intervals %lld to %s (no __syncthreads or cp.async wait orders them)\n",
+                 i, t, what(write, async), static_cast<long long>(e), a.t, what(a.write, a.async),
+                 static_cast<long long>(a.lo), until.c_str());
+    std::abort();
+  }
+  void access(size_t i0, size_t n, int t, int64_t e, bool write, bool async) {
+    for (size_t i = i0; i < i0 + n; ++i) {
+      auto& cell = cells[i];
+      std::erase_if(cell, [&](const Access& a) { return a.hi < e; });
+      for (const Access& a : cell) {
+        if (a.t != t && a.lo <= e && e <= a.hi && (a.write || write)) race(i, a, t, e, write, async);
+        if (a.t == t && a.async && a.hi == kOpen) race(i, a, t, e, write, async);  // its own copy, not waited for
+      }
+      cell.push_back({t, e, async ? kOpen : e, write, async});
+    }
+  }
+  // Thread t's cp.async into the 8 elements from i0, retired by a wait in epoch e (visible to the
+  // others after the next barrier) or dropped at the CTA's end.
+  void retire(size_t i0, int t, int64_t e) {
+    for (size_t i = i0; i < i0 + 8; ++i)
+      for (Access& a : cells[i])
+        if (a.t == t && a.async && a.hi == kOpen) {
+          a.hi = e;
+          break;
+        }
+  }
 };
 
 // One emulated CTA: the block barrier and, per warp, a barrier and double-buffered exchange
@@ -69,6 +123,7 @@ struct Emu {
   const uint16_t* smem_lo = nullptr;  // the CTA's shared memory, for the address checks
   const uint16_t* smem_hi = nullptr;
   CpAsync cp_async = cp_async_mode();
+  RaceShadow shadow;  // cells sized to the shared memory by run_grid
 };
 
 // What the hardware would fault on: a shared-memory access of 16 bytes that is not 16-byte
@@ -78,6 +133,18 @@ inline void check_smem16(const Emu& e, const uint16_t* p, const char* op) {
   if (a % 16 != 0 || p < e.smem_lo || p + 8 > e.smem_hi) {
     std::fprintf(stderr, "flash emulator: %s at shared offset %td elements is not a 16-byte aligned access inside "
                  "the %td elements of shared memory\n", op, p - e.smem_lo, e.smem_hi - e.smem_lo);
+    std::abort();
+  }
+}
+
+// A plain shared access of `bytes` (naturally aligned, inside the CTA's shared memory).
+inline void check_smem(const Emu& e, const void* p, size_t bytes, const char* op) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const auto lo = reinterpret_cast<std::uintptr_t>(e.smem_lo), hi = reinterpret_cast<std::uintptr_t>(e.smem_hi);
+  if (a % bytes != 0 || a < lo || a + bytes > hi) {
+    std::fprintf(stderr, "flash emulator: %s of %zu bytes at shared byte offset %td is not an aligned access inside "
+                 "the %td bytes of shared memory\n", op, bytes, static_cast<std::ptrdiff_t>(a - lo),
+                 static_cast<std::ptrdiff_t>(hi - lo));
     std::abort();
   }
 }
@@ -92,8 +159,32 @@ struct HostCtx {
   int parity = 0;
   std::vector<PendingCopy> pending = {};  // deferred cp.async copies, oldest first
   std::vector<size_t> group_ends = {};    // end (in pending) of each committed group, oldest first
+  int64_t epoch = 0;                      // block barriers passed (RaceShadow)
   int tid() const { return t; }
-  void sync() { emu->pool.arrive_and_wait(emu->block); }
+  void sync() {
+    emu->pool.arrive_and_wait(emu->block);
+    ++epoch;
+  }
+  // The element index of a shared address, and the race check of an access of `bytes` there.
+  size_t cell(const void* p) const {
+    return static_cast<size_t>(static_cast<const char*>(p) - reinterpret_cast<const char*>(emu->smem_lo)) / 2;
+  }
+  void note(const void* p, size_t bytes, bool write, bool async = false) {
+    emu->shadow.access(cell(p), (bytes + 1) / 2, t, epoch, write, async);
+  }
+  // Plain shared-memory stores and loads.
+  template <class T>
+  void st_shared(T* p, T v) {
+    check_smem(*emu, p, sizeof(T), "a shared store");
+    note(p, sizeof(T), true);
+    *p = v;
+  }
+  template <class T>
+  T ld_shared(const T* p) {
+    check_smem(*emu, p, sizeof(T), "a shared load");
+    note(p, sizeof(T), false);
+    return *p;
+  }
   float shfl_xor(float v, int mask) {
     const int w = t / 32, lane = t % 32;
     auto& s = emu->scratch[w];
@@ -108,6 +199,7 @@ struct HostCtx {
     const int w = t / 32, lane = t % 32;
     auto& s = emu->scratch[w];
     check_smem16(*emu, p, trans ? "ldmatrix.trans" : "ldmatrix");
+    note(p, 16, false);
     s.rows[parity][lane] = p;
     emu->pool.arrive_and_wait(emu->warp[w]);
     for (int j = 0; j < 4; ++j) {
@@ -128,27 +220,31 @@ struct HostCtx {
       std::fprintf(stderr, "flash emulator: cp.async from a global address that is not 16-byte aligned\n");
       std::abort();
     }
+    note(dst, 16, true, true);
     if (emu->cp_async == CpAsync::immediate) flash::copy8(dst, valid ? src : nullptr);
-    else pending.push_back({dst, valid ? src : nullptr});
+    pending.push_back({dst, valid ? src : nullptr});  // immediate: copied already, kept for the race check
   }
-  void cp_async_commit() {
-    if (emu->cp_async == CpAsync::deferred) group_ends.push_back(pending.size());
-  }
+  void cp_async_commit() { group_ends.push_back(pending.size()); }
   void cp_async_wait_one() { cp_async_wait_group(1); }
   void cp_async_wait_all() { cp_async_wait_group(0); }
   // Completes this thread's committed groups but the `newest` most recent ones.
   void cp_async_wait_group(size_t newest) {
     if (group_ends.size() <= newest) return;
     const size_t done = group_ends[group_ends.size() - 1 - newest];
-    for (size_t i = 0; i < done; ++i) flash::copy8(pending[i].dst, pending[i].src);
+    for (size_t i = 0; i < done; ++i) {
+      if (emu->cp_async == CpAsync::deferred) flash::copy8(pending[i].dst, pending[i].src);
+      emu->shadow.retire(cell(pending[i].dst), t, epoch);
+    }
     pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(done));
     std::vector<size_t> left;
     for (size_t e : group_ends)
       if (e > done) left.push_back(e - done);
     group_ends = std::move(left);
   }
-  // The end of a CTA: copies never waited for are dropped (deferred: they never became visible).
+  // The end of a CTA: copies never waited for are dropped (deferred: they never became visible;
+  // the race check closes them at this epoch).
   void cp_async_drop() {
+    for (const PendingCopy& c : pending) emu->shadow.retire(cell(c.dst), t, epoch);
     pending.clear();
     group_ends.clear();
   }
@@ -191,6 +287,7 @@ void run_grid(int gx, int gy, int gz, int smem_elems, Body&& cta) {
   std::vector<uint16_t> smem(static_cast<size_t>(smem_elems), 0x7fff);
   emu.smem_lo = smem.data();
   emu.smem_hi = smem.data() + smem.size();
+  emu.shadow.cells.resize(smem.size());
   pool.run([&](int t) {
     HostCtx ctx{&emu, t};
     for (int z = 0; z < gz; ++z)

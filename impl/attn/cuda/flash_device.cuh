@@ -1,6 +1,6 @@
 // The device side of the Ctx the shared CTA bodies (flash/flash_{fwd,bwd}_block.h) are written
 // against: thread index, __syncthreads, warp shuffle, ldmatrix x4 (plain and .trans), cp.async
-// with its groups, fp32 atomic add and the warp-level MMA
+// with its groups, plain shared stores and loads, fp32 atomic add and the warp-level MMA
 // m16n8k16 (PTX mma.sync.aligned, bf16 or fp16 inputs, fp32 accumulators; sm_80 and later).
 // The host emulator's Ctx (flash_emu.cpp) has the same members.
 #pragma once
@@ -38,6 +38,11 @@ struct DeviceCtx {
   __device__ __forceinline__ void cp_async_wait_one() const { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
   __device__ __forceinline__ void cp_async_wait_all() const { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
   __device__ __forceinline__ void atomic_add(float* p, float v) const { atomicAdd(p, v); }
+  // Plain shared-memory stores and loads (the host emulator checks them for races).
+  template <class T>
+  __device__ __forceinline__ void st_shared(T* p, T v) const { *p = v; }
+  template <class T>
+  __device__ __forceinline__ T ld_shared(const T* p) const { return *p; }
   template <class E>
   __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) const {
     if constexpr (E::kIsBf16) {

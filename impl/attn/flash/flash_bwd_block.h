@@ -19,10 +19,9 @@
 //   3. dq: dq = dq_accum in the element type (dq_accum already carries the softmax scale).
 // The mask is the forward's (flash_params.h): key j of query i iff i < len_q, j < len_k and,
 // causal, j <= i + len_k - len_q; a pair of blocks wholly inside it skips it. Fragments by
-// ldmatrix as in the forward (the transposed loads for the k-major operands). Copies by cp.async:
-// K, V with the first query block; each next query block's Q, dO (and its lse, delta through
-// registers) while the current block computes dQ, which reads neither (one stage: the shared
-// memory of a second would leave room for one CTA per SM at d = 128 instead of two).
+// ldmatrix as in the forward (the transposed loads for the k-major operands). Copies by cp.async
+// in two stages: K, V with the first query block; each next query block's Q, dO (and its lse,
+// delta through registers) into the other stage while the current block computes.
 #pragma once
 
 #include "attn/flash/flash_common.h"
@@ -46,11 +45,14 @@ struct BwdParams : VarlenProblem {
   float scale = 0;     // softmax scale (scale_log2 = scale * log2 e)
 };
 
-// Shared memory of a main-pass CTA in elements of 16 bits: K, V, Q, dO tiles, the dS^T tile and
-// lse, delta of the query block (2 x kBlockM floats).
+// Shared memory of a main-pass CTA in elements of 16 bits: K, V tiles, two stages of the query
+// block's Q, dO tiles, the dS^T tile and two stages of the block's lse, delta (2 x kBlockM floats
+// each). d = 128: 114,688 bytes, so two CTAs fit an H100 SM (2 x (114,688 + 1,024 reserved per
+// block) <= 233,472, the CUDA C Programming Guide's compute capability 9.0 table); d = 64:
+// 65,536 bytes.
 DCP_HD constexpr int bwd_dst_stride() { return kBlockM + 8; }
 DCP_HD constexpr int bwd_smem_elems(int head_dim) {
-  return (2 * kBlockN + 2 * kBlockM) * smem_stride(head_dim) + kBlockN * bwd_dst_stride() + 2 * kBlockM * 2;
+  return (2 * kBlockN + 4 * kBlockM) * smem_stride(head_dim) + kBlockN * bwd_dst_stride() + 2 * (2 * kBlockM * 2);
 }
 
 // Sequence whose padded query extent holds `row` (binary search over seqstart; empty sequences
@@ -107,11 +109,9 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
 
   uint16_t* sK = smem;
   uint16_t* sV = sK + kBlockN * kStride;
-  uint16_t* sQ = sV + kBlockN * kStride;
-  uint16_t* sdO = sQ + kBlockM * kStride;
-  uint16_t* sdS = sdO + kBlockM * kStride;  // [kBlockN keys][kBlockM queries]
-  float* sLse = reinterpret_cast<float*>(sdS + kBlockN * kDst);
-  float* sDelta = sLse + kBlockM;
+  uint16_t* const sQ0 = sV + kBlockN * kStride;  // stage s: Q at sQ0 + 2 s kBlockM kStride, dO after it
+  uint16_t* sdS = sQ0 + 4 * kBlockM * kStride;   // [kBlockN keys][kBlockM queries]
+  float* const sStats0 = reinterpret_cast<float*>(sdS + kBlockN * kDst);  // stage s: lse, delta at + 2 s kBlockM
 
   // K, V tiles (rows past len_k as zeros), asynchronous: in the first query block's group.
   for (int idx = tid; idx < kBlockN * (D / 8); idx += kThreads) {
@@ -137,17 +137,20 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
   if (p.causal && key0 - shift > 0) m_first = (key0 - shift) / kBlockM;
   const int m_end = key0 < len_k ? (len_q + kBlockM - 1) / kBlockM : 0;
 
-  // The query blocks' Q and dO tiles by cp.async (rows past len_q as zeros), their lse (base-2
-  // units) and delta through registers: block (hq, m) is fetched while the previous one computes
-  // its dQ, which reads neither.
-  const auto load_q = [&](int hq, int m) {
+  // The query blocks' Q and dO tiles by cp.async into a stage (rows past len_q as zeros), their
+  // lse (base-2 units) and delta through registers into the stage's floats: the next block (the
+  // next query block, or the first of the next query head) is fetched into the other stage while
+  // the current one computes.
+  const auto load_q = [&](int hq, int m, int stage) {
+    uint16_t* const sq = sQ0 + stage * 2 * kBlockM * kStride;
+    uint16_t* const sdo = sq + kBlockM * kStride;
     for (int idx = tid; idx < kBlockM * (D / 8); idx += kThreads) {
       const int r = idx / (D / 8);
       const int col = (idx % (D / 8)) * 8;
       const int i = m * kBlockM + r;
       const int64_t off = (q0 + (i < len_q ? i : 0)) * q_row + static_cast<int64_t>(hq) * D + col;
-      c.cp_async16(sQ + r * kStride + col, p.q + off, i < len_q);
-      c.cp_async16(sdO + r * kStride + col, p.dout + off, i < len_q);
+      c.cp_async16(sq + r * kStride + col, p.q + off, i < len_q);
+      c.cp_async16(sdo + r * kStride + col, p.dout + off, i < len_q);
     }
     c.cp_async_commit();
   };
@@ -160,24 +163,40 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
     const int i = m * kBlockM + tid;
     return tid < kBlockM && i < len_q ? p.delta[(q0 + i) * p.heads + hq] : 0.f;
   };
+  const auto store_stats = [&](int stage) {
+    if (tid < kBlockM) {
+      c.st_shared(sStats0 + stage * 2 * kBlockM + tid, lse_next);
+      c.st_shared(sStats0 + stage * 2 * kBlockM + kBlockM + tid, delta_next);
+    }
+  };
   const int hq_first = hk * group, hq_end = (hk + 1) * group;
   if (m_first < m_end) {
-    load_q(hq_first, m_first);  // one group with K, V
+    load_q(hq_first, m_first, 0);  // one group with K, V
     lse_next = lse_of(hq_first, m_first);
     delta_next = delta_of(hq_first, m_first);
+    store_stats(0);
   } else {
     c.cp_async_commit();
   }
 
+  int stage = 0;
   for (int hq = hq_first; hq < hq_end; ++hq) {
-    for (int m = m_first; m < m_end; ++m) {
+    for (int m = m_first; m < m_end; ++m, stage ^= 1) {
       const int i0 = m * kBlockM;
       c.cp_async_wait_all();  // this thread's copies of the block (and, the first time, K and V)
-      if (tid < kBlockM) {
-        sLse[tid] = lse_next;
-        sDelta[tid] = delta_next;
+      c.sync();  // every thread's copies and stats visible; the previous block no longer reads the other stage or dS^T
+      // Prefetch the next block into the other stage.
+      const bool next = m + 1 < m_end || hq + 1 < hq_end;
+      if (next) {
+        const int hq_n = m + 1 < m_end ? hq : hq + 1, m_n = m + 1 < m_end ? m + 1 : m_first;
+        load_q(hq_n, m_n, stage ^ 1);
+        lse_next = lse_of(hq_n, m_n);
+        delta_next = delta_of(hq_n, m_n);
       }
-      c.sync();  // every thread's copies visible; the previous block's dQ no longer reads dS^T
+      const uint16_t* const sQ = sQ0 + stage * 2 * kBlockM * kStride;
+      const uint16_t* const sdO = sQ + kBlockM * kStride;
+      const float* const sLse = sStats0 + stage * 2 * kBlockM;
+      const float* const sDelta = sLse + kBlockM;
       // Every (query, key) pair of the two blocks attended: the mask is skipped.
       const bool unmasked = i0 + kBlockM <= len_q && key0 + kBlockN <= len_k &&
                             (!p.causal || key0 + kBlockN - 1 <= i0 + shift);
@@ -212,7 +231,7 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
           const int i = i0 + il;
           const int j = j_row[e >> 1];
           const bool ok = unmasked || (i < len_q && j < len_k && (!p.causal || j <= i + shift));
-          s[nt][e] = ok ? fast_exp2(s[nt][e] * p.scale_log2 - sLse[il]) : 0.f;  // s now holds P^T
+          s[nt][e] = ok ? fast_exp2(s[nt][e] * p.scale_log2 - c.ld_shared(sLse + il)) : 0.f;  // s now holds P^T
           pe[e] = E::from_float(s[nt][e]);
         }
         pa[nt / 2][(nt % 2) * 2 + 0] = pack2(pe[0], pe[1]);
@@ -255,8 +274,8 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
         DCP_UNROLL
         for (int e = 0; e < 4; ++e) {
           const int il = nt * 8 + 2 * t + (e & 1);
-          de[e] = E::from_float(s[nt][e] * (dp[nt][e] - sDelta[il]));
-          sdS[(r_lo + 8 * (e >> 1)) * kDst + il] = de[e];
+          de[e] = E::from_float(s[nt][e] * (dp[nt][e] - c.ld_shared(sDelta + il)));
+          c.st_shared(sdS + (r_lo + 8 * (e >> 1)) * kDst + il, de[e]);
         }
         da[nt / 2][(nt % 2) * 2 + 0] = pack2(de[0], de[1]);
         da[nt / 2][(nt % 2) * 2 + 1] = pack2(de[2], de[3]);
@@ -272,17 +291,8 @@ DCP_HD void flash_bwd_block(Ctx& c, const BwdParams& p, int n_block, int hk, int
           c.template mma<E>(dk[nt], da[kk], b0);
           c.template mma<E>(dk[nt + 1], da[kk], b1);
         }
-      c.sync();  // dS^T complete; Q, dO, lse, delta of this block no longer read
-      // Prefetch the next block (the next query block, or the first of the next query head).
-      if (m + 1 < m_end) {
-        load_q(hq, m + 1);
-        lse_next = lse_of(hq, m + 1);
-        delta_next = delta_of(hq, m + 1);
-      } else if (hq + 1 < hq_end) {
-        load_q(hq + 1, m_first);
-        lse_next = lse_of(hq + 1, m_first);
-        delta_next = delta_of(hq + 1, m_first);
-      }
+      if (next) store_stats(stage ^ 1);  // the loads above had the products' time to arrive
+      c.sync();  // dS^T complete
 
       // dQ (this warp's 16 queries) = dS K over the block's keys, added to dq_accum * scale.
       float dq[D / 8][4];

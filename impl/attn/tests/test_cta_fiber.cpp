@@ -1,8 +1,9 @@
 // The CTA emulator's fibers (cta_fiber.h): barrier semantics the emulated kernels rely on
 // (nothing after a barrier runs before every fiber reached it; the last arrival goes on; a
 // barrier is reusable and sub-barriers of a subset work beside a block barrier), a fixed
-// schedule (two runs interleave identically), reuse of a pool, and a barrier that can never
-// complete aborting with its name instead of hanging.
+// schedule (two runs interleave identically), reuse of a pool, a barrier that can never
+// complete aborting with its name instead of hanging; the emulator's cp.async modes and its race
+// check.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -155,6 +156,64 @@ TEST(CtaFiber, DeferredCpAsyncNeverCommittedNeverLands) {
     seen = smem[0];
   });
   EXPECT_EQ(seen, 0x7fff);
+}
+
+
+// The race check (cta_emu.h, RaceShadow): accesses of different threads to one shared element,
+// one a write, with no barrier between them abort; the same accesses ordered by a barrier (and,
+// for a cp.async, by the issuing thread's wait before it) do not.
+void store_then_load(bool barrier) {
+  run_grid(1, 1, 1, 8, [&](HostCtx& c, int, int, int, uint16_t* smem) {
+    float* f = reinterpret_cast<float*>(smem);
+    if (c.tid() == 0) c.st_shared(f, 1.f);
+    if (barrier) c.sync();
+    if (c.tid() == 1) (void)c.ld_shared(f);
+  });
+}
+void copy_then_read(bool wait, bool barrier, int reader) {
+  alignas(16) static const uint16_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  run_grid(1, 1, 1, 8, [&](HostCtx& c, int, int, int, uint16_t* smem) {
+    if (c.tid() == 0) {
+      c.cp_async16(smem, src, true);
+      c.cp_async_commit();
+      if (wait) c.cp_async_wait_all();
+    }
+    if (barrier) c.sync();
+    if (c.tid() == reader) (void)c.ld_shared(smem);
+  });
+}
+void load_then_copy(bool barrier) {  // the prefetch over a tile another thread still reads
+  alignas(16) static const uint16_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  run_grid(1, 1, 1, 8, [&](HostCtx& c, int, int, int, uint16_t* smem) {
+    if (c.tid() == 1) (void)c.ld_shared(smem + 2);
+    if (barrier) c.sync();
+    if (c.tid() == 0) {
+      c.cp_async16(smem, src, true);
+      c.cp_async_commit();
+      c.cp_async_wait_all();
+    }
+  });
+}
+
+TEST(CtaFiberRaces, UnorderedAccessesAbortOrderedOnesDoNot) {
+  for (const CpAsync mode : {CpAsync::immediate, CpAsync::deferred}) {
+    const ScopedCpAsync scoped(mode);
+    store_then_load(true);
+    copy_then_read(true, true, 1);
+    copy_then_read(true, false, 0);  // its own copy, after its wait
+    load_then_copy(true);
+    EXPECT_DEATH(store_then_load(false), "race at element 0: thread 1's load/ldmatrix in barrier interval 0 and "
+                                         "thread 0's store");
+    EXPECT_DEATH(copy_then_read(true, false, 1), "thread 1's load/ldmatrix in barrier interval 0 and thread 0's cp.async "
+                                                 "in intervals 0 to 0");
+    // never waited for: open until the CTA's end drops it, which thread 1's read may precede or not
+    EXPECT_DEATH(copy_then_read(false, true, 1), "thread 1's load/ldmatrix in barrier interval 1 and thread 0's cp.async "
+                                                 "in intervals 0 to");
+    EXPECT_DEATH(copy_then_read(false, false, 0), "thread 0's load/ldmatrix in barrier interval 0 and thread 0's cp.async");
+    // reported by whichever of the two comes second in the fibers' order
+    EXPECT_DEATH(load_then_copy(false), "race at element 2: thread [01]'s (cp.async|load/ldmatrix) in barrier interval 0 "
+                                        "and thread [01]'s (cp.async|load/ldmatrix) in intervals 0 to 0");
+  }
 }
 
 }  // namespace

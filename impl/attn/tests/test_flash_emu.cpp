@@ -41,11 +41,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdEmulated,
                          ::testing::Range(0, static_cast<int>(flash_fwd_cases().size())));
 
 // The forward with one m16 tile per warp (64-row CTAs), the variant bench_attn_cuda times beside
-// the kernel's two: the same cases, the same rule.
+// the kernel's two: the same cases, the same rule, cp.async completed only at its wait.
 class FlashFwdEmulatedOneTile : public ::testing::TestWithParam<int> {};
 
 TEST_P(FlashFwdEmulatedOneTile, MeetsTheRuleAgainstFloat64) {
   if (sanitized_subset_skips(GetParam())) GTEST_SKIP() << "sanitizer build: run in the normal build";
+  const emu::ScopedCpAsync deferred(emu::CpAsync::deferred);
   const FlashCase c = flash_fwd_cases()[GetParam()];
   const FlashFwd one_tile = [](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
                                std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
