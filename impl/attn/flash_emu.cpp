@@ -88,12 +88,12 @@ int flash_bwd_n_blocks(const ThdBatch& bk) {
   return n;
 }
 
-int flash_fwd_m_blocks(const ThdBatch& bq, int tiles_m) {
+flash::FwdGrid flash_fwd_grid(const ThdBatch& bq, int tiles_m) {
   DCP_REQUIRE(tiles_m == 1 || tiles_m == 2, "the forward takes 1 or 2 m16 tiles per warp, not ", tiles_m);
   const int rows = 16 * tiles_m * flash::kWarps;
   int m = 0;
   for (int j = 0; j < bq.batch(); ++j) m = std::max(m, (bq.padded_seqlen(j) + rows - 1) / rows);
-  return m;
+  return {m, tiles_m};
 }
 
 namespace {
@@ -112,9 +112,9 @@ void run_fwd_tiles(const flash::FwdParams& p, int m_blocks) {
   });
 }
 template <class E, int D>
-void run_fwd(const flash::FwdParams& p, int m_blocks, int tiles_m) {
-  if (tiles_m == 1) run_fwd_tiles<E, D, 1>(p, m_blocks);
-  else run_fwd_tiles<E, D, 2>(p, m_blocks);
+void run_fwd(const flash::FwdParams& p, flash::FwdGrid grid) {
+  if (grid.tiles_m == 1) run_fwd_tiles<E, D, 1>(p, grid.m_blocks);
+  else run_fwd_tiles<E, D, 2>(p, grid.m_blocks);
 }
 
 template <class E, int D>
@@ -154,14 +154,14 @@ void flash_fwd_emulated(Half half, const ThdBatch& bq, const ThdBatch& bk, const
   DCP_NVTX_RANGE();
   flash::FwdParams p = flash_fwd_params(bq, bk, s, q.size(), k.size(), v.size(), out.size(), lse.size());
   bind_fwd(p, host_arrays(bq, bk), q.data(), k.data(), v.data(), out.data(), lse.data());
-  const int m_blocks = flash_fwd_m_blocks(bq, tiles_m);
-  if (m_blocks == 0) return;
+  const flash::FwdGrid grid = flash_fwd_grid(bq, tiles_m);
+  if (grid.m_blocks == 0) return;
   if (half == Half::bf16) {
-    if (s.head_dim == 64) run_fwd<flash::Bf16, 64>(p, m_blocks, tiles_m);
-    else run_fwd<flash::Bf16, 128>(p, m_blocks, tiles_m);
+    if (s.head_dim == 64) run_fwd<flash::Bf16, 64>(p, grid);
+    else run_fwd<flash::Bf16, 128>(p, grid);
   } else {
-    if (s.head_dim == 64) run_fwd<flash::Fp16, 64>(p, m_blocks, tiles_m);
-    else run_fwd<flash::Fp16, 128>(p, m_blocks, tiles_m);
+    if (s.head_dim == 64) run_fwd<flash::Fp16, 64>(p, grid);
+    else run_fwd<flash::Fp16, 128>(p, grid);
   }
 }
 

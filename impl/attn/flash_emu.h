@@ -66,8 +66,8 @@ void bind_bwd(flash::BwdParams& p, const FlashBatchArrays& a, const uint16_t* q,
 // extent needs.
 int flash_bwd_n_blocks(const ThdBatch& bk);
 
-// Query blocks of the forward's grid: the most (16 * tiles_m * kWarps)-row blocks (kFwdBlockM by
-// default) any sequence's padded extent needs.
-int flash_fwd_m_blocks(const ThdBatch& bq, int tiles_m = flash::kFwdTilesM);
+// The forward's grid for tiles_m m16 tiles per warp: as many (16 * tiles_m * kWarps)-row query
+// blocks (kFwdBlockM by default) as any sequence's padded extent needs.
+flash::FwdGrid flash_fwd_grid(const ThdBatch& bq, int tiles_m = flash::kFwdTilesM);
 
 }  // namespace dcp::attn

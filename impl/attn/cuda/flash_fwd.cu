@@ -15,9 +15,10 @@ template <class E, int D, int MT>
 __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(FwdParams p) {
   extern __shared__ uint4 smem_raw[];  // 16-byte aligned
   DeviceCtx c;
-  // Query blocks in reverse: CTAs start in blockIdx order (x fastest), so under a causal mask the
-  // blocks with the most key blocks (the last rows) start first and the light ones fill the
-  // last wave, instead of a tail of the heaviest.
+  // Query blocks in reverse: CTAs start in blockIdx order (x fastest), so within each (head,
+  // sequence) row of the grid the blocks with the most key blocks under a causal mask (the last
+  // rows) start first, and the grid's last CTAs are the light first blocks of the last row
+  // instead of its heaviest. (Across sequences the order stays by blockIdx.z.)
   const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   flash_fwd_block<DeviceCtx, E, D, MT>(c, p, m_block, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z),
                                        reinterpret_cast<uint16_t*>(smem_raw));
@@ -44,11 +45,11 @@ cudaError_t launch_tiles(const FwdParams& p, bool bf16, int m_blocks, cudaStream
 
 }  // namespace
 
-cudaError_t flash_fwd(const FwdParams& p, bool bf16, int m_blocks, cudaStream_t stream, int tiles_m) {
-  if (m_blocks <= 0 || p.batch <= 0) return cudaSuccess;
+cudaError_t flash_fwd(const FwdParams& p, bool bf16, FwdGrid grid, cudaStream_t stream) {
+  if (grid.m_blocks <= 0 || p.batch <= 0) return cudaSuccess;
   if (p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidValue;  // grid y, z limits
-  if (tiles_m == 2) return launch_tiles<2>(p, bf16, m_blocks, stream);
-  if (tiles_m == 1) return launch_tiles<1>(p, bf16, m_blocks, stream);
+  if (grid.tiles_m == 2) return launch_tiles<2>(p, bf16, grid.m_blocks, stream);
+  if (grid.tiles_m == 1) return launch_tiles<1>(p, bf16, grid.m_blocks, stream);
   return cudaErrorInvalidValue;
 }
 

@@ -80,7 +80,7 @@ void CudaFlashBackend::fwd(const ThdBatch& bq, const ThdBatch& bk, const AttnSha
   out.poison();
   lse.poison();
   bind_fwd(p, arrays.arrays(), q.get(), k.get(), v.get(), out.get(), lse.get());
-  DCP_CUDA_CHECK(flash::flash_fwd(p, half == Half::bf16, flash_fwd_m_blocks(bq, fwd_tiles_m), nullptr, fwd_tiles_m));
+  DCP_CUDA_CHECK(flash::flash_fwd(p, half == Half::bf16, flash_fwd_grid(bq, fwd_tiles_m), nullptr));
   DCP_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

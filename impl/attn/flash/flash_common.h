@@ -35,9 +35,10 @@
 
 namespace dcp::attn::flash {
 
-// Tiles: a CTA of kWarps warps takes kBlockM = 16 * kWarps query rows of one (sequence, head)
-// and walks the keys in blocks of kBlockN (FlashAttention-2's forward split: each warp owns 16
-// query rows, so the softmax never crosses warps).
+// Tiles: a CTA of kWarps warps. The forward's takes kFwdBlockM query rows of one (sequence, head)
+// (below) and walks the keys in blocks of kBlockN (FlashAttention-2's forward split: each warp
+// owns whole query rows, so the softmax never crosses warps); the backward's takes kBlockN keys
+// (16 per warp) and walks the queries in blocks of kBlockM.
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = 32 * kWarps;
 inline constexpr int kBlockM = 16 * kWarps;  // the backward's query block

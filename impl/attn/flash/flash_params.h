@@ -38,6 +38,14 @@ struct VarlenProblem {
   bool causal = true;
 };
 
+// The forward's grid: m_blocks query blocks of 16 * tiles_m * kWarps rows (flash_common.h), the
+// two together so that a launch cannot use one tile count with the block count of another
+// (attn/flash_emu.h flash_fwd_grid computes it from the query batch).
+struct FwdGrid {
+  int m_blocks = 0;
+  int tiles_m = kFwdTilesM;
+};
+
 struct FwdParams : VarlenProblem {
   const uint16_t* q = nullptr;
   const uint16_t* k = nullptr;

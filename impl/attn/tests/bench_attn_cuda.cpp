@@ -121,12 +121,12 @@ void bm_attn(benchmark::State& state, const AttnBenchCase& c, bool backward, int
   const DeviceBatchPair arrays(b, b);
   flash::FwdParams f = flash_fwd_params(b, b, s, nq, nq, nq, nq, nl);
   bind_fwd(f, arrays.arrays(), q.get(), k.get(), v.get(), out.get(), lse.get());
-  const int m_blocks = flash_fwd_m_blocks(b, tiles_m);
-  DCP_CUDA_CHECK(flash::flash_fwd(f, true, m_blocks, nullptr, tiles_m));  // out and lse for the backward
+  const flash::FwdGrid grid = flash_fwd_grid(b, tiles_m);
+  DCP_CUDA_CHECK(flash::flash_fwd(f, true, grid, nullptr));  // out and lse for the backward
   DCP_CUDA_CHECK(cudaDeviceSynchronize());
   if (!backward) {
     run_timed(state, attn_flops(c, false),
-              [&] { DCP_CUDA_CHECK(flash::flash_fwd(f, true, m_blocks, nullptr, tiles_m)); });
+              [&] { DCP_CUDA_CHECK(flash::flash_fwd(f, true, grid, nullptr)); });
   } else {
     DeviceArray<uint16_t> dout = random_bf16(nq, 4), dq(nq), dk(nq), dv(nq);
     DeviceArray<float> delta(nl), acc(nq);

@@ -73,8 +73,8 @@ TEST_P(FlashFwdCuda, AgreesWithTheEmulatorToARoundingStep) {
 }
 
 // A size the emulator cannot run in a test: 4096 tokens in three sequences, 8 heads over 4 kv
-// heads, d = 128, causal: 64 query blocks and up to 64 key blocks per CTA, so every stage of the
-// cp.async pipeline turns over many times. Checked against float64 and run twice: the forward
+// heads, d = 128, causal: 24 query blocks of 128 rows and up to 47 key blocks per CTA, so every
+// stage of the cp.async pipeline turns over many times. Checked against float64 and run twice: the forward
 // has no atomics, so a race shows as two different results.
 TEST(FlashFwdCudaStress, LongPacksMeetTheRuleAndAreDeterministic) {
   DCP_SKIP_WITHOUT_GPU();

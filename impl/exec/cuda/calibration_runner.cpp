@@ -92,9 +92,9 @@ cost::CalibrationMeasurements measure_calibration(const cost::CalibrationPlan& p
         shape.causal = causal;
         attn::flash::FwdParams p = attn::flash_fwd_params(bq, bk, shape, nq, nk, nk, nq, nl);
         attn::bind_fwd(p, arrays.arrays(), dq_.get(), dk_.get(), dv_.get(), o.get(), lse.get());
-        const int mb = attn::flash_fwd_m_blocks(bq);
+        const attn::flash::FwdGrid grid = attn::flash_fwd_grid(bq);
         (causal ? m.fwd_causal_s : m.fwd_full_s)
-            .push_back(median_s([&] { DCP_CUDA_CHECK(attn::flash::flash_fwd(p, bf16, mb, nullptr)); }, reps));
+            .push_back(median_s([&] { DCP_CUDA_CHECK(attn::flash::flash_fwd(p, bf16, grid, nullptr)); }, reps));
       }
       shape.causal = false;  // the backward probe has no mask (cost/calibrate.h); out, lse from the forward above
       attn::flash::BwdParams p = attn::flash_bwd_params(bq, bk, shape, nq, nk, nk, nq, nl, nq, nq, nk, nk);

@@ -175,7 +175,7 @@ struct StageRunner::Impl {
           // step result merged into lse_acc.
           float* lse_step = ring ? f2.need(nl_side) : f1.need(nl_side);
           attn::bind_fwd(p, ap.arrays->arrays(), qs, ks, vs, out_step, lse_step);
-          DCP_CUDA_CHECK(attn::flash::flash_fwd(p, bf16, attn::flash_fwd_m_blocks(ap.bq), nullptr));
+          DCP_CUDA_CHECK(attn::flash::flash_fwd(p, bf16, attn::flash_fwd_grid(ap.bq), nullptr));
           if (ring) {  // the output/LSE correction into the rank's fp32 result, rounded after the last step
             DCP_CUDA_CHECK(attn::cuda::convert_to_f32(out_step, step32.need(nq_side), q_rows * qr, bf16, nullptr));
             DCP_CUDA_CHECK(attn::cuda::thd_lse_merge(step32.a.get(), lse_step, out_acc.need(static_cast<size_t>(local * qr)),

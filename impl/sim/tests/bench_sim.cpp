@@ -120,7 +120,7 @@ BENCHMARK(BM_SimulateScheduleOnly)->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
   benchmark::AddCustomContext("model", "Llama-13B at PP8 (the harness's cost model, h100-sxm-public), log-normal lengths");
-  benchmark::AddCustomContext("machine", "the project's 2-core VM, single-threaded, RelWithDebInfo (library_build_type is Google Benchmark's own)");
+  benchmark::AddCustomContext("threads", "single-threaded (library_build_type is Google Benchmark's own build, not ours)");
   benchmark::AddCustomContext("git_sha", dcp::source_git_sha());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
