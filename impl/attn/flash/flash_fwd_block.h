@@ -77,24 +77,11 @@ DCP_HD void flash_fwd_block(Ctx& c, const FwdParams& p, int m_block, int h, int 
 
   // Asynchronous copies (cp.async; rows past the real length zero-filled): the Q tile and the
   // first K, V block in one group, then block n + 1 into the other stage while block n computes.
-  for (int idx = tid; idx < kRows * (D / 8); idx += kThreads) {
-    const int r = idx / (D / 8);
-    const int col = (idx % (D / 8)) * 8;
-    const int i = row0 + r;
-    c.cp_async16(sQ + r * kStride + col, p.q + (q0 + (i < len_q ? i : 0)) * q_row + static_cast<int64_t>(h) * D + col,
-                 i < len_q);
-  }
+  cp_async_tile<D, kRows, false>(c, sQ, p.q, nullptr, nullptr, q0, row0, len_q, q_row, static_cast<int64_t>(h) * D);
   const auto load_kv = [&](int n) {
     uint16_t* sk = sKV + (n % 2) * 2 * kBlockN * kStride;
-    uint16_t* sv = sk + kBlockN * kStride;
-    for (int idx = tid; idx < kBlockN * (D / 8); idx += kThreads) {
-      const int r = idx / (D / 8);
-      const int col = (idx % (D / 8)) * 8;
-      const int j = n * kBlockN + r;
-      const int64_t off = (k0 + (j < len_k ? j : 0)) * kv_row + static_cast<int64_t>(hk) * D + col;
-      c.cp_async16(sk + r * kStride + col, p.k + off, j < len_k);
-      c.cp_async16(sv + r * kStride + col, p.v + off, j < len_k);
-    }
+    cp_async_tile<D, kBlockN, true>(c, sk, p.k, sk + kBlockN * kStride, p.v, k0, n * kBlockN, len_k, kv_row,
+                              static_cast<int64_t>(hk) * D);
   };
   if (n_max > 0) load_kv(0);
   c.cp_async_commit();

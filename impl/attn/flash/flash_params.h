@@ -65,4 +65,22 @@ DCP_HD SeqExtent seq_extent(const VarlenProblem& p, int b) {
           p.seqstart_k[b],  p.seqstart_q[b + 1] - p.seqstart_q[b], p.seqstart_k[b + 1] - p.seqstart_k[b]};
 }
 
+// cp.async of a tile of `rows` rows of head_dim D (shared row stride smem_stride(D)) from one or
+// two tensors of the same layout: tile row r is sequence row first + r, at global row
+// base + first + r, `row_elems` apart, from column col0; rows at or past `len` are zero-filled
+// (and read nothing: their source is row base). kTwo false: a only (b ignored). Not committed.
+template <int D, int kRows, bool kTwo, class Ctx>
+DCP_HD void cp_async_tile(Ctx& c, uint16_t* a_dst, const uint16_t* a_src, uint16_t* b_dst, const uint16_t* b_src,
+                          int64_t base, int first, int len, int64_t row_elems, int64_t col0) {
+  constexpr int kStride = smem_stride(D);
+  for (int idx = c.tid(); idx < kRows * (D / 8); idx += kThreads) {
+    const int r = idx / (D / 8);
+    const int col = (idx % (D / 8)) * 8;
+    const int i = first + r;
+    const int64_t off = (base + (i < len ? i : 0)) * row_elems + col0 + col;
+    c.cp_async16(a_dst + r * kStride + col, a_src + off, i < len);
+    if constexpr (kTwo) c.cp_async16(b_dst + r * kStride + col, b_src + off, i < len);
+  }
+}
+
 }  // namespace dcp::attn::flash
