@@ -29,14 +29,14 @@ using flash::kWarps;
 
 // When the emulator completes a cp.async copy, the two ends of what the hardware may do:
 //   immediate: at issue.
-// Either way the race check (RaceShadow) counts a copy as landing at any time from its issue to
-// the wait that retires it, so a prefetch that overwrites a tile another thread still reads
-// aborts whatever the fibers' order.
 //   deferred: at the cp.async.wait_group that retires its group (PTX ISA, "cp.async.wait_group":
 //     all but the N most recent committed groups complete), and never for a copy not committed
 //     or not waited for. A read of shared memory before the wait and barrier that make the copy
 //     visible reads the NaN poison or the previous tile (the read-after-write hazard).
-// The kernels' tests run both (test_flash_emu.cpp). Per thread (the fibers run on the caller's).
+// Either way the race check (RaceShadow) counts a copy as landing at any time from its issue to
+// the wait that retires it, so a prefetch that overwrites a tile another thread still reads
+// aborts whatever the fibers' order, and a CTA that ends with a copy not waited for aborts.
+// The kernels' tests run both modes (test_flash_emu.cpp). Per thread (the fibers run on the caller's).
 enum class CpAsync { immediate, deferred };
 inline CpAsync& cp_async_mode() {
   static thread_local CpAsync mode = CpAsync::immediate;
@@ -91,7 +91,7 @@ struct RaceShadow {
     }
   }
   // Thread t's cp.async into the 8 elements from i0, retired by a wait in epoch e (visible to the
-  // others after the next barrier) or dropped at the CTA's end.
+  // others after the next barrier).
   void retire(size_t i0, int t, int64_t e) {
     for (size_t i = i0; i < i0 + 8; ++i)
       for (Access& a : cells[i])
@@ -199,15 +199,23 @@ struct HostCtx {
     const int w = t / 32, lane = t % 32;
     auto& s = emu->scratch[w];
     check_smem16(*emu, p, trans ? "ldmatrix.trans" : "ldmatrix");
-    note(p, 16, false);
     s.rows[parity][lane] = p;
     emu->pool.arrive_and_wait(emu->warp[w]);
+    // The race check sees the elements each lane receives (from other lanes' rows), not the row
+    // it addresses: a lane's own store into its row, read by another lane without a barrier, races.
     for (int j = 0; j < 4; ++j) {
       const uint16_t* const* m = &s.rows[parity][8 * j];
-      if (!trans)
-        r[j] = flash::pack2(m[lane / 4][2 * (lane % 4)], m[lane / 4][2 * (lane % 4) + 1]);
-      else
-        r[j] = flash::pack2(m[2 * (lane % 4)][lane / 4], m[2 * (lane % 4) + 1][lane / 4]);
+      if (!trans) {
+        const uint16_t* e = m[lane / 4] + 2 * (lane % 4);
+        note(e, 4, false);
+        r[j] = flash::pack2(e[0], e[1]);
+      } else {
+        const uint16_t* e0 = m[2 * (lane % 4)] + lane / 4;
+        const uint16_t* e1 = m[2 * (lane % 4) + 1] + lane / 4;
+        note(e0, 2, false);
+        note(e1, 2, false);
+        r[j] = flash::pack2(*e0, *e1);
+      }
     }
     parity ^= 1;
   }
@@ -241,12 +249,13 @@ struct HostCtx {
       if (e > done) left.push_back(e - done);
     group_ends = std::move(left);
   }
-  // The end of a CTA: copies never waited for are dropped (deferred: they never became visible;
-  // the race check closes them at this epoch).
-  void cp_async_drop() {
-    for (const PendingCopy& c : pending) emu->shadow.retire(cell(c.dst), t, epoch);
-    pending.clear();
-    group_ends.clear();
+  // The end of a CTA: a copy still in flight (never committed, or never waited for) aborts; the
+  // kernels wait for everything they issue before they end.
+  void cp_async_end() {
+    if (pending.empty()) return;
+    std::fprintf(stderr, "flash emulator: thread %d ends its CTA with %zu cp.async copies not waited for\n", t,
+                 pending.size());
+    std::abort();
   }
   void atomic_add(float* p, float v) const { std::atomic_ref<float>(*p).fetch_add(v); }
   // D = A B + D for one m16n8k16 tile: each lane deposits its fragment elements at the matrix
@@ -294,7 +303,7 @@ void run_grid(int gx, int gy, int gz, int smem_elems, Body&& cta) {
       for (int y = 0; y < gy; ++y)
         for (int x = 0; x < gx; ++x) {
           cta(ctx, x, y, z, smem.data());
-          ctx.cp_async_drop();
+          ctx.cp_async_end();
           ctx.sync();  // the next CTA reuses the shared memory
         }
   });

@@ -48,8 +48,8 @@ struct BwdParams : VarlenProblem {
 // Shared memory of a main-pass CTA in elements of 16 bits: K, V tiles, two stages of the query
 // block's Q, dO tiles, the dS^T tile and two stages of the block's lse, delta (2 x kBlockM floats
 // each). d = 128: 114,688 bytes, so two CTAs fit an H100 SM (2 x (114,688 + 1,024 reserved per
-// block) <= 233,472, the CUDA C Programming Guide's compute capability 9.0 table); d = 64:
-// 65,536 bytes.
+// block) <= 233,472, the CUDA C Programming Guide's compute capability 9.0 table; one on an
+// A100's 167,936); d = 64: 65,536 bytes.
 DCP_HD constexpr int bwd_dst_stride() { return kBlockM + 8; }
 DCP_HD constexpr int bwd_smem_elems(int head_dim) {
   return (2 * kBlockN + 4 * kBlockM) * smem_stride(head_dim) + kBlockN * bwd_dst_stride() + 2 * (2 * kBlockM * 2);

@@ -39,8 +39,8 @@ struct VarlenProblem {
 };
 
 // The forward's grid: m_blocks query blocks of 16 * tiles_m * kWarps rows (flash_common.h), the
-// two together so that a launch cannot use one tile count with the block count of another
-// (attn/flash_emu.h flash_fwd_grid computes it from the query batch).
+// two together, so that a launch gets the block count of its own tile count when it is built by
+// flash_fwd_grid (attn/flash_emu.h) from the query batch, as every caller does.
 struct FwdGrid {
   int m_blocks = 0;
   int tiles_m = kFwdTilesM;

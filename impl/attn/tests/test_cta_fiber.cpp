@@ -154,8 +154,41 @@ TEST(CtaFiber, DeferredCpAsyncNeverCommittedNeverLands) {
     c.cp_async16(smem, src, true);
     c.cp_async_wait_all();  // no commit: the copy is in no group, so nothing is waited for
     seen = smem[0];
+    c.cp_async_commit();  // (a CTA may not end with it in flight)
+    c.cp_async_wait_all();
   });
   EXPECT_EQ(seen, 0x7fff);
+}
+
+TEST(CtaFiber, ACtaEndingWithACopyInFlightAborts) {
+  alignas(16) static const uint16_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (const bool commit : {false, true})
+    EXPECT_DEATH(run_grid(1, 1, 1, 8,
+                          [&](HostCtx& c, int, int, int, uint16_t* smem) {
+                            if (c.tid() != 5) return;
+                            c.cp_async16(smem, src, true);
+                            if (commit) c.cp_async_commit();
+                          }),
+                 "thread 5 ends its CTA with 1 cp.async copies not waited for");
+}
+
+// ldmatrix: lane l addresses row l % 8 of matrix l / 8 but receives elements of other lanes' rows,
+// so each lane storing its own row and the warp loading the rows without a barrier races.
+TEST(CtaFiberRaces, LdmatrixReadsOtherLanesRows) {
+  const auto run = [](bool barrier) {
+    run_grid(1, 1, 1, 32 * 8, [&](HostCtx& c, int, int, int, uint16_t* smem) {
+      if (c.tid() < 32)
+        for (int e = 0; e < 8; ++e) c.st_shared(smem + 8 * c.tid() + e, static_cast<uint16_t>(e));
+      if (barrier) c.sync();
+      if (c.tid() < 32) {
+        uint32_t r[4];
+        c.ldsm_x4(r, smem + 8 * c.tid());
+      }
+    });
+  };
+  run(true);
+  EXPECT_DEATH(run(false), "race at element [0-9]+: thread [0-9]+'s load/ldmatrix in barrier interval 0 and thread "
+                           "[0-9]+'s store");
 }
 
 
@@ -206,9 +239,9 @@ TEST(CtaFiberRaces, UnorderedAccessesAbortOrderedOnesDoNot) {
                                          "thread 0's store");
     EXPECT_DEATH(copy_then_read(true, false, 1), "thread 1's load/ldmatrix in barrier interval 0 and thread 0's cp.async "
                                                  "in intervals 0 to 0");
-    // never waited for: open until the CTA's end drops it, which thread 1's read may precede or not
+    // never waited for: thread 1's read races with it, or thread 0 ends its CTA first
     EXPECT_DEATH(copy_then_read(false, true, 1), "thread 1's load/ldmatrix in barrier interval 1 and thread 0's cp.async "
-                                                 "in intervals 0 to");
+                                                 "in intervals 0 to its wait|thread 0 ends its CTA with 1 cp.async");
     EXPECT_DEATH(copy_then_read(false, false, 0), "thread 0's load/ldmatrix in barrier interval 0 and thread 0's cp.async");
     // reported by whichever of the two comes second in the fibers' order
     EXPECT_DEATH(load_then_copy(false), "race at element 2: thread [01]'s (cp.async|load/ldmatrix) in barrier interval 0 "
