@@ -3,12 +3,14 @@
 // the kernels' Ctx (flash/flash_common.h and cuda/flash_device.cuh list its members),
 // __syncthreads as a barrier of the block, warp shuffles, ldmatrix and the MMA m16n8k16 as
 // collectives of the warp's 32 lanes (computed from the PTX fragment layouts), cp.async completed
-// at issue or at the wait that retires it (CpAsync below), fp32 atomics as std::atomic_ref. CTAs of a grid run one after the other.
+// at issue or at the wait that retires it (CpAsync below), fp32 atomics as std::atomic_ref. CTAs
+// of a grid run one after the other.
 // Accesses the hardware would fault on (16-byte shared accesses misaligned or outside the CTA's
-// shared memory) abort with a message, and so does a barrier that not every thread of its block
-// or warp reaches (the hardware would hang), and a shared-memory race (RaceShadow below). Fibers, not OS threads: a collective costs 32 fiber
-// switches on one core instead of waking 32 threads, which made the emulated tests several times
-// slower on CI's 2 cores. Still slow (a switch per lane per collective): for test-sized problems.
+// shared memory) abort with a message, and so do a barrier that not every thread of its block
+// or warp reaches (the hardware would hang) and a shared-memory race (RaceShadow below).
+// Fibers, not OS threads: a collective costs 32 fiber switches on one core instead of waking 32
+// threads, which made the emulated tests several times slower on CI's 2 cores. Still slow (a
+// switch per lane per collective): for test-sized problems.
 #pragma once
 
 #include <array>
@@ -157,7 +159,7 @@ struct HostCtx {
   Emu* emu;
   int t;
   int parity = 0;
-  std::vector<PendingCopy> pending = {};  // deferred cp.async copies, oldest first
+  std::vector<PendingCopy> pending = {};  // cp.async copies not yet waited for, oldest first
   std::vector<size_t> group_ends = {};    // end (in pending) of each committed group, oldest first
   int64_t epoch = 0;                      // block barriers passed (RaceShadow)
   int tid() const { return t; }
