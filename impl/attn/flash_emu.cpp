@@ -90,7 +90,7 @@ int flash_bwd_n_blocks(const ThdBatch& bk) {
 
 flash::FwdGrid flash_fwd_grid(const ThdBatch& bq, int tiles_m) {
   DCP_REQUIRE(tiles_m == 1 || tiles_m == 2, "the forward takes 1 or 2 m16 tiles per warp, not ", tiles_m);
-  const int rows = 16 * tiles_m * flash::kWarps;
+  const int rows = flash::fwd_block_rows(tiles_m);
   int m = 0;
   for (int j = 0; j < bq.batch(); ++j) m = std::max(m, (bq.padded_seqlen(j) + rows - 1) / rows);
   return {m, tiles_m};

@@ -55,7 +55,9 @@ inline constexpr int kBlockN = 64;
 // (mma.sync does not reach the peak on Hopper) rather than shared memory bound the loop.
 // bench_attn_cuda times kFwdTilesM = 1 beside it on the device (the measured check of this).
 inline constexpr int kFwdTilesM = 2;
-inline constexpr int kFwdBlockM = 16 * kFwdTilesM * kWarps;
+// Query rows of a forward CTA whose warps own tiles_m m16 tiles each.
+DCP_HD constexpr int fwd_block_rows(int tiles_m) { return 16 * tiles_m * kWarps; }
+inline constexpr int kFwdBlockM = fwd_block_rows(kFwdTilesM);
 // Shared-memory row stride in elements: head_dim + 8 (16 bytes of padding per row, so that the
 // 8 rows a fragment load touches start in different banks; keeps 16-byte alignment of rows).
 DCP_HD constexpr int smem_stride(int head_dim) { return head_dim + 8; }

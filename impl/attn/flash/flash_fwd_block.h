@@ -32,7 +32,7 @@ namespace dcp::attn::flash {
 // Shared memory of one CTA in elements: the Q tile (16 * mt * kWarps rows) and two stages of K
 // and V tiles, padded rows.
 DCP_HD constexpr int fwd_smem_elems(int head_dim, int mt = kFwdTilesM) {
-  return (16 * mt * kWarps + 4 * kBlockN) * smem_stride(head_dim);
+  return (fwd_block_rows(mt) + 4 * kBlockN) * smem_stride(head_dim);
 }
 
 // Number of key blocks query rows [row0, row_end) of a sequence attend (0 if none).
@@ -47,18 +47,12 @@ DCP_HD int fwd_key_blocks(int row0, int row_end, int len_q, int len_k, bool caus
   return (keys + kBlockN - 1) / kBlockN;
 }
 
-// Whether every row from row0 on attends every key of [key0, key0 + kBlockN): the block lies
-// inside len_k and, when causal, its last key is at or before the first row's last key.
-DCP_HD bool fwd_block_unmasked(int key0, int row0, int len_q, int len_k, bool causal) {
-  return key0 + kBlockN <= len_k && (!causal || key0 + kBlockN - 1 <= row0 + len_k - len_q);
-}
-
 template <class Ctx, class E, int D, int MT = kFwdTilesM>
 DCP_HD void flash_fwd_block(Ctx& c, const FwdParams& p, int m_block, int h, int b, uint16_t* smem) {
   static_assert(D % 16 == 0 && D <= 256, "head_dim must be a multiple of 16, at most 256");
   static_assert(MT == 1 || MT == 2, "one or two m16 tiles per warp");
   constexpr int kStride = smem_stride(D);
-  constexpr int kRows = 16 * MT * kWarps;  // query rows of the CTA
+  constexpr int kRows = fwd_block_rows(MT);  // query rows of the CTA
   const int tid = c.tid(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const SeqExtent sx = seq_extent(p, b);
   const int len_q = sx.len_q, len_k = sx.len_k, rows_q = sx.rows_q;
@@ -144,7 +138,7 @@ DCP_HD void flash_fwd_block(Ctx& c, const FwdParams& p, int m_block, int h, int 
     }
 
     // Scale, mask (only where some row of the CTA does not see the whole block), running max.
-    const bool unmasked = fwd_block_unmasked(key0, row0, len_q, len_k, p.causal);
+    const bool unmasked = key_block_unmasked(key0, row0, len_q, len_k, p.causal);
     uint32_t pa[MT][kBlockN / 16][4];
     DCP_UNROLL
     for (int mt = 0; mt < MT; ++mt) {

@@ -38,6 +38,13 @@ struct VarlenProblem {
   bool causal = true;
 };
 
+// Whether every query row from row0 on attends every key of [key0, key0 + kBlockN) under the
+// mask above, rows past len_q aside: the block lies inside len_k and, when causal, its last key is
+// at or before row0's last key. (The backward also needs its query block inside len_q.)
+DCP_HD bool key_block_unmasked(int key0, int row0, int len_q, int len_k, bool causal) {
+  return key0 + kBlockN <= len_k && (!causal || key0 + kBlockN - 1 <= row0 + len_k - len_q);
+}
+
 // The forward's grid: m_blocks query blocks of 16 * tiles_m * kWarps rows (flash_common.h), the
 // two together, so that a launch gets the block count of its own tile count when it is built by
 // flash_fwd_grid (attn/flash_emu.h) from the query batch, as every caller does.

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,15 @@ inline FlashInputs flash_inputs(const FlashCase& c, uint64_t seed) {
 using FlashFwd = std::function<void(Half, const ThdBatch&, const ThdBatch&, const AttnShape&, std::span<const uint16_t>,
                                     std::span<const uint16_t>, std::span<const uint16_t>, std::span<uint16_t>,
                                     std::span<float>)>;
+
+// A forward with the emulator's or the CUDA launcher's signature (flash_fwd_emulated,
+// flash_fwd_cuda: the FlashFwd arguments, then the m16 tiles per warp) as a FlashFwd.
+template <class F>
+FlashFwd fwd_with_tiles(F fwd, int tiles_m) {
+  return [fwd, tiles_m](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, std::span<const uint16_t> q,
+                        std::span<const uint16_t> k, std::span<const uint16_t> v, std::span<uint16_t> out,
+                        std::span<float> lse) { fwd(h, bq, bk, s, q, k, v, out, lse, tiles_m); };
+}
 
 struct FlashFwdChecks {
   Bf16Check out, lse;

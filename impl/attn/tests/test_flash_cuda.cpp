@@ -19,9 +19,7 @@ namespace {
 using namespace dcp::attn::testing;
 
 // The kernel as the library runs it (kFwdTilesM m16 tiles per warp).
-const FlashFwd kCuda = [](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
-                          std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
-                          std::span<uint16_t> out, std::span<float> lse) { flash_fwd_cuda(h, bq, bk, s, q, k, v, out, lse); };
+const FlashFwd kCuda = fwd_with_tiles(flash_fwd_cuda, flash::kFwdTilesM);
 
 class FlashFwdCuda : public ::testing::TestWithParam<int> {};
 
@@ -38,12 +36,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdCuda, ::testing::Range(0, static_cast<in
 TEST_P(FlashFwdCuda, OneTilePerWarpMeetsTheRule) {
   DCP_SKIP_WITHOUT_GPU();
   const FlashCase c = flash_fwd_cases()[GetParam()];
-  const FlashFwd one_tile = [](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
-                               std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
-                               std::span<uint16_t> out, std::span<float> lse) {
-    flash_fwd_cuda(h, bq, bk, s, q, k, v, out, lse, 1);
-  };
-  expect_pass(check_flash_fwd(c, one_tile), c.what);
+  expect_pass(check_flash_fwd(c, fwd_with_tiles(flash_fwd_cuda, 1)), c.what);
 }
 
 // The device against the emulator on the same inputs: the hardware accumulates the MMAs in its

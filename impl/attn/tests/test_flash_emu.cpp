@@ -17,11 +17,7 @@ namespace {
 
 using namespace dcp::attn::testing;
 
-const FlashFwd kEmulated = [](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
-                              std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
-                              std::span<uint16_t> out, std::span<float> lse) {
-  flash_fwd_emulated(h, bq, bk, s, q, k, v, out, lse);
-};
+const FlashFwd kEmulated = fwd_with_tiles(flash_fwd_emulated, flash::kFwdTilesM);
 
 const FlashBwd kEmulatedBwd = [](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
                                  std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
@@ -48,12 +44,7 @@ TEST_P(FlashFwdEmulatedOneTile, MeetsTheRuleAgainstFloat64) {
   if (sanitized_subset_skips(GetParam())) GTEST_SKIP() << "sanitizer build: run in the normal build";
   const emu::ScopedCpAsync deferred(emu::CpAsync::deferred);
   const FlashCase c = flash_fwd_cases()[GetParam()];
-  const FlashFwd one_tile = [](Half h, const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s,
-                               std::span<const uint16_t> q, std::span<const uint16_t> k, std::span<const uint16_t> v,
-                               std::span<uint16_t> out, std::span<float> lse) {
-    flash_fwd_emulated(h, bq, bk, s, q, k, v, out, lse, 1);
-  };
-  expect_pass(check_flash_fwd(c, one_tile), c.what);
+  expect_pass(check_flash_fwd(c, fwd_with_tiles(flash_fwd_emulated, 1)), c.what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FlashFwdEmulatedOneTile,
@@ -95,7 +86,7 @@ TEST(FlashFwdUnmasked, OnlyWhereTheMaskKeepsEveryScore) {
       for (int len_k = 0; len_k <= 260; len_k += 13)
         for (int row0 = 0; row0 < len_q; row0 += 16)
           for (int key0 = 0; key0 < len_k; key0 += flash::kBlockN) {
-            if (!flash::fwd_block_unmasked(key0, row0, len_q, len_k, causal)) continue;
+            if (!flash::key_block_unmasked(key0, row0, len_q, len_k, causal)) continue;
             ++shortcuts;
             for (int i = row0; i < len_q; ++i)
               for (int j = key0; j < key0 + flash::kBlockN; ++j)
@@ -103,9 +94,9 @@ TEST(FlashFwdUnmasked, OnlyWhereTheMaskKeepsEveryScore) {
                     << "row " << i << " key " << j << " len_q " << len_q << " len_k " << len_k << " causal " << causal;
           }
   EXPECT_GT(shortcuts, 100);
-  EXPECT_TRUE(flash::fwd_block_unmasked(0, 128, 193, 193, true));     // below the diagonal
-  EXPECT_FALSE(flash::fwd_block_unmasked(128, 128, 193, 193, true));  // the diagonal block
-  EXPECT_FALSE(flash::fwd_block_unmasked(128, 0, 150, 150, false));   // past len_k
+  EXPECT_TRUE(flash::key_block_unmasked(0, 128, 193, 193, true));     // below the diagonal
+  EXPECT_FALSE(flash::key_block_unmasked(128, 128, 193, 193, true));  // the diagonal block
+  EXPECT_FALSE(flash::key_block_unmasked(128, 0, 150, 150, false));   // past len_k
 }
 
 class FlashBwdEmulated : public ::testing::TestWithParam<int> {};
