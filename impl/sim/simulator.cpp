@@ -7,8 +7,10 @@
 // Cost: O(pp * ops_per_stage * N) plus the time model's O(V * samples).
 // Schedules follow Megatron-LM megatron/core/pipeline_parallel/schedules.py:
 //   1F1B: warmup = min(pp - s - 1, M) forwards, steady (F, B) pairs, cooldown backwards;
-//   interleaved: warmup = (pp - s - 1) * 2 + (vpp - 1) * G (all ops if M == pp), forward op k runs
+//   interleaved: warmup = min((pp - s - 1) * 2 + (vpp - 1) * G, M * vpp), forward op k runs
 //   chunk (k mod (G*vpp)) / G of micro-batch (k / (G*vpp)) * G + k mod G; backward chunks reversed.
+//   (get_pp_rank_microbatches, d48bd6be0a schedules.py:878-931: no special case for M == pp;
+//   older Megatron ran every forward first then, a rule removed in 4295be1a6c, 2024-11-01.)
 #include "sim/simulator.h"
 
 #include "core/error.h"
@@ -70,7 +72,7 @@ std::vector<Op> stage_order(int s, int pp, int vpp, int group, int m) {
     if (bwd) chunk = vpp - 1 - chunk;
     return Op{(k / span) * group + r % group, chunk, bwd};
   };
-  const int warm = m == pp ? total : std::min((pp - s - 1) * 2 + (vpp - 1) * group, total);
+  const int warm = std::min((pp - s - 1) * 2 + (vpp - 1) * group, total);
   for (int k = 0; k < warm; ++k) order.push_back(op_of(k, false));
   for (int k = 0; k < total - warm; ++k) {
     order.push_back(op_of(warm + k, false));

@@ -560,6 +560,29 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
   EXPECT_DOUBLE_EQ(t.gpu[1].peak_bytes, 7 + 6000 + 2000);
 }
 
+// Interleaved with M == pp: Megatron's warm-up is (pp - s - 1) * 2 + (vpp - 1) * G capped at
+// M * vpp (get_pp_rank_microbatches, d48bd6be0a schedules.py:878-931); the last stage does not
+// run every forward first (a rule Megatron dropped in 4295be1a6c, which the simulator had kept).
+// pp = 2, vpp = 2, M = 2, G = 2: stage 1 warms up 2 chunks, then F(mb0, c1) B(mb0, c1) F(mb1, c1)
+// B(mb1, c1) B(mb0, c0) B(mb1, c0): at most 3 chunks of 100 tokens x 1 layer live (4 with every
+// forward first); stage 0 warms up 4 = M * vpp, so all 4.
+TEST(Schedule, InterleavedWarmupAtMEqualPpFollowsMegatron) {
+  ScheduleInput in = singles(1, 2, 2, 2, op(1, 1));
+  in.tokens = {{100}, {100}};
+  in.static_bytes = {0, 0};
+  in.stored_bytes_per_token_layer = 1;
+  in.layers = {1, 1, 1, 1};
+  in.capacity_bytes = 1e9;
+  const auto r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.gpu[0].peak_bytes, 4 * 100);
+  EXPECT_DOUBLE_EQ(r.gpu[1].peak_bytes, 3 * 100);
+  // Times (every op 1 s, no p2p; (mb, virtual stage)): stage 1 runs F(0,1) [1,2] F(1,1) [2,3]
+  // F(0,3) [3,4] B(0,3) [4,5] F(1,3) [5,6] B(1,3) [6,7] B(0,1) [7,8] B(1,1) [8,9]; stage 0 ends
+  // with B(0,0) [8,9] B(1,0) [9,10].
+  EXPECT_DOUBLE_EQ(r.step_s, 10.0);
+  expect_breakdown_sums(r);
+}
+
 // A one-micro-batch plan on a pool of dp ranks (cp 1), M = 4096.
 plan::Plan one_microbatch_plan(int dp, plan::MicroBatch mb) {
   plan::Plan p;
