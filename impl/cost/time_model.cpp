@@ -417,7 +417,14 @@ IterationTime iteration_time(const CostModel& cm, bool packed, double max_recv_t
     const double dp_lat = dp_inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
     const double gather_s = 2.0 * (dp - 1) * dp_lat;
     const double moved = static_cast<double>(dp - 1) / dp * max_recv_tokens_per_rank * hw.reroute_bytes_per_token;
-    const double reroute_s = n > 1 ? kRerouteCollectives * pool_lat + moved / pool_collective_bytes_per_s(cm, 0, n) : 0.0;
+    // An all-to-all is not striped over the node's NICs like a ring collective
+    // (pool_collective_bytes_per_s): each rank's bytes to other nodes leave through its own share
+    // of them, the node's NIC bandwidth over its GPUs.
+    const double a2a_bytes_per_s =
+        dp_inter ? std::min(hw.intra_node_bytes_per_s,
+                            nics_per_node(cm) * hw.inter_node_bytes_per_s / std::max(1, c.gpus_per_node))
+                 : hw.intra_node_bytes_per_s;
+    const double reroute_s = n > 1 ? kRerouteCollectives * pool_lat + moved / a2a_bytes_per_s : 0.0;
     it.data_s = gather_s + reroute_s + hw.packed_data_overhead_s;
   }
   return it;

@@ -78,7 +78,8 @@
 // two length all-gathers over the DP group ((DP-1) latencies each), the payload re-route (one
 // all-to-all over the pool per sample key; a rank receives every sample of its groups whole, from
 // its DP peers: (DP-1)/DP [estimate: samples start evenly over the DP ranks] of
-// reroute_bytes_per_token per received token) and packed_data_overhead_s; with NVIDIA's
+// reroute_bytes_per_token per received token, through the rank's share of its node's NICs when the
+// DP group spans nodes) and packed_data_overhead_s; with NVIDIA's
 // prototype's prefetching sampler (data_path prefetch) one all-reduce of two counters over the
 // pool ((N-1) latencies) and packed_data_overhead_s.
 #pragma once

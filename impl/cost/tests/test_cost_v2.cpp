@@ -227,24 +227,28 @@ TEST(IterationCost, OptimizerShardFixedCostAndTheSequencePackingDataPath) {
   // and there is no DP group to gather over; the six all-to-alls still run.
   cm.cluster.cp = 2;
   EXPECT_NEAR(iteration_time(cm, true, 4096).data_s, 6 * 1e-5 + 2e-3, 1e-15);
-  // DP 2 over two nodes: the gathers and the all-to-alls pay the inter-node latency.
+  // DP 2 over two nodes: the gathers and the all-to-alls pay the inter-node latency, and each
+  // rank's re-routed bytes its share of its node's NICs (an all-to-all is not striped over them
+  // like a ring): NVLink 4e9, 2 NICs of 1e9 per node of 1 GPU -> 2e9.
   cm.cluster.cp = 1;
   cm.cluster.gpus_per_node = 1;
+  cm.cluster.nics_per_node = 2;
   cm.hardware.inter_node_latency_s = 1e-4;
-  const double bw = pool_collective_bytes_per_s(cm, 0, 2);
-  EXPECT_NEAR(iteration_time(cm, true, 4096).data_s, 2 * 1e-4 + 6 * 1e-4 + 0.5 * 4096 * 28 / bw + 2e-3, 1e-15);
+  cm.hardware.intra_node_bytes_per_s = 4e9;
+  cm.hardware.inter_node_bytes_per_s = 1e9;
+  EXPECT_NEAR(iteration_time(cm, true, 4096).data_s, 2 * 1e-4 + 6 * 1e-4 + 0.5 * 4096 * 28 / 2e9 + 2e-3, 1e-15);
   // DP 2 x CP 4 on nodes of 5 GPUs: the DP group of pool rank 0 is ranks {0, 4}, inside the first
-  // node (intra-node gathers), while the pool spans two (inter-node all-to-alls); 1/2 of the
-  // received tokens cross.
+  // node (intra-node gathers, and the re-route's bytes go to DP peers only: NVLink), while the
+  // pool spans two (inter-node all-to-all latencies); 1/2 of the received tokens cross.
   auto dpcp = unit_model(8);
   dpcp.cluster.cp = 4;
   dpcp.cluster.gpus_per_node = 5;
+  dpcp.cluster.nics_per_node = 2;
   dpcp.hardware = cm.hardware;
-  const double bw8 = pool_collective_bytes_per_s(dpcp, 0, 8);
-  EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 2 * 1e-5 + 6 * 1e-4 + 0.5 * 4096 * 28 / bw8 + 2e-3, 1e-15);
-  // With nodes of 4 the DP group spans two nodes too.
+  EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 2 * 1e-5 + 6 * 1e-4 + 0.5 * 4096 * 28 / 4e9 + 2e-3, 1e-15);
+  // With nodes of 4 the DP group spans two nodes too: 2 NICs of 1e9 shared by 4 GPUs.
   dpcp.cluster.gpus_per_node = 4;
-  EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 2 * 1e-4 + 6 * 1e-4 + 0.5 * 4096 * 28 / bw8 + 2e-3, 1e-15);
+  EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 2 * 1e-4 + 6 * 1e-4 + 0.5 * 4096 * 28 / 0.5e9 + 2e-3, 1e-15);
   // NVIDIA's prototype's prefetching sampler: in the step one all-reduce of two counters over the
   // pool ((N-1) latencies) and the host part; no gathers, no re-route.
   dpcp.training.data_path = DataPath::prefetch;
