@@ -158,6 +158,7 @@ def main():
         scenario("name-long.json", lambda s: s.__setitem__("name", "a" * 101))
         scenario("pp-over-layers.json", lambda s: s["cluster"].update(gpus=96, pp=24))  # 12 layers
         scenario("tp-3.json", lambda s: s["cluster"].update(gpus=12, tp=3))  # 16 heads
+        scenario("tp-2.json", lambda s: s["cluster"].update(gpus=8, tp=2))  # a valid layout, not modelled
         scenario("maxlen-unpadded.json", lambda s: s["training"].update(max_seqlen=8188, max_seqlen_per_rank=2047))
         scenario("cal-deep.json", lambda s: s.__setitem__("calibration", "deep.json"))
         scenario("name-ctrl.json", lambda s: s.__setitem__("name", "bad\x1b[31mname\n"))
@@ -396,6 +397,8 @@ def main():
              ['"pp"=24 x "vpp"=1 does not divide the model\'s 12 layers'])
         case("value/tp-not-dividing-heads", ["run", "tp-3.json", "--out", "r.json"],
              ['"tp"=3 does not divide the model\'s 16 attention heads'])
+        case("value/tp-not-modelled", ["run", "tp-2.json", "--out", "r.json"],
+             ['"cluster.tp"=2: tensor parallelism is not modelled'])
         case("value/name-too-long", ["run", "name-long.json", "--out", "r.json"],
              ['must be 1 to 100 characters long'])
         case("value/converge-bound-0", ["converge", "--scenario", "conv.json", "--bound", "0"],
