@@ -176,11 +176,13 @@ HardwareProfile h100_sxm() {
   // only the shard: Megatron's zero_grad_buffer; cost::iteration_time charges it apart.)
   p.optimizer_bytes_per_param = 38;
 
-  p.memory_bytes = 80e9;  // H100 SXM 80 GB HBM3 (datasheet)
-  // NVIDIA's prototype rejects a plan whose simulated peak exceeds 70 GiB on these 80 GB GPUs
-  // (PR #2959 hotsim memory model, landscape §3.3): the rest is context, NCCL buffers, workspaces
+  // H100 SXM "80GB" HBM3 (datasheet): five 16 GiB stacks, 80 GiB (the driver reports ~79.6 GiB
+  // total, the rest holding its own structures); the datasheet's GB are binary here.
+  p.memory_bytes = 80.0 * 1024 * 1024 * 1024;
+  // NVIDIA's prototype rejects a plan whose simulated peak exceeds 70 GiB on these GPUs (PR #2959
+  // hotsim memory model, landscape §3.3): the other 10 GiB are context, NCCL buffers, workspaces
   // and allocator slack.
-  p.memory_reserved_bytes = 80e9 - 70.0 * 1024 * 1024 * 1024;
+  p.memory_reserved_bytes = 10.0 * 1024 * 1024 * 1024;
   // Bytes per logit of the cross-entropy [derived from the source]. Megatron's vocab-parallel
   // cross-entropy, unfused or fused with the native implementation (the default,
   // model_parallel_config.py:325 at d98e8a64dd), converts the bf16 logits to fp32
