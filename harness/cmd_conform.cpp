@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_io.h"
+#include "core/text.h"
 #include "harness/commands.h"
 #include "harness/conform.h"
 #include "harness/registry.h"
@@ -107,8 +108,18 @@ int run_conform(const ConformArgs& a, const std::string& command_line) {
   bool leaked = false;
   std::vector<Row> rows;
   const auto t0 = std::chrono::steady_clock::now();
+  // Progress on stderr at most every 10 s (a scheduler that hangs costs the whole --timeout per
+  // case: 447 cases at the default 10 s are 75 minutes).
+  auto last_note = t0;
+  int failed_so_far = 0;
   for (const Case* c : selected) {
     const auto s = std::chrono::steady_clock::now();
+    if (s - last_note >= std::chrono::seconds(10)) {
+      std::fprintf(stderr, "dcpbench conform: %zu of %zu cases done (%d failed) after %.0f s; next: %s\n", rows.size(),
+                   selected.size(), failed_so_far, std::chrono::duration<double>(s - t0).count(),
+                   quote(c->name, 60).c_str());
+      last_note = s;
+    }
     const Outcome o = planner ? run_builtin(*planner, *c, a.timeout_s, &leaked) : run_external(a.planner_cmd, *c, a.timeout_s);
     Row r;
     r.c = c;
@@ -117,6 +128,7 @@ int run_conform(const ConformArgs& a, const std::string& command_line) {
     const auto v = plan::conformance::judge(*c, o, reference);
     r.pass = v.pass;
     r.reason = v.reason;
+    failed_so_far += v.pass ? 0 : 1;
     rows.push_back(std::move(r));
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

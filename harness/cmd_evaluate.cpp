@@ -11,6 +11,7 @@
 #include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/evaluation.h"
+#include "harness/registry.h"
 #include "harness/results.h"
 
 #include <iostream>
@@ -32,6 +33,18 @@ struct EvaluateArgs {
 };
 
 int run_evaluate(const EvaluateArgs& a) {
+  // The names first (like run --strategies): a misspelt peer would leave its tables empty.
+  const plan::PlannerRegistry& registry = builtin_planners();
+  std::string known;
+  for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
+  DCP_REQUIRE(registry.contains(a.options.focus), "--focus: ", quote(a.options.focus),
+              " is not a known planner (known: ", known, ")");
+  std::set<std::string> seen;
+  for (const auto& p : a.options.peers) {
+    DCP_REQUIRE(registry.contains(p), "--peers: ", quote(p), " is not a known planner (known: ", known, ")");
+    DCP_REQUIRE(p != a.options.focus, "--peers: ", quote(p), " is the --focus strategy itself");
+    DCP_REQUIRE(seen.insert(p).second, "--peers: ", quote(p), " is listed twice");
+  }
   check_output_path(a.out);
   check_output_not_input(a.out, a.results);
   ResultsFile results = read_results(a.results.front());

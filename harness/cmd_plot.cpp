@@ -189,7 +189,8 @@ int run_plot(const PlotArgs& a) {
   if (converge) {
     validate_converge_report(j, a.results);
   } else {
-    read_results(a.results);
+    // Readable but empty (a run whose rows were all filtered out): nothing to draw, bad input.
+    DCP_REQUIRE(!read_results(a.results).rows.empty(), show_path(a.results), ": no result rows to draw");
   }
   const std::string script = find_script(a.script, converge ? "plot_converge.py" : "plot_results.py");
   DCP_REQUIRE(fs::exists(a.python), "--python=", quote(a.python, 120),

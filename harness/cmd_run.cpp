@@ -178,7 +178,7 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   } else if (!measure_run(a, cmd, scenarios, opt, results)) {
     return 0;  // a process other than 0 of an mpirun: process 0 writes
   }
-  write_results(a.out, results);
+  write_results(a.out, results, &std::cerr);
   if (is_stdout_path(a.out)) {  // the JSON went to stdout: the table goes to stderr
     print_table(std::cerr, results);
     return 0;

@@ -60,7 +60,7 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   nlohmann::json extra;
   extra["solve_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();
   const nlohmann::json j = plan::plan_to_json(p, batch, extra);
-  write_output(to_file ? a.out : "-", j.dump(1) + "\n");
+  write_json_atomic(to_file ? a.out : "-", j, 1);  // refuses a plan `check` could not read back
   return 0;
 }
 

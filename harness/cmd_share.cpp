@@ -11,6 +11,7 @@
 // Writes JSON (schema dcpbench.share.v1) to --out (default stdout) and a table to stderr.
 #include "core/error.h"
 #include "core/files.h"
+#include "cost/hardware.h"
 #include "harness/cli_options.h"
 #include "harness/commands.h"
 #include "harness/measured.h"
@@ -98,6 +99,12 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   if (cmd.count("--calibration")) {
     DCP_REQUIRE(std::filesystem::is_regular_file(a.calibration), "--calibration \"", a.calibration,
                 "\" is not a readable file");
+    // Read here, so that a bad file is named as the flag's, not as the scenario's "calibration".
+    try {
+      (void)cost::load_calibration_file(cost::hardware_preset(s.cluster.hardware), a.calibration);
+    } catch (const InputError& e) {
+      throw InputError("--calibration: " + std::string(e.what()));
+    }
     s.calibration = a.calibration;
   }
   if (to_file) {

@@ -24,9 +24,14 @@ int report(const std::string& message, int code) {
 }
 
 // `dcpbench frob`: CLI11 would say only "A subcommand is required"; name the word instead.
+// `dcpbench --frob` (an option before any command, other than --help / --help-all): name it too.
 std::string unknown_command(const CLI::App& app, int argc, char** argv) {
-  if (argc < 2 || argv[1][0] == '-') return {};
+  if (argc < 2) return {};
   const std::string word = argv[1];
+  if (word[0] == '-') {
+    if (word == "-h" || word == "--help" || word == "--help-all") return {};
+    return "unknown option " + dcp::quote(word) + " before the command (dcpbench COMMAND [OPTIONS]; see dcpbench --help)";
+  }
   std::string known;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     if (sub->check_name(word)) return {};

@@ -547,10 +547,23 @@ ResultsFile results_from_json(const json& j, const std::string& path) {
   return f;
 }
 
-void write_results(const std::string& path, const ResultsFile& results) {
-  const json j = results_to_json(results);
+void write_results(const std::string& path, const ResultsFile& results, std::ostream* note) {
+  json j = results_to_json(results);
   const auto errs = validate_results(j);
   DCP_CHECK(errs.empty(), "results about to be written do not validate: ", errs.front());
+  // Step 0's per-rank detail grows with rows x pool (~10 MB a row at 2^19 ranks): where it would
+  // take the file past what table, plot and gate read, it is left out (as with --no-detail)
+  // rather than the run lost; the row count is bounded before the run (cmd_run.cpp).
+  if (const size_t bytes = j.dump(1).size() + 1; static_cast<int64_t>(bytes) > kMaxJsonFileBytes) {
+    for (auto& r : j["rows"]) {
+      r.erase("rank_busy_s");
+      r.erase("plan");
+    }
+    if (note)
+      *note << "dcpbench: the per-rank detail of step 0 (rank_busy_s, plan) is left out of " << show_path(path)
+            << ": with it the file would be " << (bytes >> 20) << " MiB, above the "
+            << (kMaxJsonFileBytes >> 20) << " MiB that table, plot and gate read (as --no-detail)\n";
+  }
   write_json_atomic(path, j, 1);
 }
 

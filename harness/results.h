@@ -37,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -127,8 +128,9 @@ std::vector<std::string> validate_results(const nlohmann::json& j);
 ResultsFile results_from_json(const nlohmann::json& j, const std::string& path);
 ResultsFile read_results(const std::string& path);
 
-// Writes atomically (temp file + rename).
-void write_results(const std::string& path, const ResultsFile& results);
+// Writes atomically (temp file + rename). Where step 0's per-rank detail (rank_busy_s, plan) would
+// take the file past kMaxJsonFileBytes it is left out, with a line on `note` when given.
+void write_results(const std::string& path, const ResultsFile& results, std::ostream* note = nullptr);
 
 // Context for a run now: git sha (dcp::source_git_sha, core/provenance.h), UTC date, host name,
 // device, cost model and calibration labels, command line.

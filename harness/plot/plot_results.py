@@ -57,6 +57,11 @@ def fitted(fig, text, fontsize):
     return "\n".join(lines), 1 - (0.1 + 1.3 * fontsize / 72 * len(lines)) / fig.get_figheight()
 
 
+# The aggregate keys the charts draw (harness/aggregate.cpp writes them as numbers, or null).
+NUMERIC_AGGREGATE_KEYS = ("tflops_per_gpu", "step_time_s", "speedup_vs_reference", "trimmed_speedup_vs_reference",
+                          "compute_s", "comm_s", "overhead_s", "bubble_s", "imbalance_s", "tokens_per_s_per_gpu")
+
+
 def fail(msg):
     print("plot_results.py: error: " + msg, file=sys.stderr)
     sys.exit(2)
@@ -93,7 +98,12 @@ def aggregates_of(doc):
     if not isinstance(aggs, list):
         fail("the results file has no \"aggregates\" (written by dcpbench run since cost model v2; re-run it)")
     out, order = {}, []
-    for a in aggs:
+    for i, a in enumerate(aggs):
+        if not isinstance(a, dict) or not isinstance(a.get("scenario"), str) or not isinstance(a.get("strategy"), str):
+            fail(f"\"aggregates[{i}]\" has no \"scenario\" and \"strategy\" strings")
+        for k, v in a.items():  # a metric drawn from the file: a number or null (oom), nothing else
+            if k in NUMERIC_AGGREGATE_KEYS and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                fail(f"\"aggregates[{i}].{k}\"={json.dumps(v)[:40]} is not a number")
         key = (a["scenario"], a["strategy"], a.get("setting", "published"))
         out[key] = a
         if key[2] == "published":
@@ -384,10 +394,15 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     doc = load(args.results)
-    os.makedirs(args.out, exist_ok=True)
     agg, order = aggregates_of(doc)
     if not order:
         fail(f"{args.results}: no rows")
+    try:  # only once there is something to draw: a refused file leaves no folder behind
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        fail(f"--out {args.out}: {e.strerror or e}")
+    if not os.path.isdir(args.out):
+        fail(f"--out {args.out}: not a folder")
     written = []
     plot_tflops(doc, agg, order, args.out)
     written.append("tflops.png")

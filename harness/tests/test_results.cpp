@@ -88,6 +88,28 @@ TEST(Results, WrittenFileValidatesAndRoundTrips) {
   fs::remove(path);
 }
 
+// Step 0's per-rank detail grows with the pool: where it would take the file past what the readers
+// accept, it is left out (with a note) and the rest written, never a file table/plot/gate refuse.
+TEST(Results, DetailTooLargeForTheReadersIsLeftOut) {
+  const fs::path path = fs::temp_directory_path() / ("dcp_results_big_" + std::to_string(::getpid()) + ".json");
+  ResultsFile f = sample_results();
+  f.rows[1].rank_busy_s.assign(size_t{4} << 20, 0.123456789012345);  // ~4M numbers of ~18 bytes: ~75 MiB
+  std::ostringstream note;
+  write_results(path.string(), f, &note);
+  EXPECT_NE(note.str().find("left out"), std::string::npos) << note.str();
+  const ResultsFile back = read_results(path.string());  // readable: under the limit
+  ASSERT_EQ(back.rows.size(), 3u);
+  EXPECT_TRUE(back.rows[0].rank_busy_s.empty());
+  EXPECT_TRUE(back.rows[1].rank_busy_s.empty());
+  EXPECT_DOUBLE_EQ(back.rows[1].tflops_per_gpu, 200);  // the numbers stay
+  // A small file keeps its detail and says nothing.
+  std::ostringstream quiet;
+  write_results(path.string(), sample_results(), &quiet);
+  EXPECT_EQ(quiet.str(), "");
+  EXPECT_EQ(read_results(path.string()).rows[1].rank_busy_s, (std::vector<double>{1.0, 2.0}));
+  fs::remove(path);
+}
+
 TEST(Results, ReadersIgnoreUnknownFields) {
   json j = results_to_json(sample_results());
   j["rows"][0]["something_new"] = 42;

@@ -8,11 +8,17 @@
 #include <nlohmann/json.hpp>
 
 #include <limits>
+#include <string>
+#include <unordered_set>
+#include <vector>
 
 namespace dcp {
 namespace {
 
 struct TooDeep {};
+struct DuplicateKey {
+  std::string key;
+};
 
 // nlohmann's message with the "last read: '<token>'" part cut to a short, escaped prefix (the
 // token can be a whole multi-megabyte string of the input).
@@ -63,18 +69,27 @@ void excerpt_into(const nlohmann::json& v, std::string& out, size_t max_chars, i
 }  // namespace
 
 nlohmann::json parse_json_text(std::string_view text, const std::string& source, int max_depth) {
-  const auto limit_depth = [max_depth](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+  // The keys of every object still open, innermost last: a key given twice is an error (nlohmann
+  // keeps the last silently, so a scenario's second "name" would win without a word).
+  std::vector<std::unordered_set<std::string>> open_keys;
+  const auto check = [max_depth, &open_keys](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
     // `depth` of an object/array start is the number of containers already open around it.
-    if ((event == nlohmann::json::parse_event_t::object_start || event == nlohmann::json::parse_event_t::array_start) &&
-        depth >= max_depth)
-      throw TooDeep{};
+    if ((event == E::object_start || event == E::array_start) && depth >= max_depth) throw TooDeep{};
+    if (event == E::object_start) open_keys.emplace_back();
+    if (event == E::object_end && !open_keys.empty()) open_keys.pop_back();
+    if (event == E::key && !open_keys.empty() && parsed.is_string() &&
+        !open_keys.back().insert(parsed.get_ref<const std::string&>()).second)
+      throw DuplicateKey{parsed.get<std::string>()};
     return true;
   };
   try {
-    return nlohmann::json::parse(text.begin(), text.end(), limit_depth);
+    return nlohmann::json::parse(text.begin(), text.end(), check);
   } catch (const TooDeep&) {
     throw InputError(show_path(source) + ": JSON nested deeper than the limit of " + std::to_string(max_depth) +
                      " levels");
+  } catch (const DuplicateKey& d) {
+    throw InputError(show_path(source) + ": key " + quote(d.key, 60) + " appears twice in one object");
   } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for number overflow
     throw InputError(show_path(source) + ": invalid JSON (" + parse_error_text(e.what()) + ")");
   }
@@ -87,7 +102,13 @@ nlohmann::json read_json_file(const std::string& path, int64_t max_bytes, int ma
 void write_file_atomic(const std::string& path, const std::string& text) { write_output(path, text, ""); }
 
 void write_json_atomic(const std::string& path, const nlohmann::json& j, int indent) {
-  write_file_atomic(path, j.dump(indent) + "\n");
+  const std::string text = j.dump(indent) + "\n";
+  // Nothing is written that read_json_file (table, plot, gate, check, ...) would refuse.
+  if (static_cast<int64_t>(text.size()) > kMaxJsonFileBytes)
+    throw InputError(show_path(path) + ": the JSON would be " + std::to_string(text.size() >> 20) +
+                     " MiB, above the limit of " + std::to_string(kMaxJsonFileBytes >> 20) +
+                     " MiB that dcpbench reads back; nothing written");
+  write_file_atomic(path, text);
 }
 
 std::string json_excerpt(const nlohmann::json& value, size_t max_chars) {

@@ -24,7 +24,8 @@ namespace dcp {
 inline constexpr int kMaxJsonDepth = 64;                        // levels of [ and { (scenarios use <= 8)
 inline constexpr int64_t kMaxJsonFileBytes = int64_t{64} << 20;  // 64 MiB (a 20-step suite is ~1 MB)
 
-// Parses a JSON file; throws InputError naming the file on I/O, size, depth or parse errors.
+// Parses a JSON file; throws InputError naming the file on I/O, size, depth or parse errors, and
+// on a key given twice in one object.
 nlohmann::json read_json_file(const std::string& path, int64_t max_bytes = kMaxJsonFileBytes,
                               int max_depth = kMaxJsonDepth);
 
@@ -34,7 +35,8 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source,
 // Writes text atomically under the output policy (core/files.h: write_output). "-" = stdout.
 void write_file_atomic(const std::string& path, const std::string& text);
 
-// Pretty-printed (indent 1) JSON, atomically.
+// Pretty-printed (indent 1) JSON, atomically; InputError, nothing written, if it would exceed
+// kMaxJsonFileBytes (what read_json_file reads back).
 void write_json_atomic(const std::string& path, const nlohmann::json& j, int indent = 1);
 
 // At most ~max_chars characters of the value as JSON ("..." where cut); never dumps it whole.

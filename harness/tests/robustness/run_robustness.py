@@ -155,6 +155,7 @@ def main():
         scenario("gb-2p63.json", text=json.dumps(base).replace('"global_batch": 64', '"global_batch": 9223372036854775808'))
         scenario("seed-2p64.json", text=json.dumps(base).replace('"seed": 7', '"seed": 18446744073709551615'))
         scenario("gpus-float.json", lambda s: s["cluster"].__setitem__("gpus", 4.5))
+        scenario("key-twice.json", text=json.dumps(base).replace('"name": ', '"name": "first", "name": ', 1))
         scenario("name-long.json", lambda s: s.__setitem__("name", "a" * 101))
         scenario("pp-over-layers.json", lambda s: s["cluster"].update(gpus=96, pp=24))  # 12 layers
         scenario("tp-3.json", lambda s: s["cluster"].update(gpus=12, tp=3))  # 16 heads
@@ -290,8 +291,10 @@ def main():
         case("file-size/table-dev-zero", ["table", "/dev/zero"], ["larger than the limit of 64 MiB"])
         case("file-size/check-dev-zero", ["check", "--plan", "/dev/zero", "--lengths", "go.txt"], ["64 MiB"])
         case("file-size/evaluate-dev-zero", ["evaluate", "/dev/zero", "--out", "e.md"], ["larger than the limit of 64 MiB"])
-        case("contract/evaluate-focus-absent", ["evaluate", "results.json", "--focus", "nope", "--out", "e.md"],
-             ['no rows of strategy "nope"'])
+        case("contract/evaluate-focus-absent", ["evaluate", "results.json", "--focus", "dcp", "--out", "e.md"],
+             ['no rows of strategy "dcp"'])
+        case("value/evaluate-focus-unknown", ["evaluate", "results.json", "--focus", "nope", "--out", "e.md"],
+             ['--focus: "nope" is not a known planner'])
         case("contract/share-unknown-strategy", ["share", "ok.json", "--strategy", "nope", "--out", "s.json"],
              ['--strategy "nope" is not one of the strategies of ok.json'])
         case("contract/share-strategy-not-in-scenario", ["share", "ok.json", "--strategy", "megatron-pr2000",
@@ -365,6 +368,7 @@ def main():
         case("text/plot-bad-script", ["plot", "results.json", "--out", "charts-new", "--script", "bad.py"],
              ["exited with status 1", "second line"])
         case("text/unknown-command", ["frob"], ['unknown command "frob"'])
+        case("text/unknown-option-before-command", ["--frob"], ['unknown option "--frob" before the command'])
         case("text/no-command", [], ["subcommand is required"])
         case("text/unknown-flag", ["schedule", "--lengths", "go.txt"] + sched[1:] + ["--frob", "1"], ["--frob"])
         # ---- 8. integers range-checked ------------------------------------------------------------
@@ -397,6 +401,7 @@ def main():
              ['"pp"=24 x "vpp"=1 does not divide the model\'s 12 layers'])
         case("value/tp-not-dividing-heads", ["run", "tp-3.json", "--out", "r.json"],
              ['"tp"=3 does not divide the model\'s 16 attention heads'])
+        case("json/key-twice", ["run", "key-twice.json", "--out", "r.json"], ['key "name" appears twice in one object'])
         case("value/tp-not-modelled", ["run", "tp-2.json", "--out", "r.json"],
              ['"cluster.tp"=2: tensor parallelism is not modelled'])
         case("value/name-too-long", ["run", "name-long.json", "--out", "r.json"],
@@ -412,6 +417,12 @@ def main():
         case("value/cp-attn-lengths-empty-item", ["cp-attn", "--lengths", "1,,2"],
              ['--lengths: "1,,2" has an empty item (item 2 of 3)'])
         case("int/cp-attn-lengths-float-item", ["cp-attn", "--lengths", "1,2.5"], ['--lengths: "2.5" is not an integer'])
+        case("value/evaluate-peers-unknown", ["evaluate", "results.json", "--peers", "foo,packing"],
+             ['--peers: "foo" is not a known planner'])
+        case("value/evaluate-peers-twice", ["evaluate", "results.json", "--peers", "packing,packing"],
+             ['--peers: "packing" is listed twice'])
+        case("value/evaluate-peers-focus", ["evaluate", "results.json", "--peers", "dcp"],
+             ['--peers: "dcp" is the --focus strategy itself'])
         case("value/evaluate-peers-empty-item", ["evaluate", "results.json", "--peers", ",packing"],
              ['--peers: ",packing" has an empty item (item 1 of 2)'])
         case("value/max-seqlen-not-padded", ["run", "maxlen-unpadded.json", "--out", "r.json"],

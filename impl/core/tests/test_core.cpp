@@ -50,6 +50,35 @@ TEST(JsonIo, AtomicWriteLeavesNoTempFileAndRoundTrips) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(JsonIo, WriteRefusesWhatReadWouldRefuse) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dcp_core_big_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "big.json").string();
+  // One string 2 bytes short of the limit: with its quotes and the newline it is 1 byte over.
+  const nlohmann::json over = std::string(static_cast<size_t>(kMaxJsonFileBytes) - 2, 'a');
+  EXPECT_THROW(write_json_atomic(path, over), InputError);
+  EXPECT_FALSE(std::filesystem::exists(path));  // nothing written
+  const nlohmann::json at = std::string(static_cast<size_t>(kMaxJsonFileBytes) - 3, 'a');
+  write_json_atomic(path, at);  // exactly the limit: written, and read back
+  EXPECT_EQ(read_json_file(path).get_ref<const std::string&>().size(), static_cast<size_t>(kMaxJsonFileBytes) - 3);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(JsonIo, KeyTwiceInOneObjectIsAnError) {
+  EXPECT_THROW(parse_json_text(R"({"name": "a", "x": 1, "name": "b"})", "s.json"), InputError);
+  EXPECT_THROW(parse_json_text(R"({"o": [{"k": 1}, {"k": 2, "k": 3}]})", "s.json"), InputError);
+  // The same key in different objects, nested or side by side, is fine.
+  const auto j = parse_json_text(R"({"k": {"k": 1}, "a": [{"k": 2}, {"k": 3}]})", "s.json");
+  EXPECT_EQ(j["k"]["k"], 1);
+  EXPECT_EQ(j["a"][1]["k"], 3);
+  try {
+    parse_json_text(R"({"name": 1, "name": 2})", "s.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"name\" appears twice"), std::string::npos) << e.what();
+  }
+}
+
 TEST(JsonIo, ParseErrorNamesFile) {
   const auto path = std::filesystem::temp_directory_path() / ("dcp_bad_" + std::to_string(::getpid()) + ".json");
   std::ofstream(path) << "{not json";
