@@ -86,9 +86,12 @@ class PrototypeSolver {
     std::stable_sort(by_length_.begin(), by_length_.end(),
                      [&](int a, int b) { return batch.lengths[a] > batch.lengths[b]; });
     sum_fwd_ = python_sum(gather(by_length_));
-    // Slot counts c allowed as group sizes c * min_cp on this pool (deviation 4).
+    // Slot counts c allowed as group sizes c * min_cp on this pool (deviation 4): powers of two,
+    // and the whole pool, which the prototype's cap "buckets left" can reach on a pool that is not
+    // a power of two (c = 3 on 3 slots) and plan/geometry allows.
     for (int size : plan::group_sizes(cfg.pool(), min_cp_))
-      if (size % min_cp_ == 0 && plan::is_pow2(size / min_cp_) && size / min_cp_ <= slots_) slot_sizes_.push_back(size / min_cp_);
+      if (size % min_cp_ == 0 && (plan::is_pow2(size / min_cp_) || size == cfg.pool()) && size / min_cp_ <= slots_)
+        slot_sizes_.push_back(size / min_cp_);
     std::sort(slot_sizes_.begin(), slot_sizes_.end());
   }
 

@@ -51,8 +51,9 @@
 //   3. The per-rank token cap M is enforced: an except sample gets at least cp_min(L) ranks, a
 //      filler or normal sample joins a bucket only if the bucket stays within M tokens per rank
 //      (the prototype's length rule has no cap); an m that cannot hold the batch so is skipped.
-//   4. Group sizes: c is rounded down to a power of two and limited to the sizes plan/geometry
-//      allows on this pool (the prototype's "buckets left" cap can give any integer).
+//   4. Group sizes: c is rounded down to a power of two (or kept when it is the whole pool) and
+//      limited to the sizes plan/geometry allows on this pool (the prototype's "buckets left" cap
+//      can give any integer).
 //   5. An except bucket is placed at the same micro-batch index on all its slots (the first index
 //      free on all of them); the prototype appends it to each slot's list, which puts one CP
 //      group in different micro-batches when its slots already hold different numbers of buckets.
@@ -71,7 +72,10 @@
 //      infeasible. The prototype goes on: when every aligned interval already holds a slot with a
 //      negative free count, no interval is chosen (max_value -1, strict <, 1994-2011) and all c
 //      buckets land on the last slot through Python's index -1 (2018, 2037); transpose_2d_list
-//      (1841) then cuts the uneven per-slot lists to the shortest with zip, dropping samples.
+//      (1841) then cuts the uneven per-slot lists to the shortest with zip, dropping samples;
+//      where a slot is left with no bucket at all, its bubble statistics divide by zero (2356-2357)
+//      and the prototype raises (not counted by deviation 11: that path starts from a c the cap of
+//      deviation 4 changed).
 //  10. Memory: plans that fit (PlannerOptions::estimate) win over plans that do not; if no m fits,
 //      the fastest plan is returned and the harness reports it as oom (the prototype's memory
 //      check would raise: every m scored float_max/10 leaves best_dp_combination empty). In

@@ -86,6 +86,26 @@ TEST(NvidiaPrototype, ExceptSampleGetsItsBucketsAsOneAlignedGroup) {
   EXPECT_EQ(p.planner, "nvidia-prototype");
 }
 
+TEST(NvidiaPrototype, WholePoolGroupOnAPoolThatIsNotAPowerOfTwo) {
+  // Pool 3 (dp 3), M = 1024, m = 1: the 2048-token sample is except, its c is capped by the
+  // buckets left at 3 = the whole pool (the prototype, 1966); one CP-3 group of 2240 tokens
+  // (<= 3 x 1024) is valid, so the prototype's own plan stands instead of the fallback (which
+  // rounding c down to a power of two forced: c = 2 cannot hold 2048 + 128 + 64 tokens).
+  plan::PlanConfig c;
+  c.dp = 3;
+  c.cp = 1;
+  c.max_seqlen_per_rank = 1024;
+  const plan::Batch b{{2048, 128, 64}};
+  const int64_t before = nvidia_prototype_fallbacks();
+  const plan::Plan p = nvidia_prototype_plan(b, c, {}, /*search_space=*/1);
+  ASSERT_FALSE(plan::find_violation(p, b).has_value());
+  EXPECT_EQ(nvidia_prototype_fallbacks(), before);
+  ASSERT_EQ(p.microbatches.size(), 1u);
+  ASSERT_EQ(p.microbatches[0].groups.size(), 1u);
+  EXPECT_EQ(p.microbatches[0].groups[0].cp_size, 3);
+  EXPECT_EQ(p.microbatches[0].groups[0].samples.size(), 3u);
+}
+
 TEST(NvidiaPrototype, ExceptThresholdIsOverTheWholePoolNotTheSlots) {
   // Pool 8, min_cp 2: 4 slots, m = 1, 4 buckets. The 11000-token sample has 1.19 x a bucket's
   // target FLOPs: above upstream's threshold 1.3 x total / (m * DP * PP) with DP = 8 ranks
