@@ -8,6 +8,7 @@
 //                      [--reps 5] [--out results/calibration/h100-measured.json]
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_io.h"
 #include "core/provenance.h"
 #include "core/text.h"
 #include "cost/calibrate.h"
@@ -82,7 +83,7 @@ int run_calibrate(const CalibrateArgs& a) {
   meta.git_sha = source_git_sha();
   meta.script = a.command;
   const nlohmann::json j = cost::calibration_from_measurements(base, plan, m, meta);
-  write_output(a.out, j.dump(1) + "\n");
+  write_json_atomic(a.out, j, 1);
   std::fprintf(stderr, "calibrate: wrote %s\n", a.out.c_str());
   return 0;
 #else

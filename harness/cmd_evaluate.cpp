@@ -30,15 +30,20 @@ struct EvaluateArgs {
   std::string out = "-";
   EvaluationOptions options;
   bool strict = false;
+  bool peers_given = false;
 };
 
-int run_evaluate(const EvaluateArgs& a) {
+int run_evaluate(EvaluateArgs a) {
   // The names first (like run --strategies): a misspelt peer would leave its tables empty.
   const plan::PlannerRegistry& registry = builtin_planners();
   std::string known;
   for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
   DCP_REQUIRE(registry.contains(a.options.focus), "--focus: ", quote(a.options.focus),
               " is not a known planner (known: ", known, ")");
+  // The default peers leave out the focus itself (--focus packing compares packing with the
+  // other three); peers the user lists are taken as given, and checked.
+  if (!a.peers_given)
+    for (auto* list : {&a.options.peers, &a.options.strong_peers}) std::erase(*list, a.options.focus);
   std::set<std::string> seen;
   for (const auto& p : a.options.peers) {
     DCP_REQUIRE(registry.contains(p), "--peers: ", quote(p), " is not a known planner (known: ", known, ")");
@@ -77,7 +82,10 @@ void add_evaluate_command(CLI::App& app, int& exit_code) {
                        "Strategies it is compared with, comma-separated, in this order (default "
                        "nvidia-prototype,megatron-dev,megatron-pr2000,packing; those absent from the file are skipped)");
   cmd->add_flag("--strict", args->strict, "Exit 1 when a target is not met");
-  cmd->callback([args, &exit_code] { exit_code = run_evaluate(*args); });
+  cmd->callback([args, cmd, &exit_code] {
+    args->peers_given = cmd->count("--peers") > 0;
+    exit_code = run_evaluate(*args);
+  });
 }
 
 }  // namespace dcp::harness

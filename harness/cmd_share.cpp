@@ -11,6 +11,7 @@
 // Writes JSON (schema dcpbench.share.v1) to --out (default stdout) and a table to stderr.
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_io.h"
 #include "cost/hardware.h"
 #include "harness/cli_options.h"
 #include "harness/commands.h"
@@ -261,7 +262,7 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
         " (exec/stage_ops.h): CP peers virtual, their KV as device copies (ring_copy_*, inside fwd_s/bwd_s; the "
         "real transfer is what the simulator models), no PP or DP traffic";
   }
-  write_output(to_file ? a.out : "-", out.dump(1) + "\n");
+  write_json_atomic(to_file ? a.out : "-", out, 1);
 
   std::FILE* t = stderr;
   std::fprintf(t, "%s, %s, step %d: pool rank %d (%s), pipeline stage %d (%s), %d layers%s; %s\n", s.name.c_str(),

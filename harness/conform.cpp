@@ -2,6 +2,7 @@
 #include "harness/conform.h"
 
 #include "core/error.h"
+#include "core/json_io.h"
 #include "harness/subprocess.h"
 #include "plan/plan_json.h"
 
@@ -32,13 +33,11 @@ Outcome bad(std::string why) {
   return o;
 }
 
-// json::parse with a nesting limit: a hostile answer of a million '[' would otherwise recurse
-// through the parser's stack.
+// json::parse after the linear check of core/json_io.h: a nesting limit (a hostile answer of a
+// million '[') and each key once per object; syntax errors throw json::exception.
 json parse_limited(const std::string& text, int max_depth) {
-  return json::parse(text, [max_depth](int depth, json::parse_event_t, json&) {
-    if (depth > max_depth) throw InputError(detail::concat("JSON nested deeper than ", max_depth, " levels"));
-    return true;
-  });
+  check_json_text(text, "answer", max_depth);
+  return json::parse(text);
 }
 
 std::string shorten(std::string s, size_t n = 200) {

@@ -559,6 +559,10 @@ void write_results(const std::string& path, const ResultsFile& results, std::ost
       r.erase("rank_busy_s");
       r.erase("plan");
     }
+    const size_t bare = j.dump(1).size() + 1;
+    DCP_REQUIRE(static_cast<int64_t>(bare) <= kMaxJsonFileBytes, show_path(path), ": ", results.rows.size(),
+                " result rows would make a file of ", bare >> 20, " MiB even without the per-rank detail, above the ",
+                kMaxJsonFileBytes >> 20, " MiB that table, plot and gate read; nothing written (use fewer steps)");
     if (note)
       *note << "dcpbench: the per-rank detail of step 0 (rank_busy_s, plan) is left out of " << show_path(path)
             << ": with it the file would be " << (bytes >> 20) << " MiB, above the "

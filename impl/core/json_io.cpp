@@ -66,30 +66,78 @@ void excerpt_into(const nlohmann::json& v, std::string& out, size_t max_chars, i
   }
 }
 
+// A checking pass over the text (nlohmann's SAX interface, linear): nesting depth and keys given
+// twice in one object. The DOM is built afterwards by a plain parse: nlohmann's callback parser,
+// which we used before, rescans the parent container after every object it keeps (json_sax.hpp,
+// callback end_object), quadratic in an array of objects: a 3.2 MB results-like array took 28 s.
+class Checker final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit Checker(int max_depth) : max_depth_(max_depth) {}
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open();
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!keys_.empty() && !keys_.back().insert(k).second) throw DuplicateKey{k};
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    if (!keys_.empty()) keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    open();
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;  // the plain parse that follows reports it, with nlohmann's message
+  }
+
+ private:
+  void open() {
+    // `depth_` containers are already open around this one.
+    if (depth_ >= max_depth_) throw TooDeep{};
+    ++depth_;
+  }
+  int max_depth_;
+  int depth_ = 0;
+  std::vector<std::unordered_set<std::string>> keys_;  // the keys of every open object, innermost last
+};
+
 }  // namespace
 
-nlohmann::json parse_json_text(std::string_view text, const std::string& source, int max_depth) {
-  // The keys of every object still open, innermost last: a key given twice is an error (nlohmann
-  // keeps the last silently, so a scenario's second "name" would win without a word).
-  std::vector<std::unordered_set<std::string>> open_keys;
-  const auto check = [max_depth, &open_keys](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    // `depth` of an object/array start is the number of containers already open around it.
-    if ((event == E::object_start || event == E::array_start) && depth >= max_depth) throw TooDeep{};
-    if (event == E::object_start) open_keys.emplace_back();
-    if (event == E::object_end && !open_keys.empty()) open_keys.pop_back();
-    if (event == E::key && !open_keys.empty() && parsed.is_string() &&
-        !open_keys.back().insert(parsed.get_ref<const std::string&>()).second)
-      throw DuplicateKey{parsed.get<std::string>()};
-    return true;
-  };
+void check_json_text(std::string_view text, const std::string& source, int max_depth) {
   try {
-    return nlohmann::json::parse(text.begin(), text.end(), check);
+    Checker checker(max_depth);
+    // A key given twice is an error (nlohmann keeps the last silently, so a scenario's second
+    // "name" would win without a word). A syntax error stops the check quietly.
+    nlohmann::json::sax_parse(text.begin(), text.end(), &checker);
   } catch (const TooDeep&) {
     throw InputError(show_path(source) + ": JSON nested deeper than the limit of " + std::to_string(max_depth) +
                      " levels");
   } catch (const DuplicateKey& d) {
     throw InputError(show_path(source) + ": key " + quote(d.key, 60) + " appears twice in one object");
+  } catch (const nlohmann::json::exception&) {  // number overflow: the plain parse reports it
+  }
+}
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& source, int max_depth) {
+  check_json_text(text, source, max_depth);
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());  // syntax errors are reported here
   } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for number overflow
     throw InputError(show_path(source) + ": invalid JSON (" + parse_error_text(e.what()) + ")");
   }

@@ -29,7 +29,11 @@ inline constexpr int64_t kMaxJsonFileBytes = int64_t{64} << 20;  // 64 MiB (a 20
 nlohmann::json read_json_file(const std::string& path, int64_t max_bytes = kMaxJsonFileBytes,
                               int max_depth = kMaxJsonDepth);
 
-// Parses JSON text (`source` names it in messages) with the same depth limit.
+// Checks JSON text without building it (linear): InputError naming `source` when it nests deeper
+// than max_depth or gives a key twice in one object; syntax errors are left to the parse.
+void check_json_text(std::string_view text, const std::string& source, int max_depth = kMaxJsonDepth);
+
+// Parses JSON text (`source` names it in messages) with the same depth limit and key rule.
 nlohmann::json parse_json_text(std::string_view text, const std::string& source, int max_depth = kMaxJsonDepth);
 
 // Writes text atomically under the output policy (core/files.h: write_output). "-" = stdout.

@@ -413,18 +413,25 @@ IterationTime iteration_time(const CostModel& cm, bool packed, double max_recv_t
       return it;
     }
     const int dp = c.dp();
-    const bool dp_inter = dp > 1 && group_crosses_nodes(c, 0, 0, (dp - 1) * c.cp + 1);
+    // The DP group of pool rank j < cp is ranks j, j + cp, ..., j + (dp - 1) cp; the worst of them
+    // sets the step (the layout repeats every node, so j < gpus_per_node is enough).
+    bool dp_inter = false;
+    for (int j = 0; dp > 1 && !dp_inter && j < std::min(c.cp, std::max(1, c.gpus_per_node)); ++j)
+      dp_inter = group_crosses_nodes(c, 0, j, (dp - 1) * c.cp + 1);
     const double dp_lat = dp_inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
     const double gather_s = 2.0 * (dp - 1) * dp_lat;
-    const double moved = static_cast<double>(dp - 1) / dp * max_recv_tokens_per_rank * hw.reroute_bytes_per_token;
-    // An all-to-all is not striped over the node's NICs like a ring collective
-    // (pool_collective_bytes_per_s): each rank's bytes to other nodes leave through its own share
-    // of them, the node's NIC bandwidth over its GPUs.
-    const double a2a_bytes_per_s =
-        dp_inter ? std::min(hw.intra_node_bytes_per_s,
-                            nics_per_node(cm) * hw.inter_node_bytes_per_s / std::max(1, c.gpus_per_node))
-                 : hw.intra_node_bytes_per_s;
-    const double reroute_s = n > 1 ? kRerouteCollectives * pool_lat + moved / a2a_bytes_per_s : 0.0;
+    // Of a rank's received tokens, (DP-1)/DP come from its DP peers. Those on its own node come
+    // over NVLink; the others through its share of the node's NICs (an all-to-all is not striped
+    // over them like a ring collective, pool_collective_bytes_per_s), the two at once. Peers on
+    // the node, the rank itself included: at least floor(ranks per node / cp), at most dp.
+    const int ranks_per_node = std::max(1, c.gpus_per_node / std::max(1, c.tp));
+    const int on_node = dp_inter ? std::clamp(ranks_per_node / std::max(1, c.cp), 1, dp) : dp;
+    const double bytes_per_peer = max_recv_tokens_per_rank * hw.reroute_bytes_per_token / dp;
+    const double nic_share =
+        std::min(hw.intra_node_bytes_per_s, nics_per_node(cm) * hw.inter_node_bytes_per_s / std::max(1, c.gpus_per_node));
+    const double move_s = std::max((on_node - 1) * bytes_per_peer / hw.intra_node_bytes_per_s,
+                                   (dp - on_node) * bytes_per_peer / nic_share);
+    const double reroute_s = n > 1 ? kRerouteCollectives * pool_lat + move_s : 0.0;
     it.data_s = gather_s + reroute_s + hw.packed_data_overhead_s;
   }
   return it;

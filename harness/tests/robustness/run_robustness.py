@@ -275,7 +275,7 @@ def main():
         case("size/schedule-samples-x-pool", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1048576",
                                               "--cp", "1", "--max-seqlen-per-rank", "4096"], ["more than the limit of 134217728"])
         case("size/result-rows", ["run", "ok.json", "--steps", "30000", "--out", "r.json"],
-             ["up to 120000 result rows", "limit of 100000"])
+             ["up to 120000 result rows", "limit of 50000"])
         case("size/held-samples", ["run", "gb-max.json", "--steps", "200", "--out", "r.json"],
              ["would hold 52428800 samples at once", "limit of 33554432"])
         case("size/schedule-300000-samples", ["schedule", "--lengths", "big-lengths.txt"] + sched[1:],
@@ -293,6 +293,9 @@ def main():
         case("file-size/evaluate-dev-zero", ["evaluate", "/dev/zero", "--out", "e.md"], ["larger than the limit of 64 MiB"])
         case("contract/evaluate-focus-absent", ["evaluate", "results.json", "--focus", "dcp", "--out", "e.md"],
              ['no rows of strategy "dcp"'])
+        # The default peers leave the focus out: --focus packing without --peers is a valid request.
+        case("contract/evaluate-focus-a-default-peer", ["evaluate", "results.json", "--focus", "packing"], rc=0,
+             stdout_ok=True)
         case("value/evaluate-focus-unknown", ["evaluate", "results.json", "--focus", "nope", "--out", "e.md"],
              ['--focus: "nope" is not a known planner'])
         case("contract/share-unknown-strategy", ["share", "ok.json", "--strategy", "nope", "--out", "s.json"],

@@ -237,15 +237,26 @@ TEST(IterationCost, OptimizerShardFixedCostAndTheSequencePackingDataPath) {
   cm.hardware.intra_node_bytes_per_s = 4e9;
   cm.hardware.inter_node_bytes_per_s = 1e9;
   EXPECT_NEAR(iteration_time(cm, true, 4096).data_s, 2 * 1e-4 + 6 * 1e-4 + 0.5 * 4096 * 28 / 2e9 + 2e-3, 1e-15);
-  // DP 2 x CP 4 on nodes of 5 GPUs: the DP group of pool rank 0 is ranks {0, 4}, inside the first
-  // node (intra-node gathers, and the re-route's bytes go to DP peers only: NVLink), while the
-  // pool spans two (inter-node all-to-all latencies); 1/2 of the received tokens cross.
+  // DP 2 x CP 4 on nodes of 5 GPUs: the DP group of pool rank 0, {0, 4}, is inside the first
+  // node, but that of rank 1, {1, 5}, spans two, and the worst group sets the step: inter-node
+  // gathers, and its peer's half of the received tokens through 2 NICs of 1e9 shared by 5 GPUs.
   auto dpcp = unit_model(8);
   dpcp.cluster.cp = 4;
   dpcp.cluster.gpus_per_node = 5;
   dpcp.cluster.nics_per_node = 2;
   dpcp.hardware = cm.hardware;
-  EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 2 * 1e-5 + 6 * 1e-4 + 0.5 * 4096 * 28 / 4e9 + 2e-3, 1e-15);
+  EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 2 * 1e-4 + 6 * 1e-4 + 0.5 * 4096 * 28 / 0.4e9 + 2e-3, 1e-15);
+  // Nodes of 8: every DP group ({j, j + 4}) stays in the node: NVLink latencies and bandwidth.
+  dpcp.cluster.gpus_per_node = 8;
+  EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 2 * 1e-5 + 6 * 1e-5 + 0.5 * 4096 * 28 / 4e9 + 2e-3, 1e-15);
+  // DP 8 x CP 1 on nodes of 4: of the 7 peers 3 share the rank's node (NVLink, 3/8 of the tokens
+  // at 4e9) and 4 do not (4/8 through 2e9 / 4 GPUs = 0.5e9); the two move at once, the NICs bind.
+  auto dp8 = unit_model(8);
+  dp8.cluster.gpus_per_node = 4;
+  dp8.cluster.nics_per_node = 2;
+  dp8.hardware = cm.hardware;
+  EXPECT_NEAR(iteration_time(dp8, true, 4096).data_s,
+              2 * 7 * 1e-4 + 6 * 1e-4 + std::max(3.0 / 8 * 4096 * 28 / 4e9, 4.0 / 8 * 4096 * 28 / 0.5e9) + 2e-3, 1e-15);
   // With nodes of 4 the DP group spans two nodes too: 2 NICs of 1e9 shared by 4 GPUs.
   dpcp.cluster.gpus_per_node = 4;
   EXPECT_NEAR(iteration_time(dpcp, true, 4096).data_s, 2 * 1e-4 + 6 * 1e-4 + 0.5 * 4096 * 28 / 0.5e9 + 2e-3, 1e-15);
