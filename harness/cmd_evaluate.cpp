@@ -42,8 +42,8 @@ int run_evaluate(EvaluateArgs a) {
               " is not a known planner (known: ", known, ")");
   // The default peers leave out the focus itself (--focus packing compares packing with the
   // other three); peers the user lists are taken as given, and checked.
-  if (!a.peers_given)
-    for (auto* list : {&a.options.peers, &a.options.strong_peers}) std::erase(*list, a.options.focus);
+  if (!a.peers_given) std::erase(a.options.peers, a.options.focus);
+  std::erase(a.options.strong_peers, a.options.focus);  // not a flag: never the focus against itself
   std::set<std::string> seen;
   for (const auto& p : a.options.peers) {
     DCP_REQUIRE(registry.contains(p), "--peers: ", quote(p), " is not a known planner (known: ", known, ")");

@@ -130,7 +130,7 @@ void check_json_text(std::string_view text, const std::string& source, int max_d
                      " levels");
   } catch (const DuplicateKey& d) {
     throw InputError(show_path(source) + ": key " + quote(d.key, 60) + " appears twice in one object");
-  } catch (const nlohmann::json::exception&) {  // number overflow: the plain parse reports it
+  } catch (const nlohmann::json::exception&) {  // (sax_parse reports errors to parse_error, not by throwing)
   }
 }
 

@@ -1,8 +1,9 @@
 // JSON file I/O through nlohmann/json, bounded (every reader of user JSON goes through here).
 //
 // Reading: at most kMaxJsonFileBytes bytes (core/files.h), and nesting at most kMaxJsonDepth
-// levels, checked by a parser callback *while* parsing, before anything recurses over the value
-// (printing, destroying or walking a 70,000-level array would overflow the stack). Errors are
+// levels and each key once per object, checked by a SAX pass over the text before the value is
+// built (linear; printing, destroying or walking a 70,000-level array would overflow the stack,
+// and nlohmann's callback parser is quadratic in an array of objects). Errors are
 // InputErrors naming the file; nlohmann's parse messages are cut so that no raw token of the
 // input is copied into them whole.
 // Writing: atomic, through the output-path policy of core/files.h (a device, FIFO, folder or

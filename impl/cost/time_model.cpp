@@ -423,9 +423,11 @@ IterationTime iteration_time(const CostModel& cm, bool packed, double max_recv_t
     // Of a rank's received tokens, (DP-1)/DP come from its DP peers. Those on its own node come
     // over NVLink; the others through its share of the node's NICs (an all-to-all is not striped
     // over them like a ring collective, pool_collective_bytes_per_s), the two at once. Peers on
-    // the node, the rank itself included: at least floor(ranks per node / cp), at most dp.
+    // the node, the rank itself included: at least floor(ranks per node / cp), at most dp, when
+    // the pool fills whole nodes; a rank on a partly used last node may have no peer beside it.
     const int ranks_per_node = std::max(1, c.gpus_per_node / std::max(1, c.tp));
-    const int on_node = dp_inter ? std::clamp(ranks_per_node / std::max(1, c.cp), 1, dp) : dp;
+    const bool whole_nodes = n % ranks_per_node == 0;
+    const int on_node = !dp_inter ? dp : whole_nodes ? std::clamp(ranks_per_node / std::max(1, c.cp), 1, dp) : 1;
     const double bytes_per_peer = max_recv_tokens_per_rank * hw.reroute_bytes_per_token / dp;
     const double nic_share =
         std::min(hw.intra_node_bytes_per_s, nics_per_node(cm) * hw.inter_node_bytes_per_s / std::max(1, c.gpus_per_node));

@@ -275,7 +275,7 @@ def main():
         case("size/schedule-samples-x-pool", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1048576",
                                               "--cp", "1", "--max-seqlen-per-rank", "4096"], ["more than the limit of 134217728"])
         case("size/result-rows", ["run", "ok.json", "--steps", "30000", "--out", "r.json"],
-             ["up to 120000 result rows", "limit of 50000"])
+             ["up to 120000 result rows", "limit of 40000"])
         case("size/held-samples", ["run", "gb-max.json", "--steps", "200", "--out", "r.json"],
              ["would hold 52428800 samples at once", "limit of 33554432"])
         case("size/schedule-300000-samples", ["schedule", "--lengths", "big-lengths.txt"] + sched[1:],
