@@ -36,8 +36,7 @@ struct EvaluateArgs {
 int run_evaluate(EvaluateArgs a) {
   // The names first (like run --strategies): a misspelt peer would leave its tables empty.
   const plan::PlannerRegistry& registry = builtin_planners();
-  std::string known;
-  for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
+  const std::string known = builtin_planner_list(", ");
   DCP_REQUIRE(registry.contains(a.options.focus), "--focus: ", quote(a.options.focus),
               " is not a known planner (known: ", known, ")");
   // The default peers leave out the focus itself (--focus packing compares packing with the

@@ -126,9 +126,7 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
     const json& v = (*strat)[i];
     if (!v.is_string() || v.get<std::string>().empty() || v == "reference" ||
         !builtin_planners().contains(v.get<std::string>())) {
-      std::string known;
-      for (const auto& n : builtin_planners().names()) known += (known.empty() ? "" : ", ") + n;
-      top.fail("strategies[" + std::to_string(i) + "]", v, "is not a planner (" + known + ")");
+      top.fail("strategies[" + std::to_string(i) + "]", v, "is not a planner (" + builtin_planner_list(", ") + ")");
     }
     if (std::find(s.strategies.begin(), s.strategies.end(), v.get<std::string>()) != s.strategies.end())
       top.fail("strategies[" + std::to_string(i) + "]", v, "is listed twice");

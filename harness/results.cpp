@@ -554,21 +554,26 @@ void write_results(const std::string& path, const ResultsFile& results, std::ost
   // Step 0's per-rank detail grows with rows x pool (~10 MB a row at 2^19 ranks): where it would
   // take the file past what table, plot and gate read, it is left out (as with --no-detail)
   // rather than the run lost; the row count is bounded before the run (cmd_run.cpp).
-  if (const size_t bytes = j.dump(1).size() + 1; static_cast<int64_t>(bytes) > kMaxJsonFileBytes) {
+  // The text is dumped once (twice when too big) and written as is: write_json_atomic would dump
+  // it again for the same limit check.
+  std::string text = j.dump(1) + "\n";
+  if (static_cast<int64_t>(text.size()) > kMaxJsonFileBytes) {
+    const size_t with_detail = text.size();
     for (auto& r : j["rows"]) {
       r.erase("rank_busy_s");
       r.erase("plan");
     }
-    const size_t bare = j.dump(1).size() + 1;
-    DCP_REQUIRE(static_cast<int64_t>(bare) <= kMaxJsonFileBytes, show_path(path), ": ", results.rows.size(),
-                " result rows would make a file of ", bare >> 20, " MiB even without the per-rank detail, above the ",
-                kMaxJsonFileBytes >> 20, " MiB that table, plot and gate read; nothing written (use fewer steps)");
+    text = j.dump(1) + "\n";
+    DCP_REQUIRE(static_cast<int64_t>(text.size()) <= kMaxJsonFileBytes, show_path(path), ": ", results.rows.size(),
+                " result rows would make a file of ", text.size() >> 20,
+                " MiB even without the per-rank detail, above the ", kMaxJsonFileBytes >> 20,
+                " MiB that table, plot and gate read; nothing written (use fewer steps)");
     if (note)
       *note << "dcpbench: the per-rank detail of step 0 (rank_busy_s, plan) is left out of " << show_path(path)
-            << ": with it the file would be " << (bytes >> 20) << " MiB, above the "
+            << ": with it the file would be " << (with_detail >> 20) << " MiB, above the "
             << (kMaxJsonFileBytes >> 20) << " MiB that table, plot and gate read (as --no-detail)\n";
   }
-  write_json_atomic(path, j, 1);
+  write_file_atomic(path, text);
 }
 
 }  // namespace dcp::harness
