@@ -73,7 +73,10 @@ std::string converge_table(const json& r) {
      << r["pool"].value("ranks", 0) << " ranks (" << r["pool"].value("backend", "?") << "), model "
      << r["model"].value("parameters", 0) << " parameters\n";
   const json& b = r["bounds"];
-  os << "bound: relative loss difference <= " << b.value("loss_rel", 0.0) << ", relative gradient difference <= "
+  os << (b.contains("f32_drift_loss_rel") ? "bound (the largest of the per-step bounds): " : "bound: ")
+     << "relative loss difference <= " << b.value("loss_rel", 0.0);
+  if (b.contains("mtp_loss_rel")) os << ", relative MTP-loss difference <= " << b.value("mtp_loss_rel", 0.0);
+  os << ", relative gradient difference" << (b.contains("grad_measure") ? " (per tensor)" : "") << " <= "
      << b.value("grad_rel", 0.0) << " (" << b.value("why", "") << ")\n";
   if (b.contains("f32_drift_loss_rel"))
     os << "measured float32 drift of the single-rank run from float64: loss " << b["f32_drift_loss_rel"].get<double>()

@@ -102,8 +102,14 @@ def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
         zeros = zeros or any(v is not None and v <= 0 for v in s[key])
         gaps = gaps or any(v is None for v in s[key])
         ax.plot(range(len(vals)), vals, label=n, color=COLORS.get(n), lw=1.0, marker=".", ms=3)
-    bound = doc.get("bounds", {}).get(bound_key)
-    if bound:
+    bounds = doc.get("bounds", {})
+    per_step = bounds.get(bound_key + "_per_step")
+    bound = bounds.get(bound_key)
+    if isinstance(per_step, list) and per_step and len(set(per_step)) > 1:
+        # float32: each step has its own bound (2 x that step's float32 drift + floor)
+        ax.step(range(len(per_step)), per_step, where="mid", color="#c00000", lw=1.2, ls="--",
+                label=f"bound per step (up to {max(per_step):.2g})")
+    elif bound:
         ax.axhline(bound, color="#c00000", lw=1.2, ls="--", label=f"bound {bound:.2g}")
     mark_edges(ax, doc)
     ax.set_yscale("log")
@@ -128,7 +134,7 @@ def main():
     plot_loss(doc, a.out)
     plot_diff(doc, a.out, "dloss_rel", "loss_rel", "|loss - ref| / ref",
               "Relative loss difference from the reference", "converge_dloss.png")
-    plot_diff(doc, a.out, "grad_rel_diff", "grad_rel", "max |g - g_ref| / max |g_ref|",
+    plot_diff(doc, a.out, "grad_rel_diff", "grad_rel", "max |g - g_ref| / max |g_ref| (per tensor)",
               "Relative gradient difference from the reference", "converge_grad.png")
 
 

@@ -65,17 +65,21 @@ LossSums Model<T>::forward_backward(const MicroBatchInput& in, const LossScale& 
   for (uint8_t m : mask) sums.main_rows += m;
   sums.main = k_.cross_entropy(logits.data(), in.labels.data(), mask.data(), scale.main,
                                dlogits_.data(), n, V);
-  if (mtp_) sums.mtp = mtp_->forward(mb, last, in.tokens, in.labels, in.loss_mask, scale.mtp, &sums.mtp_rows);
+  // The MTP head reads the decoder's output after the final norm, as the main logits do: with MTP,
+  // Megatron places final_layernorm with the decoder's last layer (transformer_block.py
+  // has_final_layernorm_in_this_stage, d98e8a64dd:399-426) and gpt_model.py passes that output
+  // to self.mtp (:711-726), which applies its own hnorm on top (multi_token_prediction.py).
+  if (mtp_) sums.mtp = mtp_->forward(mb, hf_, in.tokens, in.labels, in.loss_mask, scale.mtp, &sums.mtp_rows);
 
   // Backward.
   std::vector<T> dhf(n * d), dx(n * d), tmp(n * d);
   k_.linear_bwd(hf_.data(), p_.value(out_).data(), dlogits_.data(), dhf.data(),
                 p_.grad(out_).data(), n, d, V);
-  final_norm_->backward(mb, dhf, dx);
-  if (mtp_) {
+  if (mtp_) {  // both heads' gradients meet at the final norm's output
     mtp_->backward(mb, tmp);
-    k_.add_inplace(dx.data(), tmp.data(), n * d);
+    k_.add_inplace(dhf.data(), tmp.data(), n * d);
   }
+  final_norm_->backward(mb, dhf, dx);
   for (size_t b = blocks_.size(); b-- > 0;) {
     blocks_[b]->backward(mb, dx, tmp);
     dx.swap(tmp);

@@ -6,8 +6,9 @@
 //   h'     = Block(h')                (attention + SwiGLU; attention switches CP group itself)
 //   logits = RMSNorm_o(h') · W_out^T  (embedding and output head shared with the main model)
 //   loss   = scale * sum over mask' of CE(logits, lab')
-// h is the main model's last hidden state before its final norm (Megatron passes the decoder's
-// hidden states to the MTP block). The head is CpAware: forward and backward take the
+// h is the main model's last hidden state after its final norm, the one the main logits read
+// (Megatron moves final_layernorm to the decoder's last layer when MTP is on and passes that
+// output to the MTP block; model.cpp cites the lines). The head is CpAware: forward and backward take the
 // micro-batch's group through a CpGroupScope (Megatron saves self.cp_group, swaps in
 // packed_seq_params.cp_group and restores it, §5).
 #pragma once

@@ -90,6 +90,41 @@ TEST(ModelFd, WholeModelGradientMatchesFiniteDifferences) {
   });
 }
 
+// The MTP head reads the decoder's output after the final norm, as Megatron's (the final
+// layernorm moves to the decoder's last layer when MTP is on, transformer_block.py
+// has_final_layernorm_in_this_stage; gpt_model.py hands that output to self.mtp): the MTP loss
+// depends on the final norm's weight and sends it a gradient of its own. (Until 2026-11-28 the
+// head read the hidden state before the norm: neither held.)
+TEST(ModelMtp, TheHeadReadsTheFinalNormsOutput) {
+  comm::run_threads(1, [](comm::Communicator& g) {
+    const ModelConfig c = tiny_config();
+    auto k = make_cpu_kernels<double>();
+    Model<double> m(c, *k);
+    const auto seqs = make_seqs({7, 5, 9}, c.vocab, 3);
+    const auto in = make_microbatch_input(spans(seqs), g);
+    ParamId norm = -1;
+    for (const auto& info : m.params().infos())
+      if (info.name == "final_norm.weight") norm = static_cast<ParamId>(&info - m.params().infos().data());
+    ASSERT_GE(norm, 0);
+    auto norm_grad = [&](double w_mtp) {
+      const LossScale sc = scale_for(seqs, w_mtp);
+      m.params().zero_grads();
+      const LossSums s = m.forward_backward(in, sc);
+      const auto gr = m.params().grad(norm);
+      return std::pair{s.mtp, std::vector<double>(gr.begin(), gr.end())};
+    };
+    const auto [mtp0, g_main] = norm_grad(0.0);  // the main loss's share alone
+    const auto [mtp1, g_both] = norm_grad(1.0);
+    EXPECT_EQ(mtp0, mtp1);
+    EXPECT_GT(rel_diff(g_both, g_main), 1e-3) << "the MTP loss sends the final norm no gradient";
+    // Not a uniform scale: the head's own hnorm would cancel it.
+    const auto w = m.params().value(norm);
+    for (size_t i = 0; i < w.size(); ++i) w[i] *= i % 2 ? 1.5 : 0.5;
+    const auto [mtp_scaled, unused] = norm_grad(1.0);
+    EXPECT_GT(std::abs(mtp_scaled - mtp1), 1e-3 * std::abs(mtp1)) << "the MTP loss ignores the final norm";
+  });
+}
+
 struct CpRun {
   double main = 0, mtp = 0;
   int64_t main_rows = 0, mtp_rows = 0;
