@@ -2,8 +2,9 @@
 # Regression gate (called by ci/test.sh): runs the simulated scenario suite (every
 # scenarios/*.json, 2 steps each: the fast CI subset) and compares it with the committed baseline
 # results/baseline/suite.json through `dcpbench gate`, which reads only the two JSON files and
-# exits 1 naming every (scenario, strategy) whose useful TFLOPS/GPU dropped by more than the
-# tolerance or whose plan became invalid.
+# exits 1 naming every (scenario, strategy) whose useful TFLOPS/GPU moved by more than the
+# tolerance (a drop, or a gain that needs a new baseline), whose plan became invalid, whose plan
+# efficiency is above 1, or that only one of the files has (harness/gate.h).
 #
 #   ci/gate.sh            run the suite and gate it (tolerance DCP_GATE_TOLERANCE, default 0.02)
 #   ci/gate.sh --update   run the suite and overwrite the baseline (commit the result; say why)
@@ -11,6 +12,14 @@
 # Environment: DCPBENCH (binary, default build/dcpbench; built here if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+update=0
+case "${1:-}" in
+  "") ;;
+  --update) update=1 ;;
+  *) echo "ci/gate.sh: unknown argument '$1' (usage: ci/gate.sh [--update])" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { echo "ci/gate.sh: one argument at most (usage: ci/gate.sh [--update])" >&2; exit 2; }
 
 steps=2
 baseline=results/baseline/suite.json
@@ -34,7 +43,7 @@ done
 echo "ci/gate.sh: running ${#scenarios[@]} scenarios x $steps steps (simulated)" >&2
 "$dcpbench" run "${scenarios[@]}" --steps "$steps" --quiet --no-detail --out "$current" > "$(dirname "$current")/table.txt"
 
-if [ "${1:-}" = "--update" ]; then
+if [ $update -eq 1 ]; then
   mkdir -p "$(dirname "$baseline")"
   cp "$current" "$baseline"
   echo "ci/gate.sh: baseline updated: $baseline (commit it)" >&2

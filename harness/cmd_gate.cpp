@@ -1,8 +1,8 @@
 // `dcpbench gate --baseline B.json --current C.json [--tolerance 0.02]`: the CI regression gate.
 // Reads the two results files only (never stdout of a run). Prints one line per
-// (scenario, strategy) and exits 1 if any TFLOPS/GPU dropped by more than the relative
-// tolerance, any plan became invalid, or a baseline pair is missing; 0 otherwise. Unreadable or
-// schema-invalid files are input errors (exit 2).
+// (scenario, strategy) and exits 1 if any TFLOPS/GPU moved by more than the relative tolerance
+// (down or up), any plan became invalid, a plan efficiency is above 1, or a pair is in one file
+// only (gate.h); 0 otherwise. Unreadable or schema-invalid files are input errors (exit 2).
 #include "harness/commands.h"
 #include "harness/gate.h"
 #include "harness/results.h"
@@ -25,7 +25,7 @@ int run_gate_command(const GateArgs& a) {
   const ResultsFile base = read_results(a.baseline);
   const ResultsFile cur = read_results(a.current);
   const GateReport report = run_gate(base, cur, a.tolerance);
-  std::printf("dcpbench gate: baseline %s (git %s) vs current %s (git %s), allowed TFLOPS/GPU drop %.2f%%\n",
+  std::printf("dcpbench gate: baseline %s (git %s) vs current %s (git %s), allowed TFLOPS/GPU change +-%.2f%%\n",
               a.baseline.c_str(), base.context.value("git_sha", "unknown").c_str(), a.current.c_str(),
               cur.context.value("git_sha", "unknown").c_str(), 100.0 * a.tolerance);
   int failed = 0;
@@ -35,7 +35,7 @@ int run_gate_command(const GateArgs& a) {
                 f.message.c_str());
   }
   if (failed > 0) {
-    std::printf("dcpbench gate: FAILED: %d of %zu (scenario, strategy) pairs regressed or became invalid\n", failed,
+    std::printf("dcpbench gate: FAILED: %d of %zu (scenario, strategy) pairs (lines marked FAIL)\n", failed,
                 report.findings.size());
     return 1;
   }
@@ -48,10 +48,13 @@ int run_gate_command(const GateArgs& a) {
 void add_gate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<GateArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "gate", "Compare two results files; exit 1 if TFLOPS/GPU dropped beyond the tolerance or a plan became invalid");
+      "gate",
+      "Compare two results files; exit 1 if TFLOPS/GPU moved beyond the tolerance (either way), a plan became "
+      "invalid or out of memory, a plan efficiency is above 1, or a pair is in one file only");
   cmd->add_option("--baseline", args->baseline, "Baseline results JSON (dcpbench.results.v1)")->required();
   cmd->add_option("--current", args->current, "Current results JSON (dcpbench.results.v1)")->required();
-  cmd->add_option("--tolerance", args->tolerance, "Allowed relative TFLOPS/GPU drop (default 0.02 = 2%)")
+  cmd->add_option("--tolerance", args->tolerance,
+                  "Allowed relative TFLOPS/GPU change, down or up (default 0.02 = 2%)")
       ->check(CLI::Range(0.0, 0.999));
   cmd->callback([args, &exit_code] { exit_code = run_gate_command(*args); });
 }

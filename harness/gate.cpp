@@ -5,6 +5,7 @@
 #include "core/json_io.h"
 #include "harness/aggregate.h"
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -95,12 +96,22 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
         f.message = std::string(b.invalid_steps > 0 ? "valid now (baseline plan was invalid), "
                                                     : "fits now (baseline was out of memory), ") +
                     fmt2(c.tflops_per_gpu) + " TFLOPS/GPU";
+      } else if (!c.measured() && !(c.plan_efficiency <= kGateMaxPlanEfficiency)) {
+        // The lower bound is a bound on every valid plan (sim/simulator.h): above 1 it is broken.
+        f.failed = true;
+        f.message = "plan efficiency " + json_excerpt(nlohmann::json(c.plan_efficiency), 24) +
+                    " is above 1: the simulator's lower bound is broken";
       } else {
         const double rel = b.tflops_per_gpu > 0 ? c.tflops_per_gpu / b.tflops_per_gpu - 1.0 : 0.0;
-        f.failed = c.tflops_per_gpu < b.tflops_per_gpu * (1.0 - tolerance);
-        f.message = std::string(f.failed ? "TFLOPS/GPU dropped " : "TFLOPS/GPU ") + fmt2(b.tflops_per_gpu) +
-                    " -> " + fmt2(c.tflops_per_gpu) + " (" + (rel >= 0 ? "+" : "") + fmt2(100.0 * rel) +
-                    "%, tolerance -" + fmt2(100.0 * tolerance) + "%)";
+        const bool dropped = !(c.tflops_per_gpu >= b.tflops_per_gpu * (1.0 - tolerance));  // NaN fails
+        const bool rose = c.tflops_per_gpu > b.tflops_per_gpu * (1.0 + tolerance);
+        f.failed = dropped || rose;
+        f.message = std::string(dropped ? "TFLOPS/GPU dropped " : rose ? "TFLOPS/GPU rose " : "TFLOPS/GPU ") +
+                    fmt2(b.tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" + (rel >= 0 ? "+" : "") +
+                    fmt2(100.0 * rel) + "%, tolerance " + (rose ? "+" : "-") + fmt2(100.0 * tolerance) + "%)";
+        if (rose)
+          f.message += ": a simulator that lost a cost term looks like this; if the gain is meant, regenerate the "
+                       "baseline (ci/gate.sh --update) and say why in the commit";
         if (c.source != b.source) f.message += " [source changed: " + b.source + " -> " + c.source + "]";
       }
     }
@@ -108,7 +119,9 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
   }
   for (const auto& c : cur) {
     if (seen.count({c.scenario, c.label()})) continue;
-    report.findings.push_back({c.scenario, c.label(), false, "new (not in the baseline)"});
+    report.findings.push_back({c.scenario, c.label(), true,
+                               "not in the baseline (a partial or stale baseline gates nothing here): regenerate "
+                               "it with ci/gate.sh --update and commit it"});
   }
   return report;
 }

@@ -4,8 +4,15 @@
 //   * fails if the current file has no rows for it ("missing");
 //   * fails if any current step's plan is invalid ("plan invalid: <error>");
 //   * fails if it ran out of memory where the baseline fit ("out of memory");
-//   * fails if current TFLOPS/GPU < baseline TFLOPS/GPU * (1 - tolerance) (relative drop).
-// (scenario, strategy) pairs that are only in the current file are reported as new, not failures.
+//   * fails if current TFLOPS/GPU < baseline TFLOPS/GPU * (1 - tolerance) (relative drop), or is
+//     not a number;
+//   * fails if current TFLOPS/GPU > baseline TFLOPS/GPU * (1 + tolerance): a gain that large is
+//     either meant (regenerate the baseline and say why) or a cost the simulator lost;
+//   * fails if a simulated pair's plan efficiency is above 1 (+1e-9 for rounding): the lower bound
+//     is broken.
+// (scenario, strategy) pairs that are only in the current file fail too: a partial or stale
+// baseline would otherwise gate nothing for them. (Until 2026-11-28 gains, efficiencies above 1
+// and new pairs all passed.)
 // TFLOPS/GPU is the aggregate of aggregate.h (total useful FLOPs / total time / GPUs).
 #pragma once
 
@@ -32,7 +39,9 @@ struct GateReport {
   }
 };
 
-// tolerance: allowed relative drop, in [0, 1).
+inline constexpr double kGateMaxPlanEfficiency = 1.0 + 1e-9;
+
+// tolerance: allowed relative drop (and gain), in [0, 1).
 GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, double tolerance);
 
 }  // namespace dcp::harness

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace dcp::harness {
 namespace {
 
@@ -111,14 +113,39 @@ TEST(Gate, FailsWhenOneStepOfManyIsInvalid) {
   EXPECT_FALSE(run_gate(results({row("a", "packing", 100)}), results({good, bad}), 0.02).passed());
 }
 
-TEST(Gate, FailsWhenMissingAndIgnoresNew) {
+// A pair in one file only fails either way: missing now, or not in the baseline (an empty or
+// partial baseline gated nothing for it until 2026-11-28).
+TEST(Gate, FailsWhenMissingAndWhenNotInTheBaseline) {
   const auto base = results({row("a", "packing", 100)});
   const auto cur = results({row("a", "dcp", 200)});
   const GateReport r = run_gate(base, cur, 0.02);
   EXPECT_FALSE(r.passed());
   EXPECT_TRUE(find(r, "packing").failed);
-  EXPECT_FALSE(find(r, "dcp").failed);
-  EXPECT_TRUE(run_gate(results({}), cur, 0.02).passed());
+  EXPECT_TRUE(find(r, "dcp").failed);
+  EXPECT_NE(find(r, "dcp").message.find("not in the baseline"), std::string::npos);
+  EXPECT_FALSE(run_gate(results({}), cur, 0.02).passed());
+}
+
+// A gain beyond the tolerance fails (a lost cost term looks like one; a meant gain regenerates
+// the baseline); NaN fails; a simulated plan efficiency above 1 fails (a broken lower bound).
+TEST(Gate, FailsOnAGainBeyondToleranceNaNAndEfficiencyAboveOne) {
+  const auto base = results({row("a", "packing", 100)});
+  EXPECT_TRUE(run_gate(base, results({row("a", "packing", 101.9)}), 0.02).passed());
+  const GateReport up = run_gate(base, results({row("a", "packing", 102.1)}), 0.02);
+  EXPECT_FALSE(up.passed());
+  EXPECT_NE(up.findings.at(0).message.find("rose"), std::string::npos) << up.findings.at(0).message;
+  EXPECT_NE(up.findings.at(0).message.find("ci/gate.sh --update"), std::string::npos);
+  ResultRow nan_row = row("a", "packing", 100);
+  nan_row.tflops_per_gpu = std::nan("");
+  ResultsFile nan_file = results({nan_row});
+  EXPECT_FALSE(run_gate(base, nan_file, 0.02).passed());
+  ResultRow eff = row("a", "packing", 100);
+  eff.plan_efficiency = 1.0 + 1e-12;  // rounding on a plan that meets the bound: passes
+  EXPECT_TRUE(run_gate(base, results({eff}), 0.02).passed());
+  eff.plan_efficiency = 1.03;
+  const GateReport e = run_gate(base, results({eff}), 0.02);
+  EXPECT_FALSE(e.passed());
+  EXPECT_NE(e.findings.at(0).message.find("above 1"), std::string::npos) << e.findings.at(0).message;
 }
 
 TEST(Gate, RejectsBadTolerance) {

@@ -411,6 +411,16 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   const double gemm_tokens = static_cast<double>(m_tokens > 0 ? m_tokens : 1);
   const auto& c = cm.cluster;
   const auto& hw = cm.hardware;
+  // GEMM efficiency is read where it is highest at or below M: a micro-batch runs T <= M tokens per
+  // rank and the simulator rates its GEMMs at T, so the efficiency at M itself is a bound only
+  // while the curve never falls as tokens grow. The built-in curves rise, a measured one may dip
+  // (helper-20: {1024: 0.70, 4096: 0.80, 8192: 0.70} at M = 8192 gave plan efficiency 1.036).
+  // The curve interpolates between its points and is flat beyond its ends, so its highest value
+  // on (0, M] is at one of its points below M or at M. (gemm_tokens stays M for m_min and the
+  // valid group sizes.)
+  double eff_tokens = gemm_tokens;
+  for (const auto& pt : hw.gemm_efficiency.points)
+    if (pt.x <= gemm_tokens && hw.gemm_efficiency_at(pt.x) > hw.gemm_efficiency_at(eff_tokens)) eff_tokens = pt.x;
   const int pool = c.pool();
   const double n = static_cast<double>(pool);
   // The group sizes a valid plan may give a sample of l tokens (none if l > N * M): those that
@@ -430,8 +440,8 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   const auto work_of = [&](int64_t l) {
     if (auto it = least_work.find(l); it != least_work.end()) return it->second;
     double best = std::numeric_limits<double>::infinity();
-    for (int k : valid_sizes(l)) best = std::min(best, cost::sequence_compute_s(cm, l, gemm_tokens, k));
-    if (!std::isfinite(best)) best = cost::sequence_compute_s(cm, l, gemm_tokens);  // no valid plan holds l
+    for (int k : valid_sizes(l)) best = std::min(best, cost::sequence_compute_s(cm, l, eff_tokens, k));
+    if (!std::isfinite(best)) best = cost::sequence_compute_s(cm, l, eff_tokens);  // no valid plan holds l
     least_work.emplace(l, best);
     return best;
   };
@@ -439,7 +449,7 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   int64_t longest = 0;
   for (int64_t l : batch.lengths) {
     total += work_of(l);
-    head += cost::sequence_head_compute_s(cm, l, gemm_tokens);
+    head += cost::sequence_head_compute_s(cm, l, eff_tokens);
     tokens += static_cast<double>(l);
     longest = std::max(longest, l);
   }
@@ -465,11 +475,11 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   };
   std::vector<LongestAt> longest_at;
   {
-    const double h = cost::sequence_head_compute_s(cm, longest, gemm_tokens);
+    const double h = cost::sequence_head_compute_s(cm, longest, eff_tokens);
     std::vector<int> ks = valid_sizes(longest);
     if (ks.empty()) ks.push_back(1);  // no valid plan holds it
     for (int k : ks) {
-      const double all = cost::sequence_compute_s(cm, longest, gemm_tokens, k);
+      const double all = cost::sequence_compute_s(cm, longest, eff_tokens, k);
       longest_at.push_back({k, cm.model.layers > 0 ? (all - h) / cm.model.layers : 0.0, h});
     }
   }

@@ -71,8 +71,9 @@
 // taken over the batch a plan was made for, so a plan's own padding (bshd's pad_to, a dynamic
 // planner's multiple of 2 cp) counted as needed work; and it had no crit(s): the longest sample
 // only added its ring steps' host time, at k = ceil(L* / M).)
-// plan_efficiency = bound_s / step_s (<= 1 as long as GEMM efficiency does not fall with more
-// tokens). The bound depends on the batch and on M (GEMM efficiency at M, m_min, the ring term),
+// plan_efficiency = bound_s / step_s (<= 1, up to rounding: ~1e-15 above it on a plan that meets
+// the bound exactly; GEMM efficiency is read at its highest on (0, M], so a curve that falls
+// with more tokens, as a measured one may, keeps it a bound). The bound depends on the batch and on M (GEMM efficiency at M, m_min, the ring term),
 // so efficiencies of strategies compare as speeds only at the same M; tuned settings differ in M.
 //
 // Memory (cost/memory.h): each GPU's peak is its static bytes plus the maximum, over its op order,

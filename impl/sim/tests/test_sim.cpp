@@ -436,6 +436,37 @@ TEST(Step, BoundHoldsOnRandomPlansH100) {
   }
 }
 
+// A GEMM curve that falls as tokens grow (a measured calibration may dip): the bound reads the
+// efficiency where it is highest at or below M, so a plan whose micro-batches run fewer tokens
+// than M at a better efficiency still cannot beat it (it had: efficiency 1.036, helper-20).
+TEST(Step, BoundHoldsWhenTheGemmCurveDips) {
+  {
+    cost::CostModel cm = h100_llama3_8b(4, 1, 1);
+    cm.hardware.gemm_efficiency.points = {{128, 0.30}, {1024, 0.70}, {4096, 0.80}, {8192, 0.70}};
+    const plan::Batch batch{{4096, 4096, 4096, 4096}};
+    plan::Plan p;
+    p.planner = "test";
+    p.config.dp = 4;
+    p.config.cp = 1;
+    p.config.max_seqlen_per_rank = 8192;
+    p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}, {2, 1, {2}}, {3, 1, {3}}}});
+    const auto r = simulate_step(p, batch, cm);
+    EXPECT_LE(r.plan_efficiency, 1.0 + 1e-12);
+    EXPECT_GT(r.plan_efficiency, 0.95);  // and still tight: the plan is the best one
+  }
+  cost::CostModel cm = h100_llama3_8b(32, 4, 4, 2, 4);
+  cm.training.recompute_full = true;
+  cm.hardware.gemm_efficiency.points = {{128, 0.30}, {512, 0.75}, {2048, 0.55}, {4096, 0.80}, {16384, 0.50}};
+  Rng rng(23);
+  for (int trial = 0; trial < 24; ++trial) {
+    const int64_t cap = trial % 2 ? 16384 : 4096;
+    plan::Batch batch;
+    const plan::Plan p = random_pool8_plan(rng, batch, 64, cap);
+    ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << "trial " << trial;
+    EXPECT_LE(simulate_step(p, batch, cm).plan_efficiency, 1.0 + 1e-12) << "trial " << trial;
+  }
+}
+
 TEST(Step, InterleavedPlanUsesTheVppGroup) {
   auto cm = unit_cm(4, 2, 1);
   cm.cluster.vpp = 2;
