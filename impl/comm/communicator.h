@@ -13,6 +13,11 @@
 //     through its abort flag, the MPI runner calls MPI_Abort, NCCL calls ncclCommAbort.
 //   - Point-to-point messages between one (sender, receiver, tag) triple are non-overtaking
 //     (MPI semantics). User tags are >= 0; negative tags are reserved for the backends.
+//     NCCL has no tags: it matches a rank's sends to a peer with that peer's receives from the
+//     rank in the order they are posted, whatever the tags. Portable code therefore posts the
+//     messages between two ranks in the same order on both sides (every caller here does: the
+//     ring, the MTP roll, the collectives); receives posted out of order work on threads and MPI
+//     only.
 //   - Collectives must be called by every rank of the communicator in the same order with the
 //     same counts; reductions are deterministic (the same bits on every rank and every run for
 //     the thread backend, which reduces in rank order).

@@ -40,12 +40,14 @@ int to_int(size_t n, const char* what) {
   return static_cast<int>(n);
 }
 
-// Polls `req` until done or the deadline passes. `what` names op, rank and peer.
-void wait_deadline(MPI_Request* req, const CommOptions& opt, const std::string& what) {
+// Polls `req` until done or the deadline passes. `what` names op, rank and peer. `status` (may be
+// null): the completed operation's status.
+void wait_deadline(MPI_Request* req, const CommOptions& opt, const std::string& what,
+                   MPI_Status* status = MPI_STATUS_IGNORE) {
   const auto deadline = std::chrono::steady_clock::now() + opt.deadline;
   for (int polls = 0;; ++polls) {
     int done = 0;
-    DCP_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    DCP_MPI_CHECK(MPI_Test(req, &done, status));
     if (done) return;
     if (std::chrono::steady_clock::now() > deadline)
       throw Error("mpi comm: " + what + " timed out after " +
@@ -57,8 +59,11 @@ void wait_deadline(MPI_Request* req, const CommOptions& opt, const std::string& 
 
 class MpiRequest final : public Request {
  public:
-  MpiRequest(MPI_Request req, bool is_recv, const CommOptions& opt, std::string what)
-      : req_(req), is_recv_(is_recv), opt_(opt), what_(std::move(what)) {}
+  // count, type: what a receive expects. A longer message is MPI's truncation error; a shorter one
+  // completes without error in MPI and is checked here (the thread backend refuses both).
+  MpiRequest(MPI_Request req, bool is_recv, const CommOptions& opt, std::string what, int count = 0,
+             DType type = DType::f32)
+      : req_(req), is_recv_(is_recv), opt_(opt), what_(std::move(what)), count_(count), type_(type) {}
   ~MpiRequest() override {
     if (req_ != MPI_REQUEST_NULL) {  // abandoned (error path): never let MPI write later
       if (is_recv_) MPI_Cancel(&req_);
@@ -67,20 +72,34 @@ class MpiRequest final : public Request {
   }
   void wait() override {
     if (req_ == MPI_REQUEST_NULL) return;
-    wait_deadline(&req_, opt_, what_);
+    MPI_Status st;
+    wait_deadline(&req_, opt_, what_, &st);
+    check_count(st);
   }
   bool test() override {
     if (req_ == MPI_REQUEST_NULL) return true;
     int done = 0;
-    DCP_MPI_CHECK(MPI_Test(&req_, &done, MPI_STATUS_IGNORE));
+    MPI_Status st;
+    DCP_MPI_CHECK(MPI_Test(&req_, &done, &st));
+    if (done) check_count(st);
     return done != 0;
   }
 
  private:
+  void check_count(const MPI_Status& st) const {
+    if (!is_recv_) return;
+    int got = 0;
+    DCP_MPI_CHECK(MPI_Get_count(&st, mpi_type(type_), &got));
+    DCP_CHECK(got == count_, "mpi comm: ", what_, ": received ", got == MPI_UNDEFINED ? -1 : got, " x ",
+              dtype_name(type_), " but expected ", count_, " x ", dtype_name(type_));
+  }
+
   MPI_Request req_;
   bool is_recv_;
   CommOptions opt_;
   std::string what_;
+  int count_;
+  DType type_;
 };
 
 class MpiComm final : public Communicator {
@@ -108,8 +127,9 @@ class MpiComm final : public Communicator {
     DCP_NVTX_RANGE();
     check_p2p(peer, tag, "irecv");
     MPI_Request req;
-    DCP_MPI_CHECK(MPI_Irecv(buf, to_int(count, "irecv"), mpi_type(type), peer, tag, comm_, &req));
-    return std::make_unique<MpiRequest>(req, true, options_, p2p_what("irecv", "from", peer, tag));
+    const int n = to_int(count, "irecv");
+    DCP_MPI_CHECK(MPI_Irecv(buf, n, mpi_type(type), peer, tag, comm_, &req));
+    return std::make_unique<MpiRequest>(req, true, options_, p2p_what("irecv", "from", peer, tag), n, type);
   }
   // Reductions gather every rank's operand and reduce in rank order, exactly as the thread
   // backend does, so a run under mpirun gives the same bits as the same run on threads (MPI's own

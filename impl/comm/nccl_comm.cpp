@@ -92,6 +92,7 @@ struct P2pBatch {
   cudaEvent_t done_event = nullptr;
   bool launched = false;
   bool finished = false;
+  bool abandoned = false;  // a request of it was destroyed unfinished: the communicator is aborted
 };
 
 class NcclComm;
@@ -100,6 +101,7 @@ class NcclRequest final : public Request {
  public:
   NcclRequest(NcclComm* comm, std::shared_ptr<P2pBatch> batch)
       : comm_(comm), batch_(std::move(batch)) {}
+  ~NcclRequest() override;
   void wait() override;
   bool test() override;
 
@@ -245,8 +247,28 @@ class NcclComm final : public Communicator {
     batch.launched = true;
     if (pending_.get() == &batch) pending_.reset();
   }
+  // A request destroyed before its batch finished (error paths; communicator.h): the communicator
+  // is aborted, so the batch is never launched later with another one, nothing is copied back
+  // into a receive buffer its caller may have freed, and no wait on a peer that never comes
+  // blocks (cudaFree of the staging buffers after the abort does not wait for NCCL's kernels).
+  // Until 2026-11-28 an unlaunched op stayed queued and ran with the next batch.
+  void abandon(P2pBatch& batch) noexcept {
+    if (batch.finished || batch.abandoned) return;
+    batch.abandoned = true;
+    if (!aborted_) {
+      ncclCommAbort(comm_);
+      aborted_ = true;
+    }
+    if (pending_.get() == &batch) pending_.reset();
+    if (batch.done_event) cudaEventDestroy(batch.done_event);
+    batch.done_event = nullptr;
+    batch.ops.clear();
+  }
   // Polls the batch's event; finishes it (copies staged receives back) when done.
   bool poll(P2pBatch& batch, bool block) {
+    if (batch.abandoned)
+      throw Error("nccl comm: p2p on rank " + std::to_string(rank_) +
+                  ": another request of the same batch was abandoned unfinished; communicator aborted");
     if (batch.finished) return true;
     launch(batch);
     const std::string what = batch.ops.empty() ? "p2p" : batch.ops.front().what;
@@ -333,6 +355,9 @@ class NcclComm final : public Communicator {
   std::shared_ptr<P2pBatch> pending_;
 };
 
+NcclRequest::~NcclRequest() {
+  if (batch_ && !batch_->finished) comm_->abandon(*batch_);
+}
 void NcclRequest::wait() { comm_->poll(*batch_, true); }
 bool NcclRequest::test() { return comm_->poll(*batch_, false); }
 

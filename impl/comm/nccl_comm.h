@@ -9,6 +9,8 @@
 //   - Point-to-point: isend/irecv only queue the operation; the first wait()/test() on any of
 //     the queued requests launches all of them in one ncclGroupStart/End (NCCL needs matching
 //     sends and receives of a ring in one group, or it deadlocks).
+//   - Tags only name the operation in errors: NCCL matches sends and receives between two ranks in
+//     posting order (communicator.h). A request destroyed unfinished aborts the communicator.
 //   - Buffers may be device or host memory: host buffers are staged through temporary device
 //     buffers (slow but correct), so CPU code such as the ring attention runs unchanged.
 //   - split() uses ncclCommSplit, which blocks until every rank of the parent arrives (NCCL

@@ -82,6 +82,23 @@ TEST(MpiComm, GroupRegistryOnThePool) {
   EXPECT_THROW(reg.group(3), InputError);
 }
 
+// A message shorter than the receive is an error, as on threads (MPI itself completes it and
+// leaves the buffer's tail as it was; until 2026-11-28 so did we).
+TEST(MpiComm, ShortMessageIsAnError) {
+  auto c = world();
+  const int r = c->rank(), p = c->size();
+  std::vector<double> s(3, 7.0), got(4, -1.0);
+  auto rq = c->irecv(std::span<double>(got), (r + p - 1) % p, 6);
+  c->send(std::span<const double>(s), (r + 1) % p, 6);
+  try {
+    rq->wait();
+    FAIL() << "a 3-element message completed a 4-element receive";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("received 3 x float64 but expected 4 x float64"), std::string::npos) << e.what();
+  }
+  c->barrier();
+}
+
 TEST(MpiComm, RecvWithoutSenderHitsDeadline) {
   auto c = world(200);
   auto sync = world();

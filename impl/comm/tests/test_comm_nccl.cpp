@@ -70,6 +70,30 @@ TEST(NcclComm, CollectivesOnDeviceAndHostBuffers) {
   EXPECT_EQ(sub->rank(), n - 1 - r);
 }
 
+// A request destroyed before it finished aborts the communicator (communicator.h): its receive
+// is never launched later with another batch into a buffer that no longer exists, and the
+// communicator refuses further work with an error instead of hanging.
+TEST(NcclComm, AnAbandonedRequestAbortsTheCommunicator) {
+  DCP_SKIP_WITHOUT_GPU();
+  auto c = nccl_communicator(MPI_COMM_WORLD);
+  auto own = c->split(c->rank(), 0);  // a communicator of this rank alone, so the abort is local
+  ASSERT_NE(own, nullptr);
+  {
+    std::vector<double> got(5, -1);
+    auto rq = own->irecv(std::span<double>(got), 0, 3);
+  }  // abandoned unlaunched
+  std::vector<double> x(5, 1.0), y(5, 0.0);
+  try {
+    auto sq = own->isend(std::span<const double>(x), 0, 4);
+    auto rq = own->irecv(std::span<double>(y), 0, 4);
+    rq->wait();
+    FAIL() << "the communicator kept working after an abandoned request";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("aborted"), std::string::npos) << e.what();
+  }
+  c->barrier();
+}
+
 }  // namespace
 }  // namespace dcp::comm
 
