@@ -139,8 +139,12 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source,
   try {
     return nlohmann::json::parse(text.begin(), text.end());  // syntax errors are reported here
   } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for number overflow
-    throw InputError(show_path(source) + ": invalid JSON (" + parse_error_text(e.what()) + ")");
+    throw_invalid_json(source, e.what());
   }
+}
+
+void throw_invalid_json(const std::string& source, const std::string& nlohmann_what) {
+  throw InputError(show_path(source) + ": invalid JSON (" + parse_error_text(nlohmann_what) + ")");
 }
 
 nlohmann::json read_json_file(const std::string& path, int64_t max_bytes, int max_depth) {

@@ -36,6 +36,9 @@ void check_json_text(std::string_view text, const std::string& source, int max_d
 
 // Parses JSON text (`source` names it in messages) with the same depth limit and key rule.
 nlohmann::json parse_json_text(std::string_view text, const std::string& source, int max_depth = kMaxJsonDepth);
+// The InputError parse_json_text throws for a syntax error nlohmann reported (its message, with
+// the last-read token shortened): for SAX readers that report it the same way.
+[[noreturn]] void throw_invalid_json(const std::string& source, const std::string& nlohmann_what);
 
 // Writes text atomically under the output policy (core/files.h: write_output). "-" = stdout.
 void write_file_atomic(const std::string& path, const std::string& text);

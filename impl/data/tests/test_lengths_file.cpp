@@ -43,6 +43,13 @@ TEST(LengthsJson, ArrayOfIntegers) {
   expect_error([] { parse_lengths_json("[0]", "a.json"); }, "element 0 has length 0");
   expect_error([] { parse_lengths_json("{\"a\": 1}", "a.json"); }, "must be an array");
   expect_error([] { parse_lengths_json("[1,", "a.json"); }, "invalid JSON");
+  expect_error([] { parse_lengths_json("[3, [4]]", "a.json"); }, "a.json: element 1 ([...]) is not an integer length");
+  expect_error([] { parse_lengths_json("[3, {\"a\": 4}]", "a.json"); }, "element 1 ({...})");
+  expect_error([] { parse_lengths_json("[3, null]", "a.json"); }, "element 1 (null)");
+  expect_error([] { parse_lengths_json("[3, 9223372036854775808]", "a.json"); }, "element 1 (9223372036854775808) is out of range");
+  expect_error([] { parse_lengths_json("7", "a.json"); }, "must be an array");
+  expect_error([] { parse_lengths_json("\"x\"", "a.json"); }, "must be an array");
+  EXPECT_EQ(parse_lengths_json("[]", "a.json"), std::vector<int64_t>{});
   // Found by the fuzzer: nlohmann throws out_of_range (not parse_error) on a number overflow.
   expect_error([] { parse_lengths_json("[10000000000000E0000000000008880]", "a.json"); }, "invalid JSON");
 }
