@@ -346,21 +346,31 @@ PreparedScenario prepare_scenario(const Scenario& s, const RunOptions& options, 
   return p;
 }
 
-int64_t planner_length(const Scenario& s, int64_t real_length, bool dynamic) {
+int64_t static_pad_multiple(const Scenario& s, int cp) {
+  const auto megatron_rule = [](int c) -> int64_t { return c > 1 ? 2 * int64_t{c} : 1; };
+  const int64_t m = s.dataset.pad_multiple;
+  return cp == s.cluster.cp || m != megatron_rule(s.cluster.cp) ? m : megatron_rule(cp);
+}
+
+int64_t planner_length(const Scenario& s, int64_t real_length, bool dynamic, int cp) {
   const auto& d = s.dataset;
   const int64_t min_pad = d.short_policy == "pad" ? d.min_seqlen : 1;
-  const int64_t multiple = dynamic && d.pad_multiple_dynamic > 0 ? d.pad_multiple_dynamic : d.pad_multiple;
+  const int64_t multiple =
+      dynamic ? (d.pad_multiple_dynamic > 0 ? d.pad_multiple_dynamic : d.pad_multiple) : static_pad_multiple(s, cp);
   return data::pad_length(real_length, min_pad, std::max<int64_t>(1, multiple));
 }
 
 namespace {
 
-// The batch a planner sees (planner_length): the sampler's batch, padded to pad_multiple, or for
-// a dynamic planner with a multiple of its own the real lengths padded to that.
-plan::Batch batch_for(const PreparedScenario& p, const data::SampledBatch& sb, bool dynamic) {
-  if (!dynamic || p.scenario->dataset.pad_multiple_dynamic <= 0) return sb.batch;
+// The batch a planner sees (planner_length): the sampler's batch, padded to pad_multiple, or the
+// real lengths padded to a multiple of the planner's own (a dynamic planner's
+// pad_multiple_dynamic, a static planner's 2 x cp at a tuned cp).
+plan::Batch batch_for(const PreparedScenario& p, const data::SampledBatch& sb, bool dynamic, int cp) {
+  const Scenario& s = *p.scenario;
+  const bool own = dynamic ? s.dataset.pad_multiple_dynamic > 0 : static_pad_multiple(s, cp) != s.dataset.pad_multiple;
+  if (!own) return sb.batch;
   plan::Batch b;
-  for (int64_t L : sb.real_lengths) b.lengths.push_back(planner_length(*p.scenario, L, true));
+  for (int64_t L : sb.real_lengths) b.lengths.push_back(planner_length(s, L, dynamic, cp));
   return b;
 }
 
@@ -385,7 +395,7 @@ plan::PlanRequest plan_request_of(const PreparedScenario& p, const cost::CostMod
   // Planners that use a cost model (dcp, nvidia-prototype) get this setting's time model and
   // simulator, over the batch they plan (padded for dynamic planners), as the row simulates it.
   // The callbacks refer to cm and to sb's lengths (in p), which must outlive the planner.
-  auto batch = std::make_shared<const plan::Batch>(batch_for(p, sb, dynamic));
+  auto batch = std::make_shared<const plan::Batch>(batch_for(p, sb, dynamic, config.cp));
   plan::PlannerOptions planner_options = planner_options_of(cm, batch, sb.real_lengths, config.max_seqlen_per_rank);
   planner_options.time_budget_ms = time_budget_ms;
   std::shared_ptr<const plan::Planner> planner = registry.make(strategy, planner_options);

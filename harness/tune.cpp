@@ -51,8 +51,11 @@ std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic) {
   const int pool = s.cluster.pool();
   if (!dynamic) {
     cps.clear();
+    // (a full max_seqlen chunk must stay within max_seqlen after the padding of that cp)
     for (int cp = 1; cp <= pool; cp *= 2)
-      if (pool % cp == 0 && s.training.global_batch % (pool / cp) == 0) cps.push_back(cp);
+      if (pool % cp == 0 && s.training.global_batch % (pool / cp) == 0 &&
+          s.training.max_seqlen % static_pad_multiple(s, cp) == 0)
+        cps.push_back(cp);
   }
   std::vector<int> vpps{1};
   if (s.cluster.pp > 1) {
@@ -66,12 +69,12 @@ std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic) {
   // step), however fast it was on the batches the search saw: with 3 steps of CommonCrawl, a
   // setting holding 65536 of the 131072 tokens won as "tuned" and was invalid on 5 of the 19
   // further draws (`run --draws 20`, 2026-11-27). The published setting is kept whatever it holds.
-  const int64_t longest = planner_length(s, s.training.max_seqlen, dynamic);
   std::vector<Setting> out;
   for (int64_t m : ms)
     for (int cp : cps)
       for (int v : vpps) {
         const bool published = m == m0 && cp == s.cluster.cp && v == s.cluster.vpp;
+        const int64_t longest = planner_length(s, s.training.max_seqlen, dynamic, cp);
         const int64_t holds = (dynamic ? static_cast<int64_t>(pool) : cp) * m;
         if (published || holds >= longest) out.push_back(Setting{m, cp, v});
       }

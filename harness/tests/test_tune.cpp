@@ -142,6 +142,42 @@ TEST(Tune, SearchSpaceHoldsThePublishedSettingAndOnlyLegalKnobs) {
   for (const auto& x : dyn) EXPECT_GE(4 * x.max_seqlen_per_rank, 4096);
 }
 
+// A static planner at a tuned cp pads as Megatron does at that cp (2 x cp, 1 at cp 1) when the
+// scenario's pad_multiple is Megatron's 2 x cp at its own cp; a multiple of the scenario's own
+// choosing stays; dynamic planners keep pad_multiple_dynamic.
+TEST(Tune, StaticPaddingFollowsTheTunedCp) {
+  json j = tiny_json();
+  j["dataset"]["pad_multiple"] = 4;  // 2 x cp 2
+  j["dataset"]["pad_multiple_dynamic"] = 8;
+  const Scenario s = parse_scenario(j, "t.json");
+  EXPECT_EQ(static_pad_multiple(s, 2), 4);
+  EXPECT_EQ(static_pad_multiple(s, 4), 8);
+  EXPECT_EQ(static_pad_multiple(s, 1), 1);
+  EXPECT_EQ(planner_length(s, 13, false, 4), 16);
+  EXPECT_EQ(planner_length(s, 13, false, 1), 13);
+  EXPECT_EQ(planner_length(s, 13, false, 2), 16);
+  EXPECT_EQ(planner_length(s, 13, true, 4), 16);
+  EXPECT_EQ(planner_length(s, 17, true, 1), 24);
+  json own = j;
+  own["dataset"]["pad_multiple"] = 2;  // not 2 x cp: the scenario's own choice
+  const Scenario o = parse_scenario(own, "o.json");
+  EXPECT_EQ(static_pad_multiple(o, 4), 2);
+  // The batch a static planner plans at cp 4 holds multiples of 8.
+  const auto reg = registry();
+  RunOptions opt;
+  PreparedScenario p = prepare_scenario(s, opt, reg);
+  sample_batches(p);
+  const cost::CostModel cm = cost_model_at(p.cm, Setting{2048, 4, 1});
+  const plan::PlanRequest req =
+      plan_request_of(p, cm, "packing", plan_config_of(s, Setting{2048, 4, 1}), 0, 0, reg);
+  bool some_unaligned_real = false;
+  for (size_t i = 0; i < req.batch.lengths.size(); ++i) {
+    EXPECT_EQ(req.batch.lengths[i] % 8, 0) << i;
+    some_unaligned_real = some_unaligned_real || p.batches[0].real_lengths[i] % 8 != 0;
+  }
+  EXPECT_TRUE(some_unaligned_real);
+}
+
 TEST(Tune, TunedRowsAreTheBestFittingSettingAndNeverWorse) {
   const Scenario s = parse_scenario(tiny_json(), "t.json");
   const auto reg = registry();
