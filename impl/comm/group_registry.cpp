@@ -13,6 +13,9 @@ GroupRegistry::GroupRegistry(Communicator& pool, int min_cp)
     : pool_size_(pool.size()), pool_rank_(pool.rank()), min_cp_(min_cp) {
   DCP_NVTX_RANGE();
   DCP_REQUIRE(min_cp >= 1, "group registry: min_cp must be >= 1, got ", min_cp);
+  // Megatron asserts the smallest hybrid CP size is at most dp x cp (the pool); a larger one had
+  // silently left the pool's one group.
+  DCP_REQUIRE(min_cp <= pool_size_, "group registry: min_cp=", min_cp, " exceeds the pool of ", pool_size_, " ranks");
   sizes_ = plan::group_sizes(pool_size_, min_cp);
   for (int k : sizes_) {
     const int first = plan::group_first_rank(pool_size_, k, pool_rank_, min_cp);

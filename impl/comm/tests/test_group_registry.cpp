@@ -54,6 +54,10 @@ TEST(GroupRegistry, MinCpDropsSmallSizes) {
   check_pool(8, 2);
   check_pool(16, 4);
   check_pool(12, 2);
+  check_pool(8, 8);
+  // Larger than the pool (Megatron asserts it is at most dp x cp), or below 1: refused on every rank.
+  for (int bad : {9, 0})
+    EXPECT_THROW(run_threads(8, [bad](Communicator& pool) { GroupRegistry reg(pool, bad); }), Error) << bad;
 }
 
 TEST(GroupRegistry, NonPowerOfTwoPoolsAreDocumented) {
