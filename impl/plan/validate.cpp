@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "plan/cp_rule.h"
 #include "plan/geometry.h"
+#include "plan/planner.h"
 
 #include <algorithm>
 #include <utility>
@@ -18,6 +19,12 @@ std::optional<std::string> check_config_only(const PlanConfig& c) {
   if (c.dp < 1) return concat("dp=", c.dp, " must be >= 1");
   if (c.cp < 1) return concat("cp=", c.cp, " must be >= 1");
   if (c.max_seqlen_per_rank < 1) return concat("max_seqlen_per_rank=", c.max_seqlen_per_rank, " must be >= 1");
+  // The bounds the entry points (check_config, plan JSON, the Python module) apply with their own
+  // flag names: a C++ caller of find_violation past them would overflow M x k (signed, undefined).
+  if (c.max_seqlen_per_rank > kMaxTokensPerRank)
+    return concat("max_seqlen_per_rank=", c.max_seqlen_per_rank, " is larger than the supported ", kMaxTokensPerRank);
+  if (int64_t{c.dp} * c.cp > kMaxPool)
+    return concat("dp x cp = ", int64_t{c.dp} * c.cp, " is larger than the supported pool of ", kMaxPool);
   if (!is_pow2(c.min_cp) || c.min_cp > c.pool())
     return concat("min_cp=", c.min_cp, " must be a power of two <= pool ", c.pool());
   if (c.vpp_group && *c.vpp_group < 1) return concat("vpp_group=", *c.vpp_group, " must be >= 1");
@@ -130,8 +137,16 @@ std::optional<std::string> find_violation(const Plan& plan, const Batch& batch) 
   for (int64_t s = 0; s < g_count; ++s) {
     if (seen_mb[s] < 0) return concat("sample ", s, " (length ", batch.lengths[s], ") is not scheduled");
   }
-  if (c.vpp_group && plan.microbatches.size() % *c.vpp_group != 0)
-    return concat(plan.microbatches.size(), " micro-batches is not a multiple of vpp_group ", *c.vpp_group);
+  if (c.vpp_group)
+    if (auto v = vpp_group_violation(static_cast<int64_t>(plan.microbatches.size()), *c.vpp_group)) return v;
+  return std::nullopt;
+}
+
+std::optional<std::string> vpp_group_violation(int64_t microbatches, int group, int pp) {
+  if (pp > 0 && group < pp)
+    return concat("VPP micro-batch group ", group, " is smaller than pp=", pp, " (Megatron requires group >= pp)");
+  if (group < 1 || microbatches % group != 0)
+    return concat(microbatches, " micro-batches is not a multiple of vpp_group ", group);
   return std::nullopt;
 }
 

@@ -26,6 +26,12 @@
 namespace dcp::plan {
 
 // Empty if valid, else a one-line description of the first violation.
+// Interleaved 1F1B's micro-batch rule (Megatron's microbatch_group_size_per_vp_stage, schedules.py
+// forward_backward_pipelining_with_interleaving): the count must be a multiple of the VPP group
+// and, where the pipeline depth is known (pp > 0: the simulator; a plan does not know pp), the
+// group at least pp. The one place the rule is written: validity (rule 6) and the simulator call it.
+std::optional<std::string> vpp_group_violation(int64_t microbatches, int group, int pp = 0);
+
 std::optional<std::string> find_violation(const Plan& plan, const Batch& batch);
 
 // The same, and first that the plan was made for the `requested` config (a planner must not

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/nvtx.h"
 #include "plan/geometry.h"
+#include "plan/validate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -106,10 +107,7 @@ void check_input(const ScheduleInput& in) {
   }
   if (in.vpp > 1) {
     const int g = in.vpp_group > 0 ? in.vpp_group : in.pp;
-    DCP_REQUIRE(g >= in.pp, "interleaved schedule: VPP micro-batch group ", g,
-                " is smaller than pp=", in.pp, " (Megatron requires group >= pp)");
-    DCP_REQUIRE(m % g == 0, "interleaved schedule: ", m,
-                " micro-batches is not a multiple of the VPP micro-batch group ", g);
+    if (auto v = plan::vpp_group_violation(m, g, in.pp)) throw InputError("interleaved schedule: " + *v);
   }
 }
 

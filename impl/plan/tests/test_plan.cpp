@@ -87,6 +87,27 @@ Plan two_mb_plan() {
 }
 const Batch kBatch{{150, 40, 60, 100, 390}};
 
+// The interleaved-1F1B rule, written once for validity and the simulator: a multiple of the group,
+// and the group at least pp where pp is known.
+TEST(Validate, VppGroupRule) {
+  EXPECT_FALSE(vpp_group_violation(16, 8, 8).has_value());
+  EXPECT_FALSE(vpp_group_violation(12, 4).has_value());  // pp unknown: only the multiple
+  EXPECT_EQ(vpp_group_violation(12, 8).value_or(""), "12 micro-batches is not a multiple of vpp_group 8");
+  EXPECT_NE(vpp_group_violation(12, 4, 8).value_or("").find("smaller than pp=8"), std::string::npos);
+  EXPECT_TRUE(vpp_group_violation(3, 0).has_value());
+}
+
+// find_violation bounds M and the pool itself (no M x k overflow for a C++ caller).
+TEST(Validate, ConfigBoundsWithoutOverflow) {
+  Plan p = two_mb_plan();
+  p.config.max_seqlen_per_rank = std::numeric_limits<int64_t>::max() / 2;
+  EXPECT_NE(find_violation(p, kBatch).value_or("").find("larger than the supported"), std::string::npos);
+  p = two_mb_plan();
+  p.config.dp = 1 << 20;
+  p.config.cp = 4;
+  EXPECT_NE(find_violation(p, kBatch).value_or("").find("larger than the supported pool"), std::string::npos);
+}
+
 TEST(Validate, AcceptsAValidPlan) { EXPECT_FALSE(find_violation(two_mb_plan(), kBatch).has_value()); }
 
 struct BadCase {
