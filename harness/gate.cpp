@@ -108,7 +108,7 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
         f.failed = dropped || rose;
         f.message = std::string(dropped ? "TFLOPS/GPU dropped " : rose ? "TFLOPS/GPU rose " : "TFLOPS/GPU ") +
                     fmt2(b.tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" + (rel >= 0 ? "+" : "") +
-                    fmt2(100.0 * rel) + "%, tolerance " + (rose ? "+" : "-") + fmt2(100.0 * tolerance) + "%)";
+                    fmt2(100.0 * rel) + "%, tolerance " + (dropped ? "-" : rose ? "+" : "+-") + fmt2(100.0 * tolerance) + "%)";
         if (rose)
           f.message += ": a simulator that lost a cost term looks like this; if the gain is meant, regenerate the "
                        "baseline (ci/gate.sh --update) and say why in the commit";
