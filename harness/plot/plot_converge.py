@@ -105,11 +105,13 @@ def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
     bounds = doc.get("bounds", {})
     per_step = bounds.get(bound_key + "_per_step")
     bound = bounds.get(bound_key)
-    if isinstance(per_step, list) and per_step and len(set(per_step)) > 1:
-        # float32: each step has its own bound (2 x that step's float32 drift + floor)
-        ax.step(range(len(per_step)), per_step, where="mid", color="#c00000", lw=1.2, ls="--",
-                label=f"bound per step (up to {max(per_step):.2g})")
-    elif bound:
+    finite = [v for v in per_step if isinstance(v, (int, float))] if isinstance(per_step, list) else []
+    if finite and len(set(finite)) > 1:
+        # float32: each step has its own bound (2 x that step's float32 drift + floor); None (a
+        # diverged reference, JSON has no NaN) is left as a gap
+        ax.step(range(len(per_step)), [float("nan") if v is None else v for v in per_step], where="mid",
+                color="#c00000", lw=1.2, ls="--", label=f"bound per step (up to {max(finite):.2g})")
+    elif isinstance(bound, (int, float)) and bound:
         ax.axhline(bound, color="#c00000", lw=1.2, ls="--", label=f"bound {bound:.2g}")
     mark_edges(ax, doc)
     ax.set_yscale("log")

@@ -146,6 +146,15 @@ TEST(Gate, FailsOnAGainBeyondToleranceNaNAndEfficiencyAboveOne) {
   const GateReport e = run_gate(base, results({eff}), 0.02);
   EXPECT_FALSE(e.passed());
   EXPECT_NE(e.findings.at(0).message.find("above 1"), std::string::npos) << e.findings.at(0).message;
+  // One step above 1 beside one well below: their mean is under 1, the gate still fails.
+  ResultRow low = row("a", "packing", 100);
+  low.plan_efficiency = 0.90;
+  low.step = 1;
+  ResultRow base1 = row("a", "packing", 100);
+  base1.step = 1;
+  const GateReport two = run_gate(results({row("a", "packing", 100), base1}), results({eff, low}), 0.02);
+  EXPECT_FALSE(two.passed());
+  EXPECT_NE(two.findings.at(0).message.find("1.03 in a step"), std::string::npos) << two.findings.at(0).message;
 }
 
 TEST(Gate, RejectsBadTolerance) {
