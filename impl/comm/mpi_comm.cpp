@@ -65,8 +65,16 @@ class MpiRequest final : public Request {
              DType type = DType::f32)
       : req_(req), is_recv_(is_recv), opt_(opt), what_(std::move(what)), count_(count), type_(type) {}
   ~MpiRequest() override {
-    if (req_ != MPI_REQUEST_NULL) {  // abandoned (error path): never let MPI write later
-      if (is_recv_) MPI_Cancel(&req_);
+    if (req_ == MPI_REQUEST_NULL) return;
+    // Abandoned (error path): MPI must never write into the buffer later. A receive is cancelled
+    // and then completed: MPI_Wait on a cancelled receive is local (MPI 4.0 §3.8.4), and one that
+    // was already matched finishes its transfer before the wait returns; MPI_Request_free after
+    // MPI_Cancel, as until 2026-11-28, gave neither guarantee (helper-21). A send's buffer is only
+    // read; its request is freed.
+    if (is_recv_) {
+      MPI_Cancel(&req_);
+      MPI_Wait(&req_, MPI_STATUS_IGNORE);
+    } else {
       MPI_Request_free(&req_);
     }
   }
