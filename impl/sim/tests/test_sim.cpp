@@ -6,6 +6,7 @@
 #include "plan/validate.h"
 #include "sim/rank_share.h"
 #include "sim/simulator.h"
+#include "sim_fixtures.h"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +15,8 @@
 
 namespace dcp::sim {
 namespace {
+
+using namespace fixtures;
 
 OpCost op(double f, double b, double p2p = 0) {
   OpCost c;
@@ -38,12 +41,6 @@ ScheduleInput singles(int pool, int pp, int vpp, int m, OpCost c) {
     }
   }
   return in;
-}
-
-void expect_breakdown_sums(const ScheduleResult& r) {
-  EXPECT_NEAR(r.compute_s + r.comm_s + r.overhead_s + r.bubble_s + r.imbalance_s, r.step_s, 1e-9 * r.step_s);
-  for (const auto& g : r.gpu)
-    EXPECT_NEAR(g.compute_s + g.comm_s + g.overhead_s + g.bubble_s + g.imbalance_s, r.step_s, 1e-9 * r.step_s);
 }
 
 TEST(Schedule, P2pEdgeIsTheLinkBetweenTheTwoStagesBothWays) {
@@ -149,42 +146,7 @@ TEST(Schedule, RejectsGroupsThatDoNotCoverThePool) {
   EXPECT_THROW(simulate_schedule(in), Error);
 }
 
-// ---- plan level -----------------------------------------------------------------------
-cost::CostModel unit_cm(int gpus, int pp, int cp) {
-  cost::ModelConfig m{"unit", 2, 128, 128, 1, 1, 128, 1, false};
-  cost::ClusterConfig c;
-  c.gpus = gpus;
-  c.pp = pp;
-  c.cp = cp;
-  c.gpus_per_node = 64;
-  cost::CostModel cm{m, cost::hardware_preset("unit"), c, {}};
-  // Distributed optimizer, bf16 grads, overlapped: the sync of these tiny models stays hidden.
-  cm.training.distributed_optimizer = true;
-  cm.training.grad_reduce_fp32 = false;
-  cm.training.overlap_grad_reduce = true;
-  return cm;
-}
-
-// Llama3-8B on the public H100 profile (every GPU on one node unless gpus_per_node says).
-cost::CostModel h100_llama3_8b(int gpus, int pp, int cp, int vpp = 1, int gpus_per_node = 8) {
-  cost::ClusterConfig c;
-  c.gpus = gpus;
-  c.pp = pp;
-  c.cp = cp;
-  c.vpp = vpp;
-  c.gpus_per_node = gpus_per_node;
-  return cost::CostModel{cost::model_preset("llama3-8b"), cost::hardware_preset("h100-sxm"), c, {}};
-}
-
-plan::Plan two_rank_plan() {
-  plan::Plan p;
-  p.planner = "test";
-  p.config.dp = 2;
-  p.config.cp = 1;
-  p.config.max_seqlen_per_rank = 2000;
-  p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}}});
-  return p;
-}
+// ---- plan level (the lower bound: test_sim_bound.cpp) --------------------------------------
 
 TEST(Step, BalancedPlanReachesTheBound) {
   const auto cm = unit_cm(2, 1, 1);
@@ -259,214 +221,6 @@ TEST(Step, PipelinePlanBreakdownSums) {
   EXPECT_EQ(simulate_step(p, batch, cm).step_s, r.step_s);
 }
 
-TEST(Step, BoundIsTheBusiestStage) {
-  // pp = 2, 2 layers (one per stage), a large vocabulary: the last stage holds one layer plus the
-  // output layer and loss, so it sets the bound, above the even split over both stages.
-  auto cm = unit_cm(4, 2, 1);
-  cm.model.vocab = 65536;
-  const plan::Batch batch{{1000, 600, 300}};
-  const int64_t m = 2000;
-  double all = 0, head = 0;
-  for (int64_t l : batch.lengths) {
-    all += cost::sequence_compute_s(cm, l, m);
-    head += cost::sequence_head_compute_s(cm, l, m);
-  }
-  ASSERT_GT(head, 0.0);
-  const double per_layer = (all - head) / 2;
-  const double expect = std::max(all / 2, per_layer + head) / 2;  // pool N = 2
-  EXPECT_NEAR(lower_bound_s(batch, cm, m), expect, 1e-15);
-  EXPECT_GT(lower_bound_s(batch, cm, m), all / 4 * (1 + 1e-9));  // tighter than the even split
-  // pp = 1: everything on one stage.
-  const auto cm1 = unit_cm(2, 1, 1);
-  double all1 = 0;
-  for (int64_t l : batch.lengths) all1 += cost::sequence_compute_s(cm1, l, m);
-  EXPECT_NEAR(lower_bound_s(batch, cm1, m), all1 / 2, 1e-15);
-}
-
-// The costs every plan pays are in the bound: a host-bound balanced plan reaches it exactly, and
-// each term is the hand-computed one.
-TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
-  auto cm = unit_cm(2, 1, 1);
-  cm.hardware.host_layer_fwd_s = 1e-3;  // far above the GPU time of 1000 tokens on the unit model
-  cm.hardware.host_layer_bwd_s = 2e-3;
-  cm.hardware.microbatch_overhead_s = 5e-4;
-  cm.hardware.iteration_overhead_s = 7e-3;
-  cm.training.overlap_grad_reduce = false;
-  const plan::Batch batch{{1000, 1000}};
-  plan::Plan p = two_rank_plan();
-  p.dynamic = false;  // the unit profile has no THD data-path costs (packed_data_overhead_s 0)
-  const auto r = simulate_step(p, batch, cm);
-  double work = 0;
-  for (int64_t l : batch.lengths) work += cost::sequence_compute_s(cm, l, 2000);
-  const double host = 2 * (1e-3 + 2e-3);  // 2 layers x (fwd + bwd host), 1 micro-batch
-  ASSERT_GT(host, work / 2);
-  const auto g = cost::grad_sync_time(cm, 0);
-  ASSERT_GT(g.reduce_s + g.gather_s, 0.0);
-  const double it = cost::iteration_time(cm, false, 0).total_s();
-  const double expect = host + 5e-4 + g.reduce_s + g.gather_s + it;
-  EXPECT_NEAR(lower_bound_s(batch, cm, 2000), expect, 1e-15);
-  EXPECT_NEAR(r.step_s, expect, 1e-12);
-  EXPECT_NEAR(r.plan_efficiency, 1.0, 1e-9);
-  // --no-gradient-accumulation-fusion: every backward pass also issues one main-gradient add per
-  // parameter tensor (15 on the unit model); the host-bound plan still meets the bound.
-  cm.training.gradient_accumulation_fusion = false;
-  cm.hardware.grad_add_host_s = 1e-4;
-  ASSERT_NEAR(cost::grad_add(cm, 0).host_s, 15 * 1e-4, 1e-15);
-  EXPECT_NEAR(lower_bound_s(batch, cm, 2000), expect + 15 * 1e-4, 1e-15);
-  EXPECT_NEAR(simulate_step(p, batch, cm).step_s, expect + 15 * 1e-4, 1e-12);
-  cm.training.gradient_accumulation_fusion = true;
-  cm.hardware.grad_add_host_s = 0;
-  // Twice the tokens of one micro-batch (N * M = 4000): at least two micro-batches, twice the host
-  // floor and the micro-batch overhead.
-  const plan::Batch big{{2500, 2500, 1500, 1500}};
-  double work_big = 0;
-  for (int64_t l : big.lengths) work_big += cost::sequence_compute_s(cm, l, 2000);
-  EXPECT_NEAR(lower_bound_s(big, cm, 2000), std::max(work_big / 2, 2 * host) + 2 * 5e-4 + g.reduce_s + g.gather_s + it,
-              1e-15);
-  // A 3000-token sample with M = 2000 needs a group of >= 2 ranks: with ring CP they issue 2 ring
-  // steps per layer and pass (fwd + bwd) in its micro-batch. The plan that does so meets the bound.
-  cm.hardware.ring_step_fwd_s = 2e-3;
-  cm.hardware.ring_step_bwd_s = 3e-3;
-  const plan::Batch longer{{3000, 500}};
-  const double ring = 2 * 2 * (2e-3 + 3e-3);  // layers x k x (fwd + bwd)
-  double work_longer = 0;
-  for (int64_t l : longer.lengths) work_longer += cost::sequence_compute_s(cm, l, 2000);
-  ASSERT_GT(host + ring, work_longer / 2);
-  plan::Plan pr = two_rank_plan();
-  pr.microbatches = {{{{0, 2, {0, 1}}}}};
-  const auto rr = simulate_step(pr, longer, cm);
-  const double bound_ring = host + ring + 5e-4 + g.reduce_s + g.gather_s + it;
-  EXPECT_NEAR(lower_bound_s(longer, cm, 2000), bound_ring, 1e-15);
-  EXPECT_LE(lower_bound_s(longer, cm, 2000), rr.step_s * (1 + 1e-12));
-  EXPECT_GT(rr.plan_efficiency, 0.9);
-  cm.training.cp_comm = cost::CpComm::all_gather;  // no ring loop on the host
-  EXPECT_NEAR(lower_bound_s(longer, cm, 2000), bound_ring - host - ring + std::max(host, work_longer / 2), 1e-15);
-  cm.training.cp_comm = cost::CpComm::ring;
-  // Overlapped gradient sync may hide entirely: not in the bound.
-  cm.training.overlap_grad_reduce = true;
-  EXPECT_NEAR(lower_bound_s(batch, cm, 2000), host + 5e-4 + it, 1e-15);
-}
-
-// The longest sample is a critical path: on one rank it is that rank's work; spread over k ranks
-// each of them issues k ring steps per layer. The bound takes the cheaper of the two, which can
-// exceed the even split of all work (a 3000-token sample beside a 100-token one on 2 ranks).
-TEST(Step, BoundChargesTheLongestSamplesCriticalPath) {
-  auto cm = unit_cm(2, 1, 1);
-  cm.hardware.host_layer_fwd_s = 0;
-  cm.hardware.host_layer_bwd_s = 0;
-  cm.hardware.microbatch_overhead_s = 0;
-  cm.hardware.iteration_overhead_s = 0;
-  const plan::Batch batch{{3000, 100}};
-  const int64_t m = 4000;  // both fit on one rank: k = 1 and k = 2 are valid for the long one
-  const double w_long = cost::sequence_compute_s(cm, 3000, m, 1);
-  const double w_short = cost::sequence_compute_s(cm, 100, m, 1);
-  const double it = cost::iteration_time(cm, false, 0).total_s();
-  // Ring steps far dearer than the sample: k = 2 loses, the sample's whole work is on one rank.
-  cm.hardware.ring_step_fwd_s = 1.0;
-  cm.hardware.ring_step_bwd_s = 1.0;
-  ASSERT_GT(w_long, (w_long + w_short) / 2);
-  EXPECT_NEAR(lower_bound_s(batch, cm, m), w_long + it, 1e-12);
-  plan::Plan p = two_rank_plan();
-  p.config.max_seqlen_per_rank = m;
-  const auto r = simulate_step(p, batch, cm);  // {3000} on rank 0, {100} on rank 1
-  EXPECT_LE(r.bound_s, r.step_s * (1 + 1e-12));
-  EXPECT_GT(r.plan_efficiency, 0.99);  // and this plan is the best one: the bound is tight
-  // Free ring steps: spreading it costs nothing extra, the even split of all work is the bound.
-  cm.hardware.ring_step_fwd_s = 0;
-  cm.hardware.ring_step_bwd_s = 0;
-  const double w2 = cost::sequence_compute_s(cm, 3000, m, 2);
-  ASSERT_LT(w2 / 2, (w_long + w_short) / 2);
-  EXPECT_NEAR(lower_bound_s(batch, cm, m), (std::min(w_long, w2) + w_short) / 2 + it, 1e-12);
-  // Ring steps whose host time alone equals the whole sample's compute (2 layers x 2 steps x
-  // (fwd + bwd) = w_long): spreading saves nothing, the bound is w_long again.
-  cm.hardware.ring_step_fwd_s = w_long / 8;
-  cm.hardware.ring_step_bwd_s = w_long / 8;
-  EXPECT_NEAR(lower_bound_s(batch, cm, m), w_long + it, 1e-12);
-}
-
-// A random valid plan on a pool of 8 ranks (dp 2 x cp 4; aligned groups of 1..8 ranks, 1-3
-// samples each of lo .. max(lo, cap k / n) tokens), 8 micro-batches; the lengths go to `batch`.
-plan::Plan random_pool8_plan(Rng& rng, plan::Batch& batch, int64_t lo, int64_t cap, int64_t pad_to = 0) {
-  plan::Plan p;
-  p.planner = "random";
-  p.config.dp = 2;
-  p.config.cp = 4;
-  p.config.max_seqlen_per_rank = 16384;
-  p.pad_to = pad_to;
-  for (int mb = 0; mb < 8; ++mb) {
-    plan::MicroBatch m;
-    int rank = 0;
-    while (rank < 8) {
-      int k = 1 << rng.uniform_int(0, 3);
-      while (rank % k != 0 || rank + k > 8) k /= 2;
-      plan::Group g{rank, k, {}};
-      const int n = static_cast<int>(rng.uniform_int(1, 3));
-      for (int i = 0; i < n; ++i) {
-        g.samples.push_back(static_cast<int>(batch.lengths.size()));
-        batch.lengths.push_back(rng.uniform_int(lo, std::max<int64_t>(lo, cap * k / n)));
-      }
-      m.groups.push_back(g);
-      rank += k;
-    }
-    p.microbatches.push_back(m);
-  }
-  return p;
-}
-
-// Random valid plans on the H100 profile: the lower bound never exceeds the simulated time and
-// the breakdown always sums to the step.
-TEST(Step, BoundHoldsOnRandomPlansH100) {
-  cost::CostModel cm = h100_llama3_8b(32, 4, 4, 2, 4);
-  cm.training.recompute_full = true;
-  Rng rng(17);
-  for (int trial = 0; trial < 40; ++trial) {
-    // Half the trials with the gradient sync exposed, half with short samples only (host-bound:
-    // the host floor and micro-batch overheads dominate), the rest as before.
-    cm.training.overlap_grad_reduce = trial % 2 == 0;
-    cm.training.distributed_optimizer = trial % 3 != 0;
-    const int64_t cap = trial % 4 >= 2 ? 256 : 16384;
-    plan::Batch batch;
-    const plan::Plan p = random_pool8_plan(rng, batch, 64, cap);
-    ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << "trial " << trial << ": " << plan::find_violation(p, batch).value_or("");
-    const auto r = simulate_step(p, batch, cm);
-    EXPECT_LE(r.plan_efficiency, 1.0) << "trial " << trial;
-    EXPECT_GT(r.plan_efficiency, 0.05) << "trial " << trial;
-    expect_breakdown_sums(r.schedule);
-    EXPECT_EQ(r.schedule.events, int64_t{8} * 8 * 2 * 4 * 2);  // mb x ranks x dir x stages x vpp
-  }
-}
-
-// A GEMM curve that falls as tokens grow (a measured calibration may dip): the bound reads the
-// efficiency where it is highest at or below M, so a plan whose micro-batches run fewer tokens
-// than M at a better efficiency still cannot beat it (it had: efficiency 1.036, helper-20).
-TEST(Step, BoundHoldsWhenTheGemmCurveDips) {
-  {
-    cost::CostModel cm = h100_llama3_8b(4, 1, 1);
-    cm.hardware.gemm_efficiency.points = {{128, 0.30}, {1024, 0.70}, {4096, 0.80}, {8192, 0.70}};
-    const plan::Batch batch{{4096, 4096, 4096, 4096}};
-    plan::Plan p;
-    p.planner = "test";
-    p.config.dp = 4;
-    p.config.cp = 1;
-    p.config.max_seqlen_per_rank = 8192;
-    p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}, {2, 1, {2}}, {3, 1, {3}}}});
-    const auto r = simulate_step(p, batch, cm);
-    EXPECT_LE(r.plan_efficiency, 1.0 + 1e-12);
-    EXPECT_GT(r.plan_efficiency, 0.95);  // and still tight: the plan is the best one
-  }
-  cost::CostModel cm = h100_llama3_8b(32, 4, 4, 2, 4);
-  cm.training.recompute_full = true;
-  cm.hardware.gemm_efficiency.points = {{128, 0.30}, {512, 0.75}, {2048, 0.55}, {4096, 0.80}, {16384, 0.50}};
-  Rng rng(23);
-  for (int trial = 0; trial < 24; ++trial) {
-    const int64_t cap = trial % 2 ? 16384 : 4096;
-    plan::Batch batch;
-    const plan::Plan p = random_pool8_plan(rng, batch, 64, cap);
-    ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << "trial " << trial;
-    EXPECT_LE(simulate_step(p, batch, cm).plan_efficiency, 1.0 + 1e-12) << "trial " << trial;
-  }
-}
-
 TEST(Step, InterleavedPlanUsesTheVppGroup) {
   auto cm = unit_cm(4, 2, 1);
   cm.cluster.vpp = 2;
@@ -488,14 +242,7 @@ TEST(Step, InterleavedPlanUsesTheVppGroup) {
 namespace dcp::sim {
 namespace {
 
-cost::CostModel unit_cm2(int gpus, int pp) {
-  cost::ModelConfig m{"unit", 2, 128, 128, 1, 1, 128, 1, false};
-  cost::ClusterConfig c;
-  c.gpus = gpus;
-  c.pp = pp;
-  c.gpus_per_node = 64;
-  return cost::CostModel{m, cost::hardware_preset("unit"), c, {}};
-}
+using namespace fixtures;
 
 // bshd: a plan with pad_to is charged as if every sample were that long, while useful FLOPs and
 // tokens/s stay on the real lengths.
@@ -667,77 +414,13 @@ TEST(Step, RerouteCountsWholeSamplesOnEveryRankOfAGroup) {
 
 }  // namespace
 }  // namespace dcp::sim
-namespace dcp::sim {
-namespace {
-
-// On the h100 attention tables a ring step's shorter, non-causal kernels are rated faster than
-// one (L, L) causal kernel for long sequences, so a bound that charged every sample at cp = 1
-// exceeded the step of a plan running one 512k-token sample over 8 ranks (by 0.8%). The bound
-// takes the cheapest group size a valid plan may use, and stays below the step, and close to it.
-TEST(Step, BoundHoldsForLongRingSamplesOnH100Tables) {
-  cost::CostModel cm = h100_llama3_8b(8, 1, 8);
-  cm.training.recompute_full = true;
-  const int64_t m = 65536, l = 8 * m;
-  plan::Plan p;
-  p.planner = "ring";
-  p.config.dp = 1;
-  p.config.cp = 8;
-  p.config.max_seqlen_per_rank = m;
-  p.microbatches.push_back({{{0, 8, {0}}}});
-  const plan::Batch batch{{l}};
-  ASSERT_FALSE(plan::find_violation(p, batch).has_value());
-  const auto r = simulate_step(p, batch, cm);
-  // The old rule (cp = 1, which no valid plan can use for this sample) would exceed the step.
-  EXPECT_GT(cost::sequence_compute_s(cm, l, m, 1) / 8, r.step_s);
-  EXPECT_LT(cost::sequence_compute_s(cm, l, m, 8), cost::sequence_compute_s(cm, l, m, 1));
-  EXPECT_LE(r.plan_efficiency, 1.0);
-  EXPECT_GT(r.plan_efficiency, 0.98);
-}
-
-// A static plan's group size is its own cp, which may differ from the cluster's (the simulator
-// checks only the pool): the bound considers the plan's cp, not the cluster's (a reviewer's case:
-// pool 6, cluster cp 1, static cp 3 read 1.055 efficient when the bound ignored size 3).
-TEST(Step, BoundUsesThePlansStaticCp) {
-  const cost::CostModel cm = h100_llama3_8b(6, 1, 1);
-  plan::Plan p;
-  p.planner = "static3";
-  p.dynamic = false;
-  p.config.dp = 2;
-  p.config.cp = 3;
-  p.config.max_seqlen_per_rank = 512;
-  p.microbatches.push_back({{{0, 3, {0}}, {3, 3, {1}}}});
-  const plan::Batch b{{1536, 1536}};
-  ASSERT_FALSE(plan::find_violation(p, b).has_value());
-  const auto r = simulate_step(p, b, cm);
-  EXPECT_LE(r.plan_efficiency, 1.0 + 1e-12);
-  EXPECT_GT(r.plan_efficiency, 0.95);
-  EXPECT_NEAR(r.bound_s, lower_bound_s(b, cm, 512, 3), 1e-15);
-  EXPECT_GT(lower_bound_s(b, cm, 512, 0), r.step_s);  // without size 3: only 6 is valid, dearer
-}
-
-// The bound is over the real lengths: padding a plan chose (bshd's pad_to, a dynamic planner's
-// multiple of 2 * cp) is not work the batch needs, so it lowers the plan's efficiency.
-TEST(Step, BoundIsOverTheRealLengths) {
-  const auto cm = unit_cm2(2, 1);
-  plan::Plan p = two_rank_plan();
-  p.config.max_seqlen_per_rank = 4096;
-  const plan::Batch padded{{1024, 1024}};
-  const std::vector<int64_t> real{1000, 700};
-  const auto r = simulate_step(p, padded, cm, real);
-  EXPECT_NEAR(r.bound_s, lower_bound_s(plan::Batch{real}, cm, 4096), 1e-15);
-  EXPECT_LT(r.bound_s, lower_bound_s(padded, cm, 4096));
-  const auto skipped = simulate_step(p, padded, cm, real, Bound::skip);
-  EXPECT_EQ(skipped.step_s, r.step_s);
-  EXPECT_EQ(skipped.bound_s, 0.0);
-}
-
-}  // namespace
-}  // namespace dcp::sim
 
 // ---- rank_share ---------------------------------------------------------------------------
 
 namespace dcp::sim {
 namespace {
+
+using namespace fixtures;
 
 // The share of every rank and stage is the simulator's own accounting: its busy time equals
 // StepResult::rank_busy_s (mean over stages), each micro-batch's prediction equals
