@@ -25,6 +25,11 @@
 
 namespace dcp::harness {
 
+// How a (strategy, setting) pair is named in tables and the gate: "name", or "name (tuned)".
+inline std::string strategy_label(const std::string& strategy, const std::string& setting) {
+  return setting == "published" ? strategy : strategy + " (" + setting + ")";
+}
+
 struct Aggregate {
   std::string scenario;
   std::string strategy;
@@ -56,7 +61,7 @@ struct Aggregate {
   nlohmann::json knobs;        // of the first step (a setting's knobs are the same every step)
   bool valid() const { return invalid_steps == 0 && oom_steps == 0 && steps > 0; }
   bool measured() const { return source.rfind("measured:", 0) == 0; }  // results.h "Measured rows"
-  std::string label() const { return setting == "published" ? strategy : strategy + " (" + setting + ")"; }
+  std::string label() const { return strategy_label(strategy, setting); }
 };
 
 // Megatron's benchmark statistic: mean after dropping int(0.1 n) values from each end.

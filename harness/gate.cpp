@@ -63,8 +63,7 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
   std::map<std::pair<std::string, std::string>, double> max_eff;
   for (const auto& r : current.rows) {
     if (!r.has_metrics() || r.source.rfind("measured:", 0) == 0) continue;
-    const std::string label = r.setting == "published" ? r.strategy : r.strategy + " (" + r.setting + ")";
-    double& m = max_eff[{r.scenario, label}];
+    double& m = max_eff[{r.scenario, strategy_label(r.strategy, r.setting)}];
     m = std::isnan(r.plan_efficiency) || std::isnan(m) ? std::nan("") : std::max(m, r.plan_efficiency);
   }
   const auto efficiency_above_one = [&](const std::string& scenario, const std::string& label) -> std::string {

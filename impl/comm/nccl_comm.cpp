@@ -255,10 +255,7 @@ class NcclComm final : public Communicator {
   void abandon(P2pBatch& batch) noexcept {
     if (batch.finished || batch.abandoned) return;
     batch.abandoned = true;
-    if (!aborted_) {
-      ncclCommAbort(comm_);
-      aborted_ = true;
-    }
+    abort_once();
     if (pending_.get() == &batch) pending_.reset();
     if (batch.done_event) cudaEventDestroy(batch.done_event);
     batch.done_event = nullptr;
@@ -327,11 +324,13 @@ class NcclComm final : public Communicator {
                      ncclGetLastError(comm_));
   }
   [[noreturn]] void fail(const std::string& what, const std::string& why) {
-    if (!aborted_) {
-      ncclCommAbort(comm_);
-      aborted_ = true;
-    }
+    abort_once();
     throw Error("nccl comm: " + what + " " + why + "; communicator aborted");
+  }
+  void abort_once() noexcept {
+    if (aborted_) return;
+    ncclCommAbort(comm_);
+    aborted_ = true;
   }
   void wait_stream(const std::string& what) {
     const auto deadline = std::chrono::steady_clock::now() + options_.deadline;

@@ -100,12 +100,15 @@ class LengthsSax {
   }
 
  private:
-  void not_an_array() const { throw InputError(source_ + ": JSON lengths must be an array of integers"); }
+  [[noreturn]] void not_an_array() const {
+    throw InputError(source_ + ": JSON lengths must be an array of integers");
+  }
+  [[noreturn]] void not_an_integer(const std::string& shown) const {
+    throw InputError(source_ + ": element " + std::to_string(out.size()) + " (" + shown + ") is not an integer length");
+  }
   bool open(const char* shown) {
     if (depth_ == 0 && shown[0] != '[') not_an_array();
-    if (depth_ == 1)
-      throw InputError(source_ + ": element " + std::to_string(out.size()) + " (" + shown +
-                       ") is not an integer length");
+    if (depth_ == 1) not_an_integer(shown);
     ++depth_;
     return true;
   }
@@ -115,8 +118,7 @@ class LengthsSax {
   }
   bool element(const json& v) {
     if (depth_ == 0) not_an_array();
-    throw InputError(source_ + ": element " + std::to_string(out.size()) + " (" + json_excerpt(v, 40) +
-                     ") is not an integer length");
+    not_an_integer(json_excerpt(v, 40));
   }
   bool integer(int64_t v) {
     if (depth_ == 0) not_an_array();
