@@ -124,25 +124,28 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
 }
 
 void print_study(std::ostream& os, const json& st, const std::string& title) {
-  os << "  " << title << ": ranking " << (st.value("ranking_changes", false) ? "CHANGES" : "unchanged") << " (nominal: ";
-  bool first = true;
-  const json ranking = st.value("ranking", json::array());
-  for (const auto& s : ranking) {
-    os << (first ? "" : " > ") << s.get<std::string>();
-    first = false;
-  }
+  auto names = [&](const json& list, const char* sep) {
+    std::string out;
+    for (const auto& s : list) out += (out.empty() ? "" : sep) + s.get<std::string>();
+    return out;
+  };
+  os << "  " << title << ": ranking " << (st.value("ranking_changes", false) ? "CHANGES" : "unchanged")
+     << " (nominal: " << names(st.value("ranking", json::array()), " > ");
+  const json without = st.value("without_numbers", json::array());
+  if (!without.empty()) os << "; no numbers: " << names(without, ", ");
   os << ")";
-  if (st.value("ranking_changes", false)) {
-    os << "; changed by:";
-    const json by = st.value("ranking_changed_by", json::array());
-    for (const auto& p : by) os << " " << p.get<std::string>();
-  }
+  if (st.value("ranking_changes", false)) os << "; changed by: " << names(st.value("ranking_changed_by", json::array()), " ");
   os << "\n";
+  auto num = [](const json& v, const char* k) {
+    return v.contains(k) && v[k].is_number() ? fmt("%.3f", v[k].get<double>()) : std::string("-");
+  };
   const json speedups = st.value("speedups", json::object());
   for (const auto& [strategy, v] : speedups.items()) {
-    os << "    " << pad(strategy, 18, false) << " speedup " << fmt("%.3f", v.value("nominal", 0.0)) << "  range ["
-       << fmt("%.3f", v.value("min", 0.0)) << ", " << fmt("%.3f", v.value("max", 0.0)) << "]  widest: "
-       << v.value("widest_parameter", std::string("-")) << "\n";
+    os << "    " << pad(strategy, 18, false) << " speedup " << num(v, "nominal") << "  range [" << num(v, "min") << ", "
+       << num(v, "max") << "]  widest: " << v.value("widest_parameter", std::string("-"));
+    const json none = v.value("no_number_in", json::array());
+    if (!none.empty()) os << "  no number (oom or no valid plan) in: " << names(none, ", ");
+    os << "\n";
   }
 }
 

@@ -143,6 +143,8 @@ std::vector<SensitivityParameter> sensitivity_parameters() {
       {"link_latency_s", scalar({"intra_node_latency_s", "inter_node_latency_s"})},
       {"nic_bytes_per_s", scalar({"inter_node_bytes_per_s"})},
       {"memory_reserved_bytes", scalar({"memory_reserved_bytes"})},
+      {"ce_bytes_per_logit", scalar({"ce_fp32_saved_bytes_per_logit", "ce_fp32_peak_bytes_per_logit",
+                                     "ce_te_saved_bytes_per_logit", "ce_te_peak_bytes_per_logit"})},
   };
 }
 
@@ -181,7 +183,48 @@ SpeedupSummary summarize_speedups(const std::vector<ResultRow>& rows, const std:
   std::stable_sort(order.begin(), order.end());
   for (const auto& [_, st] : order) out.ranking.push_back(st);
   out.ranking.insert(out.ranking.end(), without.begin(), without.end());
+  out.without_numbers = std::move(without);
   return out;
+}
+
+json merge_study(const SpeedupSummary& nominal, const std::vector<std::pair<std::string, SpeedupSummary>>& variants,
+                 const std::vector<std::string>& strategies) {
+  json speedups = json::object();
+  std::map<std::string, double> widest;  // strategy -> largest |variant - nominal|
+  for (const auto& st : strategies) {
+    json e = {{"nominal", nullptr}, {"min", nullptr}, {"max", nullptr}, {"widest_parameter", "-"},
+              {"no_number_in", json::array()}};
+    auto it = nominal.speedup.find(st);
+    if (it != nominal.speedup.end()) e["nominal"] = e["min"] = e["max"] = it->second;
+    else e["no_number_in"].push_back("nominal");
+    speedups[st] = std::move(e);
+  }
+  json changed_by = json::array();
+  for (const auto& [name, v] : variants) {
+    for (const auto& st : strategies) {
+      auto& e = speedups[st];
+      auto it = v.speedup.find(st);
+      if (it == v.speedup.end()) {
+        e["no_number_in"].push_back(name);
+        continue;
+      }
+      const double x = it->second;
+      e["min"] = e["min"].is_null() ? x : std::min(e["min"].get<double>(), x);
+      e["max"] = e["max"].is_null() ? x : std::max(e["max"].get<double>(), x);
+      if (e["nominal"].is_null()) continue;
+      const double d = std::abs(x - e["nominal"].get<double>());
+      if (d > widest[st]) {
+        widest[st] = d;
+        e["widest_parameter"] = name.substr(0, name.rfind(" x"));
+      }
+    }
+    if (v.ranking != nominal.ranking || v.without_numbers != nominal.without_numbers) changed_by.push_back(name);
+  }
+  return {{"ranking", nominal.ranking},
+          {"without_numbers", nominal.without_numbers},
+          {"ranking_changes", !changed_by.empty()},
+          {"ranking_changed_by", changed_by},
+          {"speedups", speedups}};
 }
 
 std::map<std::string, Setting> tuned_settings(const std::vector<ResultRow>& rows) {
@@ -212,41 +255,26 @@ json study(const PreparedScenario& p, const RunOptions& quiet, const plan::Plann
     return summarize_speedups(rows, p.strategies, s.reference_strategy);
   };
   const SpeedupSummary nominal = run_all(p.cm);
-  json speedups = json::object();
-  for (const auto& [st, x] : nominal.speedup)
-    speedups[st] = {{"nominal", x}, {"min", x}, {"max", x}, {"widest_parameter", "-"}};
-  std::map<std::string, double> widest;  // strategy -> largest |variant - nominal|
+  std::vector<std::pair<std::string, SpeedupSummary>> summaries;
   json variants = json::array();
-  json changed_by = json::array();
   for (const auto& param : sensitivity_parameters()) {
     for (double f : {kSensitivityLow, kSensitivityHigh}) {
       cost::CostModel cm = p.cm;
       param.scale(cm, f);
       const std::string name = param.name + " x" + (f < 1 ? "0.8" : "1.2");
       phase = "--sensitivity " + name;
-      const SpeedupSummary v = run_all(cm);
-      json vs = json::object();
-      for (const auto& [st, x] : v.speedup) {
-        vs[st] = x;
-        if (!speedups.contains(st)) continue;
-        auto& e = speedups[st];
-        e["min"] = std::min(e["min"].get<double>(), x);
-        e["max"] = std::max(e["max"].get<double>(), x);
-        const double d = std::abs(x - e["nominal"].get<double>());
-        if (d > widest[st]) {
-          widest[st] = d;
-          e["widest_parameter"] = param.name;
-        }
-      }
-      if (v.ranking != nominal.ranking) changed_by.push_back(name);
-      variants.push_back({{"parameter", param.name}, {"factor", f}, {"speedups", vs}, {"ranking", v.ranking}});
+      SpeedupSummary v = run_all(cm);
+      variants.push_back({{"parameter", param.name},
+                          {"factor", f},
+                          {"speedups", v.speedup},
+                          {"ranking", v.ranking},
+                          {"without_numbers", v.without_numbers}});
+      summaries.emplace_back(name, std::move(v));
     }
   }
-  return {{"ranking", nominal.ranking},
-          {"ranking_changes", !changed_by.empty()},
-          {"ranking_changed_by", changed_by},
-          {"speedups", speedups},
-          {"variants", variants}};
+  json out = merge_study(nominal, summaries, p.strategies);
+  out["variants"] = std::move(variants);
+  return out;
 }
 
 }  // namespace

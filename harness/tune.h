@@ -18,8 +18,9 @@
 // --sensitivity: every uncertain cost-model parameter (sensitivity_parameters()) is scaled by 0.8
 // and by 1.2, one at a time (efficiencies capped at 1), and the scenario re-run at the published
 // setting; the section reports, per strategy, the nominal speedup and its range over the
-// variants, the parameter that moves it most, and whether the ranking of strategies by step time
-// changes (and which variants change it).
+// variants, the parameter that moves it most, the variants where it has no number (oom, no valid
+// plan), and whether the ranking of strategies by step time, or the set without numbers, changes
+// (and which variants change it).
 #pragma once
 
 #include "harness/runner.h"
@@ -64,10 +65,22 @@ nlohmann::json sensitivity_section(const nlohmann::json& scenarios);
 // the strategy's, over steps where both have numbers) and the ranking by total step time, from
 // rows of one scenario and setting. Exposed for tests.
 struct SpeedupSummary {
-  std::map<std::string, double> speedup;  // strategies with numbers on every step
+  std::map<std::string, double> speedup;  // strategies with numbers on every step (none without the reference's)
   std::vector<std::string> ranking;       // fastest first; strategies without numbers last
+  std::vector<std::string> without_numbers;  // oom or no valid plan on some step, in strategy order
 };
 SpeedupSummary summarize_speedups(const std::vector<ResultRow>& rows, const std::vector<std::string>& strategies,
                                   const std::string& reference);
+
+// One study (the published or the tuned settings) from the nominal summary and each variant's
+// ("gemm_efficiency x0.8", ...), in order: per strategy of `strategies`, "nominal" (null where it
+// has no number nominally), "min"/"max" over the nominal and the variants where it has one (null
+// if none), "widest_parameter", and "no_number_in": the variants (or "nominal") where it has none
+// (itself or the reference oom or without a valid plan: a memory parameter shows only there).
+// The ranking changes where a variant orders the strategies with numbers differently or leaves
+// a different set without numbers. Exposed for tests.
+nlohmann::json merge_study(const SpeedupSummary& nominal,
+                           const std::vector<std::pair<std::string, SpeedupSummary>>& variants,
+                           const std::vector<std::string>& strategies);
 
 }  // namespace dcp::harness

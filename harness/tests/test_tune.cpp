@@ -5,6 +5,7 @@
 #include "baselines/planners.h"
 #include "core/error.h"
 #include "harness/aggregate.h"
+#include "harness/report.h"
 #include "harness/results.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
@@ -13,6 +14,8 @@
 #include "result_rows.h"
 
 #include <gtest/gtest.h>
+
+#include <sstream>
 
 namespace dcp::harness {
 namespace {
@@ -224,6 +227,59 @@ TEST(Sensitivity, SummaryRanksByTimeAndDropsStrategiesWithoutNumbers) {
     p.scale(up, kSensitivityHigh);
     EXPECT_NE(cost::profile_to_json(up.hardware), cost::profile_to_json(base.hardware)) << p.name;
   }
+}
+
+// A variant where a strategy, or the reference, has no number (oom: a memory parameter shows only
+// there) is named for it, and counts as a change of the ranking even where the strategy without
+// numbers was last anyway (helper-23: packing, the reference and the slowest, went oom at
+// memory_reserved_bytes x1.2 and the study said "unchanged" with the range of the others).
+TEST(Sensitivity, VariantsWithoutNumbersAreNamedAndChangeTheRanking) {
+  const std::vector<std::string> strategies = {"packing", "fast", "late"};
+  auto rows = [](double packing, double fast, double late, bool packing_oom, bool late_oom) {
+    std::vector<ResultRow> r = {row("packing", 0, packing), row("fast", 0, fast), row("late", 0, late)};
+    r[0].oom = packing_oom;
+    r[2].oom = late_oom;
+    return r;
+  };
+  const SpeedupSummary nominal = summarize_speedups(rows(2.0, 1.0, 0.5, false, true), strategies, "packing");
+  EXPECT_EQ(nominal.without_numbers, (std::vector<std::string>{"late"}));
+  const std::vector<std::pair<std::string, SpeedupSummary>> variants = {
+      {"gemm_efficiency x0.8", summarize_speedups(rows(2.0, 0.8, 0.5, false, true), strategies, "packing")},
+      {"memory_reserved_bytes x1.2", summarize_speedups(rows(2.0, 1.0, 0.5, true, true), strategies, "packing")},
+      {"memory_reserved_bytes x0.8", summarize_speedups(rows(2.0, 1.0, 0.5, false, false), strategies, "packing")},
+  };
+  const json st = merge_study(nominal, variants, strategies);
+  // The reference oom: same order of names (packing was already behind fast, late last), but a change.
+  EXPECT_EQ(st["ranking_changed_by"],
+            json::array({"memory_reserved_bytes x1.2", "memory_reserved_bytes x0.8"}));
+  EXPECT_TRUE(st["ranking_changes"].get<bool>());
+  EXPECT_EQ(st["without_numbers"], json::array({"late"}));
+  const json& fast = st["speedups"]["fast"];
+  EXPECT_DOUBLE_EQ(fast["nominal"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(fast["min"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(fast["max"].get<double>(), 2.5);
+  EXPECT_EQ(fast["widest_parameter"], "gemm_efficiency");
+  EXPECT_EQ(fast["no_number_in"], json::array({"memory_reserved_bytes x1.2"}));
+  // No number nominally, one in a variant: reported, with a null nominal.
+  const json& late = st["speedups"]["late"];
+  EXPECT_TRUE(late["nominal"].is_null());
+  EXPECT_DOUBLE_EQ(late["min"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(late["max"].get<double>(), 4.0);
+  EXPECT_EQ(late["no_number_in"],
+            json::array({"nominal", "gemm_efficiency x0.8", "memory_reserved_bytes x1.2"}));
+  // The results check takes the nulls, the table prints them as "-" and names the variants.
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  f.rows.push_back(row("packing", 0, 2.0));
+  json sc = st;
+  sc["scenario"] = "s";
+  f.sensitivity = sensitivity_section(json::array({sc}));
+  EXPECT_TRUE(validate_results(results_to_json(f)).empty());
+  std::ostringstream table;
+  print_table(table, f);
+  EXPECT_NE(table.str().find("no numbers: late"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("speedup -  range [4.000, 4.000]"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("in: memory_reserved_bytes x1.2"), std::string::npos) << table.str();
 }
 
 TEST(Sensitivity, SectionReportsRangesAndRanking) {
