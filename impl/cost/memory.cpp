@@ -59,6 +59,20 @@ double layer_transient_bytes_per_token(const CostModel& cm, int cp_size) {
   return std::max(activation_bytes_per_token_layer(cm), up_to_attention + buffers);
 }
 
+double mlp_grad_bytes_per_token(const CostModel& cm) {
+  const double mlp_mult = cm.model.swiglu ? 3.0 : 2.0;
+  return 2.0 * (mlp_mult - 1.0) * static_cast<double>(cm.model.ffn) / cm.cluster.tp;
+}
+
+double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size) {
+  const double activations = cm.training.recompute_full ? activation_bytes_per_token_layer(cm) : 0.0;
+  return std::max(layer_transient_bytes_per_token(cm, cp_size), activations + mlp_grad_bytes_per_token(cm));
+}
+
+double embedding_grad_bytes(const CostModel& cm) {
+  return 2.0 * static_cast<double>(cm.model.vocab) / cm.cluster.tp * static_cast<double>(cm.model.hidden);
+}
+
 LogitBytes logit_bytes_per_token(const CostModel& cm) {
   const auto& hw = cm.hardware;
   const bool te = cm.training.cross_entropy_fusion && cm.training.cross_entropy_te;
@@ -72,9 +86,11 @@ double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double toke
   double layers = 0;
   for (int chunk = 0; chunk < cm.cluster.vpp; ++chunk)
     layers += layers_of_virtual_stage(cm.model, cm.cluster, chunk * cm.cluster.pp + s);
-  const double stored = in_flight * tokens * stored_bytes_per_token_layer(cm) * layers / cm.cluster.vpp;
+  const double one = tokens * stored_bytes_per_token_layer(cm) * layers / cm.cluster.vpp;
   const double logits = s == cm.cluster.pp - 1 ? logit_bytes_per_token(cm).peak : 0.0;
-  return static_memory(cm, s).total() + stored + tokens * std::max(layer_transient_bytes_per_token(cm, cp_size), logits);
+  const double running = in_flight * one + tokens * std::max(layer_backward_transient_bytes_per_token(cm, cp_size), logits);
+  const double embedding = s == 0 ? (in_flight - 1) * one + embedding_grad_bytes(cm) : 0.0;
+  return static_memory(cm, s).total() + std::max(running, embedding);
 }
 
 }  // namespace dcp::cost

@@ -40,12 +40,25 @@
 //   re-materialised inputs, 2 * (2h + q + 2kv) + 4 heads, below the whole layer's; without, the
 //   stored activations already hold them. So the running op's transient is max(the layer's
 //   re-materialised activations, those up to the attention + the CP buffers).
+//   The backward adds the MLP's activation gradients [derived: autograd order of the MLP's
+//   backward]: when the activation's backward runs, the gradient of fc2's input (F values) and
+//   the one it writes for fc1's output ((m-1)F: 2F with SwiGLU) are live, and fc2's saved input
+//   (F) was freed after fc2's backward: net 2 * (m-1) F bytes per token on top of the layer's
+//   activations (stored without recompute, re-materialised with). So a backward's transient is
+//   max(the forward's, those activations + 2 (m-1) F / tp); with ring CP the buffers are larger.
+//   Embedding gradient: the backward of the first virtual stage ends with the embedding's, which
+//   autograd writes as a dense bf16 gradient of the whole table (V / tp x h x 2 bytes;
+//   torch.nn.functional.embedding without sparse), added into the main-grad buffer by Megatron's
+//   DDP hook and freed; by then that micro-batch's activations on the stage are released.
+//   (Megatron's theoretical_memory_usage.py and Korthikanti et al. leave both out.)
 //   Transients do not add up: the logits exist after the stage's last layer in the forward and
 //   are freed by the output layer's backward before full recompute re-materialises any layer, so
 //   a running op adds max(layer transient, logits), never their sum. The simulator's walk of a
 //   last-virtual-stage op: forward: live += stored; peak >= live + T max(layer, logits peak);
 //   live += T saved. Backward: peak >= live + T (peak - saved); live -= T saved;
-//   peak >= live + T layer; live -= stored. Other ops: the layer transient alone.
+//   peak >= live + T layer (the backward's); live -= stored. Other ops: the layer transient
+//   alone (the backward's in a backward), and after the first virtual stage's backward
+//   peak >= live + the embedding gradient.
 // In-flight micro-batches follow the schedule (1F1B: min(pp - s, M) on stage s; interleaved 1F1B:
 // its warm-up), which the simulator walks op by op with each micro-batch's real token count.
 // Parameters per stage: cost::stage_params (with tied embeddings and pp > 1 the last stage keeps
@@ -81,6 +94,14 @@ double cp_attention_buffer_bytes_per_token(const CostModel& cm, int cp_size);
 // ranks: with full recompute, max(one layer's re-materialised activations, those up to the
 // attention + the CP buffers); without, the CP buffers.
 double layer_transient_bytes_per_token(const CostModel& cm, int cp_size = 1);
+// The MLP's live activation gradients in the backward, per token: 2 (m-1) F / tp (formula above).
+double mlp_grad_bytes_per_token(const CostModel& cm);
+// Transient of a running backward op per token: max(the forward's, the layer's activations
+// (re-materialised with full recompute, else already stored: 0 here) + the MLP's gradients).
+double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size = 1);
+// The embedding table's dense bf16 gradient (V / tp x h x 2), live after the first virtual
+// stage's backward of a micro-batch.
+double embedding_grad_bytes(const CostModel& cm);
 // Logits per token on the last virtual stage (V / tp x bytes per logit of the scenario's
 // cross-entropy): kept from its forward to its backward, and the most live at once.
 struct LogitBytes {
@@ -91,7 +112,8 @@ LogitBytes logit_bytes_per_token(const CostModel& cm);
 
 // Hand-checkable peak of stage s under 1F1B without VPP with `in_flight` micro-batches of
 // `tokens` tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s)
-// + tokens * max(layer transient at cp_size, logits peak on the last stage).
+// + tokens * max(backward layer transient at cp_size, logits peak on the last stage), and on
+// stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient.
 double uniform_peak_bytes(const CostModel& cm, int pp_stage, int in_flight, double tokens_per_rank, int cp_size = 1);
 
 // Usable capacity: hardware.memory_bytes (the reserve is counted in static_memory).

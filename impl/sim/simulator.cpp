@@ -113,9 +113,10 @@ void check_input(const ScheduleInput& in) {
 
 // Memory peak of every GPU: walk its stage's op order; a forward adds its chunk's stored
 // activations (tokens per rank x stored bytes per token per layer x layers of the chunk), the
-// matching backward releases them; the running op adds its transient; on the last virtual stage
-// the logits (cost/memory.h: saved from forward to backward, their peak never on top of the
-// layer transient).
+// matching backward releases them; the running op adds its transient (a backward's own, with the
+// MLP's gradients); on the last virtual stage the logits (cost/memory.h: saved from forward to
+// backward, their peak never on top of the layer transient); after a backward of virtual stage 0
+// the embedding's dense gradient.
 void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& order, ScheduleResult& r) {
   const int n = in.pool, pp = in.pp, stages = pp * in.vpp;
   DCP_CHECK(static_cast<int>(in.static_bytes.size()) == pp &&
@@ -123,15 +124,25 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
             "memory input sizes do not match the schedule");
   DCP_CHECK(in.transient_bytes_per_token.empty() || in.transient_bytes_per_token.size() == in.groups.size(),
             "memory input: transient sizes do not match the schedule");
-  // tokens per rank: rank_tokens[mb * n + j]; the running op's transient per token likewise
+  DCP_CHECK(in.backward_transient_bytes_per_token.empty() ||
+                in.backward_transient_bytes_per_token.size() == in.groups.size(),
+            "memory input: backward transient sizes do not match the schedule");
+  // tokens per rank: rank_tokens[mb * n + j]; the running op's transients per token likewise
   std::vector<double> rank_tokens(in.groups.size() * static_cast<size_t>(n), 0.0);
   std::vector<double> rank_transient(rank_tokens.size(), in.layer_transient_bytes_per_token);
+  std::vector<double> rank_bwd_transient;
   for (size_t mb = 0; mb < in.groups.size(); ++mb)
     for (size_t g = 0; g < in.groups[mb].size(); ++g)
       for (int j = in.groups[mb][g].first_rank; j < in.groups[mb][g].first_rank + in.groups[mb][g].size; ++j) {
         rank_tokens[mb * n + j] = in.tokens[mb][g];
         if (!in.transient_bytes_per_token.empty()) rank_transient[mb * n + j] = in.transient_bytes_per_token[mb].at(g);
       }
+  rank_bwd_transient = rank_transient;
+  if (!in.backward_transient_bytes_per_token.empty())
+    for (size_t mb = 0; mb < in.groups.size(); ++mb)
+      for (size_t g = 0; g < in.groups[mb].size(); ++g)
+        for (int j = in.groups[mb][g].first_rank; j < in.groups[mb][g].first_rank + in.groups[mb][g].size; ++j)
+          rank_bwd_transient[mb * n + j] = in.backward_transient_bytes_per_token[mb].at(g);
   r.fits = true;
   for (int s = 0; s < pp; ++s) {
     for (int j = 0; j < n; ++j) {
@@ -140,7 +151,8 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
         const int v = op.chunk * pp + s;
         const double tok = rank_tokens[static_cast<size_t>(op.mb) * n + j];
         const double stored = tok * in.stored_bytes_per_token_layer * in.layers[v];
-        const double layer_t = tok * rank_transient[static_cast<size_t>(op.mb) * n + j];
+        const size_t at = static_cast<size_t>(op.mb) * n + j;
+        const double layer_t = tok * (op.bwd ? rank_bwd_transient : rank_transient)[at];
         const bool loss = v == stages - 1;
         const double saved = loss ? tok * in.logits_saved_bytes_per_token : 0.0;
         if (!op.bwd) {
@@ -152,6 +164,7 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
           live -= saved;
           peak = std::max(peak, live + layer_t);
           live -= stored;
+          if (v == 0) peak = std::max(peak, live + in.embedding_grad_bytes);
         }
       }
       GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
@@ -351,9 +364,11 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
     auto& costs = in.cost.emplace_back();
     auto& tokens = in.tokens.emplace_back();
     auto& transient = in.transient_bytes_per_token.emplace_back();
+    auto& bwd_transient = in.backward_transient_bytes_per_token.emplace_back();
     for (const auto& g : mbatch.groups) {
       groups.push_back({g.first_rank, g.cp_size});
       transient.push_back(cost::layer_transient_bytes_per_token(cm, g.cp_size));
+      bwd_transient.push_back(cost::layer_backward_transient_bytes_per_token(cm, g.cp_size));
       lens.clear();
       double sum = 0;
       for (int id : g.samples) {
@@ -380,6 +395,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
       cost::iteration_time(cm, uses_packing_scheduler(plan), max_received_tokens(plan, batch, c.pool())).total_s();
   in.stored_bytes_per_token_layer = cost::stored_bytes_per_token_layer(cm);
   in.layer_transient_bytes_per_token = cost::layer_transient_bytes_per_token(cm);
+  in.embedding_grad_bytes = cost::embedding_grad_bytes(cm);
   in.logits_saved_bytes_per_token = cost::logit_bytes_per_token(cm).saved;
   in.logits_peak_bytes_per_token = cost::logit_bytes_per_token(cm).peak;
   for (int v = 0; v < stages; ++v) in.layers.push_back(cost::layers_of_virtual_stage(cm.model, c, v));

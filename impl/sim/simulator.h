@@ -78,7 +78,8 @@
 //
 // Memory (cost/memory.h): each GPU's peak is its static bytes plus the maximum, over its op order,
 // of the stored activations of the micro-batch chunks in flight (real tokens per rank of each
-// micro-batch) plus the running op's transient; a plan whose peak exceeds the capacity on any GPU
+// micro-batch) plus the running op's transient (a backward's holds the MLP's gradients too; after
+// a backward of the first virtual stage the embedding's gradient); a plan whose peak exceeds the capacity on any GPU
 // does not fit (StepResult::fits = false: the harness reports it as oom, never as a number).
 // A plan with pad_to > 0 (bshd) is charged at max(L, pad_to) per sample.
 #pragma once
@@ -145,6 +146,9 @@ struct ScheduleInput {
   // [mb][g]: the transient per token of group g's ops (its CP attention buffers, cost/memory.h);
   // empty = layer_transient_bytes_per_token for every group.
   std::vector<std::vector<double>> transient_bytes_per_token;
+  // [mb][g]: the same for a backward op (the MLP's gradients besides); empty = the forward's.
+  std::vector<std::vector<double>> backward_transient_bytes_per_token;
+  double embedding_grad_bytes = 0;             // after a backward of virtual stage 0
   double logits_saved_bytes_per_token = 0;     // last virtual stage: forward -> backward
   double logits_peak_bytes_per_token = 0;      // last virtual stage: live during loss / its grad
   std::vector<int> layers;                     // [pp*vpp] layers of each virtual stage

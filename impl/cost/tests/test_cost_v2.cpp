@@ -294,6 +294,18 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
   cm.training.recompute_full = true;
   EXPECT_DOUBLE_EQ(stored_bytes_per_token_layer(cm), 256);  // the layer input only
   EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm), 2564);  // one layer re-materialised
+  // The backward adds the MLP's activation gradients: 2 (m - 1) F = 2 * 128 with GeLU (F = 128),
+  // 4F with SwiGLU; without recompute on top of nothing (the activations are stored).
+  EXPECT_DOUBLE_EQ(mlp_grad_bytes_per_token(cm), 256);
+  EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(cm), 2564 + 256);
+  {
+    auto sw = cm;
+    sw.model.swiglu = true;
+    EXPECT_DOUBLE_EQ(mlp_grad_bytes_per_token(sw), 512);
+    sw.training.recompute_full = false;
+    EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(sw), 512);
+    EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(sw), 0);
+  }
   // Logits on the last virtual stage: V / tp x bytes per logit (h100-sxm's derived values:
   // Megatron's fp32 cross-entropy keeps 4 and peaks at 6, unfused or fused natively; TE's 2, 2).
   cm.model.vocab = 1000;
@@ -321,9 +333,14 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
   cm.hardware.memory_reserved_bytes = 1e6;
   const double base = static_memory(cm, 0).total() + 3 * 1000.0 * 256 * 2;
   EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * 6000);
-  cm.training.cross_entropy_te = true;
-  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * 2564);
+  cm.training.cross_entropy_te = true;  // 2000 per token: the backward's layer transient is larger
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * (2564 + 256));
   EXPECT_DOUBLE_EQ(static_memory(cm, 0).reserved_bytes, 1e6);
+  // Stage 0's embedding gradient (V x h x 2 = 1000 x 128 x 2 = 256,000 B) after a micro-batch's
+  // backward, beside the other 2 micro-batches' stored layer inputs: the peak with micro-batches
+  // of 10 tokens (the running op: 3 x 10 x 512 + 10 x max(2820, 2000 logits) = 43,560 B).
+  EXPECT_DOUBLE_EQ(embedding_grad_bytes(cm), 1000.0 * 128 * 2);
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 10), static_memory(cm, 0).total() + 2 * 10.0 * 256 * 2 + 256000);
 }
 
 TEST(Memory, Llama13bPipelineStageOfThePrototype) {
@@ -342,7 +359,10 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
   EXPECT_DOUBLE_EQ(st.weights_bytes + st.grads_bytes + st.optimizer_bytes, params * (2 + 4 + 12.0 / 8));
   // 8 micro-batches of 65,536 tokens in flight keep 8 x 65,536 x 5 layers x 2h bytes.
   const double peak = uniform_peak_bytes(cm, 1, 8, 65536);
-  EXPECT_NEAR(peak - st.total(), 8.0 * 65536 * 5 * 2 * 5120 + 65536.0 * activation_bytes_per_token_layer(cm), 1);
+  // The running backward re-materialises one layer and holds the SwiGLU MLP's gradients, 4F.
+  const double mlp_grads = 4.0 * 13824;
+  EXPECT_NEAR(peak - st.total(),
+              8.0 * 65536 * 5 * 2 * 5120 + 65536.0 * (activation_bytes_per_token_layer(cm) + mlp_grads), 1);
   EXPECT_LT(peak, capacity_bytes(cm));  // it fits an 80 GB H100
   // On a rank of a CP group of 8, the ring attention's buffers (memory.h, TE's
   // AttnFuncWithCPAndKVP2P; MHA: q = kv = 5120, 40 heads) by hand, per local token:
@@ -354,7 +374,9 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
   EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm, 8), 298400);
   // At 2 ranks the backward's buffers (122,880, not scaling with k) are the larger.
   EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm, 2), 51360 + 122880);
-  EXPECT_NEAR(uniform_peak_bytes(cm, 1, 8, 65536, 8) - peak, 65536.0 * (298400 - activation_bytes_per_token_layer(cm)), 1);
+  EXPECT_NEAR(uniform_peak_bytes(cm, 1, 8, 65536, 8) - peak,
+              65536.0 * (298400 - activation_bytes_per_token_layer(cm) - mlp_grads), 1);
+  EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(cm, 8), 298400);  // the buffers cover it
   {
     auto ag = cm;  // all-gather CP: the gathered K, V and in the backward dK, dV: 8 * 4 * 2 * 5120
     ag.training.cp_comm = CpComm::all_gather;

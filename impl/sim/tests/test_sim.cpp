@@ -336,6 +336,19 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
   const auto t = simulate_schedule(in);
   EXPECT_DOUBLE_EQ(t.gpu[0].peak_bytes, 5 + 6600 + 2000);
   EXPECT_DOUBLE_EQ(t.gpu[1].peak_bytes, 7 + 6000 + 2000);
+  // A backward transient of its own (the MLP's gradients) for backward ops only: micro-batch 1's
+  // 3 bytes per token raise stage 0's B1 (after F2: live 6060) to 6060 + 3000; stage 1's B1 sees
+  // 6000 + 3000 after its logits are freed. The forwards' peaks stay below (8600, 8000).
+  in.backward_transient_bytes_per_token = {{0.25}, {3.0}, {0.25}};
+  const auto b = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(b.gpu[0].peak_bytes, 5 + 6060 + 3000);
+  EXPECT_DOUBLE_EQ(b.gpu[1].peak_bytes, 7 + 6000 + 3000);
+  // The embedding gradient after each backward of virtual stage 0 (stage 0 only): after B0
+  // (live 6000: F1's), 6000 + 10,000 is stage 0's peak; stage 1 holds no embedding.
+  in.embedding_grad_bytes = 10000;
+  const auto e = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(e.gpu[0].peak_bytes, 5 + 6000 + 10000);
+  EXPECT_DOUBLE_EQ(e.gpu[1].peak_bytes, 7 + 6000 + 3000);
 }
 
 // Interleaved with M == pp: Megatron's warm-up is (pp - s - 1) * 2 + (vpp - 1) * G capped at
