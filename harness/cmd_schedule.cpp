@@ -46,6 +46,9 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
     check_output_not_input(a.out, {a.lengths});
   }
 
+  // A static planner's groups are --cp: a --min-cp it would record and ignore is refused.
+  DCP_REQUIRE(!cmd.count("--min-cp") || planner->dynamic(), "--min-cp ", a.config.min_cp, ": planner '", a.planner,
+              "' is static (every group has --cp ranks); --min-cp applies to dynamic planners");
   plan::PlanConfig cfg;
   apply_plan_config_flags(cmd, a.config, cfg);
 

@@ -116,7 +116,18 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
     }
     check_output_not_input(a.out, inputs);
   }
-  if (cmd.count("--attention-backend")) s.training.attention_backend = a.attention_backend;
+  if (cmd.count("--attention-backend")) {
+    // The option's table, checked as the option's: the scenario's own keys first (their errors
+    // name the file), then the backend (its error had named the file's key, which says fa3).
+    const cost::CostModel cm = cost_model_of(s);
+    try {
+      (void)cm.hardware.attn_efficiency(a.attention_backend, cost::AttnKind::fwd_causal, 1024, 1024,
+                                        static_cast<int>(cm.model.head_dim_or_default()));
+    } catch (const InputError& e) {
+      throw InputError("--attention-backend " + quote(a.attention_backend) + ": " + e.what());
+    }
+    s.training.attention_backend = a.attention_backend;
+  }
   const Scenario& planned = from_file ? as_given : s;
   DCP_REQUIRE(a.measure || !cmd.count("--reps"), "--reps ", a.reps, " is given without --measure");
   const auto& registry = builtin_planners();

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <stdexcept>
@@ -21,6 +22,16 @@ namespace {
 int report(const std::string& message, int code) {
   std::fprintf(stderr, "dcpbench: error: %s\n", dcp::one_line(message).c_str());
   return code;
+}
+
+// A command line is parsed by every process of an mpirun launch, so its errors would print once
+// per rank: ranks other than 0 (Open MPI's OMPI_COMM_WORLD_RANK, PMIx's PMIX_RANK, PMI's
+// PMI_RANK, set before main) exit 2 quietly. Only for parse errors, which every rank finds alike;
+// an error found later may be one rank's own and is printed where it happens.
+int report_parse_error(const std::string& message) {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(var); v != nullptr && std::string(v) != "0") return 2;
+  return report(message, 2);
 }
 
 // `dcpbench frob`: CLI11 would say only "A subcommand is required"; name the word instead.
@@ -61,7 +72,7 @@ int main(int argc, char** argv) {
     dcp::harness::add_evaluate_command(app, exit_code);
     dcp::harness::add_share_command(app, exit_code);
     dcp::harness::add_calibrate_command(app, exit_code);
-    if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) return report(bad, 2);
+    if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) return report_parse_error(bad);
     try {
       app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -69,7 +80,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForAllHelp& e) {
       return app.exit(e);
     } catch (const CLI::ParseError& e) {
-      return report(e.what(), 2);
+      return report_parse_error(e.what());
     }
     return exit_code;
   } catch (const dcp::InputError& e) {

@@ -530,7 +530,9 @@ ResultsFile read_results(const std::string& path) { return results_from_json(rea
 ResultsFile results_from_json(const json& j, const std::string& path) {
   const auto errs = validate_results(j);
   if (!errs.empty()) {
-    std::string more = errs.size() > 1 ? " (and " + std::to_string(errs.size() - 1) + " more problems)" : "";
+    std::string more = errs.size() > 2   ? " (and " + std::to_string(errs.size() - 1) + " more problems)"
+                       : errs.size() == 2 ? " (and 1 more problem)"
+                                          : "";
     throw InputError(show_path(path) + ": not a valid " + kResultsSchema + " file: " + errs.front() + more);
   }
   ResultsFile f;

@@ -40,6 +40,15 @@ std::string fmt_g(double v) {
   return buf;
 }
 
+}  // namespace
+
+std::string elapsed_text(std::chrono::steady_clock::time_point t0) {
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return fmt(s < 1 ? "%.3f s" : "%.1f s", s);
+}
+
+namespace {
+
 std::string dataset_label(const DatasetSpec& d) {
   std::string l;
   if (d.kind == "file") {
@@ -598,9 +607,7 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
       progress_line(options, "dcpbench run: " + s.name + ": note: the reference strategy \"" + s.reference_strategy +
                                  "\" is not among the strategies run, so there are no speedups");
     progress_line(options, "dcpbench run: " + s.name + ": " + std::to_string(p.steps) + " steps x " +
-                               std::to_string(p.strategies.size()) + " strategies (" +
-                               fmt_g(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) +
-                               " s)");
+                               std::to_string(p.strategies.size()) + " strategies (" + elapsed_text(t0) + ")");
     std::map<std::string, Setting> tuned;
     if (options.tune) {
       const size_t tuned_first = out.rows.size();

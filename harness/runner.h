@@ -76,6 +76,8 @@ void note_progress(Heartbeat* heartbeat, const std::string& where);
 struct RunOptions;
 // Writes `line` (a newline is added) to options.progress, if any.
 void progress_line(const RunOptions& options, const std::string& line);
+// Seconds since t0 for a progress line: "0.002 s", "12.3 s".
+std::string elapsed_text(std::chrono::steady_clock::time_point t0);
 
 struct RunOptions {
   std::optional<int> steps;             // overrides every scenario's training.steps

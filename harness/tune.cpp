@@ -112,7 +112,7 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
     }
     if (best.empty()) best = run_strategy(p, p.cm, strategy, published_setting(s), "tuned", quiet, registry);
     progress_line(options, "dcpbench run --tune: " + s.name + " " + strategy + ": " + std::to_string(tried) +
-                               " settings (" + fmt("%g", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) + " s), best " +
+                               " settings (" + elapsed_text(t0) + "), best " +
                                best.front().knobs.dump());
     out.insert(out.end(), std::make_move_iterator(best.begin()), std::make_move_iterator(best.end()));
   }
@@ -296,7 +296,7 @@ json run_sensitivity(const PreparedScenario& p, const RunOptions& options, const
   }
   progress_line(options, "dcpbench run --sensitivity: " + s.name + ": " + std::to_string(out["variants"].size()) +
                              " variants" + (tuned.empty() ? "" : " x 2 (published, tuned settings)") + " (" +
-                             fmt("%g", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) + " s)");
+                             elapsed_text(t0) + ")");
   return out;
 }
 

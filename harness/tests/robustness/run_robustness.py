@@ -304,6 +304,9 @@ def main():
                                                          "--out", "s.json"], ['--strategy "megatron-pr2000"'])
         case("contract/share-rank-outside-pool", ["share", "ok.json", "--strategy", "dcp", "--rank", "4",
                                                   "--out", "s.json"], ["--rank 4", "pool of 4"])
+        case("contract/share-attention-backend-without-table", ["share", "ok.json", "--strategy", "dcp",
+                                                                "--attention-backend", "dcpbench", "--out", "s.json"],
+             ['--attention-backend "dcpbench"'])
         case("contract/share-measure-without-device", ["share", "ok.json", "--strategy", "dcp", "--measure",
                                                        "--out", "s.json"], ["--measure needs a CUDA"])
         # --measured takes a measured run's row of the share: a simulated results file has none
@@ -374,6 +377,9 @@ def main():
         case("text/unknown-option-before-command", ["--frob"], ['unknown option "--frob" before the command'])
         case("text/no-command", [], ["subcommand is required"])
         case("text/unknown-flag", ["schedule", "--lengths", "go.txt"] + sched[1:] + ["--frob", "1"], ["--frob"])
+        case("option/min-cp-static-planner", ["schedule", "--lengths", "go.txt", "--planner", "packing", "--dp", "1",
+                                              "--cp", "8", "--max-seqlen-per-rank", "3000000", "--min-cp", "4"],
+             ["--min-cp 4", "'packing' is static"])
         # ---- 8. integers range-checked ------------------------------------------------------------
         case("int/cp-attn-seed-minus-1", ["cp-attn", "--seed", "-1"], ['--seed: "-1" is below the minimum 0'])
         case("int/cp-attn-ranks-2p64", ["cp-attn", "--ranks", "18446744073709551616"], ["--ranks", "out of range"])
