@@ -32,11 +32,12 @@ nvcc=/usr/local/cuda/bin/nvcc
 [ -x "$nvcc" ] || { echo "ci/device-bundle.sh: no $nvcc: the bundle's kernels need the CUDA toolkit" >&2; exit 2; }
 ci/install.sh
 # Configure every time (ci/test.sh's flags, so its build is reused; DCP_BENCH on for
-# bench_attn_cuda). CUDA, NCCL and MPI are AUTO: a target missing below says which one this machine
-# lacks. The binaries read the sha at run time (core/provenance.h): there, from the manifest.
-arch_args=()
-[ -n "${DCP_CUDA_ARCH:-}" ] && arch_args=(-DDCP_CUDA_ARCH="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch")
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON "${arch_args[@]}" >/dev/null
+# bench_attn_cuda), with CUDA, NCCL and MPI required (configure says which one is missing, instead
+# of a 'no rule to make target' later) and the arch the manifest records (a cached other arch
+# would have stayed). The binaries read the sha at run time (core/provenance.h): there, from the
+# manifest.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON -DDCP_CUDA=ON -DDCP_NCCL=ON -DDCP_MPI=ON \
+  -DDCP_CUDA_ARCH="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 targets=(dcpbench "${dcp_device_tests[@]}" bench_attn_cuda)
 cmake --build build -j "$jobs" --target "${targets[@]}"
 
@@ -54,7 +55,8 @@ done
 # The simulated busy time of each share to be measured, one share file per scenario and strategy.
 for s in "${dcp_device_scenarios[@]}"; do
   for st in "${dcp_device_strategies[@]}"; do
-    build/dcpbench share "$s" --strategy "$st" --out "$tmp/share--$(basename "$s" .json)--$st.json" 2>/dev/null
+    build/dcpbench share "$s" --strategy "$st" --out "$tmp/share--$(basename "$s" .json)--$st.json" 2>"$tmp/share.err" ||
+      { cat "$tmp/share.err" >&2; echo "ci/device-bundle.sh: dcpbench share $s --strategy $st failed" >&2; exit 1; }
   done
 done
 
@@ -104,5 +106,7 @@ rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT
 echo "ci/device-bundle.sh: $(du -sh "$out" | cut -f1) in $out (${#targets[@]} binaries, sha ${sha:0:12}, source $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["source_hash"])' "$out/manifest.json"))"
-[ -d .deps/debs ] || echo "ci/device-bundle.sh: .deps/debs is missing: run ci/device-deps.sh too (the runtime libraries the device lacks)"
+# The device run's own check, here, before any device time is spent: the bundle matches this tree
+# and .deps/debs holds the runtime packages (exit 2 naming what is missing).
+bash ci/device-run.sh --check
 echo "on the device: ci/device-run.sh, carry [\".deps/bundle\", \".deps/debs\"] (ci/device-run.sh --help)"

@@ -33,7 +33,7 @@ log="$PWD/.deps/download.log"
 if ! (cd "$tmp" && apt-get download -qq "${packages[@]}" >"$log" 2>&1); then
   grep -v "unsandboxed as root" "$log" >&2 || true
   rm -f "$log"
-  echo "ci/device-deps.sh: apt-get download failed (no package registry here? run it where apt-get works)" >&2
+  echo "ci/device-deps.sh: apt-get download failed (no package index? run apt-get update first; or no registry here: run it where apt-get works)" >&2
   exit 1
 fi
 rm -f "$log"
@@ -47,4 +47,4 @@ fi
 rm -rf .deps/debs .deps/root .deps/lib
 mv "$tmp" .deps/debs
 trap - EXIT
-echo "ci/device-deps.sh: $n packages, $(du -sh .deps/debs | cut -f1), in .deps/debs; on the device: carry [\".deps/debs\"], command ci/gpu.sh"
+echo "ci/device-deps.sh: $n packages, $(du -sh .deps/debs | cut -f1), in .deps/debs; then ci/device-bundle.sh; on the device: ci/device-run.sh, carry [\".deps/bundle\", \".deps/debs\"]"

@@ -4,6 +4,9 @@
 # of need, each under a timeout, skipping a step whose predicted time no longer fits the budget,
 # and archiving what it wrote after every step, so a stopped run still brings its results back.
 #   ci/device-run.sh [--budget-s S] [--resume] [STEP...]   (all steps by default, in this order)
+#   ci/device-run.sh --check   (here, before the device call: is the bundle built from this tree,
+#                               is .deps/debs there? exit 2 naming what is not; ci/device-bundle.sh
+#                               runs it last)
 #   gpu-tests  the gpu-labelled tests (CUDA kernels vs the float64 reference, the replay, the
 #              NCCL communicator on one rank under mpirun) with DCP_REQUIRE_GPU=1: a skip fails;
 #   bench      bench_attn_cuda (ours beside a cuBLAS GEMM of the same FLOPs) and, with the python3
@@ -28,15 +31,19 @@
 # .deps/debs (ci/device-deps.sh; the OpenMPI and Google Benchmark runtime); carry both.
 # Output: the log and one archive, device-results.tar.gz, in $OUT (the device tool's folder) when
 # set, else in results/device/; unpack the archive in the checkout: tar xzf device-results.tar.gz.
+# The card's files are named by its kind (nvidia-smi: h100 or h200): results/bench/attn_<gpu>.json,
+# results/calibration/<gpu>-measured.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source ci/deps.sh
 budget_s="${DCP_DEVICE_BUDGET_S:-540}"
 resume=0
+check=0
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --resume) resume=1; shift ;;
+    --check) check=1; shift ;;
     --budget-s) budget_s="${2:-}"; shift 2 || { echo "ci/device-run.sh: --budget-s needs a value" >&2; exit 2; } ;;
     --budget-s=*) budget_s="${1#*=}"; shift ;;
     *) args+=("$1"); shift ;;
@@ -71,6 +78,12 @@ print(" ".join(diff[:8]) + (" ..." if len(diff) > 8 else ""))' "$manifest")"
   echo "ci/device-run.sh: the bundle was built from other sources (hash $want_hash, this tree $have_hash; differing: ${differ:-?}): run ci/device-bundle.sh again" >&2
   exit 2
 }
+if [ $check -eq 1 ]; then
+  compgen -G ".deps/debs/*.deb" >/dev/null ||
+    { echo "ci/device-run.sh: .deps/debs has no packages: run ci/device-deps.sh (the device lacks OpenMPI and Google Benchmark)" >&2; exit 2; }
+  echo "ci/device-run.sh --check: the bundle matches this tree (source $have_hash) and .deps/debs is there"
+  exit 0
+fi
 chmod +x "$bin"/* 2>/dev/null  # in case the copy to this machine dropped the mode bits
 export DCP_GIT_SHA  # results/calibration record it: the tree here has no .git (harness/results.cpp)
 
@@ -86,6 +99,8 @@ echo "== ci/device-run.sh: steps ${steps[*]}, budget ${budget_s} s, bundle ${DCP
 dcp_require_gpu ci/device-run.sh
 dcp_env_report
 
+failed=0    # the exit status: 1 when any step failed
+last_rc=0   # the last run_step's exit status ("skipped" when it did not run)
 # Runtime libraries: OpenMPI and Google Benchmark from the carried packages; libcudart, cuBLAS(Lt)
 # and NCCL the machine's own (toolkit, else PyTorch's nvidia-* wheels).
 if [ -n "$(dcp_deps_missing | tr -d ' \n')" ] && ! compgen -G ".deps/debs/*.deb" >/dev/null; then
@@ -119,12 +134,22 @@ EOF
   done
 fi
 if [ -n "$(missing_libs)" ]; then
-  echo "ci/device-run.sh: the bundle's binaries cannot load $(missing_libs | paste -sd' ' -) (their LD_LIBRARY_PATH=$bin_ld)" >&2
-  exit 1
+  # Per binary: one that cannot load fails its own step at once (exit 127); the others still run
+  # (test_attn_cuda needs only cudart, bench_attn_cuda cuBLAS besides: no NCCL needed for them).
+  echo "ci/device-run.sh: warning: $(missing_libs | paste -sd' ' -) not found (LD_LIBRARY_PATH=$bin_ld); the steps of the binaries needing them will fail:" >&2
+  for f in "$bin"/*; do
+    m="$(LD_LIBRARY_PATH="$bin_ld" ldd "$f" 2>/dev/null | awk '/not found/ { print $1 }' | paste -sd' ' -)"
+    [ -n "$m" ] && echo "  $(basename "$f"): $m" >&2
+  done
+  failed=1
 fi
 echo "libraries of the bundle's binaries: LD_LIBRARY_PATH=$bin_ld"
 B=(env LD_LIBRARY_PATH="$bin_ld")  # prefix of every command that runs a bundled binary
 mpirun="$(command -v mpirun.openmpi || command -v mpirun || true)"
+# The card's kind names its files (an H200 lent in place of an H100 must not write h100 files).
+gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+case "$gpu" in *H200*) gpu=h200 ;; *H100*) gpu=h100 ;; *) gpu=gpu ;; esac
+echo "card: $gpu ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
 
 written=()
 archive() {  # every file written so far, in one archive where the device tool fetches it (the log
@@ -136,7 +161,6 @@ archive() {  # every file written so far, in one archive where the device tool f
     mv "$out/device-results.tar.gz.tmp" "$out/device-results.tar.gz"
 }
 summary=()
-failed=0
 left() { echo $(( budget_s - (SECONDS - start) )); }
 # done_already FILE...: with --resume, true (and said) when every FILE exists.
 done_already() {
@@ -153,6 +177,7 @@ run_step() {
   if [ "$predicted" -gt "$(left)" ]; then
     echo "== $name: skipped (predicted ${predicted} s, $(left) s of the budget left) =="
     summary+=("$name: skipped, predicted ${predicted} s > $(left) s left")
+    last_rc=skipped
     return 0
   fi
   [ "$limit" -gt "$(left)" ] && limit="$(left)"
@@ -160,6 +185,7 @@ run_step() {
   t0=$SECONDS
   timeout --kill-after=10 "$limit" "$@"
   rc=$?
+  last_rc=$rc
   [ $rc -eq 0 ] || failed=1
   [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "ci/device-run.sh: $name stopped at its ${limit} s limit"
   summary+=("$name: rc $rc in $(( SECONDS - t0 )) s (predicted ${predicted} s)")
@@ -171,39 +197,49 @@ if dcp_want gpu-tests; then
   for t in "${dcp_device_tests[@]}"; do
     xml="results/device/$t.xml"
     written+=("$xml")
-    done_already "$xml" && continue
+    # Kept only when it passed: gtest writes its XML for a failed run too.
+    [ -f "$xml" ] && grep -q '<testsuites[^>]* failures="0"[^>]* errors="0"' "$xml" && done_already "$xml" && continue
+    # 60 s each (predicted 20): kernels that never ran on a GPU may hang, and 3 x 180 s had been
+    # the whole budget, leaving nothing for bench, calibrate and measure.
     if [ "$t" = test_comm_nccl ]; then  # NCCL bootstrapped through MPI: one rank on the one GPU
-      run_step "$t" 20 120 "${B[@]}" DCP_REQUIRE_GPU=1 "$mpirun" --allow-run-as-root --oversubscribe -np 1 \
+      run_step "$t" 20 60 "${B[@]}" DCP_REQUIRE_GPU=1 "$mpirun" --allow-run-as-root --oversubscribe -np 1 \
         "$bin/$t" --gtest_brief=1 --gtest_output="xml:$xml"
     else
-      run_step "$t" 20 180 "${B[@]}" DCP_REQUIRE_GPU=1 "$bin/$t" --gtest_brief=1 --gtest_output="xml:$xml"
+      run_step "$t" 20 60 "${B[@]}" DCP_REQUIRE_GPU=1 "$bin/$t" --gtest_brief=1 --gtest_output="xml:$xml"
     fi
   done
 fi
 
 if dcp_want bench; then
   # 28 cases x (ours, cuBLAS) x (fwd, bwd) at 0.1 s each, then PyTorch's two backends, 20 reps.
-  written+=(results/device/attn_cases.json results/device/bench_attn_cuda.json results/bench/attn_h100.json
-            results/bench/attn_h100.png)
-  if ! done_already results/bench/attn_h100.json; then
+  bench_out="results/bench/attn_$gpu"
+  written+=(results/device/attn_cases.json results/device/bench_attn_cuda.json "$bench_out.json" "$bench_out.png")
+  if ! done_already "$bench_out.json"; then
     run_step bench-ours 40 150 "${B[@]}" "$bin/bench_attn_cuda" --benchmark_min_time=0.1 \
       --benchmark_out=results/device/bench_attn_cuda.json --benchmark_out_format=json
     "${B[@]}" "$bin/bench_attn_cuda" --dump-cases=results/device/attn_cases.json || { summary+=("bench: --dump-cases failed"); failed=1; }
-    [ -f results/device/bench_attn_cuda.json ] && run_step bench-peers 60 180 "${DCP_TORCH_PYTHON:-python3}" \
-      harness/python/bench/attn_peers.py --cases results/device/attn_cases.json \
-      --bench results/device/bench_attn_cuda.json --out results/bench/attn_h100.json
-    [ -f results/bench/attn_h100.json ] &&
-      "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
-        --chart results/bench/attn_h100.png
+    # Only on a whole benchmark file: Google Benchmark creates it when it starts, so a bench-ours
+    # stopped at its limit leaves a truncated one.
+    if [ "$last_rc" = 0 ]; then
+      run_step bench-peers 60 180 "${DCP_TORCH_PYTHON:-python3}" \
+        harness/python/bench/attn_peers.py --cases results/device/attn_cases.json \
+        --bench results/device/bench_attn_cuda.json --out "$bench_out.json"
+    else
+      summary+=("bench-peers: skipped, bench-ours did not finish (rc $last_rc)")
+    fi
+    [ -f "$bench_out.json" ] &&
+      "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --redraw "$bench_out.json" \
+        --chart "$bench_out.png"
     archive
   fi
 fi
 
-calibration=results/calibration/h100-measured.json
+calibration="results/calibration/$gpu-measured.json"
 if dcp_want calibrate; then
   written+=("$calibration")
   done_already "$calibration" ||
-    run_step calibrate 60 180 "${B[@]}" "$bin/dcpbench" calibrate --backend cuda --model llama-13b --out "$calibration"
+    run_step calibrate 60 180 "${B[@]}" "$bin/dcpbench" calibrate --backend cuda --model llama-13b \
+      --name "$gpu-measured" --out "$calibration"
 fi
 
 busy() { echo "${share_s["$1 $2"]:-9999}"; }  # busy SCENARIO STRATEGY: predicted s (none: never fits)

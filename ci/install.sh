@@ -16,6 +16,7 @@ if ((${#missing[@]})); then
   echo "ci/install.sh: installing ${missing[*]}" >&2
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # A freshly booted machine may be running unattended-upgrades: wait for dpkg's lock (5 min).
+  $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}"
 fi

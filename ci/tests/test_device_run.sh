@@ -11,7 +11,10 @@
 #      the exit code 1 and the later steps still run, a step running past the budget is stopped
 #      and what it and the earlier steps wrote is in the archive;
 #   4. every file the steps wrote is in the archive, with the sha of the manifest passed on
-#      (DCP_GIT_SHA) to the binaries; --resume skips the steps whose output exists.
+#      (DCP_GIT_SHA) to the binaries; --resume skips the steps whose output exists, except a test
+#      binary whose XML records failures;
+#   5. --check (run here by ci/device-bundle.sh) passes a bundle of this tree with .deps/debs and
+#      refuses one without the packages; the card's kind names its files (h100 here).
 # Needs the Debian packages ci/install.sh installs (device-run.sh checks for them as on the device).
 set -euo pipefail
 unset OUT DCP_DEVICE_BUDGET_S DCP_TORCH_PYTHON
@@ -34,17 +37,19 @@ stub() {
 n=\$(basename "\$0")
 echo "\$n \$* sha=\${DCP_GIT_SHA:-}" >>"$calls"
 prev=""
+v="FAIL_\${n//-/_}"
+failures=0
+[ "\${!v:-0}" = 1 ] && failures=1
 for a in "\$@"; do
   case "\$a" in
     --benchmark_out=*) echo '{"benchmarks": []}' >"\${a#*=}" ;;
-    --gtest_output=xml:*) echo '<testsuites/>' >"\${a#*=xml:}" ;;
+    --gtest_output=xml:*) echo "<testsuites tests=\"1\" failures=\"\$failures\" disabled=\"0\" errors=\"0\">" >"\${a#*=xml:}" ;;
     --dump-cases=*) echo '[]' >"\${a#*=}" ;;
   esac
   [ "\$prev" = --out ] && echo "{\"by\": \"\$n\"}" >"\$a"
   prev="\$a"
 done
-v="FAIL_\${n//-/_}"
-[ "\${!v:-0}" = 1 ] && exit 3
+[ "\$failures" = 1 ] && exit 3
 v="SLEEP_\${n//-/_}"
 [ -n "\${!v:-}" ] && exec sleep "\${!v}"
 exit 0
@@ -60,7 +65,7 @@ open("$calls", "a").write("attn_peers.py " + " ".join(sys.argv[1:]) + "\\n")
 if "--out" in sys.argv:
     open(sys.argv[sys.argv.index("--out") + 1], "w").write("{}\\n")
 EOF
-printf '#!/bin/sh\necho "GPU 0: stand-in"\n' >"$work/gpu/nvidia-smi"
+printf '#!/bin/sh\ncase "$*" in *--query-gpu*) echo "NVIDIA H100 80GB HBM3 (stand-in)" ;; *) echo "GPU 0: stand-in" ;; esac\n' >"$work/gpu/nvidia-smi"
 # mpirun: runs its last arguments (the test binary and its flags) without MPI
 printf '#!/usr/bin/env bash\nwhile [ "${1:0:1}" = - ]; do [ "$1" = -np ] && shift; shift; done\nexec "$@"\n' >"$work/gpu/mpirun.openmpi"
 mkdir -p "$work/nogpu"
@@ -123,13 +128,21 @@ for f in results/device/test_attn_cuda.xml results/device/bench_attn_cuda.json r
   grep -qxF "$f" "$work/tar" || fail "$f not archived: $(cat "$work/tar")"
 done
 
-# --resume: every output of the run above exists (test_exec_cuda failed but wrote its XML), so
-# nothing runs again; what was skipped still does not fit.
+# --resume: every output of the run above exists, so nothing runs again but test_exec_cuda, whose
+# XML records its failure; what was skipped still does not fit.
 : >"$calls"
 rc=0; PATH="$work/gpu:$PATH" ci/device-run.sh --budget-s 300 --resume >"$work/out" 2>&1 || rc=$?
 [ $rc -eq 0 ] || fail "--resume: rc $rc: $(cat "$work/out")"
-[ ! -s "$calls" ] || fail "--resume ran steps whose output exists: $(cat "$calls")"
+[ "$(cut -d' ' -f1 "$calls")" = test_exec_cuda ] || fail "--resume ran other than the failed test: $(cat "$calls")"
 grep -q "llama13b-github-dcp.json: kept from an earlier call (--resume)" "$work/out" || fail "--resume did not say what it kept"
+
+# --check: the bundle is this tree's; without packages in .deps/debs it is refused, with them passed.
+rc=0; ci/device-run.sh --check >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q ".deps/debs has no packages" "$work/out" || fail "--check without debs: rc $rc, $(cat "$work/out")"
+mkdir -p .deps/debs && : >.deps/debs/stand-in.deb
+rc=0; ci/device-run.sh --check >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 0 ] && grep -q "the bundle matches this tree" "$work/out" || fail "--check: rc $rc, $(cat "$work/out")"
+rm -rf .deps/debs
 
 # A step that runs past the budget is stopped there, and what was written before is archived. The
 # github shares are predicted 2 x 0 + 15 = 15 s: packing fits the 24 s budget (with up to 9 s for
