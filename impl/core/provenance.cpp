@@ -31,7 +31,10 @@ std::string source_git_sha() {
   for (const std::string& dir : {std::string(DCP_SOURCE_DIR), std::string(".")}) {
     const std::string sha = run_command("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
     if (sha.size() == 40) {
-      const std::string dirty = run_command("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null");
+      // Changes under results/ are outputs, not sources: the demo's second run, after the first
+      // rewrote results/demo.json, must not read as a dirty tree.
+      const std::string dirty = run_command("git -C '" + dir +
+                                            "' status --porcelain --untracked-files=no -- . ':(exclude)results' 2>/dev/null");
       return dirty.empty() ? sha : sha + "-dirty";
     }
   }
