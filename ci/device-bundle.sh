@@ -61,7 +61,7 @@ for s in "${dcp_device_scenarios[@]}"; do
 done
 
 sha="$(git rev-parse HEAD)"
-[ -z "$(git status --porcelain --untracked-files=no)" ] || sha="$sha-dirty"
+[ -z "$(git status --porcelain --untracked-files=no -- . ':(exclude)results')" ] || sha="$sha-dirty"  # as core/provenance
 # The sources' sums; their hash is dcp_source_hash's (sha256 of the same bytes).
 dcp_source_sums >"$tmp/sources.sha256"
 python3 - "$tmp" "$sha" "$("$nvcc" --version | tail -1)" "$arch" "${targets[*]}" \

@@ -25,12 +25,13 @@ int report(const std::string& message, int code) {
 }
 
 // A command line is parsed by every process of an mpirun launch, so its errors would print once
-// per rank: ranks other than 0 (Open MPI's OMPI_COMM_WORLD_RANK, PMIx's PMIX_RANK, PMI's
-// PMI_RANK, set before main) exit 2 quietly. Only for parse errors, which every rank finds alike;
-// an error found later may be one rank's own and is printed where it happens.
+// per rank: ranks other than 0 of Open MPI's mpirun (OMPI_COMM_WORLD_RANK, set before main; the
+// launcher the project's MPI runs use) exit 2 quietly. Only for parse errors, which every rank of
+// one command line finds alike (an MPMD launch with other arguments on rank 0 would hide them);
+// an error found later may be one rank's own and is printed where it happens. PMI/PMIx ranks
+// (srun) are not trusted: a plain run under srun must still print its error.
 int report_parse_error(const std::string& message) {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* v = std::getenv(var); v != nullptr && std::string(v) != "0") return 2;
+  if (const char* v = std::getenv("OMPI_COMM_WORLD_RANK"); v != nullptr && std::string(v) != "0") return 2;
   return report(message, 2);
 }
 

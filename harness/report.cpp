@@ -144,7 +144,7 @@ void print_study(std::ostream& os, const json& st, const std::string& title) {
     os << "    " << pad(strategy, 18, false) << " speedup " << num(v, "nominal") << "  range [" << num(v, "min") << ", "
        << num(v, "max") << "]  widest: " << v.value("widest_parameter", std::string("-"));
     const json none = v.value("no_number_in", json::array());
-    if (!none.empty()) os << "  no number (oom or no valid plan) in: " << names(none, ", ");
+    if (!none.empty()) os << "  no number (oom or no valid plan, its own or the reference's) in: " << names(none, ", ");
     os << "\n";
   }
 }

@@ -49,7 +49,9 @@
 //   Embedding gradient: the backward of the first virtual stage ends with the embedding's, which
 //   autograd writes as a dense bf16 gradient of the whole table (V / tp x h x 2 bytes;
 //   torch.nn.functional.embedding without sparse), added into the main-grad buffer by Megatron's
-//   DDP hook and freed; by then that micro-batch's activations on the stage are released.
+//   DDP hook and freed; by then that micro-batch's activations on the stage are released. (Not
+//   charged: the gradient flowing into the embedding, T x h x 2 bytes, live while the weight
+//   gradient is written: ~0.6 GiB at 65,536 tokens of Llama-13B; an under-count, stated.)
 //   (Megatron's theoretical_memory_usage.py and Korthikanti et al. leave both out.)
 //   Transients do not add up: the logits exist after the stage's last layer in the forward and
 //   are freed by the output layer's backward before full recompute re-materialises any layer, so
