@@ -130,19 +130,17 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
   // tokens per rank: rank_tokens[mb * n + j]; the running op's transients per token likewise
   std::vector<double> rank_tokens(in.groups.size() * static_cast<size_t>(n), 0.0);
   std::vector<double> rank_transient(rank_tokens.size(), in.layer_transient_bytes_per_token);
-  std::vector<double> rank_bwd_transient;
+  std::vector<double> rank_bwd_transient(rank_tokens.size(), in.layer_transient_bytes_per_token);
   for (size_t mb = 0; mb < in.groups.size(); ++mb)
     for (size_t g = 0; g < in.groups[mb].size(); ++g)
       for (int j = in.groups[mb][g].first_rank; j < in.groups[mb][g].first_rank + in.groups[mb][g].size; ++j) {
-        rank_tokens[mb * n + j] = in.tokens[mb][g];
-        if (!in.transient_bytes_per_token.empty()) rank_transient[mb * n + j] = in.transient_bytes_per_token[mb].at(g);
+        const size_t at = mb * n + j;
+        rank_tokens[at] = in.tokens[mb][g];
+        if (!in.transient_bytes_per_token.empty()) rank_transient[at] = in.transient_bytes_per_token[mb].at(g);
+        rank_bwd_transient[at] = in.backward_transient_bytes_per_token.empty()
+                                     ? rank_transient[at]  // the forward's
+                                     : in.backward_transient_bytes_per_token[mb].at(g);
       }
-  rank_bwd_transient = rank_transient;
-  if (!in.backward_transient_bytes_per_token.empty())
-    for (size_t mb = 0; mb < in.groups.size(); ++mb)
-      for (size_t g = 0; g < in.groups[mb].size(); ++g)
-        for (int j = in.groups[mb][g].first_rank; j < in.groups[mb][g].first_rank + in.groups[mb][g].size; ++j)
-          rank_bwd_transient[mb * n + j] = in.backward_transient_bytes_per_token[mb].at(g);
   r.fits = true;
   for (int s = 0; s < pp; ++s) {
     for (int j = 0; j < n; ++j) {
