@@ -7,9 +7,9 @@
 #include <sstream>
 
 namespace dcp::cost {
-namespace {
-
 double mlp_mult(const ModelConfig& m) { return m.swiglu ? 3.0 : 2.0; }
+
+namespace {
 
 struct Preset {
   const char* name;

@@ -89,6 +89,8 @@ double fwd_logits_flops_per_token(const ModelConfig& model);
 //   embedding V*h (+ position_embeddings*h); output V*h unless tied; final norm h (2h LayerNorm).
 // embedding_params / output_params: what pipeline stage 0 / the last stage hold besides layers.
 double layer_params(const ModelConfig& model);
+// MLP weight matrices of h x F per layer: 3 with SwiGLU (gate, up, down), else 2.
+double mlp_mult(const ModelConfig& model);
 // Parameter tensors of one transformer layer: the four linear weights (QKV, projection, fc1 with
 // the gate fused in, fc2), their biases with linear_bias, and the two norms' weights (+ biases
 // with LayerNorm; in TE's LayerNormLinear modules they are parameters of the linear module).

@@ -22,8 +22,7 @@ double activation_bytes_per_token_layer(const CostModel& cm) {
   const auto& m = cm.model;
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.q_dim()),
                kv = static_cast<double>(m.kv_dim()), f = static_cast<double>(m.ffn);
-  const double mlp_mult = m.swiglu ? 3.0 : 2.0;
-  const double values = 4.0 * h + (q + 2.0 * kv) + q + (mlp_mult - 1.0) * f + f;
+  const double values = 4.0 * h + (q + 2.0 * kv) + q + (mlp_mult(m) - 1.0) * f + f;
   return (2.0 * values + 4.0 * m.heads) / cm.cluster.tp;
 }
 
@@ -60,8 +59,7 @@ double layer_transient_bytes_per_token(const CostModel& cm, int cp_size) {
 }
 
 double mlp_grad_bytes_per_token(const CostModel& cm) {
-  const double mlp_mult = cm.model.swiglu ? 3.0 : 2.0;
-  return 2.0 * (mlp_mult - 1.0) * static_cast<double>(cm.model.ffn) / cm.cluster.tp;
+  return 2.0 * (mlp_mult(cm.model) - 1.0) * static_cast<double>(cm.model.ffn) / cm.cluster.tp;
 }
 
 double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size) {
