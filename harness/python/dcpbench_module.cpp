@@ -177,6 +177,11 @@ std::shared_ptr<PyPlan> make_plan(const py::handle& seqlens, const std::string& 
   const auto& registry = harness::builtin_planners();
   std::unique_ptr<plan::Planner> planner = registry.make(planner_name);  // InputError: unknown planner
   plan::PlanConfig cfg = to_config(args);
+  // As `dcpbench schedule`: a static planner's groups are --cp ranks, so a min_cp above 1 would be
+  // recorded in the plan and ignored (the default 1 is every planner's).
+  if (cfg.min_cp > 1 && !planner->dynamic())
+    value_error("--min-cp " + std::to_string(cfg.min_cp) + ": planner '" + planner_name +
+                "' is static (every group has --cp ranks); --min-cp applies to dynamic planners");
   out->batch.lengths = to_lengths(seqlens);
   plan::check_config(out->batch, cfg);
   {

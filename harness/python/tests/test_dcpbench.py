@@ -121,6 +121,20 @@ def test_bad_input_raises_value_error_with_the_cli_line(tmp_path, lengths, kwarg
     assert str(err.value) == cli_error(tmp_path, lengths, args + ["--planner", "megatron-dev"])
 
 
+def test_min_cp_with_a_static_planner_raises_the_cli_line(tmp_path):
+    # A static planner's groups are cp ranks: a min_cp above 1 would be recorded and ignored
+    # (`dcpbench schedule --min-cp` refuses it; the Python module had accepted it).
+    args = ["--dp", "4", "--cp", "2", "--max-seqlen-per-rank", "100", "--min-cp", "4", "--planner", "packing"]
+    with pytest.raises(ValueError) as err:
+        dcpbench.schedule([10, 20], "packing", dp=4, cp=2, max_seqlen_per_dp_cp_rank=100, min_cp=4)
+    assert "is static" in str(err.value)
+    assert str(err.value) == cli_error(tmp_path, [10, 20], args)
+    # The default (1) and a dynamic planner's min_cp stay accepted.
+    lengths = [10, 20, 30, 40, 50, 60, 70, 80]
+    assert dcpbench.plan(lengths, "packing", dp=4, cp=2, max_seqlen_per_dp_cp_rank=100).min_cp == 1
+    assert dcpbench.plan(lengths, "dcp", dp=4, cp=2, max_seqlen_per_dp_cp_rank=100, min_cp=4).min_cp == 4
+
+
 def test_bad_length_names_the_sample():
     # (The CLI's length-file reader names the file and element instead: there is no file here.)
     with pytest.raises(ValueError, match="^sample 1 has length 0 \\(must be >= 1\\)$"):
