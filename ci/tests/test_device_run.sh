@@ -14,7 +14,7 @@
 #      (DCP_GIT_SHA) to the binaries; --resume skips the steps whose output exists, except a test
 #      binary whose XML records failures;
 #   5. --check (run here by ci/device-bundle.sh) passes a bundle of this tree with .deps/debs and
-#      refuses one without the packages; the card's kind names its files (h100 here).
+#      refuses one without the packages; the card's kind names its files (h100, and h200 for an H200).
 # Needs the Debian packages ci/install.sh installs (device-run.sh checks for them as on the device).
 set -euo pipefail
 unset OUT DCP_DEVICE_BUDGET_S DCP_TORCH_PYTHON
@@ -157,4 +157,19 @@ grep -Eq "measure llama13b-github/packing stopped at its (1[5-9]|2[0-4]) s limit
 grep -q "measure llama13b-github/dcp: skipped" "$work/out" || fail "dcp not skipped after the budget ran out: $(cat "$work/out")"
 [ "$(wc -l <"$calls")" -eq 1 ] || fail "more than the one stopped command ran: $(cat "$calls")"
 tar tzf results/device/device-results.tar.gz | grep -qxF results/device/device-run.log || fail "no archive after the stopped step"
-echo "ci/device-run.sh: refusals, budget, one strategy per command, skips, stops, --resume and archive as expected"
+# An H200 lent in place of the H100 names its files h200: its calibration must not overwrite (or
+# be read as) an H100's, nor its benchmark land in attn_h100.json.
+mkdir -p "$work/h200"
+printf '#!/bin/sh\ncase "$*" in *--query-gpu*) echo "NVIDIA H200 (stand-in)" ;; *) echo "GPU 0: stand-in" ;; esac\n' >"$work/h200/nvidia-smi"
+chmod +x "$work/h200/nvidia-smi"
+rm -f results/calibration/*.json
+: >"$calls"
+rc=0; PATH="$work/h200:$work/gpu:$PATH" ci/device-run.sh --budget-s 300 calibrate >"$work/out" 2>&1 || rc=$?
+[ $rc -eq 0 ] || fail "h200 calibrate: rc $rc, $(cat "$work/out")"
+grep -q "^card: h200 (NVIDIA H200 (stand-in))" "$work/out" || fail "the H200 not named: $(cat "$work/out")"
+grep -q "^dcpbench calibrate --backend cuda .*--name h200-measured --out results/calibration/h200-measured.json" "$calls" ||
+  fail "the H200's calibration not named h200: $(cat "$calls")"
+[ -f results/calibration/h200-measured.json ] && [ ! -e results/calibration/h100-measured.json ] ||
+  fail "calibration files: $(ls results/calibration)"
+tar tzf results/device/device-results.tar.gz | grep -qxF results/calibration/h200-measured.json || fail "h200 calibration not archived"
+echo "ci/device-run.sh: refusals, budget, one strategy per command, skips, stops, --resume, archive and card naming as expected"
