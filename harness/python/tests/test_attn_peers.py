@@ -83,3 +83,25 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
                             "--out", str(out), "--no-peers"]) == 2
     assert not out.exists()
     assert "missing.json" in capsys.readouterr().err
+
+
+def test_a_varlen_kernel_error_is_that_rows_reason(monkeypatch):
+    # A RuntimeError from PyTorch's varlen entry (a configuration its kernel refuses) is recorded as
+    # that case's reason; it had escaped the probe, which caught only TypeError (the signature
+    # test), and ended the whole peers script on the device without a report. Stand-in modules:
+    # the probe is reached without PyTorch.
+    import sys
+    import types
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no kernel for this configuration\nmore detail")
+
+    varlen = types.ModuleType("torch.nn.attention.varlen")
+    varlen.varlen_attn = refuse
+    for name in ("torch", "torch.nn", "torch.nn.attention"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "torch.nn.attention.varlen", varlen)
+    torch = types.SimpleNamespace(randn=lambda *a, **k: None, tensor=lambda *a, **k: None, bfloat16="bf16",
+                                  int32="i32")
+    reason = attn_peers.time_varlen(torch, None, CASES[1], "fa2")
+    assert reason == "varlen_attn failed here: no kernel for this configuration"
