@@ -10,9 +10,17 @@
 #include <cstddef>
 #include <cstdint>
 
+// The counter hash below is also device code (the CUDA fill kernels draw the same values as the
+// host: attn/flash/fill_elems.h).
+#if defined(__CUDACC__)
+#define DCP_RNG_HD __host__ __device__
+#else
+#define DCP_RNG_HD
+#endif
+
 namespace dcp {
 
-constexpr uint64_t splitmix64(uint64_t x) {
+constexpr DCP_RNG_HD uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
@@ -27,12 +35,12 @@ inline uint64_t fnv1a(const void* data, size_t n, uint64_t h = 14695981039346656
   return h;
 }
 
-constexpr uint64_t hash_u64(uint64_t seed, uint64_t index) {
+constexpr DCP_RNG_HD uint64_t hash_u64(uint64_t seed, uint64_t index) {
   return splitmix64(splitmix64(seed) ^ (index * 0xD1B54A32D192ED03ull));
 }
 
 // Uniform in [0, 1) with 53 random bits.
-constexpr double to_unit(uint64_t x) { return static_cast<double>(x >> 11) * 0x1.0p-53; }
+constexpr DCP_RNG_HD double to_unit(uint64_t x) { return static_cast<double>(x >> 11) * 0x1.0p-53; }
 
 inline double hash_uniform(uint64_t seed, uint64_t index) { return to_unit(hash_u64(seed, index)); }
 

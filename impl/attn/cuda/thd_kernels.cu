@@ -127,7 +127,35 @@ __global__ void from_f32_kernel(const float* src, uint16_t* dst, int64_t n) {
     dst[i] = E::from_float(src[i]);
 }
 
+template <class E>
+__global__ void fill_uniform16_kernel(uint16_t* dst, int64_t n, uint64_t seed, float scale) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = flash::uniform_elem<E>(seed, i, scale);
+}
+
+__global__ void fill_uniform32_kernel(float* dst, int64_t n, uint64_t seed, float scale) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = flash::uniform_value(seed, i, scale);
+}
+
 }  // namespace
+
+cudaError_t fill_uniform(uint16_t* dst, int64_t n, uint64_t seed, float scale, bool bf16, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  if (bf16) fill_uniform16_kernel<flash::Bf16><<<blocks_for(n), kThreads, 0, stream>>>(dst, n, seed, scale);
+  else fill_uniform16_kernel<flash::Fp16><<<blocks_for(n), kThreads, 0, stream>>>(dst, n, seed, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_uniform(float* dst, int64_t n, uint64_t seed, float scale, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  fill_uniform32_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, n, seed, scale);
+  return cudaGetLastError();
+}
 
 cudaError_t convert_to_f32(const uint16_t* src, float* dst, int64_t n, bool bf16, cudaStream_t stream) {
   if (n < 0) return cudaErrorInvalidValue;

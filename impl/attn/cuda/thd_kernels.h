@@ -47,6 +47,10 @@ cudaError_t thd_add_rows(const float* step, float* acc, const int64_t* rows, int
 // fp32 <-> 16-bit (bf16 when `bf16`, else fp16; round to nearest even), n elements: a ring
 // step's 16-bit kernel output into the fp32 corrections, and the corrected result back.
 cudaError_t convert_to_f32(const uint16_t* src, float* dst, int64_t n, bool bf16, cudaStream_t stream);
+// dst[i] = flash::uniform_elem / uniform_value(seed, i, scale) for i < n: random, non-zero inputs
+// drawn on the device (flash/thd_elems.h), the values the host draws with the same call.
+cudaError_t fill_uniform(uint16_t* dst, int64_t n, uint64_t seed, float scale, bool bf16, cudaStream_t stream);
+cudaError_t fill_uniform(float* dst, int64_t n, uint64_t seed, float scale, cudaStream_t stream);
 cudaError_t convert_from_f32(const float* src, uint16_t* dst, int64_t n, bool bf16, cudaStream_t stream);
 
 }  // namespace dcp::attn::cuda

@@ -16,8 +16,22 @@
 #include <cstdint>
 
 #include "attn/flash/flash_common.h"
+#include "core/rng.h"
 
 namespace dcp::attn::flash {
+
+// Random fill (cuda/thd_kernels.cu fill_uniform): element i of seed's stream, uniform in
+// [-scale, scale) from core/rng.h's counter hash, rounded to the 16-bit type E (bf16 or fp16) or
+// kept in float. The device draws exactly the values the host computes with the same call, so a
+// benchmark's inputs need no host generation and upload (~0.26 s per 33.5M-element tensor on the
+// host, paid again at every Google Benchmark call). Never zero but with probability ~2^-53.
+DCP_HD float uniform_value(uint64_t seed, int64_t i, float scale) {
+  return static_cast<float>((2.0 * to_unit(hash_u64(seed, static_cast<uint64_t>(i))) - 1.0) * scale);
+}
+template <class E>
+DCP_HD uint16_t uniform_elem(uint64_t seed, int64_t i, float scale) {
+  return E::from_float(uniform_value(seed, i, scale));
+}
 
 // The zigzag split of a batch: cu_seqlens_padded [batch + 1] (device memory in a kernel), total
 // rows, cp, rank.

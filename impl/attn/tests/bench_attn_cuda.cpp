@@ -33,12 +33,12 @@
 #include "attn/cuda/event_timer.h"
 #include "attn/cuda/flash_launch.h"
 #include "attn/cuda/flash_ring_cuda.h"
+#include "attn/cuda/thd_kernels.h"
 #include "attn/flash/flash_common.h"
 #include "attn/flash_emu.h"
 #include "attn/thd.h"
 #include "core/cuda_check.h"
 #include "core/provenance.h"
-#include "core/rng.h"
 #include "data/lengths_file.h"
 
 #ifndef DCP_DATA_DIR
@@ -56,11 +56,14 @@ using cuda::DeviceArray;
     DCP_CHECK(st_ == CUBLAS_STATUS_SUCCESS, #x " failed: cuBLAS status ", static_cast<int>(st_)); \
   } while (0)
 
+// Uniform in [-1, 1), never zero (a.s.), drawn on the device (cuda/thd_kernels.h fill_uniform): the
+// host loop it replaces took ~0.26 s per 33.5M-element tensor and ran again at every call Google
+// Benchmark makes of a benchmark (3 or more while it sizes the iterations): ~290 s for the 120
+// benchmarks, past the device run's 150 s limit (helper-28). The same values as that loop.
 DeviceArray<uint16_t> random_bf16(size_t n, uint64_t seed) {
-  std::vector<uint16_t> h(n);
-  for (size_t i = 0; i < n; ++i)
-    h[i] = flash::Bf16::from_float(static_cast<float>(2.0 * hash_uniform(seed, i) - 1.0));  // never zero (a.s.)
-  return DeviceArray<uint16_t>(std::span<const uint16_t>(h));
+  DeviceArray<uint16_t> d(n);
+  DCP_CUDA_CHECK(cuda::fill_uniform(d.get(), static_cast<int64_t>(n), seed, 1.0f, true, nullptr));
+  return d;
 }
 
 // Flushes L2 by writing a buffer of twice its size.

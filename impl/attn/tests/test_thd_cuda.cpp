@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
+
+#include "attn/cuda/device_array.h"
+#include "attn/cuda/thd_kernels.h"
 
 #include "attn/cuda/thd_cuda.h"
 #include "gpu_test_util.h"
@@ -27,6 +31,37 @@ TEST_P(ThdCuda, PartitionUnpartitionReadHalfMatchTheHost) {
 TEST_P(ThdCuda, LseMergeAndGradientCorrectionMatchTheHost) {
   DCP_SKIP_WITHOUT_GPU();
   check_thd_lse_merge_and_gradient_correction<ThdCudaEntries>(GetParam());
+}
+
+// The random fill (the benchmark's and the measured runs' inputs) draws on the device what the host
+// computes for the same (seed, index): bf16, fp16 and float, at 1 element, an odd count and past
+// the grid-stride cap of 65535 x 8 blocks of 256 threads (134,215,680 elements).
+TEST(ThdCudaFill, DrawsTheHostsValues) {
+  DCP_SKIP_WITHOUT_GPU();
+  for (const int64_t n : {int64_t{1}, int64_t{1000003}, int64_t{65535} * 8 * 256 + 17}) {
+    const uint64_t seed = 7 + static_cast<uint64_t>(n);
+    const auto check = [&](const auto& got, auto expect, const char* type) {
+      for (int64_t i = 0; i < n; i += (n > 2000000 ? 9973 : 1))
+        ASSERT_EQ(got[static_cast<size_t>(i)], expect(i)) << type << " n " << n << " i " << i;
+      ASSERT_EQ(got[static_cast<size_t>(n - 1)], expect(n - 1)) << type << " n " << n;
+    };
+    for (const bool bf16 : {true, false}) {
+      cuda::DeviceArray<uint16_t> d(static_cast<size_t>(n));
+      d.poison();
+      ASSERT_EQ(cuda::fill_uniform(d.get(), n, seed, 0.5f, bf16, nullptr), cudaSuccess);
+      std::vector<uint16_t> h(static_cast<size_t>(n));
+      d.to_host(h);
+      check(h, [&](int64_t i) {
+        return bf16 ? flash::uniform_elem<flash::Bf16>(seed, i, 0.5f) : flash::uniform_elem<flash::Fp16>(seed, i, 0.5f);
+      }, bf16 ? "bf16" : "fp16");
+    }
+    cuda::DeviceArray<float> f(static_cast<size_t>(n));
+    f.poison();
+    ASSERT_EQ(cuda::fill_uniform(f.get(), n, seed, 2.0f, nullptr), cudaSuccess);
+    std::vector<float> h(static_cast<size_t>(n));
+    f.to_host(h);
+    check(h, [&](int64_t i) { return flash::uniform_value(seed, i, 2.0f); }, "float");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Thd, ThdCuda, ::testing::Values(1, 2, 4),

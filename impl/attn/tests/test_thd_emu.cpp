@@ -6,8 +6,10 @@
 
 #include <string>
 
+#include "attn/flash/thd_elems.h"
 #include "attn/thd_emu.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "thd_kernel_checks.h"
 
 namespace dcp::attn {
@@ -42,6 +44,27 @@ TEST(ThdEmulatedArgs, RejectsRowsOutOfRangeRepeatedOrMisSized) {
   EXPECT_THROW(thd_add_rows_emu(src, acc, std::vector<int64_t>{1, 1}, 4), Error);  // in place, twice
   EXPECT_NO_THROW(thd_add_rows_emu(src, acc, std::vector<int64_t>{1, 0}, 4));
   EXPECT_EQ(acc, std::vector<float>(8, 1.f));
+}
+
+// The random fill's element (flash/thd_elems.h; cuda fill_uniform runs it per thread, and
+// test_thd_cuda.cpp checks the device against it): core/rng.h's hash mapped to [-scale, scale),
+// rounded to the storage type, never zero, about centred; distinct seeds give distinct streams.
+TEST(ThdFill, UniformElementsAreTheHashInRange) {
+  double sum = 0;
+  int64_t same_as_other_seed = 0;
+  for (int64_t i = 0; i < 100000; ++i) {
+    const float v = flash::uniform_value(3, i, 0.25f);
+    ASSERT_EQ(v, static_cast<float>((2.0 * hash_uniform(3, static_cast<uint64_t>(i)) - 1.0) * 0.25)) << i;
+    ASSERT_TRUE(v >= -0.25f && v < 0.25f && v != 0.f) << i << ": " << v;
+    const uint16_t b = flash::uniform_elem<flash::Bf16>(3, i, 1.f);
+    ASSERT_EQ(b, flash::Bf16::from_float(static_cast<float>(2.0 * hash_uniform(3, static_cast<uint64_t>(i)) - 1.0)));
+    ASSERT_NE(b & 0x7fff, 0) << i;  // not +-0
+    ASSERT_NE(flash::uniform_elem<flash::Fp16>(3, i, 1.f) & 0x7fff, 0) << i;
+    sum += v;
+    same_as_other_seed += flash::uniform_value(4, i, 0.25f) == v;
+  }
+  EXPECT_NEAR(sum / 100000, 0.0, 0.25 * 0.01);  // mean 0, sd 0.25 / sqrt(3 x 1e5) = 0.00046
+  EXPECT_LT(same_as_other_seed, 10);
 }
 
 }  // namespace
