@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attn/cuda/device_array.h"
@@ -24,8 +25,15 @@ using attn::cuda::DeviceArray;
 
 namespace {
 
-// A growable device buffer filled with one 16-bit pattern (0x3C3C: bf16 ~0.0115, fp16 ~1.06) or
-// float 0.01: finite, non-zero inputs.
+// A growable device buffer of random values drawn on the device (attn/cuda/thd_kernels.h
+// fill_uniform, a new seed per fill): 16-bit buffers bf16 in [-1, 1) (an fp16 run reads those
+// bits as fp16 values of magnitude < 1.875: finite too), float ones in [-1, 1), integer ones 0.
+// Random mantissas as in bench_attn_cuda and the PyTorch peers' inputs: until 2026-11-28 every
+// 16-bit input was one repeated pattern (0x3C3C), on which a power-limited GPU clocks higher than
+// on real data (H. He, "Strangely, Matrix Multiplications on GPUs Run Faster When Given
+// 'Predictable' Data!", thonking.ai, 2024: on an A100 at its power limit, GEMMs on zeros up to
+// ~15% faster than on random values), so measured times and the calibration made from them would
+// have been optimistic (helper-28).
 template <class T>
 struct Buffer {
   DeviceArray<T> a;
@@ -33,11 +41,13 @@ struct Buffer {
     if (a.size() < n) {
       a = DeviceArray<T>();  // free the old one first (the largest buffers are T x vocab)
       a = DeviceArray<T>(n);
-      if constexpr (sizeof(T) == 2) {
-        DCP_CUDA_CHECK(cudaMemset(a.get(), 0x3C, n * sizeof(T)));
+      static uint64_t seed = 0;
+      if constexpr (std::is_same_v<T, uint16_t>) {
+        DCP_CUDA_CHECK(attn::cuda::fill_uniform(a.get(), static_cast<int64_t>(n), ++seed, 1.0f, true, nullptr));
+      } else if constexpr (std::is_same_v<T, float>) {
+        DCP_CUDA_CHECK(attn::cuda::fill_uniform(a.get(), static_cast<int64_t>(n), ++seed, 1.0f, nullptr));
       } else {
-        std::vector<T> h(n, T(0.01));
-        DCP_CUDA_CHECK(cudaMemcpy(a.get(), h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+        DCP_CUDA_CHECK(cudaMemset(a.get(), 0, n * sizeof(T)));
       }
     }
     return a.get();
