@@ -116,12 +116,14 @@ class NcclComm final : public Communicator {
       : comm_(comm), device_(device), options_(options) {
     DCP_CUDA_CHECK(cudaSetDevice(device_));
     DCP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DCP_CUDA_CHECK(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming));
     DCP_NCCL_CHECK(ncclCommUserRank(comm_, &rank_), comm_);
     DCP_NCCL_CHECK(ncclCommCount(comm_, &size_), comm_);
   }
   ~NcclComm() override {
     if (!aborted_) ncclCommDestroy(comm_);
     if (pending_ && pending_->done_event) cudaEventDestroy(pending_->done_event);
+    cudaEventDestroy(order_event_);
     cudaStreamDestroy(stream_);
   }
 
@@ -146,7 +148,7 @@ class NcclComm final : public Communicator {
     Staged out(recv, bytes, send == recv, stream_);
     std::unique_ptr<Staged> in;
     if (send != recv) in = std::make_unique<Staged>(send, bytes, true, stream_);
-    check_usable("all_reduce");
+    ready_to_launch("all_reduce");
     DCP_NCCL_CHECK(ncclAllReduce(in ? in->dev() : out.dev(), out.dev(), count, nccl_type(type),
                                  nccl_op(op), comm_, stream_),
                    comm_);
@@ -157,7 +159,7 @@ class NcclComm final : public Communicator {
     DCP_NVTX_RANGE();
     const size_t bytes = count * dtype_bytes(type);
     Staged in(send, bytes, true, stream_), out(recv, bytes * size_, false, stream_);
-    check_usable("all_gather");
+    ready_to_launch("all_gather");
     DCP_NCCL_CHECK(ncclAllGather(in.dev(), out.dev(), count, nccl_type(type), comm_, stream_),
                    comm_);
     wait_stream(coll_what("all_gather"));
@@ -168,7 +170,7 @@ class NcclComm final : public Communicator {
     DCP_NVTX_RANGE();
     const size_t bytes = count * dtype_bytes(type);
     Staged in(send, bytes * size_, true, stream_), out(recv, bytes, false, stream_);
-    check_usable("reduce_scatter");
+    ready_to_launch("reduce_scatter");
     DCP_NCCL_CHECK(ncclReduceScatter(in.dev(), out.dev(), count, nccl_type(type), nccl_op(op),
                                      comm_, stream_),
                    comm_);
@@ -186,7 +188,7 @@ class NcclComm final : public Communicator {
       recv_total = std::max(recv_total, recv_displs[p] + recv_counts[p]);
     }
     Staged in(send, send_total * eb, true, stream_), out(recv, recv_total * eb, false, stream_);
-    check_usable("all_to_all_v");
+    ready_to_launch("all_to_all_v");
     auto* src = static_cast<char*>(in.dev());
     auto* dst = static_cast<char*>(out.dev());
     DCP_NCCL_CHECK(ncclGroupStart(), comm_);
@@ -230,7 +232,7 @@ class NcclComm final : public Communicator {
   // --- used by NcclRequest ---
   void launch(P2pBatch& batch) {
     if (batch.launched) return;
-    check_usable("p2p group");
+    ready_to_launch("p2p group");
     DCP_CUDA_CHECK(cudaSetDevice(device_));
     DCP_NCCL_CHECK(ncclGroupStart(), comm_);
     for (auto& op : batch.ops) {
@@ -302,6 +304,16 @@ class NcclComm final : public Communicator {
     pending_->ops.push_back(std::move(p));
     return std::make_unique<NcclRequest>(this, pending_);
   }
+  // Before each NCCL launch: usable, and ordered after the work already queued on the default
+  // stream. The communicator's stream is non-blocking (no implicit order with stream 0: CUDA
+  // runtime API, "Stream synchronization behavior"), and a device buffer is handed to NCCL as it
+  // is (Staged), so a kernel on stream 0 that writes it must finish first. One way only: stream 0
+  // never waits for a collective, which needs the peers.
+  void ready_to_launch(const char* op) {
+    check_usable(op);
+    DCP_CUDA_CHECK(cudaEventRecord(order_event_, nullptr));
+    DCP_CUDA_CHECK(cudaStreamWaitEvent(stream_, order_event_, 0));
+  }
   void check_usable(const char* op) const {
     if (aborted_)
       throw Error(std::string("nccl comm: ") + op + " on rank " + std::to_string(rank_) +
@@ -348,6 +360,7 @@ class NcclComm final : public Communicator {
   int device_;
   CommOptions options_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t order_event_ = nullptr;  // ready_to_launch: stream 0's work so far
   int rank_ = 0;
   int size_ = 0;
   bool aborted_ = false;
