@@ -71,6 +71,10 @@ double embedding_grad_bytes(const CostModel& cm) {
   return 2.0 * static_cast<double>(cm.model.vocab) / cm.cluster.tp * static_cast<double>(cm.model.hidden);
 }
 
+double embedding_input_grad_bytes_per_token(const CostModel& cm) {
+  return 2.0 * static_cast<double>(cm.model.hidden) / cm.cluster.tp;
+}
+
 LogitBytes logit_bytes_per_token(const CostModel& cm) {
   const auto& hw = cm.hardware;
   const bool te = cm.training.cross_entropy_fusion && cm.training.cross_entropy_te;
@@ -87,7 +91,8 @@ double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double toke
   const double one = tokens * stored_bytes_per_token_layer(cm) * layers / cm.cluster.vpp;
   const double logits = s == cm.cluster.pp - 1 ? logit_bytes_per_token(cm).peak : 0.0;
   const double running = in_flight * one + tokens * std::max(layer_backward_transient_bytes_per_token(cm, cp_size), logits);
-  const double embedding = s == 0 ? (in_flight - 1) * one + embedding_grad_bytes(cm) : 0.0;
+  const double embedding =
+      s == 0 ? (in_flight - 1) * one + embedding_grad_bytes(cm) + tokens * embedding_input_grad_bytes_per_token(cm) : 0.0;
   return static_memory(cm, s).total() + std::max(running, embedding);
 }
 

@@ -49,9 +49,11 @@
 //   Embedding gradient: the backward of the first virtual stage ends with the embedding's, which
 //   autograd writes as a dense bf16 gradient of the whole table (V / tp x h x 2 bytes;
 //   torch.nn.functional.embedding without sparse), added into the main-grad buffer by Megatron's
-//   DDP hook and freed; by then that micro-batch's activations on the stage are released. (Not
-//   charged: the gradient flowing into the embedding, T x h x 2 bytes, live while the weight
-//   gradient is written: ~0.6 GiB at 65,536 tokens of Llama-13B; an under-count, stated.)
+//   DDP hook and freed; by then that micro-batch's activations on the stage are released. The
+//   gradient flowing into the embedding (its output's: T x h / tp x 2 bytes in bf16, per local
+//   token; aten's embedding_dense_backward reads it while it writes the table's) is live
+//   beside it: ~0.6 GiB at 65,536 tokens of Llama-13B. (A copy autograd may make of that
+//   gradient to make it contiguous after the embedding's transpose to [s, b, h] is not charged.)
 //   (Megatron's theoretical_memory_usage.py and Korthikanti et al. leave both out.)
 //   Transients do not add up: the logits exist after the stage's last layer in the forward and
 //   are freed by the output layer's backward before full recompute re-materialises any layer, so
@@ -60,7 +62,7 @@
 //   live += T saved. Backward: peak >= live + T (peak - saved); live -= T saved;
 //   peak >= live + T layer (the backward's); live -= stored. Other ops: the layer transient
 //   alone (the backward's in a backward), and after the first virtual stage's backward
-//   peak >= live + the embedding gradient.
+//   peak >= live + the embedding gradient + T x the gradient flowing into it.
 // In-flight micro-batches follow the schedule (1F1B: min(pp - s, M) on stage s; interleaved 1F1B:
 // its warm-up), which the simulator walks op by op with each micro-batch's real token count.
 // Parameters per stage: cost::stage_params (with tied embeddings and pp > 1 the last stage keeps
@@ -104,6 +106,8 @@ double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size
 // The embedding table's dense bf16 gradient (V / tp x h x 2), live after the first virtual
 // stage's backward of a micro-batch.
 double embedding_grad_bytes(const CostModel& cm);
+// The gradient flowing into the embedding per token, live with the table's: 2 h / tp (bf16).
+double embedding_input_grad_bytes_per_token(const CostModel& cm);
 // Logits per token on the last virtual stage (V / tp x bytes per logit of the scenario's
 // cross-entropy): kept from its forward to its backward, and the most live at once.
 struct LogitBytes {
@@ -115,7 +119,8 @@ LogitBytes logit_bytes_per_token(const CostModel& cm);
 // Hand-checkable peak of stage s under 1F1B without VPP with `in_flight` micro-batches of
 // `tokens` tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s)
 // + tokens * max(backward layer transient at cp_size, logits peak on the last stage), and on
-// stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient.
+// stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient
+// + tokens * the gradient flowing into it.
 double uniform_peak_bytes(const CostModel& cm, int pp_stage, int in_flight, double tokens_per_rank, int cp_size = 1);
 
 // Usable capacity: hardware.memory_bytes (the reserve is counted in static_memory).

@@ -162,7 +162,8 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
           live -= saved;
           peak = std::max(peak, live + layer_t);
           live -= stored;
-          if (v == 0) peak = std::max(peak, live + in.embedding_grad_bytes);
+          if (v == 0)
+            peak = std::max(peak, live + in.embedding_grad_bytes + tok * in.embedding_input_grad_bytes_per_token);
         }
       }
       GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
@@ -394,6 +395,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   in.stored_bytes_per_token_layer = cost::stored_bytes_per_token_layer(cm);
   in.layer_transient_bytes_per_token = cost::layer_transient_bytes_per_token(cm);
   in.embedding_grad_bytes = cost::embedding_grad_bytes(cm);
+  in.embedding_input_grad_bytes_per_token = cost::embedding_input_grad_bytes_per_token(cm);
   in.logits_saved_bytes_per_token = cost::logit_bytes_per_token(cm).saved;
   in.logits_peak_bytes_per_token = cost::logit_bytes_per_token(cm).peak;
   for (int v = 0; v < stages; ++v) in.layers.push_back(cost::layers_of_virtual_stage(cm.model, c, v));

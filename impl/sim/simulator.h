@@ -149,6 +149,7 @@ struct ScheduleInput {
   // [mb][g]: the same for a backward op (the MLP's gradients besides); empty = the forward's.
   std::vector<std::vector<double>> backward_transient_bytes_per_token;
   double embedding_grad_bytes = 0;             // after a backward of virtual stage 0
+  double embedding_input_grad_bytes_per_token = 0;  // with it: the gradient flowing into it
   double logits_saved_bytes_per_token = 0;     // last virtual stage: forward -> backward
   double logits_peak_bytes_per_token = 0;      // last virtual stage: live during loss / its grad
   std::vector<int> layers;                     // [pp*vpp] layers of each virtual stage

@@ -336,11 +336,14 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
   cm.training.cross_entropy_te = true;  // 2000 per token: the backward's layer transient is larger
   EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * (2564 + 256));
   EXPECT_DOUBLE_EQ(static_memory(cm, 0).reserved_bytes, 1e6);
-  // Stage 0's embedding gradient (V x h x 2 = 1000 x 128 x 2 = 256,000 B) after a micro-batch's
-  // backward, beside the other 2 micro-batches' stored layer inputs: the peak with micro-batches
-  // of 10 tokens (the running op: 3 x 10 x 512 + 10 x max(2820, 2000 logits) = 43,560 B).
+  // Stage 0's embedding gradient (V x h x 2 = 1000 x 128 x 2 = 256,000 B) and the gradient flowing
+  // into it (2h = 256 B per token) after a micro-batch's backward, beside the other 2
+  // micro-batches' stored layer inputs: the peak with micro-batches of 10 tokens (the running op:
+  // 3 x 10 x 512 + 10 x max(2820, 2000 logits) = 43,560 B).
   EXPECT_DOUBLE_EQ(embedding_grad_bytes(cm), 1000.0 * 128 * 2);
-  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 10), static_memory(cm, 0).total() + 2 * 10.0 * 256 * 2 + 256000);
+  EXPECT_DOUBLE_EQ(embedding_input_grad_bytes_per_token(cm), 2.0 * 128);
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 10),
+                   static_memory(cm, 0).total() + 2 * 10.0 * 256 * 2 + 256000 + 10 * 256.0);
 }
 
 TEST(Memory, Llama13bPipelineStageOfThePrototype) {

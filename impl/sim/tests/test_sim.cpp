@@ -349,6 +349,13 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
   const auto e = simulate_schedule(in);
   EXPECT_DOUBLE_EQ(e.gpu[0].peak_bytes, 5 + 6000 + 10000);
   EXPECT_DOUBLE_EQ(e.gpu[1].peak_bytes, 7 + 6000 + 3000);
+  // With it the gradient flowing into the embedding, per token of that micro-batch: after B1
+  // (1000 tokens; live 60, F2's) 60 + 10,000 + 1000 x 7 = 17,060 is above B0's 6000 + 10,000 +
+  // 100 x 7.
+  in.embedding_input_grad_bytes_per_token = 7;
+  const auto f = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(f.gpu[0].peak_bytes, 5 + 17060);
+  EXPECT_DOUBLE_EQ(f.gpu[1].peak_bytes, 7 + 6000 + 3000);
 }
 
 // Interleaved with M == pp: Megatron's warm-up is (pp - s - 1) * 2 + (vpp - 1) * G capped at
