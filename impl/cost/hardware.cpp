@@ -164,6 +164,16 @@ HardwareProfile h100_sxm() {
   //        avg); dk/dv corrections (9 kv avg); dKV send-buffer copy r+w (8 kv) -> 7.5 q + 19 kv.
   p.thd_side_bwd_bytes_q = 7.5;
   p.thd_side_bwd_bytes_kv = 19.0;
+  // The first step (the diagonal, every token, no read-half) [derived, same TE code]: for THD the
+  // forward's output correction runs for every step, i = 0 included (context_parallel.py:1981-2029:
+  // tex.thd_out_correction for each i in range(cp_size); the bshd path's "init" variant is not
+  // THD's), into an output zeroed first (torch.zeros, 1943): read out_0 2q + r+w the output 4q +
+  // the zeroing 2q = 8q. The backward's i = 0 writes its results too (2655-2696: dq copy or
+  // thd_grad_correction "copy"; 2720-2800: dk, dv likewise): r+w dq 4q, r+w dk and dv 8kv. Until
+  // 2026-11-28 only the steps after the first were charged (helper-27).
+  p.thd_side_first_fwd_bytes_q = 8.0;
+  p.thd_side_first_bwd_bytes_q = 4.0;
+  p.thd_side_first_bwd_bytes_kv = 8.0;
   // Adam step with fp32 main params [derived]: read fp32 grad (4), r+w fp32 param (8), m (8),
   // v (8) = 28; the bf16 model copy is a separate kernel that reads the fp32 main param and writes
   // bf16 (6; Megatron-LM d98e8a64dd megatron/core/optimizer/optimizer.py
@@ -252,6 +262,9 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"thd_side_fwd_bytes_kv", &HardwareProfile::thd_side_fwd_bytes_kv},
       {"thd_side_bwd_bytes_q", &HardwareProfile::thd_side_bwd_bytes_q},
       {"thd_side_bwd_bytes_kv", &HardwareProfile::thd_side_bwd_bytes_kv},
+      {"thd_side_first_fwd_bytes_q", &HardwareProfile::thd_side_first_fwd_bytes_q},
+      {"thd_side_first_bwd_bytes_q", &HardwareProfile::thd_side_first_bwd_bytes_q},
+      {"thd_side_first_bwd_bytes_kv", &HardwareProfile::thd_side_first_bwd_bytes_kv},
       {"optimizer_bytes_per_param", &HardwareProfile::optimizer_bytes_per_param},
       {"memory_bytes", &HardwareProfile::memory_bytes},
       {"memory_reserved_bytes", &HardwareProfile::memory_reserved_bytes},

@@ -101,6 +101,11 @@ struct HardwareProfile {
   double thd_side_fwd_bytes_kv = 0;
   double thd_side_bwd_bytes_q = 0;
   double thd_side_bwd_bytes_kv = 0;
+  // The same on the first (diagonal) step, which has no read-half but its own corrections (THD
+  // corrects the output and the gradients at every step, the first included).
+  double thd_side_first_fwd_bytes_q = 0;
+  double thd_side_first_bwd_bytes_q = 0;
+  double thd_side_first_bwd_bytes_kv = 0;
   double optimizer_bytes_per_param = 0;    // Adam step + grad-norm, per param of the GPU's
                                            // optimizer shard (zeroing the whole grad buffer is
                                            // charged apart, at the grad dtype's bytes per param)

@@ -108,13 +108,18 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
         t.bwd_comm_exposed_s += std::max(cb, comm_bwd) - cb + lat;
       }
     }
-    // THD side kernels: HBM traffic per step after the first, proportional to (k-1) * T.
+    // THD side kernels: HBM traffic per step after the first, proportional to (k-1) * T, plus the
+    // first step's corrections (hardware.cpp), proportional to T.
     if (with_comm && k > 1 && hw.hbm_bytes_per_s > 0) {
       const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;
       const double steps = k - 1;
-      t.fwd_compute_s += steps * tokens * (hw.thd_side_fwd_bytes_q * q_dim + hw.thd_side_fwd_bytes_kv * kv_dim) /
+      t.fwd_compute_s += tokens *
+                         (steps * (hw.thd_side_fwd_bytes_q * q_dim + hw.thd_side_fwd_bytes_kv * kv_dim) +
+                          hw.thd_side_first_fwd_bytes_q * q_dim) /
                          hw.hbm_bytes_per_s;
-      t.bwd_compute_s += steps * tokens * (hw.thd_side_bwd_bytes_q * q_dim + hw.thd_side_bwd_bytes_kv * kv_dim) /
+      t.bwd_compute_s += tokens *
+                         (steps * (hw.thd_side_bwd_bytes_q * q_dim + hw.thd_side_bwd_bytes_kv * kv_dim) +
+                          hw.thd_side_first_bwd_bytes_q * q_dim + hw.thd_side_first_bwd_bytes_kv * kv_dim) /
                          hw.hbm_bytes_per_s;
     }
   } else {

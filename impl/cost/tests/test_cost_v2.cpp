@@ -190,8 +190,16 @@ TEST(ThdSideKernels, HbmTrafficProportionalToStepsAfterTheFirstTimesTokens) {
   cm.hardware.hbm_bytes_per_s = 0;
   const auto four0 = group_stage_times(cm, l, 4, 0, 0);
   EXPECT_NEAR(four.fwd.compute_s - four0.fwd.compute_s, 2 * 3 * 250 * 384 / 1e9, 1e-15);
-  // k = 1: no ring, no side kernels.
+  // The first step's own corrections: T local tokens x (5 q) forward, x (6 q + 7 kv) backward, at
+  // any k > 1 (k = 4: 250 tokens).
   cm.hardware.hbm_bytes_per_s = 1e9;
+  cm.hardware.thd_side_first_fwd_bytes_q = 5;
+  cm.hardware.thd_side_first_bwd_bytes_q = 6;
+  cm.hardware.thd_side_first_bwd_bytes_kv = 7;
+  const auto first = group_stage_times(cm, l, 4, 0, 0);
+  EXPECT_NEAR(first.fwd.compute_s - four.fwd.compute_s, 2 * 250 * 5 * 128 / 1e9, 1e-15);
+  EXPECT_NEAR(first.bwd.compute_s - four.bwd.compute_s, 2 * 250 * (6 * 128 + 7 * 128) / 1e9, 1e-15);
+  // k = 1: no ring, no side kernels.
   const auto one = group_stage_times(cm, l, 1, 0, 0);
   cm.hardware.hbm_bytes_per_s = 0;
   EXPECT_DOUBLE_EQ(one.fwd.compute_s, group_stage_times(cm, l, 1, 0, 0).fwd.compute_s);
