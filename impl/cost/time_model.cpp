@@ -103,9 +103,9 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
       const double cb = s == 0 ? diag_bwd : off_bwd;
       t.fwd_compute_s += cf;
       t.bwd_compute_s += cb;
-      if (s < k - 1) {
-        t.fwd_comm_exposed_s += std::max(cf, comm_fwd) - cf + lat;
-        t.bwd_comm_exposed_s += std::max(cb, comm_bwd) - cb + lat;
+      if (s < k - 1) {  // the transfer, latency included, runs under the step's compute
+        t.fwd_comm_exposed_s += std::max(cf, comm_fwd + lat) - cf;
+        t.bwd_comm_exposed_s += std::max(cb, comm_bwd + lat) - cb;
       }
     }
     // THD side kernels: HBM traffic per step after the first, proportional to (k-1) * T, plus the

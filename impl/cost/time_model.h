@@ -21,7 +21,10 @@
 //          sequence at its local lengths, tile quantisation included.
 //          Steps 0..k-2 overlap the send of the local KV to the next rank:
 //            bytes = 2 (K,V) * T * kv_heads/tp * head_dim * 2 (bf16)
-//            step_s = max(compute_s, bytes / bw) + latency; last step = compute_s.
+//            step_s = max(compute_s, bytes / bw + latency); last step = compute_s. (TE issues
+//            the next step's send/recv before the step's attention and waits for it after, so
+//            the link's latency overlaps the compute like its bytes; until 2026-11-28 the latency
+//            was added after the max, exposed even under a long step, helper-27.)
 //          bw/latency are inter-node (one NIC) if the group spans nodes, else NVLink.
 //          THD side kernels (read-half, output/LSE and gradient corrections, buffer copies) move
 //          (thd_side_*_bytes_q * q_dim + thd_side_*_bytes_kv * kv_dim) * T / tp bytes of HBM per

@@ -230,13 +230,20 @@ TEST(TimeModel, AllGatherIsNotOverlapped) {
   EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * 2 * 2.56e-4, 1e-12);
 }
 
-TEST(TimeModel, LatencyChargedPerOverlappedStep) {
+TEST(TimeModel, LatencyOverlapsTheStepLikeTheBytes) {
   auto cm = unit_model();
-  cm.hardware.intra_node_bytes_per_s = 1e15;  // comm hidden, latency remains
-  cm.hardware.intra_node_latency_s = 1e-5;
+  cm.hardware.intra_node_bytes_per_s = 1e15;  // the bytes take no time
+  cm.hardware.intra_node_latency_s = 1e-5;    // below every step's compute (>= 0.25 ms here)
   const std::vector<int64_t> l{4000};
-  const auto st = group_stage_times(cm, l, 4, 0, 0);
-  EXPECT_NEAR(st.fwd.comm_exposed_s, 2 * 3 * 1e-5, 1e-12);  // 2 layers x (k-1) steps
+  EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 4, 0, 0).fwd.comm_exposed_s, 0.0);
+  // A latency above the steps' compute is exposed by its excess: one more second of latency is
+  // 2 layers x (k-1) steps x 1 s more, forward and backward alike.
+  cm.hardware.intra_node_latency_s = 1.0;
+  const auto one = group_stage_times(cm, l, 4, 0, 0);
+  cm.hardware.intra_node_latency_s = 2.0;
+  const auto two = group_stage_times(cm, l, 4, 0, 0);
+  EXPECT_NEAR(two.fwd.comm_exposed_s - one.fwd.comm_exposed_s, 2 * 3 * 1.0, 1e-9);
+  EXPECT_NEAR(two.bwd.comm_exposed_s - one.bwd.comm_exposed_s, 2 * 3 * 1.0, 1e-9);
 }
 
 TEST(TimeModel, RecomputeAddsTheLayerForward) {
