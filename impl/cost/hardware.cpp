@@ -33,7 +33,12 @@ Curve tflops_curve(std::initializer_list<std::pair<double, double>> pts) {
 // issue #2053 (2025-08), table "CPU runtime".
 constexpr double kTorchOpHostS = 13.5e-6;
 // One TransformerEngine module call: the same issue measured te.Linear at 2.7x the CPU time of
-// torch.nn.Linear on the same host (GH200: 90.53 vs 33.17 us); [derived] 2.7 x 13.5 us.
+// torch.nn.Linear on the same host (GH200: 90.53 vs 33.17 us); [derived] 2.7 x 13.5 us. That
+// ratio is the Grace system's (the issue is about Grace's TE overhead; its x86 H100 DGX te.Linear
+// row is not in the excerpt we could read), and TE has cut its CPU time since (TE #2126,
+// 2026-01-03: a bf16 TE Linear "nearly the same" as torch's): so probably high for today's TE on
+// x86. With the TE module at the torch op's time, Megatron's example steps are 4-8% shorter and
+// its speedups move by < 1% (helper-27's what-if); --sensitivity varies host_layer_s +-20%.
 constexpr double kTeModuleHostS = 2.7 * kTorchOpHostS;
 
 HardwareProfile h100_sxm() {

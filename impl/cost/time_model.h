@@ -28,7 +28,8 @@
 //          bw/latency are inter-node (one NIC) if the group spans nodes, else NVLink.
 //          THD side kernels (read-half, output/LSE and gradient corrections, buffer copies) move
 //          (thd_side_*_bytes_q * q_dim + thd_side_*_bytes_kv * kv_dim) * T / tp bytes of HBM per
-//          step after the first: proportional to (k-1) * T.
+//          step after the first: proportional to (k-1) * T; plus the first step's corrections
+//          (thd_side_first_*), proportional to T.
 //   attention, all-gather (TE "all_gather"): all-gather of KV before attention, not overlapped:
 //            (k-1) * bytes / bw + (k-1) * latency, then the rank's causal work.
 //   backward = gemm_bwd_factor (2: dgrad + wgrad) x fwd GEMM FLOPs, attn_bwd_factor (2.5, FA's
