@@ -93,10 +93,16 @@ HardwareProfile h100_sxm() {
   // --no-gradient-accumulation-fusion; Megatron-LM 192cbc3554 distributed_data_parallel.py:466-470):
   // one PyTorch op per such parameter tensor per backward pass (cost::grad_add).
   p.grad_add_host_s = kTorchOpHostS;  // 13.5 us
-  // Per micro-batch per virtual stage [derived]: get_batch and PackedSeqParams (cu_seqlens, THD
-  // slicing: ~10 ops), embedding (~3 ops), output layer (1 TE module), loss (~6 ops), 1 module of
-  // pipeline/loss glue: 20 ops + 2 modules, half charged to each pass.
-  p.microbatch_overhead_s = 20 * kTorchOpHostS + 2 * kTeModuleHostS;  // 343 us
+  // Per micro-batch [derived], half charged to each pass: on every virtual stage get_batch and
+  // PackedSeqParams (cu_seqlens, THD slicing: ~10 ops) and 1 op of schedule glue; on the first
+  // virtual stage the embedding besides (~3 ops); on the last the output layer (1 TE module), the
+  // loss (~6 ops) and 1 module of loss glue. 20 ops + 2 modules in all on a one-stage pipeline.
+  // (Until 2026-11-28 all of it was charged on every virtual stage, also where no embedding or
+  // loss runs: 195 us per micro-batch too much on each middle stage and per extra VPP chunk, which
+  // tilted --tune against VPP, helper-27.)
+  p.microbatch_overhead_s = 11 * kTorchOpHostS;                          // 149 us
+  p.microbatch_first_stage_s = 3 * kTorchOpHostS;                        // 40 us
+  p.microbatch_last_stage_s = 6 * kTorchOpHostS + 2 * kTeModuleHostS;    // 154 us
   // Per iteration [derived, op count estimated]: train_step's zero_grad, grad-norm
   // (multi_tensor_l2norm + all-reduce + .item() sync), loss averaging + .item(), optimizer
   // multi-tensor launches, timers and --log-interval 1 logging: ~200 host ops.
@@ -255,6 +261,8 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"ring_step_fwd_s", &HardwareProfile::ring_step_fwd_s},
       {"ring_step_bwd_s", &HardwareProfile::ring_step_bwd_s},
       {"microbatch_overhead_s", &HardwareProfile::microbatch_overhead_s},
+      {"microbatch_first_stage_s", &HardwareProfile::microbatch_first_stage_s},
+      {"microbatch_last_stage_s", &HardwareProfile::microbatch_last_stage_s},
       {"iteration_overhead_s", &HardwareProfile::iteration_overhead_s},
       {"packed_data_overhead_s", &HardwareProfile::packed_data_overhead_s},
       {"reroute_bytes_per_token", &HardwareProfile::reroute_bytes_per_token},

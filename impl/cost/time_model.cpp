@@ -265,10 +265,9 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
   const GradAddTime add = grad_add(cm, v);
   st.bwd.compute_s += add.gpu_s;
   host_bwd += add.host_s;
-  st.fwd.overhead_s = hw.microbatch_overhead_s / 2 +
-                      std::max(0.0, host_fwd - (st.fwd.compute_s + st.fwd.comm_exposed_s));
-  st.bwd.overhead_s = hw.microbatch_overhead_s / 2 +
-                      std::max(0.0, host_bwd - (st.bwd.compute_s + st.bwd.comm_exposed_s));
+  const double fixed = microbatch_overhead(cm, v);
+  st.fwd.overhead_s = fixed / 2 + std::max(0.0, host_fwd - (st.fwd.compute_s + st.fwd.comm_exposed_s));
+  st.bwd.overhead_s = fixed / 2 + std::max(0.0, host_bwd - (st.bwd.compute_s + st.bwd.comm_exposed_s));
   if (cm.cluster.pp > 1) {
     const int s = v % cm.cluster.pp;
     const int next = (s + 1) % cm.cluster.pp;
@@ -298,6 +297,13 @@ double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_token
 double sequence_head_compute_s(const CostModel& cm, int64_t length, double gemm_tokens) {
   return (1.0 + cm.training.gemm_bwd_factor) * logits_fwd_s(cm, static_cast<double>(length), gemm_tokens) +
          loss_s(cm, static_cast<double>(length));
+}
+
+double microbatch_overhead(const CostModel& cm, int v) {
+  const auto& hw = cm.hardware;
+  const int last = cm.cluster.pp * cm.cluster.vpp - 1;
+  return hw.microbatch_overhead_s + (v == 0 ? hw.microbatch_first_stage_s : 0.0) +
+         (v == last ? hw.microbatch_last_stage_s : 0.0);
 }
 
 GradAddTime grad_add(const CostModel& cm, int v) {

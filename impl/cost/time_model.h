@@ -46,7 +46,8 @@
 //   host/launch floor: a pass takes max(GPU time, host issue time), host = layers *
 //          (host_layer_{fwd,bwd}_s + [k > 1] k * ring_step_{fwd,bwd}_s) (recompute adds the forward's
 //          host time to the backward); the excess of host over GPU time is reported as overhead.
-//          Plus microbatch_overhead_s per micro-batch per virtual stage, half in each pass.
+//          Plus the micro-batch's fixed cost on the virtual stage (microbatch_overhead below), half
+//          in each pass.
 //   main-gradient adds (grad_add): Megatron's DDP backward hook adds a parameter's bf16 gradient
 //          into its main gradient (param.main_grad.add_(param.grad)) unless a fused wgrad GEMM
 //          already accumulated it there (grad_added_to_main_grad; Megatron-LM 192cbc3554
@@ -209,6 +210,11 @@ struct GradAddTime {
   double host_s = 0;
 };
 GradAddTime grad_add(const CostModel& cm, int virtual_stage);
+
+// Host time of one micro-batch's fixed work on a virtual stage (both passes): microbatch_overhead_s,
+// plus microbatch_first_stage_s on the first virtual stage (embedding) and
+// microbatch_last_stage_s on the last (output layer and loss).
+double microbatch_overhead(const CostModel& cm, int virtual_stage);
 
 // ---- DP x CP gradient sync -------------------------------------------------------------
 struct GradSyncTime {

@@ -504,11 +504,12 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     const bool last = s == c.pp - 1;
     // The main-gradient adds: every backward pass of each of the stage's virtual stages pays
     // them, GPU and host, whatever the plan.
-    double add_gpu = 0, add_host = 0;
+    double add_gpu = 0, add_host = 0, fixed = 0;  // fixed: one micro-batch's on the stage's chunks
     for (int chunk = 0; chunk < c.vpp; ++chunk) {
       const cost::GradAddTime a = cost::grad_add(cm, chunk * c.pp + s);
       add_gpu += a.gpu_s;
       add_host += a.host_s;
+      fixed += cost::microbatch_overhead(cm, chunk * c.pp + s);
     }
     const double work = (layers * per_layer + (last ? head : 0.0)) / n + m_min * add_gpu;
     const cost::GradSyncTime g = cost::grad_sync_time(cm, s);
@@ -520,7 +521,7 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
       critical = std::min(critical, std::max(gpu + add_gpu, host));
     }
     critical += (m_min - 1) * (layers * host_layer + add_host);
-    worst = std::max(worst, std::max(work, critical) + m_min * c.vpp * hw.microbatch_overhead_s + sync);
+    worst = std::max(worst, std::max(work, critical) + m_min * fixed + sync);
   }
   const cost::IterationTime it = cost::iteration_time(cm, /*packed=*/false, 0.0);
   return worst + it.total_s();  // bshd's iteration cost: the sequence-packing data path is extra

@@ -45,13 +45,15 @@
 //                max(its stage-s compute at k / k + add_gpu(s),
 //                    layers(s) * (host_layer + ring(k)) + add_host(s))
 //              + (m_min - 1) * host(s)
-//   bound_s  = max_s [ max(work(s), crit(s)) + m_min * vpp * microbatch_overhead_s
+//   bound_s  = max_s [ max(work(s), crit(s)) + m_min * fixed(s)
 //                      + (overlap_grad_reduce ? 0 : grad reduce + param gather of stage s) ]
-//              + optimizer step + iteration_overhead_s.
+//              + optimizer step + iteration_overhead_s,
+//   fixed(s) = the micro-batch's fixed host cost summed over the stage's virtual stages
+//              (cost::microbatch_overhead: the embedding's on the first, the loss's on the last).
 // Why each term holds for any valid plan: every micro-batch covers all N ranks of every stage, so
 // each rank runs m >= m_min fwd and bwd passes per virtual stage; a pass costs max(GPU, host) +
-// microbatch_overhead_s / 2 (cost::group_stage_times), so the busiest rank's time is at least
-// max(its GPU time, m * host(s)) + m * vpp * microbatch_overhead_s, and its GPU time at least the
+// half the virtual stage's micro-batch cost (cost::group_stage_times), so the busiest rank's time
+// is at least max(its GPU time, m * host(s)) + m * fixed(s), and its GPU time at least the
 // stage's work / N. The longest sample runs in one micro-batch on a group of some valid size k
 // (k >= ceil(L* / M)); each rank of that group spends there at least max(its 1/k share of the
 // sample's compute, its host issue time with k ring steps per layer) and at least host(s) / layers

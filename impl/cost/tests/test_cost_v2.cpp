@@ -145,6 +145,33 @@ TEST(GradAccumulation, AddsChargeTrafficAndHostPerPass) {
   EXPECT_NEAR(grad_add(cm, 0).gpu_s, (10.0 * (197504 - 128) + 2 * 128 + 6 * 128) / 1e9, 1e-15);
 }
 
+// A micro-batch's fixed host cost: its data and packed-sequence parameters on every virtual stage,
+// the embedding only on the first, the output layer and loss only on the last (it had been the
+// whole sum on every virtual stage).
+TEST(HostFloor, MicroBatchFixedCostByVirtualStage) {
+  auto cm = unit_model();
+  cm.hardware.microbatch_overhead_s = 1e-4;
+  cm.hardware.microbatch_first_stage_s = 2e-5;
+  cm.hardware.microbatch_last_stage_s = 3e-5;
+  cm.cluster.pp = 2;
+  cm.cluster.vpp = 2;  // virtual stages 0 .. 3; stage 0 holds 0 and 2, stage 1 holds 1 and 3
+  EXPECT_DOUBLE_EQ(microbatch_overhead(cm, 0), 1.2e-4);
+  EXPECT_DOUBLE_EQ(microbatch_overhead(cm, 1), 1e-4);
+  EXPECT_DOUBLE_EQ(microbatch_overhead(cm, 2), 1e-4);
+  EXPECT_DOUBLE_EQ(microbatch_overhead(cm, 3), 1.3e-4);
+  cm.cluster.pp = 1;
+  cm.cluster.vpp = 1;  // one stage is both
+  EXPECT_DOUBLE_EQ(microbatch_overhead(cm, 0), 1.5e-4);
+  // Half of it in each pass (the GPU-bound unit model: no host excess).
+  const std::vector<int64_t> l{1000};
+  const auto st = group_stage_times(cm, l, 1, 0, 0);
+  EXPECT_NEAR(st.fwd.overhead_s, 0.75e-4, 1e-15);
+  EXPECT_NEAR(st.bwd.overhead_s, 0.75e-4, 1e-15);
+  cm.cluster.pp = 2;  // a middle-free two-stage pipeline: stage 0 the embedding's, stage 1 the loss's
+  EXPECT_NEAR(group_stage_times(cm, l, 1, 0, 0).fwd.overhead_s, 0.6e-4, 1e-15);
+  EXPECT_NEAR(group_stage_times(cm, l, 1, 0, 1).fwd.overhead_s, 0.65e-4, 1e-15);
+}
+
 TEST(HostFloor, PassTakesTheLongerOfGpuAndHostTime) {
   auto cm = unit_model();
   cm.hardware.host_layer_fwd_s = 1e-3;
