@@ -150,6 +150,12 @@ mpirun="$(command -v mpirun.openmpi || command -v mpirun || true)"
 gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 case "$gpu" in *H200*) gpu=h200 ;; *H100*) gpu=h100 ;; *) gpu=gpu ;; esac
 echo "card: $gpu ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+# The binaries are CUDA 13 builds, which need an r580 driver or newer: an older one fails every
+# CUDA call with cudaErrorInsufficientDriver, so say which driver this is first (helper-28).
+driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
+echo "driver: ${driver:-unknown}"
+case "$driver" in [0-9]*.*) [ "${driver%%.*}" -ge 580 ] 2>/dev/null ||
+  echo "ci/device-run.sh: warning: driver $driver is older than r580, which CUDA 13 binaries need" ;; esac
 
 written=()
 archive() {  # every file written so far, in one archive where the device tool fetches it (the log

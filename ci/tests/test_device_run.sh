@@ -160,13 +160,15 @@ tar tzf results/device/device-results.tar.gz | grep -qxF results/device/device-r
 # An H200 lent in place of the H100 names its files h200: its calibration must not overwrite (or
 # be read as) an H100's, nor its benchmark land in attn_h100.json.
 mkdir -p "$work/h200"
-printf '#!/bin/sh\ncase "$*" in *--query-gpu*) echo "NVIDIA H200 (stand-in)" ;; *) echo "GPU 0: stand-in" ;; esac\n' >"$work/h200/nvidia-smi"
+printf '#!/bin/sh\ncase "$*" in *driver_version*) echo 575.57.08 ;; *--query-gpu*) echo "NVIDIA H200 (stand-in)" ;; *) echo "GPU 0: stand-in" ;; esac\n' >"$work/h200/nvidia-smi"
 chmod +x "$work/h200/nvidia-smi"
 rm -f results/calibration/*.json
 : >"$calls"
 rc=0; PATH="$work/h200:$work/gpu:$PATH" ci/device-run.sh --budget-s 300 calibrate >"$work/out" 2>&1 || rc=$?
 [ $rc -eq 0 ] || fail "h200 calibrate: rc $rc, $(cat "$work/out")"
 grep -q "^card: h200 (NVIDIA H200 (stand-in))" "$work/out" || fail "the H200 not named: $(cat "$work/out")"
+grep -q "^driver: 575.57.08" "$work/out" && grep -q "warning: driver 575.57.08 is older than r580" "$work/out" ||
+  fail "no driver line or warning: $(cat "$work/out")"
 grep -q "^dcpbench calibrate --backend cuda .*--name h200-measured --out results/calibration/h200-measured.json" "$calls" ||
   fail "the H200's calibration not named h200: $(cat "$calls")"
 [ -f results/calibration/h200-measured.json ] && [ ! -e results/calibration/h100-measured.json ] ||
