@@ -132,7 +132,7 @@ std::vector<SensitivityParameter> sensitivity_parameters() {
        }},
       {"host_layer_s", scalar({"host_layer_fwd_s", "host_layer_bwd_s", "grad_add_host_s"})},
       {"ring_step_s", scalar({"ring_step_fwd_s", "ring_step_bwd_s"})},
-      {"microbatch_overhead_s", scalar({"microbatch_overhead_s", "microbatch_first_stage_s", "microbatch_last_stage_s"})},
+      {"microbatch_overhead_s", scalar({"microbatch_every_stage_s", "microbatch_first_stage_s", "microbatch_last_stage_s"})},
       {"iteration_overhead_s", scalar({"iteration_overhead_s"})},
       {"packed_data_overhead_s", scalar({"packed_data_overhead_s"})},
       {"thd_side_bytes", scalar({"thd_side_fwd_bytes_q", "thd_side_fwd_bytes_kv", "thd_side_bwd_bytes_q",

@@ -100,7 +100,7 @@ HardwareProfile h100_sxm() {
   // (Until 2026-11-28 all of it was charged on every virtual stage, also where no embedding or
   // loss runs: 195 us per micro-batch too much on each middle stage and per extra VPP chunk, which
   // tilted --tune against VPP, helper-27.)
-  p.microbatch_overhead_s = 11 * kTorchOpHostS;                          // 149 us
+  p.microbatch_every_stage_s = 11 * kTorchOpHostS;                          // 149 us
   p.microbatch_first_stage_s = 3 * kTorchOpHostS;                        // 40 us
   p.microbatch_last_stage_s = 6 * kTorchOpHostS + 2 * kTeModuleHostS;    // 154 us
   // Per iteration [derived, op count estimated]: train_step's zero_grad, grad-norm
@@ -260,7 +260,7 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"host_layer_bwd_s", &HardwareProfile::host_layer_bwd_s},
       {"ring_step_fwd_s", &HardwareProfile::ring_step_fwd_s},
       {"ring_step_bwd_s", &HardwareProfile::ring_step_bwd_s},
-      {"microbatch_overhead_s", &HardwareProfile::microbatch_overhead_s},
+      {"microbatch_every_stage_s", &HardwareProfile::microbatch_every_stage_s},
       {"microbatch_first_stage_s", &HardwareProfile::microbatch_first_stage_s},
       {"microbatch_last_stage_s", &HardwareProfile::microbatch_last_stage_s},
       {"iteration_overhead_s", &HardwareProfile::iteration_overhead_s},
@@ -460,6 +460,12 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
     } else if (key == "comment" || key == "sources" || key == "script" || key == "device" || key == "date" ||
                key == "git_sha") {
       // free-form provenance
+    } else if (key == "microbatch_overhead_s") {
+      // Its value was the whole per-micro-batch cost charged on every virtual stage; read as the
+      // every-stage part it would be charged again with the first and last stages' parts.
+      throw InputError(at + ": was split on 2026-11-28 into microbatch_every_stage_s (every virtual "
+                       "stage), microbatch_first_stage_s and microbatch_last_stage_s (whose sum is the old "
+                       "value on a one-stage pipeline): set those instead");
     } else if (field != scalar_fields().end()) {
       DCP_REQUIRE(value.is_number(), at, "=", value.dump(), " must be a number");
       p.*(field->second) = value.get<double>();

@@ -73,8 +73,8 @@ struct HardwareProfile {
   double grad_add_host_s = 0;    // host time of one main-gradient add (a parameter's bf16
                                  // gradient added into its main gradient by Megatron's DDP hook),
                                  // per added parameter tensor per backward pass (cost::grad_add)
-  double microbatch_overhead_s = 0;  // per micro-batch per virtual stage (get_batch, packed-sequence
-                                     // parameters), half added to each pass
+  double microbatch_every_stage_s = 0;  // per micro-batch per virtual stage (get_batch, packed-
+                                        // sequence parameters), half added to each pass
   double microbatch_first_stage_s = 0;  // ... on the first virtual stage besides (the embedding)
   double microbatch_last_stage_s = 0;   // ... on the last virtual stage besides (output layer, loss)
   double iteration_overhead_s = 0;   // per training iteration (train_step bookkeeping, grad-norm

@@ -302,7 +302,7 @@ double sequence_head_compute_s(const CostModel& cm, int64_t length, double gemm_
 double microbatch_overhead(const CostModel& cm, int v) {
   const auto& hw = cm.hardware;
   const int last = cm.cluster.pp * cm.cluster.vpp - 1;
-  return hw.microbatch_overhead_s + (v == 0 ? hw.microbatch_first_stage_s : 0.0) +
+  return hw.microbatch_every_stage_s + (v == 0 ? hw.microbatch_first_stage_s : 0.0) +
          (v == last ? hw.microbatch_last_stage_s : 0.0);
 }
 

@@ -211,7 +211,7 @@ struct GradAddTime {
 };
 GradAddTime grad_add(const CostModel& cm, int virtual_stage);
 
-// Host time of one micro-batch's fixed work on a virtual stage (both passes): microbatch_overhead_s,
+// Host time of one micro-batch's fixed work on a virtual stage (both passes): microbatch_every_stage_s,
 // plus microbatch_first_stage_s on the first virtual stage (embedding) and
 // microbatch_last_stage_s on the last (output layer and loss).
 double microbatch_overhead(const CostModel& cm, int virtual_stage);

@@ -164,6 +164,14 @@ TEST(Hardware, CalibrationRejectsBadInput) {
   EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"attention_tables": [{"backend": "fa3",
       "lengths": [128, 256], "fwd_causal": [[0.5]], "fwd_full": [[0.5]], "bwd": [[0.5]]}]})"), "x"), InputError);
   EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"ring_step_fwd_s": -1})"), "x"), InputError);
+  // The key split on 2026-11-28: a file written before would charge its whole value on every
+  // virtual stage and the first and last stages' parts again; refused, naming its successors.
+  try {
+    apply_calibration(base, nlohmann::json::parse(R"({"microbatch_overhead_s": 3.429e-4})"), "old.json");
+    ADD_FAILURE() << "the old key was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("microbatch_every_stage_s"), std::string::npos) << e.what();
+  }
   // the name goes into every result's source "simulated:<cost model>@<name>": a safe name only
   EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"name": "h100@lab"})"), "x"), InputError);
   EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"name": ""})"), "x"), InputError);

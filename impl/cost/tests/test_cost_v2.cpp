@@ -150,7 +150,7 @@ TEST(GradAccumulation, AddsChargeTrafficAndHostPerPass) {
 // whole sum on every virtual stage).
 TEST(HostFloor, MicroBatchFixedCostByVirtualStage) {
   auto cm = unit_model();
-  cm.hardware.microbatch_overhead_s = 1e-4;
+  cm.hardware.microbatch_every_stage_s = 1e-4;
   cm.hardware.microbatch_first_stage_s = 2e-5;
   cm.hardware.microbatch_last_stage_s = 3e-5;
   cm.cluster.pp = 2;
@@ -178,7 +178,7 @@ TEST(HostFloor, PassTakesTheLongerOfGpuAndHostTime) {
   cm.hardware.host_layer_bwd_s = 2e-3;
   cm.hardware.ring_step_fwd_s = 1e-4;
   cm.hardware.ring_step_bwd_s = 3e-4;
-  cm.hardware.microbatch_overhead_s = 4e-5;
+  cm.hardware.microbatch_every_stage_s = 4e-5;
   const std::vector<int64_t> l{1000};
   // k = 1: GPU fwd 905,472,000 flops = 9.05472e-4 s < host 2 layers x 1 ms.
   const auto one = group_stage_times(cm, l, 1, 0, 0);

@@ -42,13 +42,36 @@ TEST(Step, BoundIsTheBusiestStage) {
   EXPECT_NEAR(lower_bound_s(batch, cm1, m), all1 / 2, 1e-15);
 }
 
+// A micro-batch's fixed cost is per virtual stage: pp 2, vpp 2 (4 layers, virtual stages 0 .. 3;
+// stage 0 holds 0 and 2, stage 1 holds 1 and 3). With costs of seconds, far above the work, the
+// stage they land on sets the bound, and raising a cost by 10 s raises the bound by 10 s times how
+// often a micro-batch pays it there (m_min = 1): the first stage's once (virtual stage 0 only), the
+// last's once (virtual stage 3), the every-stage cost once per chunk.
+TEST(Step, BoundChargesEachVirtualStagesMicroBatchCost) {
+  auto cm = unit_cm(4, 2, 1);
+  cm.cluster.vpp = 2;
+  cm.model.layers = 4;
+  const plan::Batch batch{{1000, 600, 300}};
+  const int64_t m = 2000;
+  const auto bound_with = [&](double every, double first, double last) {
+    auto c = cm;
+    c.hardware.microbatch_every_stage_s = every;
+    c.hardware.microbatch_first_stage_s = first;
+    c.hardware.microbatch_last_stage_s = last;
+    return lower_bound_s(batch, c, m);
+  };
+  EXPECT_NEAR(bound_with(0, 20, 0) - bound_with(0, 10, 0), 10.0, 1e-9);
+  EXPECT_NEAR(bound_with(0, 0, 20) - bound_with(0, 0, 10), 10.0, 1e-9);
+  EXPECT_NEAR(bound_with(20, 0, 0) - bound_with(10, 0, 0), 2 * 10.0, 1e-9);
+}
+
 // The costs every plan pays are in the bound: a host-bound balanced plan reaches it exactly, and
 // each term is the hand-computed one.
 TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
   auto cm = unit_cm(2, 1, 1);
   cm.hardware.host_layer_fwd_s = 1e-3;  // far above the GPU time of 1000 tokens on the unit model
   cm.hardware.host_layer_bwd_s = 2e-3;
-  cm.hardware.microbatch_overhead_s = 5e-4;
+  cm.hardware.microbatch_every_stage_s = 5e-4;
   cm.hardware.iteration_overhead_s = 7e-3;
   cm.training.overlap_grad_reduce = false;
   const plan::Batch batch{{1000, 1000}};
@@ -113,7 +136,7 @@ TEST(Step, BoundChargesTheLongestSamplesCriticalPath) {
   auto cm = unit_cm(2, 1, 1);
   cm.hardware.host_layer_fwd_s = 0;
   cm.hardware.host_layer_bwd_s = 0;
-  cm.hardware.microbatch_overhead_s = 0;
+  cm.hardware.microbatch_every_stage_s = 0;
   cm.hardware.iteration_overhead_s = 0;
   const plan::Batch batch{{3000, 100}};
   const int64_t m = 4000;  // both fit on one rank: k = 1 and k = 2 are valid for the long one
