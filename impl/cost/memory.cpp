@@ -72,7 +72,7 @@ double embedding_grad_bytes(const CostModel& cm) {
 }
 
 double embedding_input_grad_bytes_per_token(const CostModel& cm) {
-  return 2.0 * static_cast<double>(cm.model.hidden) / cm.cluster.tp;
+  return 2.0 * static_cast<double>(cm.model.hidden);  // not split by tp (memory.h)
 }
 
 LogitBytes logit_bytes_per_token(const CostModel& cm) {

@@ -50,9 +50,11 @@
 //   autograd writes as a dense bf16 gradient of the whole table (V / tp x h x 2 bytes;
 //   torch.nn.functional.embedding without sparse), added into the main-grad buffer by Megatron's
 //   DDP hook and freed; by then that micro-batch's activations on the stage are released. The
-//   gradient flowing into the embedding (its output's: T x h / tp x 2 bytes in bf16, per local
-//   token; aten's embedding_dense_backward reads it while it writes the table's) is live
-//   beside it: ~0.6 GiB at 65,536 tokens of Llama-13B. (A copy autograd may make of that
+//   gradient flowing into the embedding (its output's: T x h x 2 bytes in bf16, per local token,
+//   whole on every TP rank: VocabParallelEmbedding's output is the full [s, b, h] before its
+//   all-reduce or reduce-scatter, whose backward hands every rank the whole gradient; aten's
+//   embedding_dense_backward reads it while it writes the table's) is live beside it: ~0.6 GiB
+//   at 65,536 tokens of Llama-13B. (A copy autograd may make of that
 //   gradient to make it contiguous after the embedding's transpose to [s, b, h] is not charged.)
 //   (Megatron's theoretical_memory_usage.py and Korthikanti et al. leave both out.)
 //   Transients do not add up: the logits exist after the stage's last layer in the forward and
@@ -106,7 +108,8 @@ double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size
 // The embedding table's dense bf16 gradient (V / tp x h x 2), live after the first virtual
 // stage's backward of a micro-batch.
 double embedding_grad_bytes(const CostModel& cm);
-// The gradient flowing into the embedding per token, live with the table's: 2 h / tp (bf16).
+// The gradient flowing into the embedding per token, live with the table's: 2 h (bf16, whole on
+// every TP rank).
 double embedding_input_grad_bytes_per_token(const CostModel& cm);
 // Logits per token on the last virtual stage (V / tp x bytes per logit of the scenario's
 // cross-entropy): kept from its forward to its backward, and the most live at once.

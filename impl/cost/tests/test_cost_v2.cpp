@@ -377,6 +377,9 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
   // 3 x 10 x 512 + 10 x max(2820, 2000 logits) = 43,560 B).
   EXPECT_DOUBLE_EQ(embedding_grad_bytes(cm), 1000.0 * 128 * 2);
   EXPECT_DOUBLE_EQ(embedding_input_grad_bytes_per_token(cm), 2.0 * 128);
+  cm.cluster.tp = 2;  // whole on every TP rank (the embedding's output is, before its reduction)
+  EXPECT_DOUBLE_EQ(embedding_input_grad_bytes_per_token(cm), 2.0 * 128);
+  cm.cluster.tp = 1;
   EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 10),
                    static_memory(cm, 0).total() + 2 * 10.0 * 256 * 2 + 256000 + 10 * 256.0);
 }
