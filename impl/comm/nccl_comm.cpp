@@ -311,6 +311,7 @@ class NcclComm final : public Communicator {
   // never waits for a collective, which needs the peers.
   void ready_to_launch(const char* op) {
     check_usable(op);
+    DCP_CUDA_CHECK(cudaSetDevice(device_));  // the event and stream 0 of this communicator's GPU
     DCP_CUDA_CHECK(cudaEventRecord(order_event_, nullptr));
     DCP_CUDA_CHECK(cudaStreamWaitEvent(stream_, order_event_, 0));
   }

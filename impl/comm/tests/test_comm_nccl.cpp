@@ -75,30 +75,34 @@ TEST(NcclComm, CollectivesOnDeviceAndHostBuffers) {
 // A device buffer written on the default stream and handed straight to a collective: the
 // communicator's own stream is non-blocking, so without its wait on stream 0's work
 // (ready_to_launch) NCCL could read the buffer before the write. A ~1 ms memset of a large scratch
-// buffer queued first keeps the write pending when the collective is launched.
+// buffer queued first keeps the write pending when the collective is launched. Out of place: on
+// one rank NCCL launches nothing for an in-place sum, but copies send to recv on its stream.
 TEST(NcclComm, ACollectiveReadsWhatTheDefaultStreamWroteBeforeIt) {
   DCP_SKIP_WITHOUT_GPU();
   auto c = nccl_communicator(MPI_COMM_WORLD);
   const int n = c->size();
   constexpr size_t kScratch = size_t{1} << 31, kCount = size_t{1} << 20;
   void* scratch = nullptr;
-  float* dev = nullptr;
+  float *dev = nullptr, *out = nullptr;
   ASSERT_EQ(cudaMalloc(&scratch, kScratch), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dev, kCount * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(cudaMemset(dev, 0, kCount * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&out, kCount * sizeof(float)), cudaSuccess);
   for (int rep = 0; rep < 3; ++rep) {
+    ASSERT_EQ(cudaMemset(dev, 0, kCount * sizeof(float)), cudaSuccess);  // the old values, synchronously
+    ASSERT_EQ(cudaMemset(out, 0, kCount * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_EQ(cudaMemsetAsync(scratch, rep, kScratch, nullptr), cudaSuccess);
     ASSERT_EQ(cudaMemsetAsync(dev, 0x3F, kCount * sizeof(float), nullptr), cudaSuccess);  // 0x3F3F3F3F ~0.747
-    c->all_reduce(std::span<float>(dev, kCount));
+    c->all_reduce_raw(dev, out, kCount, dtype_of<float>(), ReduceOp::sum);
     std::vector<float> host(kCount);
-    ASSERT_EQ(cudaMemcpy(host.data(), dev, kCount * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(host.data(), out, kCount * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
     float one = 0;
     const uint32_t bits = 0x3F3F3F3Fu;
     std::memcpy(&one, &bits, sizeof(one));
     for (size_t i = 0; i < kCount; i += 4099) ASSERT_FLOAT_EQ(host[i], n * one) << "element " << i << " rep " << rep;
     ASSERT_FLOAT_EQ(host[kCount - 1], n * one);
   }
+  cudaFree(out);
   cudaFree(dev);
   cudaFree(scratch);
 }
