@@ -11,7 +11,7 @@
 #include <cstdint>
 
 // The counter hash below is also device code (the CUDA fill kernels draw the same values as the
-// host: attn/flash/fill_elems.h).
+// host: attn/flash/thd_elems.h).
 #if defined(__CUDACC__)
 #define DCP_RNG_HD __host__ __device__
 #else

@@ -24,7 +24,8 @@ namespace dcp::attn::flash {
 // [-scale, scale) from core/rng.h's counter hash, rounded to the 16-bit type E (bf16 or fp16) or
 // kept in float. The device draws exactly the values the host computes with the same call, so a
 // benchmark's inputs need no host generation and upload (~0.26 s per 33.5M-element tensor on the
-// host, paid again at every Google Benchmark call). Never zero but with probability ~2^-53.
+// host, paid again at every Google Benchmark call). Never zero in float or bf16 but with
+// probability ~2^-53; in fp16 |v| < 2^-25 rounds to zero (~3e-8 per element at scale 1).
 DCP_HD float uniform_value(uint64_t seed, int64_t i, float scale) {
   return static_cast<float>((2.0 * to_unit(hash_u64(seed, static_cast<uint64_t>(i))) - 1.0) * scale);
 }
