@@ -232,8 +232,7 @@ class NcclComm final : public Communicator {
   // --- used by NcclRequest ---
   void launch(P2pBatch& batch) {
     if (batch.launched) return;
-    ready_to_launch("p2p group");
-    DCP_CUDA_CHECK(cudaSetDevice(device_));
+    ready_to_launch("p2p group");  // (sets the device)
     DCP_NCCL_CHECK(ncclGroupStart(), comm_);
     for (auto& op : batch.ops) {
       const auto t = nccl_type(op.type);

@@ -100,9 +100,9 @@ HardwareProfile h100_sxm() {
   // (Until 2026-11-28 all of it was charged on every virtual stage, also where no embedding or
   // loss runs: 195 us per micro-batch too much on each middle stage and per extra VPP chunk, which
   // tilted --tune against VPP, helper-27.)
-  p.microbatch_every_stage_s = 11 * kTorchOpHostS;                          // 149 us
-  p.microbatch_first_stage_s = 3 * kTorchOpHostS;                        // 40 us
-  p.microbatch_last_stage_s = 6 * kTorchOpHostS + 2 * kTeModuleHostS;    // 154 us
+  p.microbatch_every_stage_s = 11 * kTorchOpHostS;                      // 149 us
+  p.microbatch_first_stage_s = 3 * kTorchOpHostS;                       // 40 us
+  p.microbatch_last_stage_s = 6 * kTorchOpHostS + 2 * kTeModuleHostS;   // 154 us
   // Per iteration [derived, op count estimated]: train_step's zero_grad, grad-norm
   // (multi_tensor_l2norm + all-reduce + .item() sync), loss averaging + .item(), optimizer
   // multi-tensor launches, timers and --log-interval 1 logging: ~200 host ops.

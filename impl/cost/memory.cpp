@@ -91,8 +91,9 @@ double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double toke
   const double one = tokens * stored_bytes_per_token_layer(cm) * layers / cm.cluster.vpp;
   const double logits = s == cm.cluster.pp - 1 ? logit_bytes_per_token(cm).peak : 0.0;
   const double running = in_flight * one + tokens * std::max(layer_backward_transient_bytes_per_token(cm, cp_size), logits);
-  const double embedding =
-      s == 0 ? (in_flight - 1) * one + embedding_grad_bytes(cm) + tokens * embedding_input_grad_bytes_per_token(cm) : 0.0;
+  const double embedding = s == 0 ? (in_flight - 1) * one + embedding_grad_bytes(cm) +
+                                        tokens * embedding_input_grad_bytes_per_token(cm)
+                                  : 0.0;
   return static_memory(cm, s).total() + std::max(running, embedding);
 }
 
