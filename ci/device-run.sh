@@ -163,8 +163,14 @@ archive() {  # every file written so far, in one archive where the device tool f
   local f present=()
   for f in "${written[@]}"; do [ -f "$f" ] && present+=("$f"); done
   [ "$out" = results/device ] && present+=("$log")
-  tar czf "$out/device-results.tar.gz.tmp" "${present[@]}" 2>/dev/null &&
-    mv "$out/device-results.tar.gz.tmp" "$out/device-results.tar.gz"
+  # GNU tar exits 1 when a file changed while it read it: the log, which tee is still writing. The
+  # archive is whole then (the log cut where tar read it); only 2 (fatal) keeps the previous one.
+  # (It had kept the previous archive at exit 1 too, so a step's results could miss the archive:
+  # seen once under ctest -j2, where the log is written while tar reads it.)
+  local rc=0
+  tar czf "$out/device-results.tar.gz.tmp" "${present[@]}" 2>/dev/null || rc=$?
+  if [ $rc -le 1 ]; then mv "$out/device-results.tar.gz.tmp" "$out/device-results.tar.gz"; else
+    echo "ci/device-run.sh: archiving failed (tar rc $rc); the previous archive stays" >&2; fi
 }
 summary=()
 left() { echo $(( budget_s - (SECONDS - start) )); }
