@@ -22,6 +22,12 @@ repo="$(cd "$(dirname "$0")/../.." && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# expect_archived FILE...: each FILE is in the run's archive (listed to a file, not piped into grep).
+expect_archived() {
+  tar tzf results/device/device-results.tar.gz >"$work/tar" || fail "no readable archive"
+  local f
+  for f in "$@"; do grep -qxF "$f" "$work/tar" || fail "$f not archived: $(cat "$work/tar")"; done
+}
 co="$work/co"
 mkdir -p "$co/ci" "$co/cmake" "$co/impl" "$co/harness/python/bench" "$co/baselines" "$co/scenarios" "$co/.deps/bundle/bin" "$work/gpu"
 cp "$repo/ci/deps.sh" "$repo/ci/device-run.sh" "$co/ci/"
@@ -121,12 +127,9 @@ grep -q "validate llama13b-commoncrawl/dcp: skipped, no results/measured/llama13
   fail "commoncrawl's validate not skipped: $(cat "$work/out")"
 grep -q "commoncrawl.*--backend cuda" "$calls" && fail "commoncrawl measured although 415 s per strategy cannot fit"
 grep -q "^test_comm_nccl .*sha=abc123" "$calls" || fail "DCP_GIT_SHA not passed on: $(cat "$calls")"
-tar tzf results/device/device-results.tar.gz >"$work/tar"
-for f in results/device/test_attn_cuda.xml results/device/bench_attn_cuda.json results/bench/attn_h100.json \
-         results/calibration/h100-measured.json results/measured/llama13b-github-dcp.json \
-         results/measured/llama13b-github-dcp-calibrated.json results/device/device-run.log; do
-  grep -qxF "$f" "$work/tar" || fail "$f not archived: $(cat "$work/tar")"
-done
+expect_archived results/device/test_attn_cuda.xml results/device/bench_attn_cuda.json results/bench/attn_h100.json \
+  results/calibration/h100-measured.json results/measured/llama13b-github-dcp.json \
+  results/measured/llama13b-github-dcp-calibrated.json results/device/device-run.log
 
 # --resume: every output of the run above exists, so nothing runs again but test_exec_cuda, whose
 # XML records its failure; what was skipped still does not fit.
@@ -156,8 +159,7 @@ rc=0; PATH="$work/gpu:$PATH" SLEEP_dcpbench=60 ci/device-run.sh --budget-s 24 me
 grep -Eq "measure llama13b-github/packing stopped at its (1[5-9]|2[0-4]) s limit" "$work/out" || fail "no stop at the limit: $(cat "$work/out")"
 grep -q "measure llama13b-github/dcp: skipped" "$work/out" || fail "dcp not skipped after the budget ran out: $(cat "$work/out")"
 [ "$(wc -l <"$calls")" -eq 1 ] || fail "more than the one stopped command ran: $(cat "$calls")"
-tar tzf results/device/device-results.tar.gz >"$work/tar"
-grep -qxF results/device/device-run.log "$work/tar" || fail "no archive after the stopped step"
+expect_archived results/device/device-run.log
 # An H200 lent in place of the H100 names its files h200: its calibration must not overwrite (or
 # be read as) an H100's, nor its benchmark land in attn_h100.json.
 mkdir -p "$work/h200"
@@ -174,8 +176,5 @@ grep -q "^dcpbench calibrate --backend cuda .*--name h200-measured --out results
   fail "the H200's calibration not named h200: $(cat "$calls")"
 [ -f results/calibration/h200-measured.json ] && [ ! -e results/calibration/h100-measured.json ] ||
   fail "calibration files: $(ls results/calibration)"
-# (The listing goes to a file first: under pipefail, grep -q closing the pipe at its match can fail
-# tar with SIGPIPE while it still lists, as it did once under ctest -j2.)
-tar tzf results/device/device-results.tar.gz >"$work/tar"
-grep -qxF results/calibration/h200-measured.json "$work/tar" || fail "h200 calibration not archived: $(cat "$work/tar")"
+expect_archived results/calibration/h200-measured.json
 echo "ci/device-run.sh: refusals, budget, one strategy per command, skips, stops, --resume, archive and card naming as expected"
