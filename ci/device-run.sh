@@ -110,6 +110,8 @@ fi
 dcp_deps || exit 1
 # The bundle's binaries get their own library path (bin_ld, passed to them alone, so PyTorch keeps
 # its own): the folders of the libraries they miss, from the toolkit, else the nvidia-* wheels.
+# (dcpbench and test_exec_cuda load libcublasLt.so.13 with dlopen, exec/cuda/gemm_lt.cpp, so ldd
+# does not list it for them; bench_attn_cuda links libcublas, which needs it: its folder is found.)
 bin_ld="${LD_LIBRARY_PATH:-}"
 missing_libs() { LD_LIBRARY_PATH="$bin_ld" ldd "$bin"/* 2>/dev/null | awk '/not found/ { print $1 }' | sort -u; }
 if [ -n "$(missing_libs)" ]; then

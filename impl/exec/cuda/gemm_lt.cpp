@@ -9,28 +9,91 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 
+#include <dlfcn.h>
+
+#include <string>
+#include <type_traits>
+
 namespace dcp::exec {
 
 namespace {
 void check(cublasStatus_t st, const char* what) {
   DCP_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt: ", what, " failed (status ", static_cast<int>(st), ")");
 }
+
+// cuBLASLt is loaded when the first GemmLt is made, not linked: its static initialisers ran in
+// every process that linked it, ~0.3 s of each `dcpbench` start (perf on the 2-core VM:
+// `dcpbench --help` took 0.38 s, 79% of it in the libraries' initialisers, most in
+// libcublasLt.so.13's), although only the CUDA backend (run/calibrate --backend cuda) runs a
+// GEMM: CI's ~250 CLI calls (robustness corpus, Python module, gate) paid ~75 s of it. The
+// signatures are the header's (decltype), the soname the toolkit's we built against; search:
+// LD_LIBRARY_PATH / ld.so.cache / the executable's run path, then the build's toolkit folder.
+struct LtApi {
+  decltype(&cublasLtCreate) Create;
+  decltype(&cublasLtDestroy) Destroy;
+  decltype(&cublasLtMatmul) Matmul;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic;
+  decltype(&cublasLtMatmulDescCreate) MatmulDescCreate;
+  decltype(&cublasLtMatmulDescDestroy) MatmulDescDestroy;
+  decltype(&cublasLtMatmulDescSetAttribute) MatmulDescSetAttribute;
+  decltype(&cublasLtMatmulPreferenceCreate) MatmulPreferenceCreate;
+  decltype(&cublasLtMatmulPreferenceDestroy) MatmulPreferenceDestroy;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) MatmulPreferenceSetAttribute;
+  decltype(&cublasLtMatrixLayoutCreate) MatrixLayoutCreate;
+  decltype(&cublasLtMatrixLayoutDestroy) MatrixLayoutDestroy;
+};
+
+LtApi load_lt() {
+  void* h = dlopen(DCP_CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const std::string first = dlerror();
+    h = dlopen(DCP_CUBLASLT_DIR "/" DCP_CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
+    DCP_CHECK(h != nullptr, "cuBLASLt: cannot load " DCP_CUBLASLT_SONAME " (", first,
+              "; nor from " DCP_CUBLASLT_DIR "): put its folder on LD_LIBRARY_PATH");
+  }
+  LtApi api{};
+  const auto sym = [h](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+    DCP_CHECK(fn != nullptr, "cuBLASLt: " DCP_CUBLASLT_SONAME " has no ", name);
+  };
+  sym(api.Create, "cublasLtCreate");
+  sym(api.Destroy, "cublasLtDestroy");
+  sym(api.Matmul, "cublasLtMatmul");
+  sym(api.MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+  sym(api.MatmulDescCreate, "cublasLtMatmulDescCreate");
+  sym(api.MatmulDescDestroy, "cublasLtMatmulDescDestroy");
+  sym(api.MatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
+  sym(api.MatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
+  sym(api.MatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
+  sym(api.MatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
+  sym(api.MatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
+  sym(api.MatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
+  return api;  // the handle stays open for the process
+}
+
+// Loaded once (a failed load throws and the next call tries again).
+const LtApi& lt() {
+  static const LtApi api = load_lt();
+  return api;
+}
 }  // namespace
 
+void load_cublaslt() { lt(); }
+
 GemmLt::GemmLt(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
-  check(cublasLtCreate(&handle_), "cublasLtCreate");
+  check(lt().Create(&handle_), "cublasLtCreate");
   if (workspace_bytes_ > 0) DCP_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
 
 GemmLt::~GemmLt() {
   for (auto& [key, p] : plans_) {
-    cublasLtMatrixLayoutDestroy(p.la);
-    cublasLtMatrixLayoutDestroy(p.lb);
-    cublasLtMatrixLayoutDestroy(p.lc);
-    cublasLtMatmulDescDestroy(p.op);
+    lt().MatrixLayoutDestroy(p.la);
+    lt().MatrixLayoutDestroy(p.lb);
+    lt().MatrixLayoutDestroy(p.lc);
+    lt().MatmulDescDestroy(p.op);
   }
   if (workspace_) cudaFree(workspace_);
-  if (handle_) cublasLtDestroy(handle_);
+  if (handle_) lt().Destroy(handle_);
 }
 
 const GemmLt::Plan& GemmLt::plan(bool bf16, GemmForm form, bool accumulate_fp32, int64_t m, int64_t n, int64_t k) {
@@ -40,36 +103,36 @@ const GemmLt::Plan& GemmLt::plan(bool bf16, GemmForm form, bool accumulate_fp32,
   cublasLtMatmulPreference_t pref = nullptr;
   try {
   const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-  check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  check(lt().MatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
   const bool b_t = form == GemmForm::nt, a_t = form == GemmForm::tn;
   const cublasOperation_t op_a = b_t ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = a_t ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "transa");
-  check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "transb");
-  check(b_t ? cublasLtMatrixLayoutCreate(&p.la, t, u(k), u(n), k) : cublasLtMatrixLayoutCreate(&p.la, t, u(n), u(k), n),
+  check(lt().MatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "transa");
+  check(lt().MatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "transb");
+  check(b_t ? lt().MatrixLayoutCreate(&p.la, t, u(k), u(n), k) : lt().MatrixLayoutCreate(&p.la, t, u(n), u(k), n),
         "layout A");
-  check(a_t ? cublasLtMatrixLayoutCreate(&p.lb, t, u(m), u(k), m) : cublasLtMatrixLayoutCreate(&p.lb, t, u(k), u(m), k),
+  check(a_t ? lt().MatrixLayoutCreate(&p.lb, t, u(m), u(k), m) : lt().MatrixLayoutCreate(&p.lb, t, u(k), u(m), k),
         "layout B");
-  check(cublasLtMatrixLayoutCreate(&p.lc, accumulate_fp32 ? CUDA_R_32F : t, u(n), u(m), n), "layout C");
-  check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+  check(lt().MatrixLayoutCreate(&p.lc, accumulate_fp32 ? CUDA_R_32F : t, u(n), u(m), n), "layout C");
+  check(lt().MatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  check(lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                              sizeof(workspace_bytes_)),
         "workspace preference");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+      lt().MatmulAlgoGetHeuristic(handle_, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found);
+  lt().MatmulPreferenceDestroy(pref);
   pref = nullptr;
   check(st, "cublasLtMatmulAlgoGetHeuristic");
   DCP_CHECK(found > 0, "cuBLASLt: no algorithm for a ", m, " x ", n, " x ", k, " GEMM");
   p.algo = result.algo;
   } catch (...) {  // nothing created here outlives a failure
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (p.la) cublasLtMatrixLayoutDestroy(p.la);
-    if (p.lb) cublasLtMatrixLayoutDestroy(p.lb);
-    if (p.lc) cublasLtMatrixLayoutDestroy(p.lc);
-    if (p.op) cublasLtMatmulDescDestroy(p.op);
+    if (pref) lt().MatmulPreferenceDestroy(pref);
+    if (p.la) lt().MatrixLayoutDestroy(p.la);
+    if (p.lb) lt().MatrixLayoutDestroy(p.lb);
+    if (p.lc) lt().MatrixLayoutDestroy(p.lc);
+    if (p.op) lt().MatmulDescDestroy(p.op);
     throw;
   }
   return plans_.emplace(key, p).first->second;
@@ -80,7 +143,7 @@ void GemmLt::run(bool bf16, GemmForm form, int64_t m, int64_t n, int64_t k, cons
   DCP_CHECK(m > 0 && n > 0 && k > 0, "GemmLt: ", m, " x ", n, " x ", k, " is not a GEMM");
   const Plan& p = plan(bf16, form, accumulate_fp32, m, n, k);
   const float alpha = 1.f, beta = accumulate_fp32 ? 1.f : 0.f;
-  check(cublasLtMatmul(handle_, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo, workspace_,
+  check(lt().Matmul(handle_, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo, workspace_,
                        workspace_bytes_, stream),
         "cublasLtMatmul");
 }

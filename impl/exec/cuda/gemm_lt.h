@@ -19,6 +19,11 @@
 
 namespace dcp::exec {
 
+// cuBLASLt is not linked but loaded (dlopen) by the first GemmLt: a process that never runs a GEMM
+// on the GPU does not pay its start-up (gemm_lt.cpp). This loads it now; throws dcp::Error naming
+// the library when it cannot be loaded or lacks an entry point (no device needed).
+void load_cublaslt();
+
 class GemmLt {
  public:
   explicit GemmLt(size_t workspace_bytes = size_t{32} << 20);

@@ -21,6 +21,14 @@ namespace {
 
 using attn::cuda::DeviceArray;
 
+// cuBLASLt is loaded, not linked (gemm_lt.cpp): the library is found and has every entry point
+// GemmLt calls. No device needed (runs in CI without one): a misspelt name or a soname the toolkit
+// does not have fails here, not on the GPU machine.
+TEST(GemmLtLoad, FindsTheLibraryAndEveryEntryPoint) {
+  EXPECT_NO_THROW(load_cublaslt());
+  EXPECT_NO_THROW(load_cublaslt());  // loaded once, the second call is free
+}
+
 // Every stored form (nn, nt, tn: exec/stage_ops.h GemmForm) with a 16-bit output, and the wgrad's
 // tn with fp32 accumulation into a non-zero C, against float64 at awkward sizes.
 TEST(GemmLtCuda, RowMajorProductMatchesFloat64) {
