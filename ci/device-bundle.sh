@@ -36,7 +36,7 @@ ci/install.sh
 # of a 'no rule to make target' later) and the arch the manifest records (a cached other arch
 # would have stayed). The binaries read the sha at run time (core/provenance.h): there, from the
 # manifest.
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON -DDCP_CUDA=ON -DDCP_NCCL=ON -DDCP_MPI=ON \
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_DEBUG_INFO=lines -DDCP_BENCH=ON -DDCP_CUDA=ON -DDCP_NCCL=ON -DDCP_MPI=ON \
   -DDCP_CUDA_ARCH="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 targets=(dcpbench "${dcp_device_tests[@]}" bench_attn_cuda)
 cmake --build build -j "$jobs" --target "${targets[@]}"

@@ -110,13 +110,21 @@ fi
 dcp_deps || exit 1
 # The bundle's binaries get their own library path (bin_ld, passed to them alone, so PyTorch keeps
 # its own): the folders of the libraries they miss, from the toolkit, else the nvidia-* wheels.
-# (dcpbench and test_exec_cuda load libcublasLt.so.13 with dlopen, exec/cuda/gemm_lt.cpp, so ldd
-# does not list it for them; bench_attn_cuda links libcublas, which needs it: its folder is found.)
+# dcpbench and test_exec_cuda load cuBLASLt with dlopen (exec/cuda/gemm_lt.cpp), so ldd does not
+# list it for them: its soname (read from the bundle's dcpbench) counts as missing when python3
+# cannot load it with bin_ld either, and its folder is searched like the others'.
 bin_ld="${LD_LIBRARY_PATH:-}"
-missing_libs() { LD_LIBRARY_PATH="$bin_ld" ldd "$bin"/* 2>/dev/null | awk '/not found/ { print $1 }' | sort -u; }
+lt_so="$(grep -ao 'libcublasLt\.so\.[0-9]*' "$bin/dcpbench" 2>/dev/null | head -1 || true)"
+missing_libs() {
+  {
+    LD_LIBRARY_PATH="$bin_ld" ldd "$bin"/* 2>/dev/null | awk '/not found/ { print $1 }'
+    [ -z "$lt_so" ] || LD_LIBRARY_PATH="$bin_ld" python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$lt_so" 2>/dev/null ||
+      echo "$lt_so"
+  } | sort -u
+}
 if [ -n "$(missing_libs)" ]; then
   for so in $(missing_libs); do
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
              $("${DCP_TORCH_PYTHON:-python3}" - "$so" <<'EOF' 2>/dev/null
 import glob, os, sys
 try:

@@ -26,8 +26,11 @@ void check(cublasStatus_t st, const char* what) {
 // `dcpbench --help` took 0.38 s, 79% of it in the libraries' initialisers, most in
 // libcublasLt.so.13's), although only the CUDA backend (run/calibrate --backend cuda) runs a
 // GEMM: CI's ~250 CLI calls (robustness corpus, Python module, gate) paid ~75 s of it. The
-// signatures are the header's (decltype), the soname the toolkit's we built against; search:
-// LD_LIBRARY_PATH / ld.so.cache / the executable's run path, then the build's toolkit folder.
+// signatures are the header's (decltype); the soname is libcublasLt.so.<the toolkit's major
+// version> (CMake; cuBLAS has followed the toolkit's major since CUDA 11). dlopen searches
+// LD_LIBRARY_PATH, the run path of the object that calls it (dcpbench, a test, the Python module:
+// CMake puts the toolkit's folder there for cudart) and ld.so.cache; then the toolkit's folder of
+// the build by full path, for a binary whose run path was stripped.
 struct LtApi {
   decltype(&cublasLtCreate) Create;
   decltype(&cublasLtDestroy) Destroy;
@@ -43,18 +46,24 @@ struct LtApi {
   decltype(&cublasLtMatrixLayoutDestroy) MatrixLayoutDestroy;
 };
 
+std::string dl_error() {
+  const char* e = dlerror();
+  return e ? e : "no reason given";
+}
+
 LtApi load_lt() {
   void* h = dlopen(DCP_CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
-    const std::string first = dlerror();
+    const std::string first = dl_error();
     h = dlopen(DCP_CUBLASLT_DIR "/" DCP_CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
-    DCP_CHECK(h != nullptr, "cuBLASLt: cannot load " DCP_CUBLASLT_SONAME " (", first,
-              "; nor from " DCP_CUBLASLT_DIR "): put its folder on LD_LIBRARY_PATH");
+    if (!h)
+      DCP_FAIL("cuBLASLt (the CUDA backend's GEMMs): put the folder of " DCP_CUBLASLT_SONAME
+               " on LD_LIBRARY_PATH; dlopen: ", first, "; by the build's path: ", dl_error());
   }
   LtApi api{};
   const auto sym = [h](auto& fn, const char* name) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-    DCP_CHECK(fn != nullptr, "cuBLASLt: " DCP_CUBLASLT_SONAME " has no ", name);
+    if (!fn) DCP_FAIL("cuBLASLt: " DCP_CUBLASLT_SONAME " has no ", name, " (", dl_error(), ")");
   };
   sym(api.Create, "cublasLtCreate");
   sym(api.Destroy, "cublasLtDestroy");
@@ -68,7 +77,7 @@ LtApi load_lt() {
   sym(api.MatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
   sym(api.MatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
   sym(api.MatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
-  return api;  // the handle stays open for the process
+  return api;  // the handle stays open for the process (after a failed dlsym too: the retry reuses it)
 }
 
 // Loaded once (a failed load throws and the next call tries again).

@@ -26,7 +26,7 @@ using attn::cuda::DeviceArray;
 // does not have fails here, not on the GPU machine.
 TEST(GemmLtLoad, FindsTheLibraryAndEveryEntryPoint) {
   EXPECT_NO_THROW(load_cublaslt());
-  EXPECT_NO_THROW(load_cublaslt());  // loaded once, the second call is free
+  EXPECT_NO_THROW(load_cublaslt());  // and again (the loaded entry points are kept)
 }
 
 // Every stored form (nn, nt, tn: exec/stage_ops.h GemmForm) with a 16-bit output, and the wgrad's
