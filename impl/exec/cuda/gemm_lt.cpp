@@ -31,19 +31,17 @@ void check(cublasStatus_t st, const char* what) {
 // LD_LIBRARY_PATH, the run path of the object that calls it (dcpbench, a test, the Python module:
 // CMake puts the toolkit's folder there for cudart) and ld.so.cache; then the toolkit's folder of
 // the build by full path, for a binary whose run path was stripped.
+// The entry points GemmLt calls, each once: a member of LtApi typed by the header's declaration,
+// and looked up by its name.
+#define DCP_LT_ENTRY_POINTS(X)                                                                      \
+  X(Create) X(Destroy) X(Matmul) X(MatmulAlgoGetHeuristic) X(MatmulDescCreate) X(MatmulDescDestroy) \
+  X(MatmulDescSetAttribute) X(MatmulPreferenceCreate) X(MatmulPreferenceDestroy)                    \
+  X(MatmulPreferenceSetAttribute) X(MatrixLayoutCreate) X(MatrixLayoutDestroy)
+
 struct LtApi {
-  decltype(&cublasLtCreate) Create;
-  decltype(&cublasLtDestroy) Destroy;
-  decltype(&cublasLtMatmul) Matmul;
-  decltype(&cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic;
-  decltype(&cublasLtMatmulDescCreate) MatmulDescCreate;
-  decltype(&cublasLtMatmulDescDestroy) MatmulDescDestroy;
-  decltype(&cublasLtMatmulDescSetAttribute) MatmulDescSetAttribute;
-  decltype(&cublasLtMatmulPreferenceCreate) MatmulPreferenceCreate;
-  decltype(&cublasLtMatmulPreferenceDestroy) MatmulPreferenceDestroy;
-  decltype(&cublasLtMatmulPreferenceSetAttribute) MatmulPreferenceSetAttribute;
-  decltype(&cublasLtMatrixLayoutCreate) MatrixLayoutCreate;
-  decltype(&cublasLtMatrixLayoutDestroy) MatrixLayoutDestroy;
+#define DCP_LT_MEMBER(name) decltype(&cublasLt##name) name;
+  DCP_LT_ENTRY_POINTS(DCP_LT_MEMBER)
+#undef DCP_LT_MEMBER
 };
 
 std::string dl_error() {
@@ -65,20 +63,12 @@ LtApi load_lt() {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
     if (!fn) DCP_FAIL("cuBLASLt: " DCP_CUBLASLT_SONAME " has no ", name, " (", dl_error(), ")");
   };
-  sym(api.Create, "cublasLtCreate");
-  sym(api.Destroy, "cublasLtDestroy");
-  sym(api.Matmul, "cublasLtMatmul");
-  sym(api.MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
-  sym(api.MatmulDescCreate, "cublasLtMatmulDescCreate");
-  sym(api.MatmulDescDestroy, "cublasLtMatmulDescDestroy");
-  sym(api.MatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
-  sym(api.MatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
-  sym(api.MatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
-  sym(api.MatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
-  sym(api.MatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
-  sym(api.MatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
+#define DCP_LT_LOOKUP(name) sym(api.name, "cublasLt" #name);
+  DCP_LT_ENTRY_POINTS(DCP_LT_LOOKUP)
+#undef DCP_LT_LOOKUP
   return api;  // the handle stays open for the process (after a failed dlsym too: the retry reuses it)
 }
+#undef DCP_LT_ENTRY_POINTS  // (a unity batch goes on with the next file)
 
 // Loaded once (a failed load throws and the next call tries again).
 const LtApi& lt() {
