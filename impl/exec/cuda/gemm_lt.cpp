@@ -29,8 +29,9 @@ void check(cublasStatus_t st, const char* what) {
 // signatures are the header's (decltype); the soname is libcublasLt.so.<the toolkit's major
 // version> (CMake; cuBLAS has followed the toolkit's major since CUDA 11). dlopen searches
 // LD_LIBRARY_PATH, the run path of the object that calls it (dcpbench, a test, the Python module:
-// CMake puts the toolkit's folder there for cudart) and ld.so.cache; then the toolkit's folder of
-// the build by full path, for a binary whose run path was stripped.
+// CMake puts the toolkit's folder there for cudart) and ld.so.cache; then the full path in the
+// build's toolkit folder (the same folder as that run path: for a binary installed without it).
+
 // The entry points GemmLt calls, each once: a member of LtApi typed by the header's declaration,
 // and looked up by its name.
 #define DCP_LT_ENTRY_POINTS(X)                                                                      \
@@ -115,7 +116,7 @@ const GemmLt::Plan& GemmLt::plan(bool bf16, GemmForm form, bool accumulate_fp32,
   check(lt().MatrixLayoutCreate(&p.lc, accumulate_fp32 ? CUDA_R_32F : t, u(n), u(m), n), "layout C");
   check(lt().MatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   check(lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                             sizeof(workspace_bytes_)),
+                                          sizeof(workspace_bytes_)),
         "workspace preference");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -143,7 +144,7 @@ void GemmLt::run(bool bf16, GemmForm form, int64_t m, int64_t n, int64_t k, cons
   const Plan& p = plan(bf16, form, accumulate_fp32, m, n, k);
   const float alpha = 1.f, beta = accumulate_fp32 ? 1.f : 0.f;
   check(lt().Matmul(handle_, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo, workspace_,
-                       workspace_bytes_, stream),
+                    workspace_bytes_, stream),
         "cublasLtMatmul");
 }
 
