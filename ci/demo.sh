@@ -31,7 +31,7 @@ else
 fi
 
 echo "== build (RelWithDebInfo, $build/: the same configuration as ci/test.sh) ==" >&2
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_DEBUG_INFO=lines >/dev/null
 cmake --build "$build" -j "$jobs" --target dcpbench
 # The Python module (build/python/dcpbench*.so) when pybind11-dev and python3-dev are installed.
 if [ -f "$build"/harness/python/Makefile ]; then cmake --build "$build" -j "$jobs" --target dcpbench_python; fi

@@ -29,7 +29,7 @@ dcpbench="${DCPBENCH:-build/dcpbench}"
 
 if [ ! -x "$dcpbench" ]; then
   echo "ci/gate.sh: $dcpbench not found, building it" >&2
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_DEBUG_INFO=lines >/dev/null
   cmake --build build -j "$(nproc)" --target dcpbench
   dcpbench=build/dcpbench
 fi
