@@ -97,11 +97,10 @@ int run(const ConvergeArgs& a, const std::string& command) {
   }
 #ifdef DCP_HAVE_MPI
   comm::MpiRuntime mpi(nullptr, nullptr);
-  int world_size = 0, world_rank = 0;
+  int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  // Bad input, not a failure: exit 2 on every process, one line (from rank 0), no MPI_Abort.
-  if (auto code = input_check_on_every_rank(world_rank, [&] {
+  // Bad input, not a failure: exit 2 on every process, one line, no MPI_Abort (commands.h).
+  if (auto code = input_check_on_every_rank([&] {
         if (world_size != s.pool())
           throw InputError(s.file + ": the pool has " + std::to_string(s.pool()) + " ranks (pool.dp " +
                            std::to_string(s.dp) + " x pool.cp " + std::to_string(s.cp) + ") but mpirun started " +

@@ -285,11 +285,10 @@ int run_cp_attn(const CpAttnArgs& a, std::ostream& out) {
   }
 #ifdef DCP_HAVE_MPI
   comm::MpiRuntime mpi(nullptr, nullptr);
-  int world_size = 0, world_rank = 0;
+  int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  // the budgets with every process's group sizes: exit 2 on every process, one line (rank 0's)
-  if (auto code = input_check_on_every_rank(world_rank, [&] { validate(a, world_size); })) return *code;
+  // the budgets with every process's group sizes: exit 2 on every process, one line (commands.h)
+  if (auto code = input_check_on_every_rank([&] { validate(a, world_size); })) return *code;
   int code = 1;
   // run_mpi aborts every rank (MPI_Abort) if one throws, so none is left waiting.
   comm::run_mpi([&](comm::Communicator& world) { code = check_on_rank_dtype(world, a, out); });

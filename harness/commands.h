@@ -7,23 +7,26 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <optional>
+#include <string>
 
 namespace dcp::harness {
 
-// Bad input found once MPI runs (every process checks the same thing): rank 0 rethrows the
-// InputError (main prints one line, exit 2), the other ranks return exit code 2 quietly, and
-// nobody calls MPI_Abort (whose exit code 1 would read as a failed check). nullopt: no error.
-template <typename Check>
-std::optional<int> input_check_on_every_rank(int world_rank, Check&& check) {
-  try {
-    check();
-  } catch (const InputError&) {
-    if (world_rank != 0) return 2;
-    throw;
-  }
-  return std::nullopt;
-}
+// Prints "dcpbench: error: <message>" as one line on stderr (core/text.h one_line) and returns
+// code: main's report of every error, and the MPI input check's below.
+int report_error(const std::string& message, int code);
+
+#ifdef DCP_HAVE_MPI
+// Bad input found once MPI runs (every process checks the same thing, under MPI_COMM_WORLD): the
+// lowest rank whose check threw an InputError prints it (one line, rank 0's when every rank finds
+// it), then every process returns exit code 2, and nobody calls MPI_Abort (whose exit code 1
+// would read as a failed check). Collective: every process calls it once, error or not (an
+// all-reduce of the lowest failing rank, then a barrier when one failed, so the line is out before
+// any process exits: mpirun stops the others when one exits non-zero, which once killed rank 0
+// before it printed). nullopt: no process found an error.
+std::optional<int> input_check_on_every_rank(const std::function<void()>& check);
+#endif
 
 void add_schedule_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);   // `run` and `table` (cmd_run.cpp)

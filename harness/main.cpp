@@ -19,10 +19,7 @@
 
 namespace {
 
-int report(const std::string& message, int code) {
-  std::fprintf(stderr, "dcpbench: error: %s\n", dcp::one_line(message).c_str());
-  return code;
-}
+int report(const std::string& message, int code) { return dcp::harness::report_error(message, code); }
 
 // A command line is parsed by every process of an mpirun launch, so its errors would print once
 // per rank: ranks other than 0 of Open MPI's mpirun (OMPI_COMM_WORLD_RANK, set before main; the
