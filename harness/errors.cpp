@@ -6,6 +6,8 @@
 
 #include <climits>
 #include <cstdio>
+#include <new>
+#include <stdexcept>
 
 #ifdef DCP_HAVE_MPI
 #include <mpi.h>
@@ -19,24 +21,41 @@ int report_error(const std::string& message, int code) {
   return code;
 }
 
+int report_exception(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const InputError& e) {
+    return report_error(e.what(), 2);
+  } catch (const std::bad_alloc&) {
+    // Every size we can compute is checked before allocating; this is what is left.
+    return report_error("out of memory: the input needs more memory than this machine has (see README.md, "
+                        "\"Input limits and errors\", and make the input smaller)", 2);
+  } catch (const std::length_error& e) {
+    return report_error(std::string("input too large: ") + e.what(), 2);
+  } catch (const std::exception& e) {
+    return report_error(e.what(), 1);
+  } catch (...) {
+    return report_error("an exception that is not a std::exception", 1);
+  }
+}
+
 #ifdef DCP_HAVE_MPI
 std::optional<int> input_check_on_every_rank(const std::function<void()>& check) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::string message;
-  bool bad = false;
+  std::exception_ptr error;
   try {
     check();
-  } catch (const InputError& e) {
-    bad = true;
-    message = e.what();
+  } catch (...) {  // any error: this process must still join the collectives below
+    error = std::current_exception();
   }
-  int mine = bad ? rank : INT_MAX, first = INT_MAX;
+  int mine = error ? rank : INT_MAX, first = INT_MAX;
   MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (first == INT_MAX) return std::nullopt;
-  if (rank == first) report_error(message, 2);
-  MPI_Barrier(MPI_COMM_WORLD);  // the line is written before any process exits
-  return 2;
+  int code = rank == first ? report_exception(error) : 0;
+  // From the rank that printed, after its line: no process returns (and exits) before it is out.
+  MPI_Bcast(&code, 1, MPI_INT, first, MPI_COMM_WORLD);
+  return code;
 }
 #endif
 

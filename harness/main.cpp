@@ -1,6 +1,7 @@
-// dcpbench: the command-line entry point. The only place that catches errors: every failure is
-// printed as one line "dcpbench: error: <message>" on stderr (core/text.h one_line: at most ~300
-// characters, control and invalid bytes escaped), with exit code 2 for bad input (unknown
+// dcpbench: the command-line entry point. Every error ends here (or, under MPI, in the input check
+// every process makes, harness/commands.h), printed by harness/errors.cpp as one line
+// "dcpbench: error: <message>" on stderr (core/text.h one_line: at most ~300 characters, control
+// and invalid bytes escaped), with exit code 2 for bad input (unknown
 // command or flag, bad value, unreadable or oversized file, work over a stated limit, and
 // running out of memory, which only an input too large for this machine can cause) and 1 for
 // internal errors.
@@ -13,13 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <new>
-#include <stdexcept>
 #include <string>
 
 namespace {
-
-int report(const std::string& message, int code) { return dcp::harness::report_error(message, code); }
 
 // A command line is parsed by every process of an mpirun launch, so its errors would print once
 // per rank: ranks other than 0 of Open MPI's mpirun (OMPI_COMM_WORLD_RANK, set before main; the
@@ -29,7 +26,7 @@ int report(const std::string& message, int code) { return dcp::harness::report_e
 // (srun) are not trusted: a plain run under srun must still print its error.
 int report_parse_error(const std::string& message) {
   if (const char* v = std::getenv("OMPI_COMM_WORLD_RANK"); v != nullptr && std::string(v) != "0") return 2;
-  return report(message, 2);
+  return dcp::harness::report_error(message, 2);
 }
 
 // `dcpbench frob`: CLI11 would say only "A subcommand is required"; name the word instead.
@@ -81,15 +78,7 @@ int main(int argc, char** argv) {
       return report_parse_error(e.what());
     }
     return exit_code;
-  } catch (const dcp::InputError& e) {
-    return report(e.what(), 2);
-  } catch (const std::bad_alloc&) {
-    // Every size we can compute is checked before allocating; this is what is left.
-    return report("out of memory: the input needs more memory than this machine has (see README.md, "
-                  "\"Input limits and errors\", and make the input smaller)", 2);
-  } catch (const std::length_error& e) {
-    return report(std::string("input too large: ") + e.what(), 2);
-  } catch (const std::exception& e) {
-    return report(e.what(), 1);
+  } catch (...) {
+    return dcp::harness::report_exception(std::current_exception());
   }
 }
