@@ -28,7 +28,9 @@ int report_exception(std::exception_ptr error);
 // error or not, and an error of any type is caught so that the process still joins: an all-reduce
 // of the lowest failing rank, then a broadcast of the exit code from that rank after its line is
 // written, so the line is out before any process exits (mpirun stops the others when one exits
-// non-zero, which once killed rank 0 before it printed). nullopt: no process found an error.
+// non-zero, which once killed rank 0 before it printed). The lowest failing rank's error decides
+// the line and the code (a different error on a higher rank is not shown). nullopt: no process
+// found an error.
 std::optional<int> input_check_on_every_rank(const std::function<void()>& check);
 #endif
 

@@ -52,7 +52,15 @@ std::optional<int> input_check_on_every_rank(const std::function<void()>& check)
   int mine = error ? rank : INT_MAX, first = INT_MAX;
   MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (first == INT_MAX) return std::nullopt;
-  int code = rank == first ? report_exception(error) : 0;
+  int code = 0;
+  if (rank == first) {
+    try {
+      code = report_exception(error);
+    } catch (...) {  // out of memory while formatting it: a fixed line, and still join the broadcast
+      std::fputs("dcpbench: error: out of memory while reporting an error\n", stderr);
+      code = 2;
+    }
+  }
   // From the rank that printed, after its line: no process returns (and exits) before it is out.
   MPI_Bcast(&code, 1, MPI_INT, first, MPI_COMM_WORLD);
   return code;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CTest helper: a command under mpirun that must refuse its input the way every dcpbench command
 # does: exit 2 (mpirun passes the processes' code on) and exactly one "dcpbench: error:" line,
-# from rank 0, containing PATTERN (grep -E); no MPI_Abort.
+# from the lowest failing rank (rank 0 when every rank fails alike), containing PATTERN (grep -E); no MPI_Abort.
 #   mpi_exit2.sh MPIEXEC NP PATTERN COMMAND...
 set -uo pipefail
 mpiexec=$1 np=$2 pattern=$3
