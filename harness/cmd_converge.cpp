@@ -100,7 +100,7 @@ int run(const ConvergeArgs& a, const std::string& command) {
   int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   // Bad input, not a failure: one line, the error's exit code (2) on every process, no MPI_Abort
-  // (commands.h).
+  // (errors.h).
   if (auto code = input_check_on_every_rank([&] {
         if (world_size != s.pool())
           throw InputError(s.file + ": the pool has " + std::to_string(s.pool()) + " ranks (pool.dp " +

@@ -287,7 +287,7 @@ int run_cp_attn(const CpAttnArgs& a, std::ostream& out) {
   comm::MpiRuntime mpi(nullptr, nullptr);
   int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  // the budgets with every process's group sizes: one line, exit 2 on every process (commands.h)
+  // the budgets with every process's group sizes: one line, exit 2 on every process (errors.h)
   if (auto code = input_check_on_every_rank([&] { validate(a, world_size); })) return *code;
   int code = 1;
   // run_mpi aborts every rank (MPI_Abort) if one throws, so none is left waiting.

@@ -1,8 +1,8 @@
-// The CLI's one error line (harness/commands.h): report_error, and under MPI the input check every
+// The CLI's one error line (harness/errors.h): report_error, and under MPI the input check every
 // process makes alike.
 #include "core/error.h"
 #include "core/text.h"
-#include "harness/commands.h"
+#include "harness/errors.h"
 
 #include <climits>
 #include <cstdio>
