@@ -61,7 +61,9 @@ int finish(const ConvergeOutcome& out, const ConvergeArgs& a) {
   return out.pass() ? 0 : 1;
 }
 
-int run(const ConvergeArgs& a, const std::string& command) {
+// Every check of the input, before anything trains (exit 2): the options, the scenario and its
+// corpus, and a bad --out, which fails here so that nothing is written (core/files.h output policy).
+ConvergeScenario checked_scenario(const ConvergeArgs& a) {
   DCP_REQUIRE(a.backend == "threads" || a.backend == "mpi", "--backend=\"", a.backend,
               "\" is not one of threads, mpi");
   DCP_REQUIRE(a.dtype.empty() || a.dtype == "f64" || a.dtype == "f32", "--dtype=\"", a.dtype,
@@ -72,12 +74,16 @@ int run(const ConvergeArgs& a, const std::string& command) {
   ConvergeScenario s = load_converge_scenario(a.scenario);
   if (!a.attention.empty()) s.model.attn_algo = a.attention == "ring" ? attn::CpAlgo::ring : attn::CpAlgo::all_gather;
   load_text_corpus(s);  // bad data (too few documents) is an input error before anything runs
-  // A bad --out fails before training, and nothing is written (core/files.h output policy).
   if (a.out_given) {
     check_output_path(a.out);
     check_output_not_input(a.out, {a.scenario});
     check_output_not_in_folder(a.out, s.text_dir, "the text corpus (data.text_dir)");
   }
+  check_strategies_plan(s);
+  return s;
+}
+
+ConvergeOptions options_of(const ConvergeArgs& a, const std::string& command) {
   ConvergeOptions o;
   o.backend = a.backend;
   if (!a.dtype.empty()) o.dtype = a.dtype;
@@ -86,8 +92,13 @@ int run(const ConvergeArgs& a, const std::string& command) {
   o.command = command;
   o.quiet = a.quiet;
   o.sync_planning = a.sync_planning;
-  if (a.backend == "threads") {
-    check_strategies_plan(s);  // before anything trains: exit 2
+  return o;
+}
+
+int run(const ConvergeArgs& a, const std::string& command) {
+  if (a.backend != "mpi") {
+    const ConvergeScenario s = checked_scenario(a);
+    const ConvergeOptions o = options_of(a, command);
     ConvergeOutcome out;
     comm::run_threads(s.pool(), [&](comm::Communicator& world) {
       ConvergeOutcome r = run_converge(world, s, o, std::cerr);
@@ -96,20 +107,24 @@ int run(const ConvergeArgs& a, const std::string& command) {
     return finish(out, a);
   }
 #ifdef DCP_HAVE_MPI
+  // MPI starts first, so every check runs inside the collective one: bad input prints one line
+  // (the lowest failing rank's), not one per process, and exits with its code (2) on every process,
+  // no MPI_Abort (errors.h). A check that fails on one process only (a file missing on its node)
+  // is still printed.
   comm::MpiRuntime mpi(nullptr, nullptr);
   int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  // Bad input, not a failure: one line, the error's exit code (2) on every process, no MPI_Abort
-  // (errors.h).
+  ConvergeScenario s;
   if (auto code = input_check_on_every_rank([&] {
+        s = checked_scenario(a);
         if (world_size != s.pool())
           throw InputError(s.file + ": the pool has " + std::to_string(s.pool()) + " ranks (pool.dp " +
                            std::to_string(s.dp) + " x pool.cp " + std::to_string(s.cp) + ") but mpirun started " +
                            std::to_string(world_size) + " processes (use mpirun -np " + std::to_string(s.pool()) +
                            ")");
-        check_strategies_plan(s);
       }))
     return *code;
+  const ConvergeOptions o = options_of(a, command);
   int code = 0;
   comm::run_mpi([&](comm::Communicator& world) {
     ConvergeOutcome r = run_converge(world, s, o, std::cerr);

@@ -274,8 +274,8 @@ CpAttnCost estimate_cost(const CpAttnArgs& a, int processes) {
 }
 
 int run_cp_attn(const CpAttnArgs& a, std::ostream& out) {
-  validate(a);
-  if (a.backend == "threads") {
+  if (a.backend != "mpi") {
+    validate(a);
     int code = 1;
     comm::run_threads(a.ranks, [&](comm::Communicator& world) {
       const int c = check_on_rank_dtype(world, a, out);
@@ -287,7 +287,8 @@ int run_cp_attn(const CpAttnArgs& a, std::ostream& out) {
   comm::MpiRuntime mpi(nullptr, nullptr);
   int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  // the budgets with every process's group sizes: one line, exit 2 on every process (errors.h)
+  // Every check once MPI runs, the budgets with every process's group sizes: bad input prints one
+  // line (not one per process) and exits 2 on every process (errors.h).
   if (auto code = input_check_on_every_rank([&] { validate(a, world_size); })) return *code;
   int code = 1;
   // run_mpi aborts every rank (MPI_Abort) if one throws, so none is left waiting.

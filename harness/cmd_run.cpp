@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,14 +73,18 @@ struct RunArgs {
 
 // --backend cuda: the measured run (harness/measured.h); with --comm nccl one process per GPU under
 // mpirun, process 0 writing. Returns whether this process writes the results.
-bool measure_run(const RunArgs& a, const CLI::App& cmd, const std::vector<Scenario>& scenarios, RunOptions opt,
-                 ResultsFile& results) {
+MeasureOptions measure_options(const RunArgs& a, const CLI::App& cmd, const RunOptions& opt) {
   MeasureOptions m;
   m.reps = a.reps;
   if (cmd.count("--rank")) m.rank = a.rank;
   if (cmd.count("--stage")) m.stage = a.stage;
   m.progress = opt.progress;
-  check_measured_run(scenarios, opt, m);  // bad input: exit 2 with one line, before MPI starts
+  return m;
+}
+
+bool measure_run(const RunArgs& a, const CLI::App& cmd, const std::vector<Scenario>& scenarios, RunOptions opt,
+                 ResultsFile& results) {
+  MeasureOptions m = measure_options(a, cmd, opt);
   if (a.comm == "none") {
     m.device = cuda_device_name();
     m.measurer = cuda_share_measurer();
@@ -120,7 +125,14 @@ bool measure_run(const RunArgs& a, const CLI::App& cmd, const std::vector<Scenar
 #endif
 }
 
-int run_run(const RunArgs& a, const CLI::App& cmd) {
+struct CheckedRun {
+  std::vector<Scenario> scenarios;
+  RunOptions opt;
+};
+
+// Every check of the input before the run starts (exit 2 with one line): options, scenarios, the
+// --out path, the run's size and, with --backend cuda, the device and what it replays.
+CheckedRun checked_run(const RunArgs& a, const CLI::App& cmd) {
   const bool cuda = a.backend == "cuda";
   for (const char* o : {"--reps", "--rank", "--stage", "--comm"})
     DCP_REQUIRE(cuda || !cmd.count(o), o, " is given without --backend cuda (it chooses what the GPU replays)");
@@ -174,8 +186,26 @@ int run_run(const RunArgs& a, const CLI::App& cmd) {
   DCP_REQUIRE(held_samples <= kMaxHeldSamples, "the run would hold ", held_samples,
               " samples at once (steps x training.global_batch of one scenario), more than the limit of ",
               kMaxHeldSamples, "; use fewer --steps or a smaller global batch");
+  if (cuda) check_measured_run(scenarios, opt, measure_options(a, cmd, opt));
+  return {std::move(scenarios), std::move(opt)};
+}
+
+int run_run(const RunArgs& a, const CLI::App& cmd) {
+  std::optional<CheckedRun> run;
+#ifdef DCP_HAVE_NCCL_COMM
+  // Under mpirun (--comm nccl) MPI starts first, so every check runs inside the collective one:
+  // bad input prints one line (the lowest failing rank's), not one per process, and exits with its
+  // code (2) on every process (errors.h); measure_run's MpiRuntime then finds MPI running.
+  std::optional<comm::MpiRuntime> mpi;
+  if (a.backend == "cuda" && a.comm == "nccl") {
+    mpi.emplace(nullptr, nullptr);
+    if (auto code = input_check_on_every_rank([&] { run = checked_run(a, cmd); })) return *code;
+  }
+#endif
+  if (!run) run = checked_run(a, cmd);
+  const auto& [scenarios, opt] = *run;
   ResultsFile results;
-  if (!cuda) {
+  if (a.backend != "cuda") {
     results = run_scenarios(scenarios, opt, builtin_planners());
   } else if (!measure_run(a, cmd, scenarios, opt, results)) {
     return 0;  // a process other than 0 of an mpirun: process 0 writes

@@ -97,8 +97,9 @@ struct MeasureOptions {
 };
 
 // What the replay cannot run or a --rank / --stage outside a scenario: InputError (exit 2) before
-// any planning. measure_scenarios calls it too; `run` calls it before MPI starts (--comm nccl), so
-// bad input is one line and exit 2 on every process, not an abort.
+// any planning. measure_scenarios calls it too; `run` calls it among its input checks, inside the
+// collective check with --comm nccl (harness/errors.h), so bad input is one line and exit 2 on
+// every process, not an abort.
 void check_measured_run(const std::vector<Scenario>& scenarios, const RunOptions& options,
                         const MeasureOptions& measure);
 
