@@ -48,6 +48,80 @@ std::string config_change(const std::map<std::string, const nlohmann::json*>& ba
   return "";
 }
 
+// The rows of each (scenario, strategy label), by step.
+std::map<std::pair<std::string, std::string>, std::map<int, const ResultRow*>> rows_by_pair(const ResultsFile& f) {
+  std::map<std::pair<std::string, std::string>, std::map<int, const ResultRow*>> out;
+  for (const auto& r : f.rows) out[{r.scenario, strategy_label(r.strategy, r.setting)}][r.step] = &r;
+  return out;
+}
+
+std::string steps_text(const std::map<int, const ResultRow*>& steps) {
+  std::string out;
+  int shown = 0;
+  for (const auto& [step, row] : steps) {
+    if (shown++ == 8) return "[" + out + ", ...]";
+    out += (out.empty() ? "" : ", ") + std::to_string(step);
+  }
+  return "[" + out + "]";
+}
+
+std::string signed_pct(double rel) { return (rel >= 0 ? "+" : "") + fmt2(100.0 * rel) + "%"; }
+
+constexpr const char* kRegenerate =
+    "; if the change is meant, regenerate the baseline (ci/gate.sh --update) and say why in the commit";
+
+// Step by step, what no average may hide (helper-33: one step 3% slower and one 3% faster passed,
+// as did renumbered steps, other batches and a plan with 3 more micro-batches). "" when every step
+// agrees within the tolerance; else the first failing step's finding. Steps out of memory in both
+// files are not compared; `rel_drop` / `rel_rise` return the largest step change in each direction.
+std::string compare_steps(const std::map<int, const ResultRow*>& base, const std::map<int, const ResultRow*>& cur,
+                          double tolerance, double& worst_drop, double& worst_rise) {
+  worst_drop = worst_rise = 0;
+  bool same_steps = base.size() == cur.size();
+  for (auto b = base.begin(), c = cur.begin(); same_steps && b != base.end(); ++b, ++c) same_steps = b->first == c->first;
+  if (!same_steps)
+    return "ran steps " + steps_text(cur) + ", the baseline " + steps_text(base) +
+           " (run the same suite as the baseline)";
+  for (const auto& [step, b] : base) {
+    const ResultRow& c = *cur.at(step);
+    const std::string at = "step " + std::to_string(step) + ": ";
+    // The batch: every strategy of a step plans the same one (runner.cpp), drawn from the seed.
+    if (c.tokens != b->tokens || c.samples != b->samples ||
+        !(std::fabs(c.useful_tflop - b->useful_tflop) <= 1e-9 * std::max(std::fabs(c.useful_tflop), std::fabs(b->useful_tflop))))
+      return "not comparable: " + at + "the batch differs (" + std::to_string(b->samples) + " samples, " +
+             std::to_string(b->tokens) + " tokens -> " + std::to_string(c.samples) + " samples, " +
+             std::to_string(c.tokens) + " tokens; useful TFLOP " + json_excerpt(nlohmann::json(b->useful_tflop), 24) +
+             " -> " + json_excerpt(nlohmann::json(c.useful_tflop), 24) +
+             "): the sampler or the scenario's data changed; regenerate the baseline";
+    if (b->has_metrics() && c.oom)
+      return at + "out of memory (peak " + fmt2(c.peak_memory_gib) + " GiB/GPU) where the baseline fit";
+    if (!b->has_metrics() && c.has_metrics())
+      return at + (b->oom ? "fits now (the baseline was out of memory, peak " + fmt2(b->peak_memory_gib) + " GiB/GPU)"
+                          : "valid now (the baseline's plan was invalid)") +
+             ": a memory or validity rule the simulator lost looks like this" + kRegenerate;
+    if (!b->has_metrics() || !c.has_metrics()) continue;
+    if (c.knobs != b->knobs)
+      return at + "the setting changed (" + json_excerpt(b->knobs, 60) + " -> " + json_excerpt(c.knobs, 60) + ")" +
+             kRegenerate;
+    if (c.microbatches != b->microbatches)
+      return at + "the plan changed (" + std::to_string(b->microbatches) + " -> " + std::to_string(c.microbatches) +
+             " micro-batches)" + kRegenerate;
+    if (!std::isfinite(c.tflops_per_gpu) || !std::isfinite(c.step_time_s))
+      return at + "TFLOPS/GPU " + json_excerpt(nlohmann::json(c.tflops_per_gpu), 24) + " is not a finite number";
+    const double rel = b->tflops_per_gpu > 0 ? c.tflops_per_gpu / b->tflops_per_gpu - 1.0 : 0.0;
+    worst_drop = std::min(worst_drop, rel);
+    worst_rise = std::max(worst_rise, rel);
+    if (c.tflops_per_gpu < b->tflops_per_gpu * (1.0 - tolerance))
+      return at + "TFLOPS/GPU dropped " + fmt2(b->tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" +
+             signed_pct(rel) + ", tolerance -" + fmt2(100.0 * tolerance) + "%)";
+    if (c.tflops_per_gpu > b->tflops_per_gpu * (1.0 + tolerance))
+      return at + "TFLOPS/GPU rose " + fmt2(b->tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" +
+             signed_pct(rel) + ", tolerance +" + fmt2(100.0 * tolerance) +
+             "%): a simulator that lost a cost term looks like this" + kRegenerate;
+  }
+  return "";
+}
+
 }  // namespace
 
 GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, double tolerance) {
@@ -56,7 +130,11 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
   const auto cur = aggregate(current);
   std::map<std::pair<std::string, std::string>, const Aggregate*> cur_by_key;
   for (const auto& a : cur) cur_by_key[{a.scenario, a.label()}] = &a;
+  const auto base_rows = rows_by_pair(baseline), cur_rows = rows_by_pair(current);
   GateReport report;
+  if (base.empty())  // a gate of nothing passed (helper-33: two empty files, "passed (0 pairs)")
+    report.findings.push_back({"", "", true,
+                               "the baseline has no rows: it gates nothing (create it with ci/gate.sh --update)"});
   const auto base_facts = facts_by_name(baseline), cur_facts = facts_by_name(current);
   // The largest plan efficiency of each current pair's steps (the aggregate is their mean: one
   // step at 1.03 beside one at 0.90 would average under 1). Simulated steps with numbers only.
@@ -80,51 +158,43 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
     if (it == cur_by_key.end()) {
       f.failed = true;
       f.message = "missing from the current results";
+      report.findings.push_back(f);
+      continue;
+    }
+    const Aggregate& c = *it->second;
+    const std::string changed = config_change(base_facts, cur_facts, b.scenario);
+    double drop = 0, rise = 0;
+    f.failed = true;
+    if (!changed.empty()) {
+      f.message = "not comparable: the scenario changed (" + changed + "); regenerate the baseline";
+    } else if (base_facts.count(b.scenario) && !cur_facts.count(b.scenario)) {
+      f.message = "not comparable: the current file does not record the scenario's settings (\"scenarios\"), the "
+                  "baseline does";
+    } else if (c.measured() != b.measured()) {
+      // A measured rank share's rate and a simulated step's are different quantities.
+      f.message = "not comparable: " + b.source + " in the baseline, " + c.source + " now";
+    } else if (c.invalid_steps > 0) {
+      f.message = "plan invalid in " + std::to_string(c.invalid_steps) + "/" + std::to_string(c.steps) +
+                  " steps: " + c.first_error;
+    } else if (const std::string e = efficiency_above_one(c.scenario, c.label()); !e.empty()) {
+      // The lower bound is a bound on every valid plan (sim/simulator.h): above 1 it is broken.
+      f.message = e;
+    } else if (const std::string s = compare_steps(base_rows.at({b.scenario, b.label()}),
+                                                   cur_rows.at({c.scenario, c.label()}), tolerance, drop, rise);
+               !s.empty()) {
+      f.message = s;
+    } else if (c.valid() && !std::isfinite(c.tflops_per_gpu)) {
+      f.message = "TFLOPS/GPU " + json_excerpt(nlohmann::json(c.tflops_per_gpu), 24) + " is not a finite number";
     } else {
-      const Aggregate& c = *it->second;
-      const std::string changed = config_change(base_facts, cur_facts, b.scenario);
-      if (!changed.empty()) {
-        f.failed = true;
-        f.message = "not comparable: the scenario changed (" + changed + "); regenerate the baseline";
-      } else if (c.measured() != b.measured()) {
-        // A measured rank share's rate and a simulated step's are different quantities.
-        f.failed = true;
-        f.message = "not comparable: " + b.source + " in the baseline, " + c.source + " now";
-      } else if (c.steps != b.steps) {
-        // Different step counts average TFLOPS/GPU over different batches: not comparable.
-        f.failed = true;
-        f.message = "ran " + std::to_string(c.steps) + " steps, the baseline " + std::to_string(b.steps) +
-                    " (run the same suite as the baseline)";
-      } else if (c.invalid_steps > 0) {
-        f.failed = true;
-        f.message = "plan invalid in " + std::to_string(c.invalid_steps) + "/" + std::to_string(c.steps) +
-                    " steps: " + c.first_error;
-      } else if (const std::string e = efficiency_above_one(c.scenario, c.label()); !e.empty()) {
-        // The lower bound is a bound on every valid plan (sim/simulator.h): above 1 it is broken.
-        f.failed = true;
-        f.message = e;
-      } else if (c.oom_steps > 0 && b.valid()) {
-        f.failed = true;
-        f.message = "out of memory in " + std::to_string(c.oom_steps) + "/" + std::to_string(c.steps) + " steps (peak " +
-                    fmt2(c.peak_memory_gib) + " GiB/GPU)";
-      } else if (!c.valid()) {
-        f.message = b.invalid_steps > 0 ? "out of memory (the baseline's plan was invalid)"
-                                        : "still out of memory (as in the baseline)";
-      } else if (!b.valid()) {
-        f.message = std::string(b.invalid_steps > 0 ? "valid now (baseline plan was invalid), "
-                                                    : "fits now (baseline was out of memory), ") +
-                    fmt2(c.tflops_per_gpu) + " TFLOPS/GPU";
+      f.failed = false;
+      if (!c.valid()) {
+        f.message = "out of memory in " + std::to_string(c.oom_steps) + "/" + std::to_string(c.steps) + " steps (" +
+                    (b.invalid_steps > 0 ? "the baseline's plan was invalid)" : "as in the baseline)");
       } else {
         const double rel = b.tflops_per_gpu > 0 ? c.tflops_per_gpu / b.tflops_per_gpu - 1.0 : 0.0;
-        const bool dropped = !(c.tflops_per_gpu >= b.tflops_per_gpu * (1.0 - tolerance));  // NaN fails
-        const bool rose = c.tflops_per_gpu > b.tflops_per_gpu * (1.0 + tolerance);
-        f.failed = dropped || rose;
-        f.message = std::string(dropped ? "TFLOPS/GPU dropped " : rose ? "TFLOPS/GPU rose " : "TFLOPS/GPU ") +
-                    fmt2(b.tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" + (rel >= 0 ? "+" : "") +
-                    fmt2(100.0 * rel) + "%, tolerance " + (dropped ? "-" : rose ? "+" : "+-") + fmt2(100.0 * tolerance) + "%)";
-        if (rose)
-          f.message += ": a simulator that lost a cost term looks like this; if the gain is meant, regenerate the "
-                       "baseline (ci/gate.sh --update) and say why in the commit";
+        f.message = "TFLOPS/GPU " + fmt2(b.tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" + signed_pct(rel) +
+                    "; steps " + signed_pct(drop) + " to " + signed_pct(rise) + ", tolerance +-" +
+                    fmt2(100.0 * tolerance) + "%)";
         if (c.source != b.source) f.message += " [source changed: " + b.source + " -> " + c.source + "]";
       }
     }

@@ -2,18 +2,23 @@
 // NCCL_TESTS_MIN_BW but read from a file. For every (scenario, strategy, setting) of the baseline
 // (strategy shown as "name" or "name (tuned)"):
 //   * fails if the current file has no rows for it ("missing");
+//   * fails if the scenario's settings changed, or the current file does not record them while the
+//     baseline does ("not comparable");
 //   * fails if any current step's plan is invalid ("plan invalid: <error>");
-//   * fails if it ran out of memory where the baseline fit ("out of memory");
-//   * fails if current TFLOPS/GPU < baseline TFLOPS/GPU * (1 - tolerance) (relative drop), or is
-//     not a number;
-//   * fails if current TFLOPS/GPU > baseline TFLOPS/GPU * (1 + tolerance): a gain that large is
-//     either meant (regenerate the baseline and say why) or a cost the simulator lost;
 //   * fails if a simulated pair's plan efficiency is above 1 (+1e-9 for rounding): the lower bound
-//     is broken.
+//     is broken;
+//   * step by step (the simulated numbers are deterministic, so an average would only hide a
+//     change): fails if the steps differ, if a step's batch differs (samples, tokens, useful
+//     FLOPs), if a step runs out of memory where the baseline fit, or fits or is valid where the
+//     baseline had no numbers, if a step's setting (knobs) or micro-batch count changed, if a
+//     step's TFLOPS/GPU is not finite, or below its baseline x (1 - tolerance) (a drop) or above
+//     its baseline x (1 + tolerance): a gain or a change that large is either meant (regenerate
+//     the baseline and say why) or a cost or rule the simulator lost.
 // (scenario, strategy) pairs that are only in the current file fail too: a partial or stale
-// baseline would otherwise gate nothing for them. (Until 2026-11-28 gains, efficiencies above 1
-// and new pairs all passed.)
-// TFLOPS/GPU is the aggregate of aggregate.h (total useful FLOPs / total time / GPUs).
+// baseline would otherwise gate nothing for them, and so does a baseline without rows.
+// (Until 2026-11-28 gains, efficiencies above 1 and new pairs all passed; until 2026-11-29 the
+// gate compared only the step count and the mean over steps, helper-33.)
+// TFLOPS/GPU of the message is the aggregate of aggregate.h (total useful FLOPs / total time / GPUs).
 #pragma once
 
 #include "harness/results.h"

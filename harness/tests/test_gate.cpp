@@ -1,11 +1,13 @@
 // Regression gate: pass within tolerance, fail on a drop beyond it, on a plan that became
-// invalid, and on a (scenario, strategy) missing from the current results.
+// invalid, on a (scenario, strategy) missing from the current results, and step by step on what
+// an average hides (other steps or batches, a changed plan, out of memory in one step).
 #include "core/error.h"
 #include "harness/gate.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 namespace dcp::harness {
 namespace {
@@ -72,23 +74,116 @@ TEST(Gate, FailsWhenPlanBecomesInvalid) {
   EXPECT_NE(find(r, "megatron-dev").message.find("rank 3 is empty"), std::string::npos);
 }
 
-// A pair that had no numbers in the baseline and has now passes, saying why it had none: an
-// invalid plan or out of memory (the message said "invalid" for both).
-TEST(Gate, SaysWhyTheBaselineHadNoNumbers) {
+// A pair that had no numbers in the baseline and has now fails like a gain beyond the tolerance
+// (a memory or validity rule the simulator lost looks like that), saying why it had none.
+TEST(Gate, FailsWhereTheBaselineHadNoNumbersAndSaysWhy) {
   auto oom = row("a", "dcp", 0);
   oom.oom = true;
+  oom.peak_memory_gib = 97.5;
   const auto cur = results({row("a", "dcp", 120), row("a", "packing", 100)});
   const GateReport r = run_gate(results({oom, row("a", "packing", 0, false)}), cur, 0.02);
-  EXPECT_TRUE(r.passed());
-  EXPECT_NE(find(r, "dcp").message.find("fits now (baseline was out of memory)"), std::string::npos)
+  EXPECT_FALSE(r.passed());
+  EXPECT_TRUE(find(r, "dcp").failed);
+  EXPECT_NE(find(r, "dcp").message.find("step 0: fits now (the baseline was out of memory, peak 97.50"),
+            std::string::npos)
       << find(r, "dcp").message;
-  EXPECT_NE(find(r, "packing").message.find("valid now (baseline plan was invalid)"), std::string::npos)
+  EXPECT_NE(find(r, "dcp").message.find("ci/gate.sh --update"), std::string::npos);
+  EXPECT_NE(find(r, "packing").message.find("valid now (the baseline's plan was invalid)"), std::string::npos)
       << find(r, "packing").message;
-  auto now_oom = row("a", "packing", 0);
-  now_oom.oom = true;
-  const GateReport r2 = run_gate(results({row("a", "packing", 0, false)}), results({now_oom}), 0.02);
-  EXPECT_NE(find(r2, "packing").message.find("out of memory (the baseline's plan was invalid)"), std::string::npos)
-      << find(r2, "packing").message;
+  // Out of memory in both: passes, saying so.
+  EXPECT_TRUE(run_gate(results({oom}), results({oom}), 0.02).passed());
+  EXPECT_NE(run_gate(results({oom}), results({oom}), 0.02).findings.at(0).message.find("out of memory in 1/1 steps (as in the baseline)"),
+            std::string::npos);
+}
+
+// Out of memory in one step of several where the baseline fit in it fails, whether or not the
+// baseline was out of memory in another step (helper-33: a baseline oom in step 1 let step 0 halve).
+TEST(Gate, ComparesStepsOfAPairOutOfMemoryInSomeSteps) {
+  auto s0 = row("a", "dcp", 100);
+  auto s1 = row("a", "dcp", 0);
+  s1.step = 1;
+  s1.oom = true;
+  const auto base = results({s0, s1});
+  EXPECT_TRUE(run_gate(base, base, 0.02).passed());
+  auto half = s0;
+  half.tflops_per_gpu = 50;
+  const GateReport slower = run_gate(base, results({half, s1}), 0.02);
+  EXPECT_FALSE(slower.passed());
+  EXPECT_NE(slower.findings.at(0).message.find("step 0: TFLOPS/GPU dropped 100.00 -> 50.00"), std::string::npos)
+      << slower.findings.at(0).message;
+  auto s0_oom = s0;
+  s0_oom.oom = true;
+  const GateReport oom = run_gate(base, results({s0_oom, s1}), 0.02);
+  EXPECT_FALSE(oom.passed());
+  EXPECT_NE(oom.findings.at(0).message.find("step 0: out of memory"), std::string::npos) << oom.findings.at(0).message;
+}
+
+// What an average hides: one step slower and one faster, renumbered steps, another batch, a plan
+// with more micro-batches, another tuned setting; and a result that is not a finite number.
+TEST(Gate, ComparesEveryStepNotOnlyTheAverage) {
+  auto s0 = row("a", "dcp", 100);
+  s0.microbatches = 8;
+  s0.tokens = 1000;
+  s0.samples = 10;
+  s0.useful_tflop = 5.0;
+  auto s1 = s0;
+  s1.step = 1;
+  const auto base = results({s0, s1});
+  ASSERT_TRUE(run_gate(base, base, 0.02).passed());
+  const auto fails_with = [&](const ResultsFile& cur, const std::string& text) {
+    const GateReport r = run_gate(base, cur, 0.02);
+    EXPECT_FALSE(r.passed()) << text;
+    EXPECT_NE(r.findings.at(0).message.find(text), std::string::npos) << r.findings.at(0).message;
+  };
+  auto slow = s0, fast = s1;
+  slow.tflops_per_gpu = 97;
+  fast.tflops_per_gpu = 103;
+  fails_with(results({slow, fast}), "step 0: TFLOPS/GPU dropped 100.00 -> 97.00");
+  auto r5 = s0, r6 = s1;
+  r5.step = 5;
+  r6.step = 6;
+  fails_with(results({r5, r6}), "ran steps [5, 6], the baseline [0, 1]");
+  auto other_batch = s1;
+  other_batch.tokens = 2000;
+  fails_with(results({s0, other_batch}), "not comparable: step 1: the batch differs (10 samples, 1000 tokens -> 10 "
+                                         "samples, 2000 tokens");
+  auto flops = s1;
+  flops.useful_tflop = 10.0;
+  fails_with(results({s0, flops}), "step 1: the batch differs");
+  auto more = s0;
+  more.microbatches = 11;
+  fails_with(results({more, s1}), "step 0: the plan changed (8 -> 11 micro-batches)");
+  auto knob = s0;
+  knob.knobs = {{"max_seqlen_per_rank", 4096}};
+  fails_with(results({knob, s1}), "step 0: the setting changed");
+  auto inf = s1;
+  inf.tflops_per_gpu = std::numeric_limits<double>::infinity();
+  fails_with(results({s0, inf}), "is not a finite number");
+  // Within the tolerance in every step: passes, with the range of the steps in the message.
+  auto a = s0, b = s1;
+  a.tflops_per_gpu = 99;
+  b.tflops_per_gpu = 101.5;
+  const GateReport ok = run_gate(base, results({a, b}), 0.02);
+  EXPECT_TRUE(ok.passed());
+  EXPECT_NE(ok.findings.at(0).message.find("steps -1.00% to +1.50%"), std::string::npos) << ok.findings.at(0).message;
+}
+
+// A gate that compared nothing passed (two empty files: "passed (0 pairs)").
+TEST(Gate, FailsOnAnEmptyBaseline) {
+  const GateReport r = run_gate(results({}), results({}), 0.02);
+  EXPECT_FALSE(r.passed());
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_NE(r.findings[0].message.find("the baseline has no rows"), std::string::npos);
+}
+
+// The current file must record the scenario's settings when the baseline does: without them a
+// changed configuration could not be told apart from a regression.
+TEST(Gate, FailsWhenTheCurrentFileLacksTheScenarioFacts) {
+  auto base = results({row("a", "packing", 100)});
+  base.scenarios = nlohmann::json::array({{{"name", "a"}, {"global_batch", 64}}});
+  const GateReport r = run_gate(base, results({row("a", "packing", 100)}), 0.02);
+  EXPECT_FALSE(r.passed());
+  EXPECT_NE(r.findings.at(0).message.find("does not record the scenario's settings"), std::string::npos);
 }
 
 // A baseline of another configuration is not compared (a global batch of 1 read as a 97% drop);
@@ -106,11 +201,17 @@ TEST(Gate, FailsWhenTheScenarioChanged) {
       << find(r, "packing").message;
 }
 
+// The same two steps in both files, so it is the invalid step that fails (with a one-step baseline
+// the step count failed first, and the test passed without the invalid-plan check).
 TEST(Gate, FailsWhenOneStepOfManyIsInvalid) {
   auto good = row("a", "packing", 100);
+  auto good1 = good;
+  good1.step = 1;
   auto bad = row("a", "packing", 0, false);
   bad.step = 1;
-  EXPECT_FALSE(run_gate(results({row("a", "packing", 100)}), results({good, bad}), 0.02).passed());
+  const GateReport r = run_gate(results({good, good1}), results({good, bad}), 0.02);
+  EXPECT_FALSE(r.passed());
+  EXPECT_NE(r.findings.at(0).message.find("plan invalid in 1/2 steps"), std::string::npos) << r.findings.at(0).message;
 }
 
 // A pair in one file only fails either way: missing now, or not in the baseline (an empty or
@@ -185,7 +286,7 @@ TEST(Gate, FailsWhenTheCurrentRunHasOtherSteps) {
   const GateReport r = run_gate(base, cur, 0.02);
   EXPECT_FALSE(r.passed());
   ASSERT_EQ(r.findings.size(), 1u);
-  EXPECT_NE(r.findings[0].message.find("ran 1 steps, the baseline 2"), std::string::npos) << r.findings[0].message;
+  EXPECT_NE(r.findings[0].message.find("ran steps [0], the baseline [0, 1]"), std::string::npos) << r.findings[0].message;
 }
 
 }  // namespace
