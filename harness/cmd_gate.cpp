@@ -1,8 +1,9 @@
 // `dcpbench gate --baseline B.json --current C.json [--tolerance 0.02]`: the CI regression gate.
 // Reads the two results files only (never stdout of a run). Prints one line per
-// (scenario, strategy) and exits 1 if any TFLOPS/GPU moved by more than the relative tolerance
-// (down or up), any plan became invalid, a plan efficiency is above 1, or a pair is in one file
-// only (gate.h); 0 otherwise. Unreadable or schema-invalid files are input errors (exit 2).
+// (scenario, strategy) and exits 1 if any step's TFLOPS/GPU moved by more than the relative
+// tolerance (down or up), its batch, plan or setting changed, any plan became invalid or out of
+// memory, a plan efficiency is above 1, a pair is in one file only or the baseline is empty
+// (gate.h); 0 otherwise. Unreadable or schema-invalid files are input errors (exit 2).
 #include "harness/commands.h"
 #include "harness/gate.h"
 #include "harness/results.h"
@@ -49,13 +50,21 @@ void add_gate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<GateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "gate",
-      "Compare two results files; exit 1 if TFLOPS/GPU moved beyond the tolerance (either way), a plan became "
-      "invalid or out of memory, a plan efficiency is above 1, or a pair is in one file only");
+      "Compare two results files step by step; exit 1 if a step's TFLOPS/GPU moved beyond the tolerance (either "
+      "way), its batch, plan or setting changed, a plan became invalid or out of memory, a plan efficiency is above "
+      "1, a pair is in one file only, or the baseline has no rows");
   cmd->add_option("--baseline", args->baseline, "Baseline results JSON (dcpbench.results.v1)")->required();
   cmd->add_option("--current", args->current, "Current results JSON (dcpbench.results.v1)")->required();
   cmd->add_option("--tolerance", args->tolerance,
-                  "Allowed relative TFLOPS/GPU change, down or up (default 0.02 = 2%)")
-      ->check(CLI::Range(0.0, 0.999));
+                  "Allowed relative TFLOPS/GPU change of each step, down or up, in [0, 1) (default 0.02 = 2%)")
+      ->check(CLI::Validator(
+          [](const std::string& v) -> std::string {
+            double x = 0;
+            // CLI::Range called "0.02abc" and "" out of range: say what is wrong with the value.
+            if (!CLI::detail::lexical_cast(v, x)) return "\"" + v + "\" is not a number";
+            return x >= 0 && x < 1 ? "" : "\"" + v + "\" is not in [0, 1)";
+          },
+          "in [0, 1)"));
   cmd->callback([args, &exit_code] { exit_code = run_gate_command(*args); });
 }
 

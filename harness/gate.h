@@ -16,7 +16,7 @@
 //     the baseline and say why) or a cost or rule the simulator lost.
 // (scenario, strategy) pairs that are only in the current file fail too: a partial or stale
 // baseline would otherwise gate nothing for them, and so does a baseline without rows.
-// (Until 2026-11-28 gains, efficiencies above 1 and new pairs all passed; until 2026-11-29 the
+// (Until 2026-11-28 gains, efficiencies above 1 and new pairs all passed; until 2026-11-28 (evening) the
 // gate compared only the step count and the mean over steps, helper-33.)
 // TFLOPS/GPU of the message is the aggregate of aggregate.h (total useful FLOPs / total time / GPUs).
 #pragma once

@@ -402,6 +402,8 @@ def main():
              ['--time-budget-ms: "1.5" is not an integer'])
         case("int/gate-step-2p63", ["gate", "--baseline", "results.json", "--current", "step-2p63.json"],
              ['"step"=9223372036854775808 is not in [0, 2147483647]'])
+        case("value/gate-tolerance-not-a-number", ["gate", "--baseline", "results.json", "--current", "results.json",
+                                                   "--tolerance", "0.02abc"], ['--tolerance: "0.02abc" is not a number'])
         case("int/table-tokens-1e300", ["table", "tokens-1e300.json"], ['"tokens" is not an integer'])
         case("int/table-facts-type", ["table", "facts-type.json"], ['scenarios[0]."gpus" is not an integer'])
         case("int/scenario-global-batch-2p63", ["run", "gb-2p63.json", "--out", "r.json"], ["is above the maximum 262144"])
