@@ -33,6 +33,7 @@
 #include <iostream>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -181,6 +182,25 @@ std::string find_script(const std::string& given, const std::string& name) {
   throw InputError("plot script " + name + " not found (tried " + tried + "); pass --script FILE");
 }
 
+// A file of our own in the temporary folder, removed when this goes out of scope.
+struct TempFile {
+  std::string path;
+  void create(const std::string& stem) {
+    std::string name = (fs::temp_directory_path() / (stem + "-XXXXXX")).string();
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) throw Error("cannot create a temporary file in " + fs::temp_directory_path().string() + ": " + std::strerror(errno));
+    ::close(fd);
+    path = name;
+  }
+  TempFile() = default;
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove(path, ec);
+  }
+};
+
 int run_plot(const PlotArgs& a) {
   // Results files go to plot_results.py, convergence reports to plot_converge.py; either is
   // schema-checked first (InputError, exit 2).
@@ -188,9 +208,16 @@ int run_plot(const PlotArgs& a) {
   const bool converge = j.is_object() && j.contains("schema") && j["schema"] == "dcpbench.converge.v1";
   if (converge) {
     validate_converge_report(j, a.results);
-  } else {
+  }
+  // A results file with rows only (DESIGN.md's contract asks for no more; files written before cost
+  // model v2 have no "aggregates"): the script draws from aggregates, so it gets a copy with them
+  // added, computed here as `run` computes them (the built-in script refused it and plot exited 1).
+  std::optional<ResultsFile> rows_only;
+  if (!converge) {
+    ResultsFile results = results_from_json(j, a.results);
     // Readable but empty (a run whose rows were all filtered out): nothing to draw, bad input.
-    DCP_REQUIRE(!read_results(a.results).rows.empty(), show_path(a.results), ": no result rows to draw");
+    DCP_REQUIRE(!results.rows.empty(), show_path(a.results), ": no result rows to draw");
+    if (!j.contains("aggregates")) rows_only = std::move(results);
   }
   const std::string script = find_script(a.script, converge ? "plot_converge.py" : "plot_results.py");
   DCP_REQUIRE(fs::exists(a.python), "--python=", quote(a.python, 120),
@@ -198,11 +225,18 @@ int run_plot(const PlotArgs& a) {
   // Held from before the staging folder exists until it is gone or published: an interrupt
   // then ends us (on leaving this function) with nothing left beside DIR.
   const TerminationSignalsHeld held;
+  std::string input = a.results;
+  TempFile with_aggregates;  // after `held`, so it is removed before a held signal ends us
+  if (rows_only) {
+    with_aggregates.create("dcpbench-plot-results");
+    write_json_atomic(with_aggregates.path, results_to_json(*rows_only));
+    input = with_aggregates.path;
+  }
   const std::string staging = make_staging_dir(a.out);  // checks --out first
   std::string err;
   int status = 0;
   try {
-    const ScriptRun run = run_capturing_output({a.python, script, "--out", staging, "--", a.results}, err, held);
+    const ScriptRun run = run_capturing_output({a.python, script, "--out", staging, "--", input}, err, held);
     if (run.interrupted) {
       std::error_code ec;
       fs::remove_all(staging, ec);

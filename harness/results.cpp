@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <set>
 #include <tuple>
 #include <ctime>
 #include <unistd.h>
@@ -509,16 +510,24 @@ std::string check_rows_agree(const ResultsFile& f, const json& j) {
     const auto str = [&](const char* k) { return a.contains(k) && a[k].is_string() ? a[k].get<std::string>() : ""; };
     return std::make_tuple(str("scenario"), str("setting"), str("strategy"));
   };
+  // One entry per (scenario, setting, strategy) of the rows, each with every key the rows give
+  // (helper-33: an entry replaced by a copy of another's, or one without "tflops_per_gpu", was read,
+  // and the charts then left a strategy out or failed).
   std::map<std::tuple<std::string, std::string, std::string>, const json*> made;
   for (const auto& a : rows) made[key_of(a)] = &a;
+  std::set<std::tuple<std::string, std::string, std::string>> matched;
   for (size_t i = 0; i < file.size(); ++i) {
     const auto it = made.find(key_of(file[i]));
     const std::string at = "\"aggregates\"[" + std::to_string(i) + "]";
     if (it == made.end()) return at + " names a scenario, setting and strategy that no row has";
+    if (!matched.insert(it->first).second)
+      return at + " names a scenario, setting and strategy that an earlier entry names";
     for (const auto& [k, v] : file[i].items())
       if (it->second->contains(k) && !close_json(v, (*it->second)[k]))
         return at + "." + quote(k, 40) + "=" + json_excerpt(v, 40) + " is not what its rows give (" +
                json_excerpt((*it->second)[k], 40) + ")";
+    for (const auto& [k, v] : it->second->items())
+      if (!file[i].contains(k)) return at + " has no " + quote(k, 40) + " (its rows give " + json_excerpt(v, 40) + ")";
   }
   return "";
 }

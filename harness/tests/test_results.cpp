@@ -201,6 +201,18 @@ TEST(Results, RowsThatDisagreeAreAnInputError) {
   json fewer = good;
   fewer["aggregates"].erase(0);
   EXPECT_NE(message(fewer).find("\"aggregates\" has 2 entries, its rows make 3"), std::string::npos) << message(fewer);
+  json copied = good;  // one strategy's entry replaced by a copy of another's (the charts left it out)
+  copied["aggregates"][0] = copied["aggregates"][1];
+  EXPECT_NE(message(copied).find("\"aggregates\"[1] names a scenario, setting and strategy that an earlier entry names"),
+            std::string::npos)
+      << message(copied);
+  json lacking = good;  // a key deleted (the charts failed on it, or drew a deleted compute_s as 0)
+  size_t dev = 0;
+  while (lacking["aggregates"][dev]["strategy"] != "megatron-dev") ++dev;
+  lacking["aggregates"][dev].erase("compute_s");
+  EXPECT_NE(message(lacking).find("\"aggregates\"[" + std::to_string(dev) + "] has no \"compute_s\""),
+            std::string::npos)
+      << message(lacking);
   fs::remove(path);
 }
 
