@@ -3,9 +3,9 @@
 //
 // Over the steps of one (scenario, strategy, setting):
 //   tflops_per_gpu       = sum(tflops_i * t_i) / sum(t_i)   (= total useful FLOPs / total time / GPUs)
-//   speedup_vs_reference = sum(t_reference) / sum(t)       over steps where both have numbers; the
-//                          reference is the row's "reference" strategy (scenario field
-//                          reference_strategy, default packing) in the same setting
+//   speedup_vs_reference = sum(t_reference) / sum(t)       when both have numbers on every step
+//                          (else none); the reference is the row's "reference" strategy (scenario
+//                          field reference_strategy, default packing) in the same setting
 //   trimmed_step_time_s  = the 10%-trimmed mean of the step times, computed as Megatron's
 //                          examples/dynamic_context_parallel/benchmark_dcp.sh:190-197 does (sort,
 //                          drop int(0.1 n) from each end), and trimmed_speedup_vs_reference its

@@ -236,6 +236,62 @@ TEST(Report, AggregatesTimeWeightedTflopsAndSpeedup) {
   EXPECT_NE(os.str().find("(useful)"), std::string::npos);
 }
 
+// No speedup over a reference out of memory in some steps (it had been the ratio over the steps the
+// reference fits, printed beside the reference's "OOM (1/2 steps)"), nor for a strategy that is.
+TEST(Report, NoSpeedupWhereTheReferenceOrTheStrategyLacksNumbersInAStep) {
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  f.rows.push_back(valid_row("packing", 0, 2.0, 100));
+  f.rows.push_back(valid_row("packing", 1, 4.0, 50));
+  f.rows.back().oom = true;
+  f.rows.push_back(valid_row("dyn", 0, 1.0, 200));
+  f.rows.push_back(valid_row("dyn", 1, 2.0, 100));
+  f.rows.push_back(valid_row("other", 0, 1.0, 200));
+  f.rows.push_back(valid_row("other", 1, 2.0, 100));
+  f.rows.back().oom = true;
+  for (const auto& a : aggregate(f)) {
+    EXPECT_FALSE(a.speedup_vs_reference.has_value()) << a.strategy;
+    EXPECT_FALSE(a.trimmed_speedup_vs_reference.has_value()) << a.strategy;
+  }
+  f.rows[1].oom = false;  // the reference fits everywhere: dyn has its speedup, other (oom) none
+  const auto aggs = aggregate(f);
+  ASSERT_TRUE(aggs[1].speedup_vs_reference.has_value());
+  EXPECT_NEAR(*aggs[1].speedup_vs_reference, 2.0, 1e-12);
+  EXPECT_FALSE(aggs[2].speedup_vs_reference.has_value());
+}
+
+// Ours beside published numbers: ours/theirs only for the published setting, where theirs were
+// measured (a tuned row divided by theirs read as a model error); no speedup beside an oom.
+TEST(Report, OursOverTheirsOnlyForThePublishedSetting) {
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  f.scenarios = nlohmann::json::array({{{"name", "s"},
+                                        {"hardware", "h100-sxm"},
+                                        {"published", {{"source", "test"},
+                                                       {"values", {{{"strategy", "dyn"}, {"speedup_vs_packing", 2.0}}}}}}}});
+  for (const char* setting : {"published", "tuned"}) {
+    const double dyn_time = std::string(setting) == "published" ? 1.0 : 0.5;  // speedups 2 and 4
+    for (auto r : {valid_row("packing", 0, 2.0, 100), valid_row("dyn", 0, dyn_time, 200)}) {
+      r.setting = setting;
+      f.rows.push_back(r);
+    }
+  }
+  std::ostringstream os;
+  print_table(os, f);
+  const std::string text = os.str();
+  const auto line_of = [&](const std::string& label) {
+    std::istringstream in(text.substr(text.find("beside published numbers")));
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("s ", 0) == 0 && line.find(" " + label + " ") != std::string::npos) return line;
+    return std::string("(no line)");
+  };
+  const std::string published = line_of("dyn"), tuned = line_of("dyn (tuned)");
+  EXPECT_NE(published.find("2.000"), std::string::npos) << published;   // ours
+  EXPECT_EQ(published.substr(published.find_last_not_of(' ') - 4, 5), "1.000") << published;  // ours/theirs
+  EXPECT_NE(tuned.find("4.000"), std::string::npos) << tuned;           // ours, shown
+  EXPECT_EQ(tuned.substr(tuned.find_last_not_of(' ')), "-") << tuned;  // ours/theirs (4 / 2 before)
+}
+
 // A planner's note on a plan (plan::Plan::note) is kept in its row, left out of the file when
 // empty, must be a string, and the table counts each note per strategy and setting.
 TEST(Results, APlannersNoteRoundTripsAndTheTableCountsIt) {
