@@ -4,6 +4,7 @@
 #include "core/text.h"
 #include "harness/draws.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <tuple>
@@ -134,20 +135,35 @@ void print_study(std::ostream& os, const json& st, const std::string& title) {
     for (const auto& s : list) out += (out.empty() ? "" : sep) + s.get<std::string>();
     return out;
   };
-  os << "  " << title << ": ranking " << (st.value("ranking_changes", false) ? "CHANGES" : "unchanged")
-     << " (nominal: " << names(st.value("ranking", json::array()), " > ");
+  // The ranking of the strategies with numbers, then those without (it listed them after ">" too,
+  // as if ranked).
   const json without = st.value("without_numbers", json::array());
+  json ranked = json::array();
+  for (const auto& s : st.value("ranking", json::array()))
+    if (std::find(without.begin(), without.end(), s) == without.end()) ranked.push_back(s);
+  os << "  " << title << ": ranking " << (st.value("ranking_changes", false) ? "CHANGES" : "unchanged")
+     << " (nominal: " << names(ranked, " > ");
   if (!without.empty()) os << "; no numbers: " << names(without, ", ");
+  if (st.contains("ranking_tolerance"))
+    os << "; within " << fmt("%g", 100.0 * st["ranking_tolerance"].get<double>()) << "% of each other: tied";
   os << ")";
   if (st.value("ranking_changes", false)) os << "; changed by: " << names(st.value("ranking_changed_by", json::array()), " ");
   os << "\n";
+  if (st.value("reference_missing", false)) {
+    os << "    no speedups: the reference strategy was not in this run (--strategies)\n";
+    return;
+  }
   auto num = [](const json& v, const char* k) {
     return v.contains(k) && v[k].is_number() ? fmt("%.3f", v[k].get<double>()) : std::string("-");
   };
   const json speedups = st.value("speedups", json::object());
   for (const auto& [strategy, v] : speedups.items()) {
     os << "    " << pad(strategy, 18, false) << " speedup " << num(v, "nominal") << "  range [" << num(v, "min") << ", "
-       << num(v, "max") << "]  widest: " << v.value("widest_parameter", std::string("-"));
+       << num(v, "max") << "]";
+    if (v.contains("trimmed_nominal"))
+      os << "  trimmed " << num(v, "trimmed_nominal") << " [" << num(v, "trimmed_min") << ", " << num(v, "trimmed_max")
+         << "]";
+    os << "  widest: " << v.value("widest_parameter", std::string("-"));
     const json none = v.value("no_number_in", json::array());
     if (!none.empty()) os << "  no number (oom or no valid plan, its own or the reference's) in: " << names(none, ", ");
     os << "\n";

@@ -132,14 +132,16 @@ bool is_string_array(const json& v) {
 
 bool is_study(const json& st) {
   if (!st.is_object()) return false;
-  if (st.contains("ranking_changes") && !st["ranking_changes"].is_boolean()) return false;
+  for (const char* k : {"ranking_changes", "reference_missing"})
+    if (st.contains(k) && !st[k].is_boolean()) return false;
+  if (st.contains("ranking_tolerance") && !st["ranking_tolerance"].is_number()) return false;
   for (const char* k : {"ranking", "ranking_changed_by", "without_numbers"})
     if (st.contains(k) && !is_string_array(st[k])) return false;
   if (!st.contains("speedups")) return true;
   if (!st["speedups"].is_object()) return false;
   for (const auto& [name, v] : st["speedups"].items()) {
     if (!v.is_object()) return false;
-    for (const char* k : {"nominal", "min", "max"})  // null: no number (oom or no valid plan)
+    for (const char* k : {"nominal", "min", "max", "trimmed_nominal", "trimmed_min", "trimmed_max"})  // null: no number
       if (v.contains(k) && !v[k].is_number() && !v[k].is_null()) return false;
     if (v.contains("widest_parameter") && !v["widest_parameter"].is_string()) return false;
     if (v.contains("no_number_in") && !is_string_array(v["no_number_in"])) return false;

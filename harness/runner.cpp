@@ -466,10 +466,11 @@ void progress_line(const RunOptions& options, const std::string& line) {
 
 std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostModel& base_cm, const std::string& strategy,
                                     const Setting& setting, const std::string& setting_label, const RunOptions& options,
-                                    const plan::PlannerRegistry& registry) {
+                                    const plan::PlannerRegistry& registry, const cost::CostModel* planner_base_cm) {
   const Scenario& s = *p.scenario;
   const plan::PlanConfig config = plan_config_of(s, setting);
   const cost::CostModel cm = cost_model_at(base_cm, setting);
+  const cost::CostModel plan_cm = cost_model_at(planner_base_cm ? *planner_base_cm : base_cm, setting);
   const std::string source = cost::source_label(cm);
   std::vector<ResultRow> rows;
   // Step i+1 is planned on a background thread while step i is simulated here (README "Async
@@ -480,8 +481,8 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
   plan::AsyncPlanner planner_of_steps(
       [&](int64_t step) -> std::optional<plan::PlanRequest> {
         if (step >= p.steps) return std::nullopt;
-        // cm (declared above) outlives the planner; the batches live in p.
-        return plan_request_of(p, cm, strategy, config, static_cast<int>(step), options.time_budget_ms, registry);
+        // plan_cm (declared above) outlives the planner; the batches live in p.
+        return plan_request_of(p, plan_cm, strategy, config, static_cast<int>(step), options.time_budget_ms, registry);
       },
       options.sync_planning ? plan::PlanningMode::sync : plan::PlanningMode::async);
   double previous_step_s = 0;  // simulated step time of the previous step (0: none, or no figures)

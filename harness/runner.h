@@ -150,10 +150,14 @@ plan::PlanConfig plan_config_of(const Scenario& s, const Setting& setting);
 cost::CostModel cost_model_at(const cost::CostModel& base, const Setting& setting);
 
 // Rows of one strategy at one setting over every step, in step order; speedups not filled.
-// `cm` is the cost model to simulate with (the scenario's, or a sensitivity variant).
+// `cm` is the cost model to simulate with (the scenario's, or a sensitivity variant);
+// `planner_cm`, when given, the one the cost-model planners (dcp, nvidia-prototype) plan with:
+// a sensitivity variant stands for hardware that differs from the calibration, which a planner
+// on the real cluster would not know either (tune.h).
 std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostModel& cm, const std::string& strategy,
                                     const Setting& setting, const std::string& setting_label,
-                                    const RunOptions& options, const plan::PlannerRegistry& registry);
+                                    const RunOptions& options, const plan::PlannerRegistry& registry,
+                                    const cost::CostModel* planner_cm = nullptr);
 // Fills speedup_vs_packing of rows[first..] against their reference strategy, step by step.
 void fill_speedups(std::vector<ResultRow>& rows, size_t first);
 

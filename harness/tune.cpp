@@ -2,6 +2,7 @@
 #include "harness/tune.h"
 
 #include "core/error.h"
+#include "harness/aggregate.h"
 #include "core/text.h"
 
 #include <algorithm>
@@ -59,8 +60,11 @@ std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic) {
   }
   std::vector<int> vpps{1};
   if (s.cluster.pp > 1) {
+    // (within the limit a scenario's own VPP must meet: helper-32 found the search went past it)
     for (int v = 2; v <= layers / s.cluster.pp; ++v)
-      if (layers % (s.cluster.pp * v) == 0) vpps.push_back(v);
+      if (layers % (s.cluster.pp * v) == 0 &&
+          s.training.global_batch * static_cast<int64_t>(s.cluster.pp) * v <= kMaxSamplesTimesStages)
+        vpps.push_back(v);
   }
   if (std::find(vpps.begin(), vpps.end(), s.cluster.vpp) == vpps.end()) vpps.push_back(s.cluster.vpp);
   // Only settings that can hold the longest sample the dataset yields (max_seqlen, padded as the
@@ -110,9 +114,13 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
         best_t = t;
       }
     }
-    if (best.empty()) best = run_strategy(p, p.cm, strategy, published_setting(s), "tuned", quiet, registry);
+    const bool none_fits = best.empty();
+    if (none_fits) best = run_strategy(p, p.cm, strategy, published_setting(s), "tuned", quiet, registry);
     progress_line(options, "dcpbench run --tune: " + s.name + " " + strategy + ": " + std::to_string(tried) +
-                               " settings (" + elapsed_text(t0) + "), best " +
+                               " settings (" + elapsed_text(t0) + "), " +
+                               (none_fits ? "none with numbers on every step (out of memory or no valid plan): the "
+                                            "published setting's rows kept, "
+                                          : "best ") +
                                best.front().knobs.dump());
     out.insert(out.end(), std::make_move_iterator(best.begin()), std::make_move_iterator(best.end()));
   }
@@ -121,7 +129,12 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
 
 std::vector<SensitivityParameter> sensitivity_parameters() {
   // The parameters marked [estimate] or [derived] in impl/cost/hardware.cpp and
-  // attention_table.cpp; datasheet numbers (peak FLOP/s, HBM and NVLink bandwidth) are not varied.
+  // attention_table.cpp, and the link bandwidths: datasheet figures, but NCCL achieves less than
+  // them (README: "every memory-bound kernel and link also runs at its datasheet peak") by an
+  // amount not measured here, and CP rings inside a node run on NVLink (every Llama-13B and
+  // Megatron-example group: until 2026-11-28 only the NIC was varied, so no ring's bandwidth was,
+  // helper-32). Peak FLOP/s is not varied (the efficiency curves carry its uncertainty), nor HBM
+  // bandwidth (the byte counts of the memory-bound kernels are).
   return {
       {"gemm_efficiency", [](cost::CostModel& cm, double f) { scale_curve(cm.hardware.gemm_efficiency, f); }},
       {"attention_efficiency",
@@ -144,6 +157,7 @@ std::vector<SensitivityParameter> sensitivity_parameters() {
                                     "loss_fused_bytes_per_token_vocab", "loss_te_bytes_per_token_vocab"})},
       {"link_latency_s", scalar({"intra_node_latency_s", "inter_node_latency_s"})},
       {"nic_bytes_per_s", scalar({"inter_node_bytes_per_s"})},
+      {"nvlink_bytes_per_s", scalar({"intra_node_bytes_per_s"})},
       {"memory_reserved_bytes", scalar({"memory_reserved_bytes"})},
       {"ce_bytes_per_logit", scalar({"ce_fp32_saved_bytes_per_logit", "ce_fp32_peak_bytes_per_logit",
                                      "ce_te_saved_bytes_per_logit", "ce_te_peak_bytes_per_logit"})},
@@ -170,16 +184,22 @@ SpeedupSummary summarize_speedups(const std::vector<ResultRow>& rows, const std:
     double mine = 0;
     for (const auto& [step, x] : t[st]) mine += x;
     order.push_back({mine, st});
+    out.total_s[st] = mine;
     if (complete.count(reference) && complete[reference] && !t[reference].empty()) {
       double ref = 0, paired = 0;
+      std::vector<double> ref_times, times;
       for (const auto& [step, x] : t[st]) {
         auto it = t[reference].find(step);
         if (it != t[reference].end()) {
           ref += it->second;
           paired += x;
+          ref_times.push_back(it->second);
+          times.push_back(x);
         }
       }
       if (paired > 0) out.speedup[st] = ref / paired;
+      if (!times.empty() && times.size() == t[st].size() && trimmed_mean(times) > 0)
+        out.trimmed[st] = trimmed_mean(ref_times) / trimmed_mean(times);
     }
   }
   std::stable_sort(order.begin(), order.end());
@@ -189,30 +209,57 @@ SpeedupSummary summarize_speedups(const std::vector<ResultRow>& rows, const std:
   return out;
 }
 
+namespace {
+
+// Whether `v` puts a strategy ahead of one the nominal ranking has before it, by more than
+// kRankingTolerance of their summed step times (both with numbers in both).
+bool clearly_reordered(const SpeedupSummary& nominal, const SpeedupSummary& v) {
+  std::vector<std::string> ranked;  // nominal order, strategies with numbers in both
+  for (const auto& st : nominal.ranking)
+    if (nominal.total_s.count(st) && v.total_s.count(st)) ranked.push_back(st);
+  for (size_t i = 0; i < ranked.size(); ++i)
+    for (size_t j = i + 1; j < ranked.size(); ++j) {
+      const double ahead = v.total_s.at(ranked[i]), behind = v.total_s.at(ranked[j]);
+      if (behind < ahead * (1.0 - kRankingTolerance)) return true;
+    }
+  return false;
+}
+
+// Widens e's [min_key, max_key] range to take x.
+void widen(json& e, const char* min_key, const char* max_key, double x) {
+  e[min_key] = e[min_key].is_null() ? x : std::min(e[min_key].get<double>(), x);
+  e[max_key] = e[max_key].is_null() ? x : std::max(e[max_key].get<double>(), x);
+}
+
+}  // namespace
+
 json merge_study(const SpeedupSummary& nominal, const std::vector<std::pair<std::string, SpeedupSummary>>& variants,
-                 const std::vector<std::string>& strategies) {
+                 const std::vector<std::string>& strategies, bool reference_run) {
   json speedups = json::object();
   std::map<std::string, double> widest;  // strategy -> largest |variant - nominal|
   for (const auto& st : strategies) {
-    json e = {{"nominal", nullptr}, {"min", nullptr}, {"max", nullptr}, {"widest_parameter", "-"},
-              {"no_number_in", json::array()}};
+    json e = {{"nominal", nullptr},         {"min", nullptr},         {"max", nullptr},
+              {"trimmed_nominal", nullptr}, {"trimmed_min", nullptr}, {"trimmed_max", nullptr},
+              {"widest_parameter", "-"},    {"no_number_in", json::array()}};
     auto it = nominal.speedup.find(st);
     if (it != nominal.speedup.end()) e["nominal"] = e["min"] = e["max"] = it->second;
     else e["no_number_in"].push_back("nominal");
+    if (auto tr = nominal.trimmed.find(st); tr != nominal.trimmed.end())
+      e["trimmed_nominal"] = e["trimmed_min"] = e["trimmed_max"] = tr->second;
     speedups[st] = std::move(e);
   }
   json changed_by = json::array();
   for (const auto& [name, v] : variants) {
     for (const auto& st : strategies) {
       auto& e = speedups[st];
+      if (auto tr = v.trimmed.find(st); tr != v.trimmed.end()) widen(e, "trimmed_min", "trimmed_max", tr->second);
       auto it = v.speedup.find(st);
       if (it == v.speedup.end()) {
         e["no_number_in"].push_back(name);
         continue;
       }
       const double x = it->second;
-      e["min"] = e["min"].is_null() ? x : std::min(e["min"].get<double>(), x);
-      e["max"] = e["max"].is_null() ? x : std::max(e["max"].get<double>(), x);
+      widen(e, "min", "max", x);
       if (e["nominal"].is_null()) continue;
       const double d = std::abs(x - e["nominal"].get<double>());
       if (d > widest[st]) {
@@ -220,13 +267,16 @@ json merge_study(const SpeedupSummary& nominal, const std::vector<std::pair<std:
         e["widest_parameter"] = name.substr(0, name.rfind(" x"));
       }
     }
-    if (v.ranking != nominal.ranking || v.without_numbers != nominal.without_numbers) changed_by.push_back(name);
+    if (v.without_numbers != nominal.without_numbers || clearly_reordered(nominal, v)) changed_by.push_back(name);
   }
-  return {{"ranking", nominal.ranking},
-          {"without_numbers", nominal.without_numbers},
-          {"ranking_changes", !changed_by.empty()},
-          {"ranking_changed_by", changed_by},
-          {"speedups", speedups}};
+  json out = {{"ranking", nominal.ranking},
+              {"without_numbers", nominal.without_numbers},
+              {"ranking_changes", !changed_by.empty()},
+              {"ranking_changed_by", changed_by},
+              {"ranking_tolerance", kRankingTolerance},
+              {"speedups", speedups}};
+  if (!reference_run) out["reference_missing"] = true;
+  return out;
 }
 
 std::map<std::string, Setting> tuned_settings(const std::vector<ResultRow>& rows) {
@@ -251,7 +301,8 @@ json study(const PreparedScenario& p, const RunOptions& quiet, const plan::Plann
     RunOptions here = quiet;
     here.phase = phase;
     for (const auto& st : p.strategies) {
-      auto r = run_strategy(p, cm, st, setting_of(st), label, here, registry);
+      // Simulated under the variant, planned with the scenario's own model (runner.h).
+      auto r = run_strategy(p, cm, st, setting_of(st), label, here, registry, &p.cm);
       rows.insert(rows.end(), r.begin(), r.end());
     }
     return summarize_speedups(rows, p.strategies, s.reference_strategy);
@@ -274,7 +325,9 @@ json study(const PreparedScenario& p, const RunOptions& quiet, const plan::Plann
       summaries.emplace_back(name, std::move(v));
     }
   }
-  json out = merge_study(nominal, summaries, p.strategies);
+  const bool reference_run =
+      std::find(p.strategies.begin(), p.strategies.end(), s.reference_strategy) != p.strategies.end();
+  json out = merge_study(nominal, summaries, p.strategies, reference_run);
   out["variants"] = std::move(variants);
   return out;
 }

@@ -5,6 +5,7 @@
 #include "baselines/planners.h"
 #include "core/error.h"
 #include "harness/aggregate.h"
+#include "harness/registry.h"
 #include "harness/report.h"
 #include "harness/results.h"
 #include "harness/runner.h"
@@ -15,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <set>
 #include <sstream>
 
 namespace dcp::harness {
@@ -281,6 +284,133 @@ TEST(Sensitivity, VariantsWithoutNumbersAreNamedAndChangeTheRanking) {
   EXPECT_NE(table.str().find("speedup -  range [4.000, 4.000]"), std::string::npos) << table.str();
   EXPECT_NE(table.str().find("its own or the reference's) in: memory_reserved_bytes x1.2"), std::string::npos)
       << table.str();
+}
+
+// A variant stands for hardware that differs from the calibration: it is simulated, but every
+// planner plans with the scenario's own model (dcp had planned with the variant, helper-32). A
+// probe planner plans as packing does and records the step time its model gives that plan.
+class ProbePlanner : public plan::Planner {
+ public:
+  ProbePlanner(plan::PlannerOptions o, std::shared_ptr<std::vector<double>> seen) : o_(std::move(o)), seen_(std::move(seen)) {}
+  std::string name() const override { return "probe"; }
+  bool dynamic() const override { return false; }
+  plan::Plan plan(const plan::Batch& batch, const plan::PlanConfig& config) const override {
+    plan::Plan out = builtin_planners().make("packing")->plan(batch, config);
+    seen_->push_back(o_.step_time_s ? o_.step_time_s(out) : -1.0);  // its own plan's time, by its model
+    return out;
+  }
+
+ private:
+  plan::PlannerOptions o_;
+  std::shared_ptr<std::vector<double>> seen_;
+};
+
+TEST(Sensitivity, VariantsAreSimulatedButPlannedWithTheNominalModel) {
+  json j = tiny_json();
+  j["training"]["steps"] = 1;
+  const Scenario s = parse_scenario(j, "t.json");
+  plan::PlannerRegistry reg = registry();
+  auto seen = std::make_shared<std::vector<double>>();
+  reg.add("probe", [seen](const plan::PlannerOptions& o) { return std::make_unique<ProbePlanner>(o, seen); });
+  RunOptions opt;
+  PreparedScenario p = prepare_scenario(s, opt, reg);
+  sample_batches(p);
+  cost::CostModel variant = p.cm;
+  for (const auto& param : sensitivity_parameters())
+    if (param.name == "iteration_overhead_s") param.scale(variant, kSensitivityHigh);
+  const Setting at = published_setting(s);
+  const auto nominal = run_strategy(p, p.cm, "probe", at, "published", opt, reg);
+  const auto held = run_strategy(p, variant, "probe", at, "published", opt, reg, &p.cm);
+  const auto adapted = run_strategy(p, variant, "probe", at, "published", opt, reg);
+  ASSERT_EQ(seen->size(), 3u);
+  ASSERT_GT((*seen)[0], 0.0);
+  EXPECT_EQ((*seen)[1], (*seen)[0]);  // planned with the scenario's model
+  EXPECT_GT((*seen)[2], (*seen)[0]);  // (the variant's, when not held: the check can fail)
+  ASSERT_TRUE(nominal[0].has_metrics() && held[0].has_metrics());
+  EXPECT_DOUBLE_EQ(nominal[0].step_time_s, (*seen)[0]);
+  EXPECT_DOUBLE_EQ(held[0].step_time_s, (*seen)[2]);  // simulated under the variant
+  // And the study itself: every variant's plan made with the nominal model.
+  json with_probe = j;
+  with_probe["strategies"] = {"packing", "probe"};
+  const Scenario sp = parse_scenario(with_probe, "t.json");
+  PreparedScenario pp = prepare_scenario(sp, opt, reg);
+  sample_batches(pp);
+  seen->clear();
+  const json study = run_sensitivity(pp, opt, reg);
+  ASSERT_EQ(seen->size(), 1 + 2 * sensitivity_parameters().size());
+  for (size_t i = 1; i < seen->size(); ++i) EXPECT_EQ((*seen)[i], (*seen)[0]) << "variant " << i;
+  EXPECT_EQ(study["variants"].size(), 2 * sensitivity_parameters().size());
+}
+
+// A swap of strategies within kRankingTolerance of each other is a tie, not a change of the
+// ranking; a clear one is.
+TEST(Sensitivity, RankingChangesOnlyBeyondTheTolerance) {
+  const std::vector<std::string> strategies = {"packing", "a", "b"};
+  auto summary = [&](double a, double b) {
+    return summarize_speedups({row("packing", 0, 2.0), row("a", 0, a), row("b", 0, b)}, strategies, "packing");
+  };
+  const SpeedupSummary nominal = summary(1.0, 1.0 + 1e-6);
+  EXPECT_EQ(nominal.ranking, (std::vector<std::string>{"a", "b", "packing"}));
+  const json tie = merge_study(nominal, {{"x x1.2", summary(1.0 + 1e-6, 1.0)}}, strategies);
+  EXPECT_FALSE(tie["ranking_changes"].get<bool>()) << tie;
+  const json clear = merge_study(nominal, {{"x x1.2", summary(1.0, 0.99)}}, strategies);
+  EXPECT_TRUE(clear["ranking_changes"].get<bool>()) << clear;
+  const json slower = merge_study(nominal, {{"x x1.2", summary(1.0, 2.5)}}, strategies);  // packing ahead of b
+  EXPECT_TRUE(slower["ranking_changes"].get<bool>()) << slower;
+}
+
+// The trimmed speedup (Megatron's statistic) has its nominal value and range beside the mean's.
+TEST(Sensitivity, TrimmedSpeedupHasItsRange) {
+  const std::vector<std::string> strategies = {"packing", "a"};
+  auto summary = [&](double a1) {
+    std::vector<ResultRow> rows;
+    for (int step = 0; step < 10; ++step) {
+      rows.push_back(row("packing", step, step == 9 ? 20.0 : 2.0));
+      rows.push_back(row("a", step, step == 0 ? a1 : 1.0));
+    }
+    return summarize_speedups(rows, strategies, "packing");
+  };
+  const SpeedupSummary nominal = summary(1.0);
+  // 10 steps: trimmed_mean drops one value from each end.
+  EXPECT_DOUBLE_EQ(nominal.trimmed.at("a"), 2.0);
+  EXPECT_DOUBLE_EQ(nominal.speedup.at("a"), 38.0 / 10.0);
+  const json st = merge_study(nominal, {{"x x0.8", summary(9.0)}}, strategies);
+  const json& a = st["speedups"]["a"];
+  EXPECT_DOUBLE_EQ(a["trimmed_nominal"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(a["trimmed_min"].get<double>(), 2.0);  // one slow step is trimmed away
+  EXPECT_DOUBLE_EQ(a["trimmed_max"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(a["min"].get<double>(), 38.0 / 18.0);
+}
+
+// Without the reference in the run there are no speedups, and the table says why (it said "no
+// number (oom or no valid plan ...)" for every variant).
+TEST(Sensitivity, SaysWhenTheReferenceWasNotRun) {
+  const std::vector<std::string> strategies = {"a"};
+  const SpeedupSummary nominal = summarize_speedups({row("a", 0, 1.0)}, strategies, "packing");
+  json st = merge_study(nominal, {}, strategies, /*reference_run=*/false);
+  EXPECT_TRUE(st["reference_missing"].get<bool>());
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  f.rows.push_back(row("a", 0, 1.0));
+  st["scenario"] = "s";
+  f.sensitivity = sensitivity_section(json::array({st}));
+  EXPECT_TRUE(validate_results(results_to_json(f)).empty());
+  std::ostringstream table;
+  print_table(table, f);
+  EXPECT_NE(table.str().find("no speedups: the reference strategy was not in this run"), std::string::npos)
+      << table.str();
+  EXPECT_EQ(table.str().find("no number (oom"), std::string::npos) << table.str();
+}
+
+// --tune tries no VPP that takes global_batch x pp x vpp over the limit a scenario must meet.
+TEST(Tune, VppCandidatesStayWithinTheStageLimit) {
+  Scenario s = parse_scenario(tiny_json(), "t.json");
+  s.training.global_batch = int64_t{1} << 20;
+  s.cluster.pp = 2;
+  s.cluster.vpp = 1;
+  std::set<int> vpps;
+  for (const auto& setting : tune_space(s, 64, true)) vpps.insert(setting.vpp);
+  EXPECT_EQ(vpps, (std::set<int>{1, 2, 4}));  // 2^20 x 2 x 4 = 2^23; 8 would be 2^24
 }
 
 TEST(Sensitivity, SectionReportsRangesAndRanking) {
