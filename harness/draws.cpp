@@ -3,7 +3,6 @@
 
 #include "core/error.h"
 #include "core/text.h"
-#include "harness/aggregate.h"
 #include "harness/tune.h"
 
 #include <algorithm>
@@ -54,27 +53,20 @@ struct DrawFigures {
   std::vector<std::string> ranking;
 };
 
-DrawFigures figures_of(std::vector<ResultRow> rows, const std::vector<std::string>& strategies,
+DrawFigures figures_of(const std::vector<ResultRow>& rows, const std::vector<std::string>& strategies,
                        const std::string& reference) {
   DrawFigures f;
-  ResultsFile file;
-  file.rows = std::move(rows);
-  // The aggregates the table prints (aggregate.h), so draw 0 reproduces the table's speedups;
-  // but only where the reference has numbers on every step (aggregate() would pair the steps it
-  // has, a speedup over part of the draw).
-  const std::vector<Aggregate> aggs = aggregate(file);
-  bool reference_valid = false;
-  for (const Aggregate& a : aggs) {
-    if (a.strategy == reference) reference_valid = a.valid();
-    if (a.oom_steps > 0) f.oom.insert(a.strategy);
-    if (a.invalid_steps > 0) f.invalid.insert(a.strategy);
+  for (const auto& r : rows) {
+    if (!r.plan_valid) f.invalid.insert(r.strategy);
+    else if (r.oom) f.oom.insert(r.strategy);
   }
-  for (const Aggregate& a : aggs) {
-    if (!a.valid() || !reference_valid) continue;
-    if (a.speedup_vs_reference) f.speedup[a.strategy] = *a.speedup_vs_reference;
-    if (a.trimmed_speedup_vs_reference) f.trimmed[a.strategy] = *a.trimmed_speedup_vs_reference;
-  }
-  f.ranking = summarize_speedups(file.rows, strategies, reference).ranking;
+  // The speedups of the table's aggregates (summarize_speedups takes them from aggregate.h), so
+  // draw 0 reproduces the table's: only where the strategy and the reference have numbers on
+  // every step of the draw.
+  SpeedupSummary sum = summarize_speedups(rows, strategies, reference);
+  f.speedup = std::move(sum.speedup);
+  f.trimmed = std::move(sum.trimmed);
+  f.ranking = std::move(sum.ranking);
   return f;
 }
 
@@ -151,8 +143,8 @@ json run_draws(const PreparedScenario& prepared, const RunOptions& options, cons
         trows.insert(trows.end(), t.begin(), t.end());
       }
     }
-    published.push_back(figures_of(std::move(rows), p.strategies, s.reference_strategy));
-    if (!tuned.empty()) at_tuned.push_back(figures_of(std::move(trows), p.strategies, s.reference_strategy));
+    published.push_back(figures_of(rows, p.strategies, s.reference_strategy));
+    if (!tuned.empty()) at_tuned.push_back(figures_of(trows, p.strategies, s.reference_strategy));
     if (d % 10 == 0 || d + 1 == k)
       progress_line(options, "dcpbench run --draws: " + s.name + ": draw " + std::to_string(d + 1) + " of " +
                                  std::to_string(k) + " (" +

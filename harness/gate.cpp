@@ -73,7 +73,7 @@ constexpr const char* kRegenerate =
 // Step by step, what no average may hide (helper-33: one step 3% slower and one 3% faster passed,
 // as did renumbered steps, other batches and a plan with 3 more micro-batches). "" when every step
 // agrees within the tolerance; else the first failing step's finding. Steps out of memory in both
-// files are not compared; `rel_drop` / `rel_rise` return the largest step change in each direction.
+// files are not compared; `worst_drop` / `worst_rise` return the largest step change in each direction.
 std::string compare_steps(const std::map<int, const ResultRow*>& base, const std::map<int, const ResultRow*>& cur,
                           double tolerance, double& worst_drop, double& worst_rise) {
   worst_drop = worst_rise = 0;

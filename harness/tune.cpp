@@ -185,22 +185,15 @@ SpeedupSummary summarize_speedups(const std::vector<ResultRow>& rows, const std:
     for (const auto& [step, x] : t[st]) mine += x;
     order.push_back({mine, st});
     out.total_s[st] = mine;
-    if (complete.count(reference) && complete[reference] && !t[reference].empty()) {
-      double ref = 0, paired = 0;
-      std::vector<double> ref_times, times;
-      for (const auto& [step, x] : t[st]) {
-        auto it = t[reference].find(step);
-        if (it != t[reference].end()) {
-          ref += it->second;
-          paired += x;
-          ref_times.push_back(it->second);
-          times.push_back(x);
-        }
-      }
-      if (paired > 0) out.speedup[st] = ref / paired;
-      if (!times.empty() && times.size() == t[st].size() && trimmed_mean(times) > 0)
-        out.trimmed[st] = trimmed_mean(ref_times) / trimmed_mean(times);
-    }
+  }
+  // The speedups as the table's aggregates give them (aggregate.h: over every step, where the
+  // strategy and the reference both have numbers on each), so both statistics match the table.
+  ResultsFile file;
+  file.rows = rows;
+  for (const Aggregate& a : aggregate(file)) {
+    if (a.reference != reference || !out.total_s.count(a.strategy)) continue;
+    if (a.speedup_vs_reference) out.speedup[a.strategy] = *a.speedup_vs_reference;
+    if (a.trimmed_speedup_vs_reference) out.trimmed[a.strategy] = *a.trimmed_speedup_vs_reference;
   }
   std::stable_sort(order.begin(), order.end());
   for (const auto& [_, st] : order) out.ranking.push_back(st);
