@@ -64,9 +64,9 @@ std::map<std::string, Setting> tuned_settings(const std::vector<ResultRow>& rows
 // The results file's "sensitivity" section around the per-scenario elements.
 nlohmann::json sensitivity_section(const nlohmann::json& scenarios);
 
-// Speedup of every strategy over the reference (sum of the reference's step times over the sum of
-// the strategy's, over steps where both have numbers) and the ranking by total step time, from
-// rows of one scenario and setting. Exposed for tests.
+// Speedup of every strategy over the reference, mean and trimmed, as aggregate() gives them (the
+// rows' reference must be `reference`; a speedup only where both have numbers on every step), and
+// the ranking by total step time, from rows of one scenario and setting. Exposed for tests.
 struct SpeedupSummary {
   std::map<std::string, double> speedup;  // strategies with numbers on every step (none without the reference's)
   std::map<std::string, double> trimmed;  // the same with Megatron's 10%-trimmed mean step time (aggregate.h)
