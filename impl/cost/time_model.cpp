@@ -89,9 +89,14 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
                             attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * step_flops, half, local, d));
       }
     }
-    // Step 0 (diagonal) .. step k-1; steps 0..k-2 overlap one KV send (bwd: KV + dKV).
+    // Step 0 (diagonal) .. step k-1. Forward: steps 0..k-2 overlap the send of the KV the next
+    // step needs. Backward (TE d0067d0 context_parallel.py, AttnFuncWithCPAndKVP2P.backward,
+    // 2459-2495 and 2717-2719, non-fp8): every step issues its transfer before its attention
+    // and waits for it before its dKV correction; step 0 sends KV only, steps 1..k-2 KV and the
+    // dKV accumulated so far, step k-1 dKV only. Same bytes as KV + dKV on k-1 steps, spread
+    // over k steps, with k latencies.
     const double comm_fwd = with_comm ? kv_bytes / link.bytes_per_s : 0.0;
-    const double comm_bwd = 2.0 * comm_fwd;
+    const auto comm_bwd = [&](int s) { return s == 0 || s == k - 1 ? comm_fwd : 2.0 * comm_fwd; };
     const double lat = with_comm ? link.latency_s : 0.0;
     if (!with_comm) {  // compute only (the lower bound): O(1) in k
       t.fwd_compute_s += diag_fwd + (k - 1) * off_fwd;
@@ -103,10 +108,9 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
       const double cb = s == 0 ? diag_bwd : off_bwd;
       t.fwd_compute_s += cf;
       t.bwd_compute_s += cb;
-      if (s < k - 1) {  // the transfer, latency included, runs under the step's compute
-        t.fwd_comm_exposed_s += std::max(cf, comm_fwd + lat) - cf;
-        t.bwd_comm_exposed_s += std::max(cb, comm_bwd + lat) - cb;
-      }
+      // The transfer, latency included, runs under the step's compute.
+      if (s < k - 1) t.fwd_comm_exposed_s += std::max(cf, comm_fwd + lat) - cf;
+      if (k > 1) t.bwd_comm_exposed_s += std::max(cb, comm_bwd(s) + lat) - cb;
     }
     // THD side kernels: HBM traffic per step after the first, proportional to (k-1) * T, plus the
     // first step's corrections (hardware.cpp), proportional to T.

@@ -33,8 +33,10 @@
 //   attention, all-gather (TE "all_gather"): all-gather of KV before attention, not overlapped:
 //            (k-1) * bytes / bw + (k-1) * latency, then the rank's causal work.
 //   backward = gemm_bwd_factor (2: dgrad + wgrad) x fwd GEMM FLOPs, attn_bwd_factor (2.5, FA's
-//          5 vs 2 matmuls) x fwd attention FLOPs at the bwd table; ring bwd moves KV and dKV
-//          (2 x bytes per step); all-gather bwd adds a reduce-scatter of dKV (same bytes).
+//          5 vs 2 matmuls) x fwd attention FLOPs at the bwd table; ring bwd: every one of the
+//          k steps overlaps one transfer, KV on step 0, KV + dKV on steps 1..k-2, dKV on step
+//          k-1 (TE's order; until 2026-11-28 KV + dKV on steps 0..k-2 and none on the last, the
+//          same bytes on fewer steps); all-gather bwd adds a reduce-scatter of dKV (same bytes).
 //   recompute (full): the forward is run again before each backward (compute + its CP comm).
 //   logits: fwd_logits_flops_per_token * T / tp on the last virtual stage (bwd x gemm_bwd_factor),
 //          plus the memory-bound cross-entropy bytes_per_logit * V * T / tp / HBM (half in fwd,

@@ -219,10 +219,11 @@ TEST(TimeModel, RingCp2ExposesCommNotHiddenByAttention) {
   const std::vector<int64_t> l{1000};
   const auto st = group_stage_times(cm, l, 2, 0, 0);
   // Per layer: T = 500; KV bytes = 2*500*1*128*2 = 256,000 -> 2.56e-4 s; step attention
-  // 256*500^2 = 6.4e7 flops -> 6.4e-5 s. Exposed fwd = 1.92e-4; bwd: 2x bytes vs 2.5x compute
-  // -> 5.12e-4 - 1.6e-4 = 3.52e-4. Two layers.
+  // 256*500^2 = 6.4e7 flops -> 6.4e-5 s. Exposed fwd = 1.92e-4 (step 0's KV send); bwd, as TE
+  // orders it: step 0 sends KV, step 1 (the last) dKV, each under 2.5x the step's compute
+  // -> 2 x (2.56e-4 - 1.6e-4) = 1.92e-4 (KV + dKV under step 0 alone exposed 3.52e-4). Two layers.
   EXPECT_NEAR(st.fwd.comm_exposed_s, 2 * 1.92e-4, 1e-12);
-  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * 3.52e-4, 1e-12);
+  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * 1.92e-4, 1e-12);
   // Compute: half the tokens and half the attention of the k = 1 case (zigzag balance).
   const auto one = group_stage_times(cm, l, 1, 0, 0);
   EXPECT_NEAR(st.fwd.compute_s, one.fwd.compute_s / 2, 1e-15);
@@ -245,13 +246,24 @@ TEST(TimeModel, LatencyOverlapsTheStepLikeTheBytes) {
   const std::vector<int64_t> l{4000};
   EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 4, 0, 0).fwd.comm_exposed_s, 0.0);
   // A latency above the steps' compute is exposed by its excess: one more second of latency is
-  // 2 layers x (k-1) steps x 1 s more, forward and backward alike.
+  // 2 layers x 1 s more for each transfer: k-1 in the forward, k in the backward (KV on step 0,
+  // KV + dKV on steps 1..k-2, dKV on step k-1).
   cm.hardware.intra_node_latency_s = 1.0;
   const auto one = group_stage_times(cm, l, 4, 0, 0);
   cm.hardware.intra_node_latency_s = 2.0;
   const auto two = group_stage_times(cm, l, 4, 0, 0);
   EXPECT_NEAR(two.fwd.comm_exposed_s - one.fwd.comm_exposed_s, 2 * 3 * 1.0, 1e-9);
-  EXPECT_NEAR(two.bwd.comm_exposed_s - one.bwd.comm_exposed_s, 2 * 3 * 1.0, 1e-9);
+  EXPECT_NEAR(two.bwd.comm_exposed_s - one.bwd.comm_exposed_s, 2 * 4 * 1.0, 1e-9);
+  // Bytes on a link slow enough to expose every transfer: the forward moves KV on k-1 = 3 steps,
+  // the backward KV, KV + dKV, KV + dKV, dKV = 6 KV buffers (T = 1000: 512,000 B each), so
+  // halving the bandwidth exposes 2 layers x 3 (fwd) and x 6 (bwd) buffers' time once more.
+  cm.hardware.intra_node_latency_s = 0;
+  cm.hardware.intra_node_bytes_per_s = 1e6;
+  const auto fast = group_stage_times(cm, l, 4, 0, 0);
+  cm.hardware.intra_node_bytes_per_s = 5e5;
+  const auto slow = group_stage_times(cm, l, 4, 0, 0);
+  EXPECT_NEAR(slow.fwd.comm_exposed_s - fast.fwd.comm_exposed_s, 2 * 3 * 512000 / 1e6, 1e-9);
+  EXPECT_NEAR(slow.bwd.comm_exposed_s - fast.bwd.comm_exposed_s, 2 * 6 * 512000 / 1e6, 1e-9);
 }
 
 TEST(TimeModel, RecomputeAddsTheLayerForward) {
