@@ -46,7 +46,10 @@ int64_t draw(const LengthSource& s, Rng& rng, const Prepared& prep) {
       const double hi = s.max_tokens > 0 ? static_cast<double>(s.max_tokens)
                                          : std::numeric_limits<double>::infinity();
       for (int tries = 0; tries < 1000000; ++tries) {
-        const double x = std::round(rng.lognormal(s.mu, s.sigma));
+        // Truncated to an integer like Megatron's generate_lognormal_samples (np.clip, then
+        // astype(int): 192cbc3554 megatron/training/datasets/sft_dataset.py:277-281); floor and
+        // the clamp to integer bounds commute. (Until 2026-11-28 rounded: +0.5 token a sample.)
+        const double x = std::floor(rng.lognormal(s.mu, s.sigma));
         if (s.clamp == ClampMode::clamp)
           return static_cast<int64_t>(std::clamp(x, static_cast<double>(s.min_tokens), hi));
         if (x >= static_cast<double>(s.min_tokens) && x <= hi) return static_cast<int64_t>(x);

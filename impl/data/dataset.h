@@ -3,7 +3,7 @@
 // Sources (plain struct LengthSource, built by the *_source functions):
 //   * list/file: documents drawn uniformly with replacement from a list of real lengths
 //     (read_lengths_file: text, JSON or Megatron .idx);
-//   * lognormal: round(exp(mu + sigma*Z)) then clamped to [min_tokens, max_tokens]
+//   * lognormal: floor(exp(mu + sigma*Z)) (Megatron's astype(int)), clamped to [min_tokens, max_tokens]
 //     (ClampMode::clamp, values outside pile up at the bounds) or redrawn until inside
 //     (ClampMode::resample, a truncated log-normal). Two parameterisations: mu/sigma of the
 //     underlying normal, or the mean of the (unclamped) log-normal: mu = ln(mean) - sigma^2/2
@@ -76,8 +76,9 @@ int mixture_depth(const LengthSource& source);
 // Throws InputError naming the bad parameter.
 void validate_source(const LengthSource& source);
 
-// Expected document length (tokens) before splitting/dropping: exact for list and lognormal
-// (closed form with the clamp or truncation), numeric (4096-point midpoint rule) for quantiles.
+// Expected document length (tokens) before splitting/dropping: exact for list; for lognormal the
+// closed form of the continuous clamped or truncated distribution (the integer draw, floored, is
+// about half a token below it); numeric (4096-point midpoint rule) for quantiles.
 double mean_tokens(const LengthSource& source);
 
 // One document length from the source (>= 1).
