@@ -102,6 +102,11 @@ dcp_deps() {
     for so in "$prefix"/usr/lib/x86_64-linux-gnu/*.so.* "$prefix"/lib/x86_64-linux-gnu/*.so.*; do
       [ -e "$so" ] || continue
       name="$(basename "$so")"
+      # OpenMPI's own family always from the carried tree (OPAL_PREFIX points its plugins there): a
+      # system OpenMPI of another version would otherwise load its libmpi with our components.
+      case "$name" in
+        libmpi*|libopen-pal*|libopen-rte*|libpmix*|libhwloc*|libevent*) ln -sf "$so" "$libdir/$name"; continue ;;
+      esac
       grep -qxF "$name" <<<"$known" || ln -sf "$so" "$libdir/$name"
     done
     # The one soname Debian makes with update-alternatives (libpsm-infinipath1's postinst).

@@ -75,6 +75,11 @@ class Timer:
         times = []
         for _ in range(self.reps):
             self.flush_buf.zero_()
+            # Keep the GPU busy (~1 ms at ~2 GHz) while Python dispatches the call, so the events
+            # time the kernels and not the host's dispatch gap (SDPA's or autograd's Python is
+            # tens of microseconds, a sizeable share of the smallest cases; helper-35).
+            if hasattr(torch.cuda, "_sleep"):
+                torch.cuda._sleep(2_000_000)
             start = torch.cuda.Event(enable_timing=True)
             stop = torch.cuda.Event(enable_timing=True)
             start.record()
