@@ -197,6 +197,11 @@ done_already() {
   summary+=("$(basename "$1"): kept from an earlier call (--resume)")
   return 0
 }
+# passed_already XML: done_already, for a gtest XML only when it records no failure (gtest writes
+# its XML for a failed run too).
+passed_already() {
+  [ -f "$1" ] && grep -q '<testsuites[^>]* failures="0"[^>]* errors="0"' "$1" && done_already "$1"
+}
 # run_step NAME PREDICTED_S TIMEOUT_S CMD...: runs CMD unless PREDICTED_S exceeds the time left.
 run_step() {
   local name="$1" predicted="$2" limit="$3" t0 rc
@@ -224,8 +229,7 @@ if dcp_want gpu-tests; then
   for t in "${dcp_device_tests[@]}"; do
     xml="results/device/$t.xml"
     written+=("$xml")
-    # Kept only when it passed: gtest writes its XML for a failed run too.
-    [ -f "$xml" ] && grep -q '<testsuites[^>]* failures="0"[^>]* errors="0"' "$xml" && done_already "$xml" && continue
+    passed_already "$xml" && continue
     # 60 s each (predicted 20): kernels that never ran on a GPU may hang, and 3 x 180 s had been
     # the whole budget, leaving nothing for bench, calibrate and measure.
     if [ "$t" = test_comm_nccl ]; then  # NCCL bootstrapped through MPI: one rank on the one GPU
@@ -282,10 +286,9 @@ if dcp_want stress; then
   # references take ~90 s of one core here.
   xml="results/device/test_attn_cuda-stress.xml"
   written+=("$xml")
-  if ! { [ -f "$xml" ] && grep -q '<testsuites[^>]* failures="0"[^>]* errors="0"' "$xml" && done_already "$xml"; }; then
+  passed_already "$xml" ||
     run_step stress 100 180 "${B[@]}" DCP_REQUIRE_GPU=1 "$bin/test_attn_cuda" --gtest_brief=1 \
       --gtest_filter='*Stress*' --gtest_output="xml:$xml"
-  fi
 fi
 
 busy() { echo "${share_s["$1 $2"]:-9999}"; }  # busy SCENARIO STRATEGY: predicted s (none: never fits)
