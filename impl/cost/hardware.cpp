@@ -88,6 +88,13 @@ HardwareProfile h100_sxm() {
   //   corrections, buffer copies) + one flash-attention backward call.
   p.ring_step_fwd_s = 12 * kTorchOpHostS + kTeModuleHostS;  // 198 us
   p.ring_step_bwd_s = 18 * kTorchOpHostS + kTeModuleHostS;  // 279 us
+  // TE's bshd ring (bshd_ring_step_*; the padded baseline, one sequence per group) [derived, same
+  // code]: its halves are tensor views (context_parallel.py:756-761 and 793-797 forward, 1079-1104
+  // backward: q_part[:, 1], k_part[:, 0], ... where THD calls tex.thd_read_half_tensor), so the
+  // forward step's read-half call and the backward's three are not issued. A view costs host time
+  // too (a few us in the dispatcher, no launch): taken as none, so this is bshd's lower estimate.
+  p.bshd_ring_step_fwd_s = 11 * kTorchOpHostS + kTeModuleHostS;  // 184 us
+  p.bshd_ring_step_bwd_s = 15 * kTorchOpHostS + kTeModuleHostS;  // 238 us
   // Main-gradient add [derived]: Megatron's DDP backward hook issues param.main_grad.add_(param.grad)
   // for every parameter no fused wgrad GEMM accumulated (norms, biases, embeddings; every one with
   // --no-gradient-accumulation-fusion; Megatron-LM 192cbc3554 distributed_data_parallel.py:466-470):
@@ -185,6 +192,21 @@ HardwareProfile h100_sxm() {
   p.thd_side_first_fwd_bytes_q = 8.0;
   p.thd_side_first_bwd_bytes_q = 4.0;
   p.thd_side_first_bwd_bytes_kv = 8.0;
+  // bshd (a padded plan: one sequence per group, b = 1) [derived, same TE code]: the halves are
+  // views of [b, 2, s/2, h, d] (a slice of dimension 1 at b = 1 is contiguous, so even the fused
+  // attention path's .contiguous(), 872-887 and 1172-1178, copies nothing), so none of the
+  // read-half traffic above (2 kv + 1 q forward, 2 kv + 3 q backward per step); the corrections
+  // are torch.compile'd element-wise functions (flash_attn_fwd_out_correction and its second-half
+  // variant, 152-181; dq/dk/dv copy_ and add_ on halves, 2649-2810) that move the same bytes as
+  // THD's kernels: 4.5 q forward, 4.5 q + 17 kv backward. The first forward step is
+  // flash_attn_fwd_out_correction_init (139-149, used at i = 0 for bshd, 1981-1991): read out_0
+  // 2q, write the output 2q = 4q, no zeroing and no read of the output. The first backward step
+  // copies into dq, dk, dv as THD's does (thd_side_first_bwd_*).
+  p.bshd_side_fwd_bytes_q = 4.5;
+  p.bshd_side_fwd_bytes_kv = 0.0;
+  p.bshd_side_bwd_bytes_q = 4.5;
+  p.bshd_side_bwd_bytes_kv = 17.0;
+  p.bshd_side_first_fwd_bytes_q = 4.0;
   // Adam step with fp32 main params [derived]: read fp32 grad (4), r+w fp32 param (8), m (8),
   // v (8) = 28; the bf16 model copy is a separate kernel that reads the fp32 main param and writes
   // bf16 (6; Megatron-LM d98e8a64dd megatron/core/optimizer/optimizer.py
@@ -260,6 +282,8 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"host_layer_bwd_s", &HardwareProfile::host_layer_bwd_s},
       {"ring_step_fwd_s", &HardwareProfile::ring_step_fwd_s},
       {"ring_step_bwd_s", &HardwareProfile::ring_step_bwd_s},
+      {"bshd_ring_step_fwd_s", &HardwareProfile::bshd_ring_step_fwd_s},
+      {"bshd_ring_step_bwd_s", &HardwareProfile::bshd_ring_step_bwd_s},
       {"microbatch_every_stage_s", &HardwareProfile::microbatch_every_stage_s},
       {"microbatch_first_stage_s", &HardwareProfile::microbatch_first_stage_s},
       {"microbatch_last_stage_s", &HardwareProfile::microbatch_last_stage_s},
@@ -278,6 +302,11 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"thd_side_first_fwd_bytes_q", &HardwareProfile::thd_side_first_fwd_bytes_q},
       {"thd_side_first_bwd_bytes_q", &HardwareProfile::thd_side_first_bwd_bytes_q},
       {"thd_side_first_bwd_bytes_kv", &HardwareProfile::thd_side_first_bwd_bytes_kv},
+      {"bshd_side_fwd_bytes_q", &HardwareProfile::bshd_side_fwd_bytes_q},
+      {"bshd_side_fwd_bytes_kv", &HardwareProfile::bshd_side_fwd_bytes_kv},
+      {"bshd_side_bwd_bytes_q", &HardwareProfile::bshd_side_bwd_bytes_q},
+      {"bshd_side_bwd_bytes_kv", &HardwareProfile::bshd_side_bwd_bytes_kv},
+      {"bshd_side_first_fwd_bytes_q", &HardwareProfile::bshd_side_first_fwd_bytes_q},
       {"optimizer_bytes_per_param", &HardwareProfile::optimizer_bytes_per_param},
       {"memory_bytes", &HardwareProfile::memory_bytes},
       {"memory_reserved_bytes", &HardwareProfile::memory_reserved_bytes},

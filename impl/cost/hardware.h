@@ -70,6 +70,8 @@ struct HardwareProfile {
   double host_layer_bwd_s = 0;   // ... its backward
   double ring_step_fwd_s = 0;    // fixed host cost of one CP ring step (TE THD p2p loop body), fwd
   double ring_step_bwd_s = 0;    // ... bwd
+  double bshd_ring_step_fwd_s = 0;  // the same for TE's bshd ring (a padded plan, one sequence per
+  double bshd_ring_step_bwd_s = 0;  // group): its halves are views, not read-half calls
   double grad_add_host_s = 0;    // host time of one main-gradient add (a parameter's bf16
                                  // gradient added into its main gradient by Megatron's DDP hook),
                                  // per added parameter tensor per backward pass (cost::grad_add)
@@ -108,6 +110,16 @@ struct HardwareProfile {
   double thd_side_first_fwd_bytes_q = 0;
   double thd_side_first_bwd_bytes_q = 0;
   double thd_side_first_bwd_bytes_kv = 0;
+  // TE's bshd ring (a padded plan: one sequence per group, b = 1) moves less: its halves of Q,
+  // KV, out and dout are views of [b, 2, s/2, h, d], so none of the read-half copies, and its
+  // first forward step writes the output with the "init" correction instead of zeroing it and
+  // correcting in place. Per ring step after the first, and the first forward step; its first
+  // backward step is THD's (thd_side_first_bwd_*: the same copies into dq, dk, dv).
+  double bshd_side_fwd_bytes_q = 0;
+  double bshd_side_fwd_bytes_kv = 0;
+  double bshd_side_bwd_bytes_q = 0;
+  double bshd_side_bwd_bytes_kv = 0;
+  double bshd_side_first_fwd_bytes_q = 0;
   double optimizer_bytes_per_param = 0;    // Adam step + grad-norm, per param of the GPU's
                                            // optimizer shard (zeroing the whole grad buffer is
                                            // charged apart, at the grad dtype's bytes per param)

@@ -48,7 +48,8 @@ double attn_time(const CostModel& cm, AttnKind kind, double flops, double q, dou
 // gemm_eff_tokens: tokens at which the GEMM efficiency is read (T for the real model; M for the
 // lower bound). with_comm = false drops CP communication and side kernels (lower bound).
 LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, int k,
-                       double gemm_eff_tokens, const Link& link, bool with_comm) {
+                       double gemm_eff_tokens, const Link& link, bool with_comm,
+                       QkvFormat format = QkvFormat::thd) {
   const auto& m = cm.model;
   const auto& hw = cm.hardware;
   const auto& tr = cm.training;
@@ -112,17 +113,21 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
       if (s < k - 1) t.fwd_comm_exposed_s += std::max(cf, comm_fwd + lat) - cf;
       if (k > 1) t.bwd_comm_exposed_s += std::max(cb, comm_bwd(s) + lat) - cb;
     }
-    // THD side kernels: HBM traffic per step after the first, proportional to (k-1) * T, plus the
-    // first step's corrections (hardware.cpp), proportional to T.
+    // Side kernels: HBM traffic per step after the first, proportional to (k-1) * T, plus the
+    // first step's corrections (hardware.cpp), proportional to T; THD's or, for a padded plan,
+    // bshd's (its halves are views: no read-half copies).
     if (with_comm && k > 1 && hw.hbm_bytes_per_s > 0) {
+      const bool bshd = format == QkvFormat::bshd;
       const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;
       const double steps = k - 1;
-      t.fwd_compute_s += tokens *
-                         (steps * (hw.thd_side_fwd_bytes_q * q_dim + hw.thd_side_fwd_bytes_kv * kv_dim) +
-                          hw.thd_side_first_fwd_bytes_q * q_dim) /
-                         hw.hbm_bytes_per_s;
+      const double fwd_q = bshd ? hw.bshd_side_fwd_bytes_q : hw.thd_side_fwd_bytes_q;
+      const double fwd_kv = bshd ? hw.bshd_side_fwd_bytes_kv : hw.thd_side_fwd_bytes_kv;
+      const double bwd_q = bshd ? hw.bshd_side_bwd_bytes_q : hw.thd_side_bwd_bytes_q;
+      const double bwd_kv = bshd ? hw.bshd_side_bwd_bytes_kv : hw.thd_side_bwd_bytes_kv;
+      const double first_fwd_q = bshd ? hw.bshd_side_first_fwd_bytes_q : hw.thd_side_first_fwd_bytes_q;
+      t.fwd_compute_s += tokens * (steps * (fwd_q * q_dim + fwd_kv * kv_dim) + first_fwd_q * q_dim) / hw.hbm_bytes_per_s;
       t.bwd_compute_s += tokens *
-                         (steps * (hw.thd_side_bwd_bytes_q * q_dim + hw.thd_side_bwd_bytes_kv * kv_dim) +
+                         (steps * (bwd_q * q_dim + bwd_kv * kv_dim) +
                           hw.thd_side_first_bwd_bytes_q * q_dim + hw.thd_side_first_bwd_bytes_kv * kv_dim) /
                          hw.hbm_bytes_per_s;
     }
@@ -233,7 +238,7 @@ int layers_of_virtual_stage(const ModelConfig& m, const ClusterConfig& c, int v)
 }
 
 StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengths, int k,
-                             int first_pool_rank, int v) {
+                             int first_pool_rank, int v, QkvFormat format) {
   DCP_CHECK(k >= 1, "cp_size ", k);
   const auto& hw = cm.hardware;
   const int layers = layers_of_virtual_stage(cm.model, cm.cluster, v);
@@ -241,7 +246,7 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
   for (int64_t l : lengths) tokens += static_cast<double>(l);
   tokens /= k;
   const Link link = cp_link(cm, v % cm.cluster.pp, first_pool_rank, k);
-  const LayerTimes lt = layer_times(cm, lengths, k, tokens, link, true);
+  const LayerTimes lt = layer_times(cm, lengths, k, tokens, link, true, format);
 
   StageTimes st;
   st.fwd.compute_s = layers * lt.fwd_compute_s;
@@ -255,8 +260,10 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
     st.bwd.compute_s += cm.training.gemm_bwd_factor * lf + ce / 2;
   }
   // Host issue time of the pass (the launch floor): per layer, plus the ring loop's steps.
-  const double ring_fwd = k > 1 && cm.training.cp_comm == CpComm::ring ? k * hw.ring_step_fwd_s : 0.0;
-  const double ring_bwd = k > 1 && cm.training.cp_comm == CpComm::ring ? k * hw.ring_step_bwd_s : 0.0;
+  const bool ring = k > 1 && cm.training.cp_comm == CpComm::ring;
+  const bool bshd = format == QkvFormat::bshd;
+  const double ring_fwd = ring ? k * (bshd ? hw.bshd_ring_step_fwd_s : hw.ring_step_fwd_s) : 0.0;
+  const double ring_bwd = ring ? k * (bshd ? hw.bshd_ring_step_bwd_s : hw.ring_step_bwd_s) : 0.0;
   double host_fwd = layers * (hw.host_layer_fwd_s + ring_fwd);
   double host_bwd = layers * (hw.host_layer_bwd_s + ring_bwd);
   if (cm.training.recompute_full) {

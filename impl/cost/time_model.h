@@ -29,7 +29,8 @@
 //          THD side kernels (read-half, output/LSE and gradient corrections, buffer copies) move
 //          (thd_side_*_bytes_q * q_dim + thd_side_*_bytes_kv * kv_dim) * T / tp bytes of HBM per
 //          step after the first: proportional to (k-1) * T; plus the first step's corrections
-//          (thd_side_first_*), proportional to T.
+//          (thd_side_first_*), proportional to T. A padded (bshd) plan's ring reads its halves as
+//          views: bshd_side_* (no read-half traffic; its first forward step's "init" correction).
 //   attention, all-gather (TE "all_gather"): all-gather of KV before attention, not overlapped:
 //            (k-1) * bytes / bw + (k-1) * latency, then the rank's causal work.
 //   backward = gemm_bwd_factor (2: dgrad + wgrad) x fwd GEMM FLOPs, attn_bwd_factor (2.5, FA's
@@ -46,7 +47,8 @@
 //   element-wise (norms, residuals, RoPE, activation): elementwise_bytes_per_token_hidden * h * T
 //          / tp / HBM per layer fwd, 2x in bwd.
 //   host/launch floor: a pass takes max(GPU time, host issue time), host = layers *
-//          (host_layer_{fwd,bwd}_s + [k > 1] k * ring_step_{fwd,bwd}_s) (recompute adds the forward's
+//          (host_layer_{fwd,bwd}_s + [k > 1] k * ring_step_{fwd,bwd}_s, bshd_ring_step_* for a
+//          padded plan) (recompute adds the forward's
 //          host time to the backward); the excess of host over GPU time is reported as overhead.
 //          Plus the micro-batch's fixed cost on the virtual stage (microbatch_overhead below), half
 //          in each pass.
@@ -188,11 +190,17 @@ struct StageTimes {
                      // forward, their gradients backward: the same link both ways)
 };
 
+// The layout TE's ring attention runs on (its qkv_format): thd for a packed plan, bshd for a
+// padded one (plan.pad_to > 0: one sequence per group, b = 1). Only the ring's host cost per step
+// and its side kernels differ (HardwareProfile ring_step_* / thd_side_* vs bshd_*).
+enum class QkvFormat { thd, bshd };
+
 // Time of one CP group (every rank of it: identical work) running the sequences `lengths`
 // (tokens, full lengths, not divided by cp) through virtual stage v. first_pool_rank locates the
 // group for the node-crossing test.
 StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengths_tokens,
-                             int cp_size, int first_pool_rank, int virtual_stage);
+                             int cp_size, int first_pool_rank, int virtual_stage,
+                             QkvFormat format = QkvFormat::thd);
 
 // Compute-only GPU time of one sequence processed alone by a group of cp_size ranks (summed over
 // those ranks) through all layers, fwd + bwd (+ recompute), summed over stages, with GEMM

@@ -357,6 +357,10 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   in.vpp_group = plan.config.vpp_group.value_or(0);
   in.overlap_grad_reduce = cm.training.overlap_grad_reduce;
   const int stages = c.pp * c.vpp;
+  // A padded plan runs TE's bshd ring (bshd's planner puts one sequence in each group; a plan file
+  // with more runs [b, s, h, d] with b > 1, whose halves the flash-attention path still reads as
+  // views), a packed one its THD ring.
+  const cost::QkvFormat format = plan.pad_to > 0 ? cost::QkvFormat::bshd : cost::QkvFormat::thd;
   std::vector<int64_t> lens;
   for (const auto& mbatch : plan.microbatches) {
     auto& groups = in.groups.emplace_back();
@@ -379,7 +383,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
       tokens.push_back(sum / g.cp_size);
       auto& per_stage = costs.emplace_back(stages);
       for (int v = 0; v < stages; ++v) {
-        const auto st = cost::group_stage_times(cm, lens, g.cp_size, g.first_rank, v);
+        const auto st = cost::group_stage_times(cm, lens, g.cp_size, g.first_rank, v, format);
         per_stage[v] = OpCost::of(st);
       }
     }
@@ -403,7 +407,8 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   return in;
 }
 
-double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_t m_tokens, int static_cp) {
+double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_t m_tokens, int static_cp,
+                     cost::QkvFormat format) {
   // Per pipeline stage s: its layers' share of every sample's layer work (+ the output layer and
   // loss on the last stage), spread evenly over the N GPUs of that stage. The step cannot be
   // shorter than the busiest stage's share: the stage a layer lives on is fixed by the scenario,
@@ -473,10 +478,13 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // recompute issues the forward again before the backward (cost::group_stage_times).
   const double rec = cm.training.recompute_full ? 1.0 : 0.0;
   const double host_layer = hw.host_layer_fwd_s + hw.host_layer_bwd_s + rec * hw.host_layer_fwd_s;
-  const auto ring_layer = [&](int k) {  // host time of k ring steps per layer (fwd + bwd)
-    return k > 1 && cm.training.cp_comm == cost::CpComm::ring
-               ? k * (hw.ring_step_fwd_s + hw.ring_step_bwd_s + rec * hw.ring_step_fwd_s)
-               : 0.0;
+  // Host time of k ring steps per layer (fwd + bwd), in the plan's layout (a padded plan's bshd
+  // ring reads its halves as views, cost::QkvFormat).
+  const bool bshd = format == cost::QkvFormat::bshd;
+  const double step_fwd = bshd ? hw.bshd_ring_step_fwd_s : hw.ring_step_fwd_s;
+  const double step_bwd = bshd ? hw.bshd_ring_step_bwd_s : hw.ring_step_bwd_s;
+  const auto ring_layer = [&](int k) {
+    return k > 1 && cm.training.cp_comm == cost::CpComm::ring ? k * (step_fwd + step_bwd + rec * step_fwd) : 0.0;
   };
   // The longest sample runs in some micro-batch on a group of some valid size k. Each rank of that
   // group spends, in that micro-batch, at least max(its 1/k share of the sample's compute at k,
@@ -548,7 +556,8 @@ StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const
     // of 2 * cp) is work the plan chose, not work the batch needs. (real_lengths keep the
     // scenario's dataset padding, which every strategy pays.)
     const plan::Batch real{std::vector<int64_t>(real_lengths.begin(), real_lengths.end())};
-    out.bound_s = lower_bound_s(real, cm, plan.config.max_seqlen_per_rank, plan.config.cp);
+    out.bound_s = lower_bound_s(real, cm, plan.config.max_seqlen_per_rank, plan.config.cp,
+                                plan.pad_to > 0 ? cost::QkvFormat::bshd : cost::QkvFormat::thd);
     out.plan_efficiency = out.bound_s / out.step_s;
   }
   const int n = cm.cluster.pool(), pp = cm.cluster.pp;

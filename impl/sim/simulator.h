@@ -40,7 +40,8 @@
 //              (cost::grad_add)
 //   m_min    = max(1, ceil(sum_i L_i / (N * M)))   (a micro-batch holds at most N * M tokens)
 //   ring(k)  = k * (ring_step_fwd_s + ring_step_bwd_s [+ ring_step_fwd_s if recompute]) for k > 1
-//              and ring CP, else 0 (host time of a group of k ranks' ring steps, per layer)
+//              and ring CP, else 0 (host time of a group of k ranks' ring steps, per layer;
+//              bshd_ring_step_* for a padded plan, whose ring runs TE's bshd layout)
 //   crit(s)  = min over the valid sizes k of the longest sample L* of
 //                max(its stage-s compute at k / k + add_gpu(s),
 //                    layers(s) * (host_layer + ring(k)) + add_host(s))
@@ -236,8 +237,10 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
                                    const cost::CostModel& cm);
 
 // Lower bound of a batch (see top): seconds. static_cp: the plan's static CP size (its group
-// size when the plan is static); 0 = cm.cluster.cp.
+// size when the plan is static); 0 = cm.cluster.cp. format: the plan's ring layout (bshd for a
+// padded plan), which sets the ring steps' host cost: the bound is over plans of that layout.
 double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm,
-                     int64_t max_seqlen_per_rank_tokens, int static_cp = 0);
+                     int64_t max_seqlen_per_rank_tokens, int static_cp = 0,
+                     cost::QkvFormat format = cost::QkvFormat::thd);
 
 }  // namespace dcp::sim

@@ -232,6 +232,56 @@ TEST(ThdSideKernels, HbmTrafficProportionalToStepsAfterTheFirstTimesTokens) {
   EXPECT_DOUBLE_EQ(one.fwd.compute_s, group_stage_times(cm, l, 1, 0, 0).fwd.compute_s);
 }
 
+// A padded plan's ring (TE's bshd layout, QkvFormat::bshd) charges the bshd_* keys: its own bytes
+// per step after the first and on the first forward step; the first backward step's are THD's.
+TEST(BshdSideKernels, PaddedRingChargesItsOwnBytesAndHostCostPerStep) {
+  auto cm = unit_model();
+  const std::vector<int64_t> l{1000};
+  cm.hardware.hbm_bytes_per_s = 1e9;
+  cm.hardware.thd_side_fwd_bytes_q = 100;  // THD's keys, far from bshd's: a mix-up shows
+  cm.hardware.thd_side_fwd_bytes_kv = 100;
+  cm.hardware.thd_side_bwd_bytes_q = 100;
+  cm.hardware.thd_side_bwd_bytes_kv = 100;
+  cm.hardware.thd_side_first_fwd_bytes_q = 100;
+  cm.hardware.thd_side_first_bwd_bytes_q = 6;
+  cm.hardware.thd_side_first_bwd_bytes_kv = 7;
+  cm.hardware.bshd_side_fwd_bytes_q = 1;
+  cm.hardware.bshd_side_fwd_bytes_kv = 2;
+  cm.hardware.bshd_side_bwd_bytes_q = 3;
+  cm.hardware.bshd_side_bwd_bytes_kv = 4;
+  cm.hardware.bshd_side_first_fwd_bytes_q = 5;
+  // k = 4, 250 local tokens, 2 layers, q_dim = kv_dim = 128 (the main-gradient adds need HBM too:
+  // the same in both, taken out through a bshd run without side bytes).
+  auto zero = cm;
+  for (double* f : {&zero.hardware.bshd_side_fwd_bytes_q, &zero.hardware.bshd_side_fwd_bytes_kv,
+                    &zero.hardware.bshd_side_bwd_bytes_q, &zero.hardware.bshd_side_bwd_bytes_kv,
+                    &zero.hardware.bshd_side_first_fwd_bytes_q, &zero.hardware.thd_side_first_bwd_bytes_q,
+                    &zero.hardware.thd_side_first_bwd_bytes_kv})
+    *f = 0;
+  const auto base = group_stage_times(zero, l, 4, 0, 0, QkvFormat::bshd);
+  const auto bshd = group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd);
+  // forward: 3 steps x (1 q + 2 kv) + first 5 q = 14 x 128 B per token; backward: 3 x (3 + 4) +
+  // THD's first 6 + 7 = 34 x 128.
+  EXPECT_NEAR(bshd.fwd.compute_s - base.fwd.compute_s, 2 * 250 * 14 * 128 / 1e9, 1e-15);
+  EXPECT_NEAR(bshd.bwd.compute_s - base.bwd.compute_s, 2 * 250 * 34 * 128 / 1e9, 1e-15);
+  // THD on the same group charges THD's keys: 3 x 200 + 100 = 700 x 128 B forward.
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).fwd.compute_s - base.fwd.compute_s, 2 * 250 * 700 * 128 / 1e9, 1e-15);
+  // Host: k ring steps per layer at bshd's cost (a host-bound pass: GPU time far below).
+  cm.hardware.hbm_bytes_per_s = 0;
+  cm.hardware.host_layer_fwd_s = 1e-2;
+  cm.hardware.host_layer_bwd_s = 1e-2;
+  cm.hardware.ring_step_fwd_s = 1e-3;
+  cm.hardware.ring_step_bwd_s = 3e-3;
+  cm.hardware.bshd_ring_step_fwd_s = 5e-4;
+  cm.hardware.bshd_ring_step_bwd_s = 2e-3;
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).fwd.total_s(), 2 * (1e-2 + 4 * 5e-4), 1e-12);
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).bwd.total_s(), 2 * (1e-2 + 4 * 2e-3), 1e-12);
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).fwd.total_s(), 2 * (1e-2 + 4 * 1e-3), 1e-12);
+  // k = 1: no ring, so the layouts agree.
+  EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 1, 0, 0, QkvFormat::bshd).fwd.total_s(),
+                   group_stage_times(cm, l, 1, 0, 0).fwd.total_s());
+}
+
 TEST(IterationCost, OptimizerShardFixedCostAndTheSequencePackingDataPath) {
   auto cm = unit_model(2);
   cm.hardware.hbm_bytes_per_s = 1e9;

@@ -269,6 +269,34 @@ TEST(Step, PaddedPlanIsChargedAtThePaddedLength) {
   EXPECT_GT(padded.peak_memory_bytes, unpadded.peak_memory_bytes);
 }
 
+// A padded plan's CP groups run TE's bshd ring (cost::QkvFormat::bshd): its host cost per step
+// and side-kernel bytes, not THD's; the same groups unpadded run THD's.
+TEST(Step, PaddedPlanRunsTheBshdRing) {
+  auto cm = unit_cm2(2, 1);
+  cm.hardware.host_layer_fwd_s = 1e-2;  // host-bound: the ring steps' host cost sets the pass
+  cm.hardware.host_layer_bwd_s = 1e-2;
+  cm.hardware.ring_step_fwd_s = 1e-3;
+  cm.hardware.ring_step_bwd_s = 3e-3;
+  plan::Plan p;
+  p.planner = "bshd-like";
+  p.config.dp = 1;
+  p.config.cp = 2;
+  p.config.max_seqlen_per_rank = 4096;
+  p.microbatches.push_back({{{0, 2, {0}}}});
+  const plan::Batch batch{{1000}};
+  p.pad_to = 1000;  // no padding: only the layout differs
+  cm.hardware.bshd_ring_step_fwd_s = cm.hardware.ring_step_fwd_s;
+  cm.hardware.bshd_ring_step_bwd_s = cm.hardware.ring_step_bwd_s;
+  const auto same = simulate_step(p, batch, cm);
+  cm.hardware.bshd_ring_step_fwd_s = 5e-4;
+  cm.hardware.bshd_ring_step_bwd_s = 1e-3;
+  const auto bshd = simulate_step(p, batch, cm);
+  // fwd + bwd, 2 layers, 2 steps each: 2 x 2 x ((1e-3 - 5e-4) + (3e-3 - 1e-3)) = 1e-2 s less.
+  EXPECT_NEAR(same.step_s - bshd.step_s, 1e-2, 1e-9);
+  p.pad_to = 0;
+  EXPECT_DOUBLE_EQ(simulate_step(p, batch, cm).step_s, same.step_s);  // THD's ring steps
+}
+
 // The simulator's memory walk against memory.h's closed form: 1F1B with pp 4 and 8 equal
 // micro-batches keeps min(pp - s, M) of them in flight on stage s.
 TEST(Step, MemoryPeakFollowsTheMicroBatchesInFlight) {

@@ -190,6 +190,50 @@ TEST(Step, BoundHoldsOnRandomPlansH100) {
   }
 }
 
+// Padded (bshd) plans run TE's bshd ring, whose steps cost less host time than THD's: their bound
+// charges bshd's, so it holds for them too (host-bound: short samples, many rings).
+TEST(Step, BoundHoldsOnRandomPaddedPlansH100) {
+  cost::CostModel cm = h100_llama3_8b(32, 4, 4, 2, 4);
+  cm.training.recompute_full = true;
+  ASSERT_LT(cm.hardware.bshd_ring_step_fwd_s, cm.hardware.ring_step_fwd_s);
+  ASSERT_LT(cm.hardware.bshd_ring_step_bwd_s, cm.hardware.ring_step_bwd_s);
+  Rng rng(29);
+  for (int trial = 0; trial < 20; ++trial) {
+    cm.training.overlap_grad_reduce = trial % 2 == 0;
+    plan::Batch batch;
+    plan::Plan p = random_pool8_plan(rng, batch, 64, 256);
+    int64_t longest = 0;
+    for (int64_t l : batch.lengths) longest = std::max(longest, l);
+    p.pad_to = (longest + 7) / 8 * 8;  // validity rule 7: a multiple of 2 x cp = 8
+    ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << "trial " << trial << ": " << plan::find_violation(p, batch).value_or("");
+    const auto r = simulate_step(p, batch, cm);
+    EXPECT_LE(r.plan_efficiency, 1.0) << "trial " << trial;
+    EXPECT_GT(r.plan_efficiency, 0.05) << "trial " << trial;
+    expect_breakdown_sums(r.schedule);
+  }
+}
+
+// A tight case: one micro-batch whose two samples each need a ring of 4 (1024 tokens, 256 per
+// rank), equally long (the padding adds nothing), host-bound. This padded plan's step sits close
+// to its bound, so a bound that charged THD's dearer ring steps to it would exceed its step.
+TEST(Step, BoundOfAPaddedPlanChargesTheBshdRing) {
+  cost::CostModel cm = h100_llama3_8b(8, 1, 4);
+  plan::Plan p;
+  p.planner = "bshd-like";
+  p.config.dp = 2;
+  p.config.cp = 4;
+  p.config.max_seqlen_per_rank = 256;
+  p.pad_to = 1024;
+  plan::Batch batch;
+  batch.lengths = {1024, 1024};
+  p.microbatches.push_back({{{0, 4, {0}}, {4, 4, {1}}}});
+  ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << plan::find_violation(p, batch).value_or("");
+  const auto r = simulate_step(p, batch, cm);
+  EXPECT_LE(r.plan_efficiency, 1.0);
+  EXPECT_GT(r.plan_efficiency, 0.9);
+  EXPECT_GT(lower_bound_s(batch, cm, 256, 4), r.step_s);  // THD's ring steps: above this plan's step
+}
+
 // A GEMM curve that falls as tokens grow (a measured calibration may dip): the bound reads the
 // efficiency where it is highest at or below M, so a plan whose micro-batches run fewer tokens
 // than M at a better efficiency still cannot beat it (it had: efficiency 1.036, helper-20).
