@@ -246,6 +246,13 @@ struct IterationTime {
   double optimizer_s = 0;  // Adam step over the GPU's shard (slowest stage)
   double fixed_s = 0;      // iteration_overhead_s
   double data_s = 0;       // sequence-packing plans: length all-gathers + re-route + host data path
+  // In series, not overlapped: the grad-norm's .item() (Megatron-LM d98e8a64dd
+  // megatron/core/optimizer/clip_grads.py:105) waits for the backward and the norm before the
+  // host issues the Adam launches, and the first .item() after train_step
+  // (optimizer.get_loss_scale().item(), megatron/training/training.py:4867-4869: "a device sync
+  // draining the iteration's pending GPU queue") waits for the optimizer's GPU work before the
+  // logging's host ops run; only the Adam launches themselves (a few multi-tensor calls) overlap
+  // its GPU time.
   double total_s() const { return optimizer_s + fixed_s + data_s; }
 };
 // packed: the plan goes through Megatron's sequence-packing scheduler (plan.pad_to == 0).
