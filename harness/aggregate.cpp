@@ -66,6 +66,8 @@ std::vector<Aggregate> aggregate(const ResultsFile& results) {
       a.overhead_s += r->overhead_s;
       a.bubble_s += r->bubble_s;
       a.imbalance_s += r->imbalance_s;
+      a.busiest_idle_s += r->busiest_idle_s;
+      a.lower_bound_s += r->lower_bound_s;
       auto p = with_numbers.find({r->scenario, r->setting, r->reference, r->step});
       if (p != with_numbers.end()) {
         ref_sum += p->second->step_time_s;
@@ -80,7 +82,8 @@ std::vector<Aggregate> aggregate(const ResultsFile& results) {
       a.tflops_per_gpu = time_sum > 0 ? tflops_time / time_sum : 0;
       a.tokens_per_s_per_gpu = time_sum > 0 ? tokens_time / time_sum : 0;
       for (double* m : {&a.microbatches, &a.balance, &a.bubble_frac, &a.comm_frac, &a.plan_efficiency, &a.solve_ms,
-                        &a.compute_s, &a.comm_s, &a.overhead_s, &a.bubble_s, &a.imbalance_s})
+                        &a.compute_s, &a.comm_s, &a.overhead_s, &a.bubble_s, &a.imbalance_s, &a.busiest_idle_s,
+                        &a.lower_bound_s})
         *m /= valid;
     }
     // A speedup only where this strategy and the reference both have numbers on every step: over

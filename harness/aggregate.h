@@ -57,6 +57,9 @@ struct Aggregate {
   double overhead_s = 0;
   double bubble_s = 0;
   double imbalance_s = 0;
+  double lower_bound_s = 0;   // mean over steps; these two are not written to the file's
+  double busiest_idle_s = 0;  // mean over steps; not written to the file's "aggregates" (files
+                              // written before had none, and they must still read)
   double peak_memory_gib = 0;  // max over steps
   nlohmann::json knobs;        // of the first step (a setting's knobs are the same every step)
   bool valid() const { return invalid_steps == 0 && oom_steps == 0 && steps > 0; }

@@ -227,14 +227,24 @@ std::vector<TargetCheck> evaluate_targets(const ResultsFile& results, const Eval
     e.what = where + ": " + o.focus + " plan efficiency >= " + fmt("%.2f", o.plan_efficiency_target);
     e.met = f->valid() && f->plan_efficiency >= o.plan_efficiency_target;
     e.detail = f->valid() ? fmt("%.3f", f->plan_efficiency) : state(f);
-    // Where a miss comes from: the bound has no bubble and no waiting, and of the communication
-    // only a gradient sync that is not overlapped (simulator.h), so these shares of the step are
-    // mostly what it leaves out (the rest: compute and host time above its idealised figures).
-    if (f->valid() && !e.met && f->step_time_s > 0)
-      e.detail += "; of the step: pipeline bubble " + fmt("%.1f%%", 100 * f->bubble_s / f->step_time_s) +
-                  ", waiting for slower ranks " + fmt("%.1f%%", 100 * f->imbalance_s / f->step_time_s) +
-                  " (neither in the bound), exposed communication " +
+    // Where a miss comes from. The bound counts the busiest pipeline stage's work (simulator.h),
+    // not its GPUs' waits, so the step splits exactly into the bound, the busiest GPU's idle time
+    // (pipeline fill, drain and stalls behind other stages or CP peers) and that GPU's busy time
+    // above the bound (exposed communication, host time, efficiencies below the bound's figures).
+    // The means over all GPUs (bubble, waiting) also count the lighter stages' idle beside the
+    // busiest one, which the bound already covers (helper-38: on the Llama-3-8B PP4 scenarios
+    // the last stage, with the output layer and loss, carries ~17% more than the others).
+    if (f->valid() && !e.met && f->step_time_s > 0) {
+      const double idle = f->busiest_idle_s / f->step_time_s;
+      const double above = (f->step_time_s - f->lower_bound_s - f->busiest_idle_s) / f->step_time_s;
+      e.detail += "; of the mean step: the busiest GPU idles " + fmt("%.1f%%", 100 * idle) +
+                  " (pipeline fill, drain and stalls: not in the bound), its busy time exceeds the bound by " +
+                  fmt("%.1f%%", 100 * above) +
+                  " (exposed communication, host time, efficiencies below the bound's); over all GPUs, bubble " +
+                  fmt("%.1f%%", 100 * f->bubble_s / f->step_time_s) + ", waiting " +
+                  fmt("%.1f%%", 100 * f->imbalance_s / f->step_time_s) + ", exposed communication " +
                   fmt("%.1f%%", 100 * f->comm_s / f->step_time_s);
+    }
     out.push_back(std::move(e));
   }
   return out;

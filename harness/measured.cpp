@@ -158,7 +158,7 @@ void finish_row(ResultRow& row, const std::string& device) {
   row.balance = row.bubble_frac = row.comm_frac = row.plan_efficiency = 0;
   row.lower_bound_s = 0;
   row.compute_s = t;
-  row.comm_s = row.overhead_s = row.bubble_s = row.imbalance_s = 0;
+  row.comm_s = row.overhead_s = row.bubble_s = row.imbalance_s = row.busiest_idle_s = 0;
   row.rank_busy_s.clear();
   row.speedup_vs_packing.reset();
 }

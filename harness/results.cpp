@@ -27,7 +27,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowInfo, scenario, strategy, ste
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowMetrics, step_time_s, tflops_per_gpu, tokens_per_s_per_gpu,
                                                 microbatches, balance, bubble_frac, comm_frac, plan_efficiency,
                                                 solve_ms, lower_bound_s, compute_s, comm_s, overhead_s, bubble_s,
-                                                imbalance_s)
+                                                imbalance_s, busiest_idle_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RowPlanning, planning, plan_hidden_ms, plan_exposed_ms, plan_wait_ms)
 
 namespace {
@@ -435,7 +435,7 @@ std::vector<std::string> validate_results(const json& j) {
       if (r.contains(k) && !r[k].is_null() && !(r[k].is_number_integer() && int_in(r[k], 0, kMaxRowCount)))
         errs.push_back(at + ".\"" + k + "\" is not an integer in [0, " + std::to_string(kMaxRowCount) + "]");
     for (const char* k : {"useful_tflop", "peak_memory_gib", "solve_ms", "lower_bound_s", "compute_s", "comm_s",
-                          "overhead_s", "bubble_s", "imbalance_s", "plan_hidden_ms", "plan_exposed_ms",
+                          "overhead_s", "bubble_s", "imbalance_s", "busiest_idle_s", "plan_hidden_ms", "plan_exposed_ms",
                           "plan_wait_ms"})
       if (r.contains(k) && !r[k].is_number() && !r[k].is_null()) errs.push_back(at + ".\"" + k + "\" is not a number");
     for (const char* k : {"planning", "error", "note"})

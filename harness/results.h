@@ -16,7 +16,9 @@
 //   default packing; the key keeps its v1 name).
 // Optional row keys: error (string), oom (bool), setting ("published" | "tuned"), knobs (object:
 //   max_seqlen_per_rank, cp, vpp), reference (string), peak_memory_gib, solve_ms, lower_bound_s,
-//   compute_s, comm_s, overhead_s, bubble_s, imbalance_s, useful_tflop, tokens, samples,
+//   compute_s, comm_s, overhead_s, bubble_s, imbalance_s (means over GPUs), busiest_idle_s (the
+//   busiest GPU's idle time: step_time_s - lower_bound_s - this is its busy time above the
+//   bound), useful_tflop, tokens, samples,
 //   rank_busy_s ([N] per pool rank), plan ([[ [first_rank, cp_size, samples, tokens] per group ]
 //   per micro-batch]). rank_busy_s and plan are kept for step 0 only (the charts draw one step).
 //   planning ("async" | "sync"), plan_hidden_ms, plan_exposed_ms, plan_wait_ms: RowPlanning below
@@ -82,6 +84,7 @@ struct RowMetrics {  // meaningful only if plan_valid and not oom
   double overhead_s = 0;            // host floors, micro-batch and iteration costs
   double bubble_s = 0;
   double imbalance_s = 0;
+  double busiest_idle_s = 0;        // idle time of the busiest GPU (sim::ScheduleResult)
 };
 
 // When the plan was made (README "Async planning"). solve_ms (RowMetrics) is the planner's measured

@@ -544,6 +544,7 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
       row.overhead_s = r.schedule.overhead_s;
       row.bubble_s = r.schedule.bubble_s;
       row.imbalance_s = r.schedule.imbalance_s;
+      row.busiest_idle_s = r.schedule.busiest_idle_s;
       if (step == 0 && options.detail && setting_label == "published") {
         row.rank_busy_s = r.rank_busy_s;
         row.plan = plan_picture(plan, batch);

@@ -36,6 +36,7 @@ ResultRow row(const std::string& scenario, const std::string& setting, const std
   r.balance = 1;
   r.bubble_frac = b / r.step_time_s;
   r.plan_efficiency = eff;
+  r.lower_bound_s = eff * r.step_time_s;
   return r;
 }
 
@@ -49,6 +50,7 @@ ResultsFile file() {
     f.rows.push_back(row("llama13b-github", "tuned", "packing", s, 9, 1.0, 0.5, 2.0, 1.5, 0.70));
     // Another scenario where dcp is slower than nvidia-prototype and below the efficiency target.
     f.rows.push_back(row("other", "published", "dcp", s, 8, 1, 0, 1, 0, 0.85));
+    f.rows.back().busiest_idle_s = s == 0 ? 0.6 : 0.4;  // mean 0.5 s of the 10 s step
     f.rows.push_back(row("other", "published", "nvidia-prototype", s, 8, 0.5, 0, 1, 0, 0.90));
   }
   return f;
@@ -115,9 +117,12 @@ TEST(Evaluation, TargetsJudgedFromTheAggregates) {
   const TargetCheck* eff = find("other (published): dcp plan efficiency >= 0.90");
   ASSERT_NE(eff, nullptr);
   EXPECT_FALSE(eff->met);
-  // A miss says which parts of the step the bound leaves out (step 10 s: bubble 1, comm 1).
-  EXPECT_EQ(eff->detail, "0.850; of the step: pipeline bubble 10.0%, waiting for slower ranks 0.0% (neither in the "
-                         "bound), exposed communication 10.0%");
+  // A miss says which parts of the step the bound leaves out (step 10 s, bound 8.5 s, the busiest
+  // GPU idle 0.5 s on the mean: 1 s busy above the bound; means over GPUs: bubble 1, comm 1).
+  EXPECT_EQ(eff->detail, "0.850; of the mean step: the busiest GPU idles 5.0% (pipeline fill, drain and stalls: not "
+                         "in the bound), its busy time exceeds the bound by 10.0% (exposed communication, host time, "
+                         "efficiencies below the bound's); over all GPUs, bubble 10.0%, waiting 0.0%, exposed "
+                         "communication 10.0%");
   EXPECT_EQ(find("llama13b-github (tuned): dcp plan efficiency >= 0.90")->detail, "0.950");
   EXPECT_TRUE(find("llama13b-github (tuned): dcp plan efficiency >= 0.90")->met);
 

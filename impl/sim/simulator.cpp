@@ -290,8 +290,10 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   if (!in.static_bytes.empty()) peak_memory(in, order, r);
 
   const double bubble_share = static_cast<double>(pp - 1) / (static_cast<double>(m) * vpp);
+  double busiest = 0;
   for (size_t i = 0; i < r.gpu.size(); ++i) {
     GpuTime& t = r.gpu[i];
+    busiest = std::max(busiest, t.busy_s());
     const double idle = std::max(0.0, r.step_s - t.compute_s - t.comm_s - t.overhead_s);
     t.bubble_s = std::min(idle, busy_ops[i] * bubble_share);
     t.imbalance_s = idle - t.bubble_s;
@@ -302,6 +304,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
     r.bubble_s += t.bubble_s;
     r.imbalance_s += t.imbalance_s;
   }
+  r.busiest_idle_s = std::max(0.0, r.step_s - busiest);
   const double count = static_cast<double>(r.gpu.size());
   r.compute_s /= count;
   r.recompute_s /= count;

@@ -184,6 +184,11 @@ struct ScheduleResult {
   double overhead_s = 0;
   double bubble_s = 0;
   double imbalance_s = 0;
+  // Idle time of the busiest GPU (the most compute + comm + overhead, sync and iteration cost
+  // included): step_s - its busy time. The lower bound counts the busiest stage's work, not its
+  // GPUs' waits (pipeline fill, drain and stalls), so step_s = bound + this + the busiest GPU's
+  // busy time above the bound; the means above also hold the lighter stages' idle.
+  double busiest_idle_s = 0;
   int64_t events = 0;  // ops simulated
   double peak_bytes = 0;      // max over GPUs (0 when not checked)
   int peak_gpu = -1;          // index into gpu of that maximum

@@ -81,6 +81,7 @@ TEST(Schedule, P2pDelaysTheDependentStage) {
   // F(s0) [0,1] -> +0.5 -> F(s1) [1.5,2.5] -> B(s1) [2.5,3.5] -> +0.5 -> B(s0) [4,5].
   const auto r = simulate_schedule(singles(1, 2, 1, 1, op(1, 1, 0.5)));
   EXPECT_DOUBLE_EQ(r.step_s, 5.0);
+  EXPECT_DOUBLE_EQ(r.busiest_idle_s, 3.0);  // each stage busy 2 s of the 5
 }
 
 TEST(Schedule, TwoRanksImbalance) {
@@ -91,6 +92,7 @@ TEST(Schedule, TwoRanksImbalance) {
   EXPECT_DOUBLE_EQ(r.step_s, 7.5);
   EXPECT_DOUBLE_EQ(r.gpu[0].imbalance_s, 1.5);
   EXPECT_DOUBLE_EQ(r.gpu[1].imbalance_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.busiest_idle_s, 0.0);  // rank 1, busy all 7.5 s, sets the step
   EXPECT_DOUBLE_EQ(r.gpu[0].bubble_s, 0.0);  // pp = 1
   expect_breakdown_sums(r);
 }
