@@ -149,7 +149,7 @@ std::vector<SensitivityParameter> sensitivity_parameters() {
        scalar({"microbatch_every_stage_s", "microbatch_first_stage_s", "microbatch_last_stage_s"})},
       {"iteration_overhead_s", scalar({"iteration_overhead_s"})},
       {"packed_data_overhead_s", scalar({"packed_data_overhead_s"})},
-      {"thd_side_bytes", scalar({"thd_side_fwd_bytes_q", "thd_side_fwd_bytes_kv", "thd_side_bwd_bytes_q",
+      {"ring_side_bytes", scalar({"thd_side_fwd_bytes_q", "thd_side_fwd_bytes_kv", "thd_side_bwd_bytes_q",
                                  "thd_side_bwd_bytes_kv", "thd_side_first_fwd_bytes_q", "thd_side_first_bwd_bytes_q",
                                  "thd_side_first_bwd_bytes_kv", "bshd_side_fwd_bytes_q", "bshd_side_fwd_bytes_kv",
                                  "bshd_side_bwd_bytes_q", "bshd_side_bwd_bytes_kv", "bshd_side_first_fwd_bytes_q"})},

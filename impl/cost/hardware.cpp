@@ -89,12 +89,17 @@ HardwareProfile h100_sxm() {
   p.ring_step_fwd_s = 12 * kTorchOpHostS + kTeModuleHostS;  // 198 us
   p.ring_step_bwd_s = 18 * kTorchOpHostS + kTeModuleHostS;  // 279 us
   // TE's bshd ring (bshd_ring_step_*; the padded baseline, one sequence per group) [derived, same
-  // code]: its halves are tensor views (context_parallel.py:756-761 and 793-797 forward, 1079-1104
-  // backward: q_part[:, 1], k_part[:, 0], ... where THD calls tex.thd_read_half_tensor), so the
-  // forward step's read-half call and the backward's three are not issued. A view costs host time
-  // too (a few us in the dispatcher, no launch): taken as none, so this is bshd's lower estimate.
-  p.bshd_ring_step_fwd_s = 11 * kTorchOpHostS + kTeModuleHostS;  // 184 us
-  p.bshd_ring_step_bwd_s = 15 * kTorchOpHostS + kTeModuleHostS;  // 238 us
+  // code]: its halves are tensor views (context_parallel.py:756-761 and 793-797 forward, 1077-1084
+  // and 1098-1102 backward: q_part[:, 1], k_part[:, 0], ... where THD calls
+  // tex.thd_read_half_tensor), so the read-half calls are not issued: per step on average 1.5 in
+  // the forward (K and V on lower-triangle steps, Q on upper ones) and 2.5 in the backward (K and
+  // V; Q, out and dout). Megatron hands TE sbhd; TE's flash-attention backend turns it into bshd
+  // before the ring, the fused one keeps sbhd, whose halves [2, s/2, b, h, d][0] / [1] are views
+  // too. Not counted either way (net sign unknown, helper-39): a view's own host time (a few us,
+  // no launch), the torch.compile'd calls of bshd's corrections against THD's C++ tex calls, and
+  // the cu_seqlens divisions, LSE transposes and masked fills only THD issues.
+  p.bshd_ring_step_fwd_s = 10.5 * kTorchOpHostS + kTeModuleHostS;  // 178 us
+  p.bshd_ring_step_bwd_s = 15.5 * kTorchOpHostS + kTeModuleHostS;  // 246 us
   // Main-gradient add [derived]: Megatron's DDP backward hook issues param.main_grad.add_(param.grad)
   // for every parameter no fused wgrad GEMM accumulated (norms, biases, embeddings; every one with
   // --no-gradient-accumulation-fusion; Megatron-LM 192cbc3554 distributed_data_parallel.py:466-470):
@@ -111,7 +116,8 @@ HardwareProfile h100_sxm() {
   p.microbatch_first_stage_s = 3 * kTorchOpHostS;                       // 40 us
   p.microbatch_last_stage_s = 6 * kTorchOpHostS + 2 * kTeModuleHostS;   // 154 us
   // Per iteration [derived, op count estimated]: train_step's zero_grad, grad-norm
-  // (multi_tensor_l2norm + all-reduce + .item() sync), loss averaging + .item(), optimizer
+  // (multi_tensor_l2norm + all-reduce, then the .item() of reduce_max_stat after the optimizer
+  // step: cost::IterationTime), loss averaging + .item(), optimizer
   // multi-tensor launches, timers and --log-interval 1 logging: ~200 host ops.
   p.iteration_overhead_s = 200 * kTorchOpHostS;  // 2.7 ms
   // Sequence-packing data path per iteration [estimate]. Megatron runs it for the static

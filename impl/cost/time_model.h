@@ -246,13 +246,17 @@ struct IterationTime {
   double optimizer_s = 0;  // Adam step over the GPU's shard (slowest stage)
   double fixed_s = 0;      // iteration_overhead_s
   double data_s = 0;       // sequence-packing plans: length all-gathers + re-route + host data path
-  // In series, not overlapped: the grad-norm's .item() (Megatron-LM d98e8a64dd
-  // megatron/core/optimizer/clip_grads.py:105) waits for the backward and the norm before the
-  // host issues the Adam launches, and the first .item() after train_step
-  // (optimizer.get_loss_scale().item(), megatron/training/training.py:4867-4869: "a device sync
-  // draining the iteration's pending GPU queue") waits for the optimizer's GPU work before the
-  // logging's host ops run; only the Adam launches themselves (a few multi-tensor calls) overlap
-  // its GPU time.
+  // In series: an upper estimate by the host time of the launches issued before the first sync.
+  // With the L2 norm and TE the grad-norm stays a device tensor (Megatron-LM d98e8a64dd
+  // megatron/core/optimizer/clip_grads.py:107-136; the .item() at 105 is the inf-norm branch's),
+  // so the host issues the norm, the clip and the Adam launches behind the backward without
+  // waiting; the first sync is train_step's reduce_max_stat_across_model_parallel_group on the
+  // norm (megatron/training/training.py:3201, utils/common_utils.py:287-291, .item()) after
+  // optimizer.step() (training.py:3165), and another follows it (get_loss_scale().item(),
+  // training.py:4867-4869: "a device sync draining the iteration's pending GPU queue"), so the
+  // optimizer's GPU work is waited for before the logging's host ops. Only the launches issued
+  // before that sync (the norm, the clip and the Adam multi-tensor calls: a few dozen of
+  // iteration_overhead_s's ~200 ops) can overlap GPU time.
   double total_s() const { return optimizer_s + fixed_s + data_s; }
 };
 // packed: the plan goes through Megatron's sequence-packing scheduler (plan.pad_to == 0).

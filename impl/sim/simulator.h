@@ -51,6 +51,8 @@
 //              + optimizer step + iteration_overhead_s,
 //   fixed(s) = the micro-batch's fixed host cost summed over the stage's virtual stages
 //              (cost::microbatch_overhead: the embedding's on the first, the loss's on the last).
+// The bound is over the plans of the plan's own layout (a padded plan runs TE's bshd ring, a packed
+// one its THD ring, cost::QkvFormat): only the ring steps' host cost depends on it.
 // Why each term holds for any valid plan: every micro-batch covers all N ranks of every stage, so
 // each rank runs m >= m_min fwd and bwd passes per virtual stage; a pass costs max(GPU, host) +
 // half the virtual stage's micro-batch cost (cost::group_stage_times), so the busiest rank's time
@@ -62,8 +64,9 @@
 // ranks costs imbalance, on many it costs ring steps; work(s) alone assumed it spreads for free,
 // which read dcp's plans of Megatron's example at M = 8192 as 0.81 efficient; 0.96 with crit).
 // Without overlap the gradient sync follows the stage's last op; the optimizer and fixed cost
-// follow the pipeline; the sequence-packing data path (cost::iteration_time) is left out because a
-// padded bshd plan does not pay it.
+// follow the pipeline; the sequence-packing data path (cost::iteration_time) is left out (a padded
+// plan does not pay it, and a packed plan's re-route volume depends on the plan; leaving a cost
+// out keeps the bound a bound, only a looser one for packed plans).
 // (Before 2026-11-23 the bound spread all work over all pp * N GPUs; with Llama-13B at PP8 the
 // last stage's output layer is ~2 layers' GEMMs, so that bound was unreachable by ~25% for every
 // planner. Before 2026-11-24 it left out the host floor, the micro-batch, gradient-sync and
