@@ -34,6 +34,13 @@ namespace {
 // bshd plan, which takes Megatron's ordinary data path.
 bool uses_packing_scheduler(const plan::Plan& plan) { return plan.pad_to == 0; }
 
+// The layout a plan's CP rings run on: TE's bshd ring for a padded plan (bshd's planner puts one
+// sequence in each group; a plan file with more runs [b, s, h, d] with b > 1, whose halves the
+// flash-attention path still reads as views), its THD ring for a packed one.
+cost::QkvFormat ring_format(const plan::Plan& plan) {
+  return plan.pad_to > 0 ? cost::QkvFormat::bshd : cost::QkvFormat::thd;
+}
+
 // The re-route's volume: the most tokens one pool rank receives, every sample of its groups
 // whole (CP siblings each receive the whole sample and slice it afterwards).
 double max_received_tokens(const plan::Plan& plan, const plan::Batch& batch, int pool) {
@@ -360,10 +367,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   in.vpp_group = plan.config.vpp_group.value_or(0);
   in.overlap_grad_reduce = cm.training.overlap_grad_reduce;
   const int stages = c.pp * c.vpp;
-  // A padded plan runs TE's bshd ring (bshd's planner puts one sequence in each group; a plan file
-  // with more runs [b, s, h, d] with b > 1, whose halves the flash-attention path still reads as
-  // views), a packed one its THD ring.
-  const cost::QkvFormat format = plan.pad_to > 0 ? cost::QkvFormat::bshd : cost::QkvFormat::thd;
+  const cost::QkvFormat format = ring_format(plan);
   std::vector<int64_t> lens;
   for (const auto& mbatch : plan.microbatches) {
     auto& groups = in.groups.emplace_back();
@@ -559,8 +563,7 @@ StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const
     // of 2 * cp) is work the plan chose, not work the batch needs. (real_lengths keep the
     // scenario's dataset padding, which every strategy pays.)
     const plan::Batch real{std::vector<int64_t>(real_lengths.begin(), real_lengths.end())};
-    out.bound_s = lower_bound_s(real, cm, plan.config.max_seqlen_per_rank, plan.config.cp,
-                                plan.pad_to > 0 ? cost::QkvFormat::bshd : cost::QkvFormat::thd);
+    out.bound_s = lower_bound_s(real, cm, plan.config.max_seqlen_per_rank, plan.config.cp, ring_format(plan));
     out.plan_efficiency = out.bound_s / out.step_s;
   }
   const int n = cm.cluster.pool(), pp = cm.cluster.pp;
