@@ -186,6 +186,11 @@ HardwareProfile h100_sxm() {
   p.thd_side_fwd_bytes_kv = 2.0;
   //   bwd: read-halves (KV, or q + out + dout) -> 2*kv + 3*q; dq correction r dq_ + r+w dq (4.5 q
   //        avg); dk/dv corrections (9 kv avg); dKV send-buffer copy r+w (8 kv) -> 7.5 q + 19 kv.
+  //   Known overcharge (helper-39, checked 2026-11-29, not yet changed: it moves every ring
+  //   strategy and needs a demo re-run): d0067d0's non-fp8 backward has no per-step dKV
+  //   send-buffer copy (the corrections write into the received buffer, context_parallel.py:2727,
+  //   which the next step sends); its one copy is KV into the first buffer per call (2401). So
+  //   19 -> 11 kv per step here (17 -> 9 for bshd) and +8 kv once per call (first-step key).
   p.thd_side_bwd_bytes_q = 7.5;
   p.thd_side_bwd_bytes_kv = 19.0;
   // The first step (the diagonal, every token, no read-half) [derived, same TE code]: for THD the
