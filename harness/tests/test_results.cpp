@@ -88,6 +88,25 @@ TEST(Results, WrittenFileValidatesAndRoundTrips) {
   fs::remove(path);
 }
 
+// busiest_idle_s (the busiest GPU's idle time, evaluate's split of a plan-efficiency miss) goes to
+// the rows and back, is type-checked, and a file written before it existed (rows without the key)
+// still reads, its aggregates included (the key is not among the aggregates the file carries).
+TEST(Results, BusiestIdleRoundTripsAndOlderFilesStillRead) {
+  ResultsFile f = sample_results();
+  f.rows[1].busiest_idle_s = 0.25;
+  const json j = results_to_json(f);
+  EXPECT_DOUBLE_EQ(j["rows"][1]["busiest_idle_s"].get<double>(), 0.25);
+  for (const auto& a : j["aggregates"]) EXPECT_FALSE(a.contains("busiest_idle_s"));
+  EXPECT_DOUBLE_EQ(results_from_json(j, "r").rows[1].busiest_idle_s, 0.25);
+  json older = j;
+  for (auto& r : older["rows"]) r.erase("busiest_idle_s");
+  const ResultsFile back = results_from_json(older, "older");
+  EXPECT_DOUBLE_EQ(back.rows[1].busiest_idle_s, 0.0);
+  json bad = j;
+  bad["rows"][1]["busiest_idle_s"] = "0.25";
+  EXPECT_THROW(results_from_json(bad, "bad"), InputError);
+}
+
 // Step 0's per-rank detail grows with the pool: where it would take the file past what the readers
 // accept, it is left out (with a note) and the rest written, never a file table/plot/gate refuse.
 TEST(Results, DetailTooLargeForTheReadersIsLeftOut) {
