@@ -185,38 +185,43 @@ HardwareProfile h100_sxm() {
   p.thd_side_fwd_bytes_q = 5.5;
   p.thd_side_fwd_bytes_kv = 2.0;
   //   bwd: read-halves (KV, or q + out + dout) -> 2*kv + 3*q; dq correction r dq_ + r+w dq (4.5 q
-  //        avg); dk/dv corrections (9 kv avg); dKV send-buffer copy r+w (8 kv) -> 7.5 q + 19 kv.
-  //   Known overcharge (helper-39, checked 2026-11-29, not yet changed: it moves every ring
-  //   strategy and needs a demo re-run): d0067d0's non-fp8 backward has no per-step dKV
-  //   send-buffer copy (the corrections write into the received buffer, context_parallel.py:2727,
-  //   which the next step sends); its one copy is KV into the first buffer per call (2401). So
-  //   19 -> 11 kv per step here (17 -> 9 for bshd) and +8 kv once per call (first-step key).
+  //        avg); dk/dv corrections (9 kv avg) -> 7.5 q + 11 kv. The non-fp8 backward has no
+  //        per-step dKV send-buffer copy: its corrections write into the received buffer
+  //        (context_parallel.py:2727, p2p_comm_buffers[(i + 1) % 2][1]), which the next step sends.
+  //        (Until 2026-11-29 a send-buffer copy r+w 8 kv was charged per step, 19 kv: helper-39
+  //        found it absent; the one KV copy per call is charged on the first step, below.)
   p.thd_side_bwd_bytes_q = 7.5;
-  p.thd_side_bwd_bytes_kv = 19.0;
+  p.thd_side_bwd_bytes_kv = 11.0;
   // The first step (the diagonal, every token, no read-half) [derived, same TE code]: for THD the
   // forward's output correction runs for every step, i = 0 included (context_parallel.py:1981-2029:
   // tex.thd_out_correction for each i in range(cp_size); the bshd path's "init" variant is not
   // THD's), into an output zeroed first (torch.zeros, 1943): read out_0 2q + r+w the output 4q +
-  // the zeroing 2q = 8q. The backward's i = 0 writes its results too (2655-2696: dq copy or
-  // thd_grad_correction "copy"; 2720-2800: dk, dv likewise): r+w dq 4q, r+w dk and dv 8kv. Until
-  // 2026-11-28 only the steps after the first were charged (helper-27).
+  // the zeroing 2q = 8q. Before its loop the forward concatenates K and V into its first send
+  // buffer (torch.cat, 1690): r+w 8kv once per call. The backward's i = 0 writes its results too
+  // (2655-2696: dq copy or thd_grad_correction "copy"; 2720-2800: dk, dv likewise): r+w dq 4q, r+w
+  // dk and dv 8kv; and before its loop it copies KV into its first send buffer
+  // (p2p_comm_buffers[0][0].copy_(kv), 2401): r+w 8kv, 16kv in all. Both copies are the same in
+  // the bshd layout (the *_first_*_kv keys are charged to both). Until 2026-11-28 only the steps
+  // after the first were charged (helper-27); until 2026-11-29 neither KV copy was (the backward's
+  // was charged per step as a dKV send-buffer copy instead, above).
   p.thd_side_first_fwd_bytes_q = 8.0;
+  p.thd_side_first_fwd_bytes_kv = 8.0;
   p.thd_side_first_bwd_bytes_q = 4.0;
-  p.thd_side_first_bwd_bytes_kv = 8.0;
+  p.thd_side_first_bwd_bytes_kv = 16.0;
   // bshd (a padded plan: one sequence per group, b = 1) [derived, same TE code]: the halves are
   // views of [b, 2, s/2, h, d] (a slice of dimension 1 at b = 1 is contiguous, so even the fused
   // attention path's .contiguous(), 872-887 and 1172-1178, copies nothing), so none of the
   // read-half traffic above (2 kv + 1 q forward, 2 kv + 3 q backward per step); the corrections
   // are torch.compile'd element-wise functions (flash_attn_fwd_out_correction and its second-half
   // variant, 152-181; dq/dk/dv copy_ and add_ on halves, 2649-2810) that move the same bytes as
-  // THD's kernels: 4.5 q forward, 4.5 q + 17 kv backward. The first forward step is
+  // THD's kernels: 4.5 q forward, 4.5 q + 9 kv backward. The first forward step is
   // flash_attn_fwd_out_correction_init (139-149, used at i = 0 for bshd, 1981-1991): read out_0
   // 2q, write the output 2q = 4q, no zeroing and no read of the output. The first backward step
   // copies into dq, dk, dv as THD's does (thd_side_first_bwd_*).
   p.bshd_side_fwd_bytes_q = 4.5;
   p.bshd_side_fwd_bytes_kv = 0.0;
   p.bshd_side_bwd_bytes_q = 4.5;
-  p.bshd_side_bwd_bytes_kv = 17.0;
+  p.bshd_side_bwd_bytes_kv = 9.0;
   p.bshd_side_first_fwd_bytes_q = 4.0;
   // Adam step with fp32 main params [derived]: read fp32 grad (4), r+w fp32 param (8), m (8),
   // v (8) = 28; the bf16 model copy is a separate kernel that reads the fp32 main param and writes
@@ -311,6 +316,7 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"thd_side_bwd_bytes_q", &HardwareProfile::thd_side_bwd_bytes_q},
       {"thd_side_bwd_bytes_kv", &HardwareProfile::thd_side_bwd_bytes_kv},
       {"thd_side_first_fwd_bytes_q", &HardwareProfile::thd_side_first_fwd_bytes_q},
+      {"thd_side_first_fwd_bytes_kv", &HardwareProfile::thd_side_first_fwd_bytes_kv},
       {"thd_side_first_bwd_bytes_q", &HardwareProfile::thd_side_first_bwd_bytes_q},
       {"thd_side_first_bwd_bytes_kv", &HardwareProfile::thd_side_first_bwd_bytes_kv},
       {"bshd_side_fwd_bytes_q", &HardwareProfile::bshd_side_fwd_bytes_q},

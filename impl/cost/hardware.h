@@ -106,15 +106,18 @@ struct HardwareProfile {
   double thd_side_bwd_bytes_q = 0;
   double thd_side_bwd_bytes_kv = 0;
   // The same on the first (diagonal) step, which has no read-half but its own corrections (THD
-  // corrects the output and the gradients at every step, the first included).
+  // corrects the output and the gradients at every step, the first included), with the KV copy
+  // into the first send buffer that each pass makes once (the _kv keys; bshd's ring makes the same).
   double thd_side_first_fwd_bytes_q = 0;
+  double thd_side_first_fwd_bytes_kv = 0;
   double thd_side_first_bwd_bytes_q = 0;
   double thd_side_first_bwd_bytes_kv = 0;
   // TE's bshd ring (a padded plan: one sequence per group, b = 1) moves less: its halves of Q,
   // KV, out and dout are views of [b, 2, s/2, h, d], so none of the read-half copies, and its
   // first forward step writes the output with the "init" correction instead of zeroing it and
   // correcting in place. Per ring step after the first, and the first forward step; its first
-  // backward step is THD's (thd_side_first_bwd_*: the same copies into dq, dk, dv).
+  // backward step is THD's (thd_side_first_bwd_*: the same copies into dq, dk, dv), and so are
+  // both first steps' KV copies (thd_side_first_*_kv).
   double bshd_side_fwd_bytes_q = 0;
   double bshd_side_fwd_bytes_kv = 0;
   double bshd_side_bwd_bytes_q = 0;

@@ -125,7 +125,10 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
       const double bwd_q = bshd ? hw.bshd_side_bwd_bytes_q : hw.thd_side_bwd_bytes_q;
       const double bwd_kv = bshd ? hw.bshd_side_bwd_bytes_kv : hw.thd_side_bwd_bytes_kv;
       const double first_fwd_q = bshd ? hw.bshd_side_first_fwd_bytes_q : hw.thd_side_first_fwd_bytes_q;
-      t.fwd_compute_s += tokens * (steps * (fwd_q * q_dim + fwd_kv * kv_dim) + first_fwd_q * q_dim) / hw.hbm_bytes_per_s;
+      t.fwd_compute_s += tokens *
+                         (steps * (fwd_q * q_dim + fwd_kv * kv_dim) + first_fwd_q * q_dim +
+                          hw.thd_side_first_fwd_bytes_kv * kv_dim) /
+                         hw.hbm_bytes_per_s;
       t.bwd_compute_s += tokens *
                          (steps * (bwd_q * q_dim + bwd_kv * kv_dim) +
                           hw.thd_side_first_bwd_bytes_q * q_dim + hw.thd_side_first_bwd_bytes_kv * kv_dim) /

@@ -217,14 +217,15 @@ TEST(ThdSideKernels, HbmTrafficProportionalToStepsAfterTheFirstTimesTokens) {
   cm.hardware.hbm_bytes_per_s = 0;
   const auto four0 = group_stage_times(cm, l, 4, 0, 0);
   EXPECT_NEAR(four.fwd.compute_s - four0.fwd.compute_s, 2 * 3 * 250 * 384 / 1e9, 1e-15);
-  // The first step's own corrections: T local tokens x (5 q) forward, x (6 q + 7 kv) backward, at
-  // any k > 1 (k = 4: 250 tokens).
+  // The first step's own corrections and KV copies: T local tokens x (5 q + 8 kv) forward, x (6 q +
+  // 7 kv) backward, at any k > 1 (k = 4: 250 tokens).
   cm.hardware.hbm_bytes_per_s = 1e9;
   cm.hardware.thd_side_first_fwd_bytes_q = 5;
+  cm.hardware.thd_side_first_fwd_bytes_kv = 8;
   cm.hardware.thd_side_first_bwd_bytes_q = 6;
   cm.hardware.thd_side_first_bwd_bytes_kv = 7;
   const auto first = group_stage_times(cm, l, 4, 0, 0);
-  EXPECT_NEAR(first.fwd.compute_s - four.fwd.compute_s, 2 * 250 * 5 * 128 / 1e9, 1e-15);
+  EXPECT_NEAR(first.fwd.compute_s - four.fwd.compute_s, 2 * 250 * (5 + 8) * 128 / 1e9, 1e-15);
   EXPECT_NEAR(first.bwd.compute_s - four.bwd.compute_s, 2 * 250 * (6 * 128 + 7 * 128) / 1e9, 1e-15);
   // k = 1: no ring, no side kernels.
   const auto one = group_stage_times(cm, l, 1, 0, 0);
@@ -243,6 +244,7 @@ TEST(BshdSideKernels, PaddedRingChargesItsOwnBytesAndHostCostPerStep) {
   cm.hardware.thd_side_bwd_bytes_q = 100;
   cm.hardware.thd_side_bwd_bytes_kv = 100;
   cm.hardware.thd_side_first_fwd_bytes_q = 100;
+  cm.hardware.thd_side_first_fwd_bytes_kv = 8;  // the KV copy: the same in both layouts
   cm.hardware.thd_side_first_bwd_bytes_q = 6;
   cm.hardware.thd_side_first_bwd_bytes_kv = 7;
   cm.hardware.bshd_side_fwd_bytes_q = 1;
@@ -255,17 +257,17 @@ TEST(BshdSideKernels, PaddedRingChargesItsOwnBytesAndHostCostPerStep) {
   auto zero = cm;
   for (double* f : {&zero.hardware.bshd_side_fwd_bytes_q, &zero.hardware.bshd_side_fwd_bytes_kv,
                     &zero.hardware.bshd_side_bwd_bytes_q, &zero.hardware.bshd_side_bwd_bytes_kv,
-                    &zero.hardware.bshd_side_first_fwd_bytes_q, &zero.hardware.thd_side_first_bwd_bytes_q,
-                    &zero.hardware.thd_side_first_bwd_bytes_kv})
+                    &zero.hardware.bshd_side_first_fwd_bytes_q, &zero.hardware.thd_side_first_fwd_bytes_kv,
+                    &zero.hardware.thd_side_first_bwd_bytes_q, &zero.hardware.thd_side_first_bwd_bytes_kv})
     *f = 0;
   const auto base = group_stage_times(zero, l, 4, 0, 0, QkvFormat::bshd);
   const auto bshd = group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd);
-  // forward: 3 steps x (1 q + 2 kv) + first 5 q = 14 x 128 B per token; backward: 3 x (3 + 4) +
-  // THD's first 6 + 7 = 34 x 128.
-  EXPECT_NEAR(bshd.fwd.compute_s - base.fwd.compute_s, 2 * 250 * 14 * 128 / 1e9, 1e-15);
+  // forward: 3 steps x (1 q + 2 kv) + first 5 q + THD's first 8 kv = 22 x 128 B per token;
+  // backward: 3 x (3 + 4) + THD's first 6 + 7 = 34 x 128.
+  EXPECT_NEAR(bshd.fwd.compute_s - base.fwd.compute_s, 2 * 250 * 22 * 128 / 1e9, 1e-15);
   EXPECT_NEAR(bshd.bwd.compute_s - base.bwd.compute_s, 2 * 250 * 34 * 128 / 1e9, 1e-15);
-  // THD on the same group charges THD's keys: 3 x 200 + 100 = 700 x 128 B forward.
-  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).fwd.compute_s - base.fwd.compute_s, 2 * 250 * 700 * 128 / 1e9, 1e-15);
+  // THD on the same group charges THD's keys: 3 x 200 + 100 + 8 = 708 x 128 B forward.
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).fwd.compute_s - base.fwd.compute_s, 2 * 250 * 708 * 128 / 1e9, 1e-15);
   // Host: k ring steps per layer at bshd's cost (a host-bound pass: GPU time far below).
   cm.hardware.hbm_bytes_per_s = 0;
   cm.hardware.host_layer_fwd_s = 1e-2;
