@@ -106,8 +106,9 @@ struct HardwareProfile {
   double thd_side_bwd_bytes_q = 0;
   double thd_side_bwd_bytes_kv = 0;
   // The same on the first (diagonal) step, which has no read-half but its own corrections (THD
-  // corrects the output and the gradients at every step, the first included), with the KV copy
-  // into the first send buffer that each pass makes once (the _kv keys; bshd's ring makes the same).
+  // corrects the output and the gradients at every step, the first included), plus the KV copy
+  // into the first send buffer that each pass makes once (in the _kv keys: all of the forward's,
+  // 8 of the backward's 16 beside its dk/dv writes; bshd's ring makes the same copies).
   double thd_side_first_fwd_bytes_q = 0;
   double thd_side_first_fwd_bytes_kv = 0;
   double thd_side_first_bwd_bytes_q = 0;

@@ -114,8 +114,9 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
       if (k > 1) t.bwd_comm_exposed_s += std::max(cb, comm_bwd(s) + lat) - cb;
     }
     // Side kernels: HBM traffic per step after the first, proportional to (k-1) * T, plus the
-    // first step's corrections (hardware.cpp), proportional to T; THD's or, for a padded plan,
-    // bshd's (its halves are views: no read-half copies).
+    // first step's corrections and each pass's KV copy into its first send buffer (hardware.cpp),
+    // proportional to T; THD's or, for a padded plan, bshd's (its halves are views: no read-half
+    // copies), whose KV copies and first backward step are THD's.
     if (with_comm && k > 1 && hw.hbm_bytes_per_s > 0) {
       const bool bshd = format == QkvFormat::bshd;
       const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;

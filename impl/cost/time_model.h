@@ -26,11 +26,13 @@
 //            the link's latency overlaps the compute like its bytes; until 2026-11-28 the latency
 //            was added after the max, exposed even under a long step, helper-27.)
 //          bw/latency are inter-node (one NIC) if the group spans nodes, else NVLink.
-//          THD side kernels (read-half, output/LSE and gradient corrections, buffer copies) move
+//          THD side kernels (read-half, output/LSE and gradient corrections) move
 //          (thd_side_*_bytes_q * q_dim + thd_side_*_bytes_kv * kv_dim) * T / tp bytes of HBM per
-//          step after the first: proportional to (k-1) * T; plus the first step's corrections
-//          (thd_side_first_*), proportional to T. A padded (bshd) plan's ring reads its halves as
-//          views: bshd_side_* (no read-half traffic; its first forward step's "init" correction).
+//          step after the first: proportional to (k-1) * T; plus the first step's corrections and
+//          each pass's one KV copy into its first send buffer (thd_side_first_*), proportional to
+//          T. A padded (bshd) plan's ring reads its halves as views: bshd_side_* (no read-half
+//          traffic; its first forward step's "init" correction); its KV copies and first backward
+//          step are THD's (thd_side_first_fwd_bytes_kv, thd_side_first_bwd_*).
 //   attention, all-gather (TE "all_gather"): all-gather of KV before attention, not overlapped:
 //            (k-1) * bytes / bw + (k-1) * latency, then the rank's causal work.
 //   backward = gemm_bwd_factor (2: dgrad + wgrad) x fwd GEMM FLOPs, attn_bwd_factor (2.5, FA's

@@ -233,8 +233,55 @@ TEST(ThdSideKernels, HbmTrafficProportionalToStepsAfterTheFirstTimesTokens) {
   EXPECT_DOUBLE_EQ(one.fwd.compute_s, group_stage_times(cm, l, 1, 0, 0).fwd.compute_s);
 }
 
+// q and kv terms scale with their own widths: under grouped-query attention (4 query heads, 1 KV
+// head of dim 32: q_dim 128, kv_dim 32) a key read with the other width would be off by 4x. Each
+// key alone, k = 4 (250 local tokens, 3 steps after the first), 2 layers, both layouts.
+TEST(ThdSideKernels, QAndKvKeysScaleWithTheirOwnWidthsUnderGqa) {
+  auto cm = unit_model();
+  cm.model.heads = 4;
+  cm.model.kv_heads = 1;
+  cm.model.head_dim = 32;
+  ASSERT_EQ(cm.model.q_dim(), 128);
+  ASSERT_EQ(cm.model.kv_dim(), 32);
+  const std::vector<int64_t> l{1000};
+  cm.hardware.hbm_bytes_per_s = 1e9;
+  struct Key {
+    double HardwareProfile::*field;
+    QkvFormat format;
+    bool backward;
+    double per_token;  // bytes per local token per unit of the key, q_dim or kv_dim times steps
+  };
+  const Key keys[] = {
+      {&HardwareProfile::thd_side_fwd_bytes_q, QkvFormat::thd, false, 3 * 128},
+      {&HardwareProfile::thd_side_fwd_bytes_kv, QkvFormat::thd, false, 3 * 32},
+      {&HardwareProfile::thd_side_bwd_bytes_q, QkvFormat::thd, true, 3 * 128},
+      {&HardwareProfile::thd_side_bwd_bytes_kv, QkvFormat::thd, true, 3 * 32},
+      {&HardwareProfile::thd_side_first_fwd_bytes_q, QkvFormat::thd, false, 128},
+      {&HardwareProfile::thd_side_first_fwd_bytes_kv, QkvFormat::thd, false, 32},
+      {&HardwareProfile::thd_side_first_fwd_bytes_kv, QkvFormat::bshd, false, 32},
+      {&HardwareProfile::thd_side_first_bwd_bytes_q, QkvFormat::thd, true, 128},
+      {&HardwareProfile::thd_side_first_bwd_bytes_kv, QkvFormat::thd, true, 32},
+      {&HardwareProfile::thd_side_first_bwd_bytes_kv, QkvFormat::bshd, true, 32},
+      {&HardwareProfile::bshd_side_fwd_bytes_q, QkvFormat::bshd, false, 3 * 128},
+      {&HardwareProfile::bshd_side_fwd_bytes_kv, QkvFormat::bshd, false, 3 * 32},
+      {&HardwareProfile::bshd_side_bwd_bytes_q, QkvFormat::bshd, true, 3 * 128},
+      {&HardwareProfile::bshd_side_bwd_bytes_kv, QkvFormat::bshd, true, 3 * 32},
+      {&HardwareProfile::bshd_side_first_fwd_bytes_q, QkvFormat::bshd, false, 128},
+  };
+  for (const auto& key : keys) {
+    const auto base = group_stage_times(cm, l, 4, 0, 0, key.format);
+    auto one = cm;
+    one.hardware.*key.field = 1;
+    const auto t = group_stage_times(one, l, 4, 0, 0, key.format);
+    const double fwd = t.fwd.compute_s - base.fwd.compute_s, bwd = t.bwd.compute_s - base.bwd.compute_s;
+    EXPECT_NEAR(key.backward ? bwd : fwd, 2 * 250 * key.per_token / 1e9, 1e-15) << key.per_token;
+    EXPECT_NEAR(key.backward ? fwd : bwd, 0, 1e-15);
+  }
+}
+
 // A padded plan's ring (TE's bshd layout, QkvFormat::bshd) charges the bshd_* keys: its own bytes
-// per step after the first and on the first forward step; the first backward step's are THD's.
+// per step after the first and on the first forward step's correction; the forward's KV copy and
+// the first backward step's bytes are THD's.
 TEST(BshdSideKernels, PaddedRingChargesItsOwnBytesAndHostCostPerStep) {
   auto cm = unit_model();
   const std::vector<int64_t> l{1000};
