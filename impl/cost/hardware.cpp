@@ -217,7 +217,8 @@ HardwareProfile h100_sxm() {
   // THD's kernels: 4.5 q forward, 4.5 q + 9 kv backward. The first forward step is
   // flash_attn_fwd_out_correction_init (139-149, used at i = 0 for bshd, 1981-1991): read out_0
   // 2q, write the output 2q = 4q, no zeroing and no read of the output. The first backward step
-  // copies into dq, dk, dv as THD's does (thd_side_first_bwd_*).
+  // copies into dq, dk, dv as THD's does, and both passes copy KV into their first send buffer
+  // as THD's do (thd_side_first_fwd_bytes_kv, thd_side_first_bwd_*).
   p.bshd_side_fwd_bytes_q = 4.5;
   p.bshd_side_fwd_bytes_kv = 0.0;
   p.bshd_side_bwd_bytes_q = 4.5;
