@@ -84,8 +84,23 @@ HardwareProfile h100_sxm() {
   //   forward loop body (lines 1698-1960) + its output correction (1981-2040): ~12 host calls per
   //   step (receive wait, empty_like, batch_isend_irecv, KV views, read-half, LSE correction,
   //   out correction, event record/wait) + one flash-attention call of TE-module size;
-  //   backward loop (2385-2800): ~18 calls (2 waits, KV and dKV send/recv, 3 read-halves, dq/dk/dv
+  //   backward loop (2460-2810): ~18 calls (2 waits, KV and dKV send/recv, 3 read-halves, dq/dk/dv
   //   corrections, buffer copies) + one flash-attention backward call.
+  //   Known to be itemised wrongly (helper-42, a recount of d0067d0 on 2026-11-29, not yet
+  //   applied: it moves every ring strategy and needs a demo re-run): per step on average, the
+  //   forward also issues 2 cu_seqlens floor-divisions (721-722, 750-751, 787-788), on the fused
+  //   (cuDNN, H100's default) path a cu_seqlens_padded // 2 (884, 913) and an LSE transpose copy
+  //   (1926), and 2 stream context switches: ~16 calls, not 12; the backward sends one combined
+  //   KV + dKV buffer per step (2493), waits twice (2463, 2719), has 2.5 read-halves on average
+  //   and no bf16 buffer copies: ~18-19, the total about right. bshd's views replace its
+  //   read-halves about one for one and its corrections are torch.compile'd calls, so bshd is
+  //   ~THD - 4 forward and ~THD backward, not the 10.5 / 15.5 below. Nothing is charged per
+  //   attention call (KV cat, output zeroing, cu_seqlens divisions 1447-1448, LSE transposes,
+  //   allocations: ~5-7 ops + views each pass; the THD flash-attention backward's 3 device syncs,
+  //   2869-2871). The unit (13.5 us per op) over- or under-states views, events and compiled
+  //   calls alike, so the fix is a profile: host time = a + b k from TE's NVTX ranges
+  //   (AttnFuncWithCPAndKVP2P.forward / .backward) at k = 2, 4, 8 on a machine with TE and k GPUs;
+  //   ci/device-run.sh measures our own kernels, not TE's ring.
   p.ring_step_fwd_s = 12 * kTorchOpHostS + kTeModuleHostS;  // 198 us
   p.ring_step_bwd_s = 18 * kTorchOpHostS + kTeModuleHostS;  // 279 us
   // TE's bshd ring (bshd_ring_step_*; the padded baseline, one sequence per group) [derived, same
