@@ -149,6 +149,31 @@ void print_study(std::ostream& os, const json& st, const std::string& title) {
   os << ")";
   if (st.value("ranking_changes", false)) os << "; changed by: " << names(st.value("ranking_changed_by", json::array()), " ");
   os << "\n";
+  // Which pairs each variant reorders, with the speedups it gives them (from "variants").
+  const json swaps = st.value("ranking_swaps", json::object());
+  const json variants = st.value("variants", json::array());  // held: speedups points into it
+  for (const auto& [variant, pairs] : swaps.items()) {
+    const json* speedups = nullptr;
+    for (const auto& v : variants) {
+      if (!v.is_object() || !v.contains("parameter") || !v.contains("factor") || !v["parameter"].is_string() ||
+          !v["factor"].is_number())
+        continue;
+      const std::string n = v["parameter"].get<std::string>() + " x" + (v["factor"].get<double>() < 1 ? "0.8" : "1.2");
+      if (n == variant && v.contains("speedups") && v["speedups"].is_object()) speedups = &v["speedups"];
+    }
+    auto with = [&](const std::string& s) {
+      if (speedups && speedups->contains(s) && (*speedups)[s].is_number())
+        return s + " " + fmt("%.3f", (*speedups)[s].get<double>());
+      return s;
+    };
+    os << "    " << variant << ":";
+    std::string sep = " ";
+    for (const auto& p : pairs) {
+      os << sep << with(p["ahead"].get<std::string>()) << " ahead of " << with(p["behind"].get<std::string>());
+      sep = "; ";
+    }
+    os << "\n";
+  }
   if (st.value("reference_missing", false)) {
     os << "    no speedups: the reference strategy was not in this run (--strategies)\n";
     return;

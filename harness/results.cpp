@@ -137,6 +137,16 @@ bool is_study(const json& st) {
   if (st.contains("ranking_tolerance") && !st["ranking_tolerance"].is_number()) return false;
   for (const char* k : {"ranking", "ranking_changed_by", "without_numbers"})
     if (st.contains(k) && !is_string_array(st[k])) return false;
+  if (st.contains("ranking_swaps")) {
+    if (!st["ranking_swaps"].is_object()) return false;
+    for (const auto& [variant, pairs] : st["ranking_swaps"].items()) {
+      if (!pairs.is_array()) return false;
+      for (const auto& p : pairs)
+        if (!p.is_object() || !p.contains("ahead") || !p.contains("behind") || !p["ahead"].is_string() ||
+            !p["behind"].is_string())
+          return false;
+    }
+  }
   if (!st.contains("speedups")) return true;
   if (!st["speedups"].is_object()) return false;
   for (const auto& [name, v] : st["speedups"].items()) {

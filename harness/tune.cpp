@@ -206,18 +206,20 @@ SpeedupSummary summarize_speedups(const std::vector<ResultRow>& rows, const std:
 
 namespace {
 
-// Whether `v` puts a strategy ahead of one the nominal ranking has before it, by more than
-// kRankingTolerance of their summed step times (both with numbers in both).
-bool clearly_reordered(const SpeedupSummary& nominal, const SpeedupSummary& v) {
+// The pairs `v` reorders: a strategy it puts ahead of one the nominal ranking has before it, by
+// more than kRankingTolerance of their summed step times (both with numbers in both), as
+// {"ahead", "behind"} in nominal order of the one now behind.
+json clear_swaps(const SpeedupSummary& nominal, const SpeedupSummary& v) {
   std::vector<std::string> ranked;  // nominal order, strategies with numbers in both
   for (const auto& st : nominal.ranking)
     if (nominal.total_s.count(st) && v.total_s.count(st)) ranked.push_back(st);
+  json swaps = json::array();
   for (size_t i = 0; i < ranked.size(); ++i)
     for (size_t j = i + 1; j < ranked.size(); ++j) {
-      const double ahead = v.total_s.at(ranked[i]), behind = v.total_s.at(ranked[j]);
-      if (behind < ahead * (1.0 - kRankingTolerance)) return true;
+      const double first = v.total_s.at(ranked[i]), second = v.total_s.at(ranked[j]);
+      if (second < first * (1.0 - kRankingTolerance)) swaps.push_back({{"ahead", ranked[j]}, {"behind", ranked[i]}});
     }
-  return false;
+  return swaps;
 }
 
 // Widens e's [min_key, max_key] range to take x.
@@ -244,6 +246,7 @@ json merge_study(const SpeedupSummary& nominal, const std::vector<std::pair<std:
     speedups[st] = std::move(e);
   }
   json changed_by = json::array();
+  json swaps_by = json::object();  // variant -> the pairs it reorders (clear_swaps)
   for (const auto& [name, v] : variants) {
     for (const auto& st : strategies) {
       auto& e = speedups[st];
@@ -262,12 +265,15 @@ json merge_study(const SpeedupSummary& nominal, const std::vector<std::pair<std:
         e["widest_parameter"] = name.substr(0, name.rfind(" x"));
       }
     }
-    if (v.without_numbers != nominal.without_numbers || clearly_reordered(nominal, v)) changed_by.push_back(name);
+    json swaps = clear_swaps(nominal, v);
+    if (v.without_numbers != nominal.without_numbers || !swaps.empty()) changed_by.push_back(name);
+    if (!swaps.empty()) swaps_by[name] = std::move(swaps);
   }
   json out = {{"ranking", nominal.ranking},
               {"without_numbers", nominal.without_numbers},
               {"ranking_changes", !changed_by.empty()},
               {"ranking_changed_by", changed_by},
+              {"ranking_swaps", swaps_by},
               {"ranking_tolerance", kRankingTolerance},
               {"speedups", speedups}};
   if (!reference_run) out["reference_missing"] = true;

@@ -87,7 +87,9 @@ SpeedupSummary summarize_speedups(const std::vector<ResultRow>& rows, const std:
 // The ranking changes where a variant leaves a different set without numbers, or puts a strategy
 // ahead of one the nominal ranking had before it by more than kRankingTolerance of their summed
 // step times (a swap of strategies within it is a tie, not a change: three whose plans were the
-// same differed by 7.5e-7 s and "changed" the ranking, helper-32). `reference_run`: whether the
+// same differed by 7.5e-7 s and "changed" the ranking, helper-32); "ranking_swaps" names, per
+// variant that has any, those pairs ({"ahead", "behind"}: who is now ahead of whom), so a reader
+// of the study can say which strategies a parameter reorders. `reference_run`: whether the
 // reference strategy is among `strategies` (false: "reference_missing", and no speedups exist).
 // Exposed for tests.
 inline constexpr double kRankingTolerance = 1e-3;

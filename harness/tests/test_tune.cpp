@@ -357,6 +357,36 @@ TEST(Sensitivity, RankingChangesOnlyBeyondTheTolerance) {
   EXPECT_TRUE(clear["ranking_changes"].get<bool>()) << clear;
   const json slower = merge_study(nominal, {{"x x1.2", summary(1.0, 2.5)}}, strategies);  // packing ahead of b
   EXPECT_TRUE(slower["ranking_changes"].get<bool>()) << slower;
+  // Each variant's clear swaps are named, who is now ahead of whom; a tie names none.
+  EXPECT_EQ(tie["ranking_swaps"], json::object()) << tie;
+  EXPECT_EQ(clear["ranking_swaps"], json({{"x x1.2", json::array({{{"ahead", "b"}, {"behind", "a"}}})}})) << clear;
+  EXPECT_EQ(slower["ranking_swaps"], json({{"x x1.2", json::array({{{"ahead", "packing"}, {"behind", "b"}}})}}))
+      << slower;
+}
+
+// The table prints each reordering variant's swaps with the speedups it gives them (read from the
+// study's "variants"), and a results file with swaps of the wrong type is refused.
+TEST(Sensitivity, TableNamesWhoOvertakesWhomUnderEachVariant) {
+  const std::vector<std::string> strategies = {"packing", "a", "b"};
+  auto summary = [&](double a, double b) {
+    return summarize_speedups({row("packing", 0, 2.0), row("a", 0, a), row("b", 0, b)}, strategies, "packing");
+  };
+  json st = merge_study(summary(1.0, 1.2), {{"gemm_efficiency x0.8", summary(1.0, 0.9)}}, strategies);
+  st["variants"] = json::array({{{"parameter", "gemm_efficiency"},
+                                 {"factor", 0.8},
+                                 {"speedups", {{"packing", 1.0}, {"a", 2.0}, {"b", 2.0 / 0.9}}}}});
+  st["scenario"] = "s";
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  f.rows.push_back(row("packing", 0, 2.0));
+  f.sensitivity = sensitivity_section(json::array({st}));
+  EXPECT_TRUE(validate_results(results_to_json(f)).empty());
+  std::ostringstream table;
+  print_table(table, f);
+  EXPECT_NE(table.str().find("    gemm_efficiency x0.8: b 2.222 ahead of a 2.000\n"), std::string::npos) << table.str();
+  json bad = results_to_json(f);
+  bad["sensitivity"]["scenarios"][0]["ranking_swaps"]["gemm_efficiency x0.8"][0]["ahead"] = 3;
+  EXPECT_FALSE(validate_results(bad).empty());
 }
 
 // The trimmed speedup (Megatron's statistic) has its nominal value and range beside the mean's.
