@@ -154,13 +154,10 @@ void print_study(std::ostream& os, const json& st, const std::string& title) {
   const json variants = st.value("variants", json::array());  // held: speedups points into it
   for (const auto& [variant, pairs] : swaps.items()) {
     const json* speedups = nullptr;
-    for (const auto& v : variants) {
-      if (!v.is_object() || !v.contains("parameter") || !v.contains("factor") || !v["parameter"].is_string() ||
-          !v["factor"].is_number())
-        continue;
-      const std::string n = v["parameter"].get<std::string>() + " x" + (v["factor"].get<double>() < 1 ? "0.8" : "1.2");
-      if (n == variant && v.contains("speedups") && v["speedups"].is_object()) speedups = &v["speedups"];
-    }
+    for (const auto& v : variants)
+      if (v.is_object() && v.contains("name") && v["name"] == variant && v.contains("speedups") &&
+          v["speedups"].is_object())
+        speedups = &v["speedups"];
     auto with = [&](const std::string& s) {
       if (speedups && speedups->contains(s) && (*speedups)[s].is_number())
         return s + " " + fmt("%.3f", (*speedups)[s].get<double>());

@@ -318,7 +318,8 @@ json study(const PreparedScenario& p, const RunOptions& quiet, const plan::Plann
       const std::string name = param.name + " x" + (f < 1 ? "0.8" : "1.2");
       phase = "--sensitivity " + name;
       SpeedupSummary v = run_all(cm);
-      variants.push_back({{"parameter", param.name},
+      variants.push_back({{"name", name},  // the key of ranking_changed_by and ranking_swaps
+                          {"parameter", param.name},
                           {"factor", f},
                           {"speedups", v.speedup},
                           {"ranking", v.ranking},

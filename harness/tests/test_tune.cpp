@@ -340,6 +340,9 @@ TEST(Sensitivity, VariantsAreSimulatedButPlannedWithTheNominalModel) {
   ASSERT_EQ(seen->size(), 1 + 2 * sensitivity_parameters().size());
   for (size_t i = 1; i < seen->size(); ++i) EXPECT_EQ((*seen)[i], (*seen)[0]) << "variant " << i;
   EXPECT_EQ(study["variants"].size(), 2 * sensitivity_parameters().size());
+  // Each variant carries the name the study's ranking_changed_by and ranking_swaps key it by.
+  EXPECT_EQ(study["variants"][0]["name"], sensitivity_parameters()[0].name + " x0.8");
+  EXPECT_EQ(study["variants"][1]["name"], sensitivity_parameters()[0].name + " x1.2");
 }
 
 // A swap of strategies within kRankingTolerance of each other is a tie, not a change of the
@@ -372,7 +375,8 @@ TEST(Sensitivity, TableNamesWhoOvertakesWhomUnderEachVariant) {
     return summarize_speedups({row("packing", 0, 2.0), row("a", 0, a), row("b", 0, b)}, strategies, "packing");
   };
   json st = merge_study(summary(1.0, 1.2), {{"gemm_efficiency x0.8", summary(1.0, 0.9)}}, strategies);
-  st["variants"] = json::array({{{"parameter", "gemm_efficiency"},
+  st["variants"] = json::array({{{"name", "gemm_efficiency x0.8"},
+                                 {"parameter", "gemm_efficiency"},
                                  {"factor", 0.8},
                                  {"speedups", {{"packing", 1.0}, {"a", 2.0}, {"b", 2.0 / 0.9}}}}});
   st["scenario"] = "s";
