@@ -79,42 +79,64 @@ HardwareProfile h100_sxm() {
   //   backward: TE modules run Python autograd Functions (same order as forward); the glue ops'
   //   backward runs in autograd's C++ engine, taken as half a Python op.
   p.host_layer_bwd_s = 5 * kTeModuleHostS + 4 * kTorchOpHostS;  // 236 us
-  // One CP ring step of TE's THD p2p attention (AttnFuncWithCPAndKVP2P, TransformerEngine
-  // d0067d0 transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py):
-  //   forward loop body (lines 1698-1960) + its output correction (1981-2040): ~12 host calls per
-  //   step (receive wait, empty_like, batch_isend_irecv, KV views, read-half, LSE correction,
-  //   out correction, event record/wait) + one flash-attention call of TE-module size;
-  //   backward loop (2460-2810): ~18 calls (2 waits, KV and dKV send/recv, 3 read-halves, dq/dk/dv
-  //   corrections, buffer copies) + one flash-attention backward call.
-  //   Known to be itemised wrongly (helper-42, a recount of d0067d0 on 2026-11-29, not yet
-  //   applied: it moves every ring strategy and needs a demo re-run): per step on average, the
-  //   forward also issues 2 cu_seqlens floor-divisions (721-722, 750-751, 787-788), on the fused
-  //   (cuDNN, H100's default) path a cu_seqlens_padded // 2 (884, 913) and an LSE transpose copy
-  //   (1926), and 2 stream context switches: ~16 calls, not 12; the backward sends one combined
-  //   KV + dKV buffer per step (2493), waits twice (2463, 2719), has 2.5 read-halves on average
-  //   and no bf16 buffer copies: ~18-19, the total about right. bshd's views replace its
-  //   read-halves about one for one and its corrections are torch.compile'd calls, so bshd is
-  //   ~THD - 4 forward and ~THD backward, not the 10.5 / 15.5 below. Nothing is charged per
-  //   attention call (KV cat, output zeroing, cu_seqlens divisions 1447-1448, LSE transposes,
-  //   allocations: ~5-7 ops + views each pass; the THD flash-attention backward's 3 device syncs,
-  //   2869-2871). The unit (13.5 us per op) over- or under-states views, events and compiled
-  //   calls alike, so the fix is a profile: host time = a + b k from TE's NVTX ranges
-  //   (AttnFuncWithCPAndKVP2P.forward / .backward) at k = 2, 4, 8 on a machine with TE and k GPUs;
-  //   ci/device-run.sh measures our own kernels, not TE's ring.
-  p.ring_step_fwd_s = 12 * kTorchOpHostS + kTeModuleHostS;  // 198 us
-  p.ring_step_bwd_s = 18 * kTorchOpHostS + kTeModuleHostS;  // 279 us
-  // TE's bshd ring (bshd_ring_step_*; the padded baseline, one sequence per group) [derived, same
-  // code]: its halves are tensor views (context_parallel.py:756-761 and 793-797 forward, 1077-1084
-  // and 1098-1102 backward: q_part[:, 1], k_part[:, 0], ... where THD calls
-  // tex.thd_read_half_tensor), so the read-half calls are not issued: per step on average 1.5 in
-  // the forward (K and V on lower-triangle steps, Q on upper ones) and 2.5 in the backward (K and
-  // V; Q, out and dout). Megatron hands TE sbhd; TE's flash-attention backend turns it into bshd
-  // before the ring, the fused one keeps sbhd, whose halves [2, s/2, b, h, d][0] / [1] are views
-  // too. Not counted either way (net sign unknown, helper-39): a view's own host time (a few us,
-  // no launch), the torch.compile'd calls of bshd's corrections against THD's C++ tex calls, and
-  // the cu_seqlens divisions, LSE transposes and masked fills only THD issues.
-  p.bshd_ring_step_fwd_s = 10.5 * kTorchOpHostS + kTeModuleHostS;  // 178 us
-  p.bshd_ring_step_bwd_s = 15.5 * kTorchOpHostS + kTeModuleHostS;  // 246 us
+  // The CP ring of TE's p2p attention (AttnFuncWithCPAndKVP2P) [derived: op counts of its source
+  // (helper-44's count of 2026-11-29, summarised here; TransformerEngine d0067d0 line numbers,
+  // transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py), times the
+  // anchors above]. Rule: 1 op = anything that goes through the PyTorch dispatcher or the CUDA
+  // runtime and enqueues or allocates (a kernel, copy, fill, empty/cat/clone, a tex.* call, each
+  // isend/irecv, req.wait(), event record/wait, wait_stream; a `with torch.cuda.stream` block 2);
+  // views and no-op casts 0; a torch.compile'd helper (jit_fuser, TE's default) 1; each step's
+  // attention kernel call 1 TE module. Path: bf16, causal, k >= 4 on an H100 (batch_p2p_comm off,
+  // 1421-1423), pad_between_seqs False, the flash-attention backend (FA3) that Megatron's example
+  // and the Llama-13B scenarios run. Host = ring_call + (k - 1) ring_step per pass and layer:
+  //   THD forward, per step after the first (16.5 on average over ranks): a stream block 2 (1700),
+  //   2 waits (1702-1703), empty_like + isend + irecv 3 (1706-1707), 2 cu_seqlens // k (721-722,
+  //   750-751, 787-788), read-halves (2 on lower-triangle steps 770-771, 1 on upper ones 805: 1.5),
+  //   the LSE correction's wait_event + stream block + record_event 4 (1917-1968) and its
+  //   correction 1 (1945 / 1950), the output correction 1 (tex.thd_out_correction after the loop,
+  //   2001 / 2020). Per call: the diagonal step (11: no waits, read-halves or wait_event), 2
+  //   cu_seqlens_padded // k (1447-1448), the Event (1680), the KV cat (1690), the LSE clone
+  //   (1938), torch.zeros of the output (1943), wait_stream (1970), less the last step's send,
+  //   empty_like and record_event (4): 14. (16.5 k - 2.5 in all; until 2026-11-29 12 k.)
+  //   THD backward, per step after the first (14.5): 2 waits at the top (2462-2463), isend + irecv
+  //   (2493), the dq accumulation 1 (2665-2693), 2 waits (2718-2719), the dk and dv accumulations
+  //   2 (2756-2802), 3 empty_like on the flash path (1285), read-halves (2 lower 1095-1096, 3
+  //   upper 1111: 2.5). Per call: the diagonal step (12) and, once, the second-half LSE read
+  //   (2281), dq_buffer and 2 comm buffers (2396-2399), the KV copy (2401), the 3 zero-fills past
+  //   the last sequence (2869-2871, below), less step 0's 2 waits,
+  //   as in the TE of January 2026 (0f0e229b5) the scenarios' runs used: 18. d0067d0 adds a
+  //   9-op arange / mask-fill epilogue (2930-2941): a calibration for a newer TE adds 9 ops here.
+  //   (14.5 k + 3.5 in all; until 2026-11-29 18 k.)
+  //   bshd (a padded plan; Megatron hands TE sbhd, which the flash path turns into bshd): its halves
+  //   are views, so no read-halves and no cu_seqlens divisions, and its corrections are compiled
+  //   helpers: forward 13 per step after the first, 10 per call (13 k - 3); backward 12 and 16
+  //   (12 k + 4, incl. rank 0's split dq / dkv copies 2673-2677, 2761-2769). (Until 2026-11-29
+  //   10.5 k and 15.5 k.)
+  //   On the cuDNN (fused) path the counts differ [not charged apart: one set of keys per layout]:
+  //   THD 18.5 / 12.5 per step (a cu_seqlens_padded // 2 each way, 884/913 and 1175/1182, and an
+  //   LSE transpose copy 1926 forward; no empty_likes backward): the same fwd + bwd total per step;
+  //   per call 15 / 14 (18.5 k - 3.5, 12.5 k + 1.5); sbhd 13 / 9 per step, 3 fewer backward than charged. Not charged either:
+  //   the sbhd -> bshd transposes TE's flash-attention backend makes around a bshd call, k = 1
+  //   included (backends.py:941-944, 1369: .contiguous() copies, though at b = 1, the padded
+  //   baseline's one sequence per micro-batch, a transpose alone is already contiguous).
+  p.ring_step_fwd_s = 16.5 * kTorchOpHostS + kTeModuleHostS;       // 259 us
+  p.ring_call_fwd_s = 14 * kTorchOpHostS + kTeModuleHostS;         // 225 us
+  p.ring_step_bwd_s = 14.5 * kTorchOpHostS + kTeModuleHostS;       // 232 us
+  p.ring_call_bwd_s = 18 * kTorchOpHostS + kTeModuleHostS;         // 279 us
+  p.bshd_ring_step_fwd_s = 13 * kTorchOpHostS + kTeModuleHostS;    // 212 us
+  p.bshd_ring_call_fwd_s = 10 * kTorchOpHostS + kTeModuleHostS;    // 171 us
+  p.bshd_ring_step_bwd_s = 12 * kTorchOpHostS + kTeModuleHostS;    // 198 us
+  p.bshd_ring_call_bwd_s = 16 * kTorchOpHostS + kTeModuleHostS;    // 252 us
+  // The THD backward on the flash path zero-fills dq, dk, dv past cu_seqlens_padded[-1] by slicing
+  // with a device scalar (dq[cu_seqlens_q_padded[-1]:].fill_(0), d0067d0 2869-2871, 0f0e229b5
+  // 2649-2651): 3 GPU -> CPU syncs per call. After each the GPU idles while the host issues the
+  // next op [derived: one op, 13.5 us; the sync's own return latency not charged]. Not on the
+  // fused path, nor on bshd.
+  p.thd_flash_ring_bwd_sync_s = 3 * kTorchOpHostS;                // 41 us
+  // The unit (13.5 us, an nn.Linear call) may overstate views, events and compiled calls, so the
+  // fix for all of it is a profile: host time = a + b k from TE's NVTX ranges
+  // (AttnFuncWithCPAndKVP2P.forward / .backward) at k = 2, 4, 8 on a machine with TE and k GPUs;
+  // ci/device-run.sh measures our own kernels, not TE's ring.
   // Main-gradient add [derived]: Megatron's DDP backward hook issues param.main_grad.add_(param.grad)
   // for every parameter no fused wgrad GEMM accumulated (norms, biases, embeddings; every one with
   // --no-gradient-accumulation-fusion; Megatron-LM 192cbc3554 distributed_data_parallel.py:466-470):
@@ -239,6 +261,15 @@ HardwareProfile h100_sxm() {
   p.bshd_side_bwd_bytes_q = 4.5;
   p.bshd_side_bwd_bytes_kv = 9.0;
   p.bshd_side_first_fwd_bytes_q = 4.0;
+  // cuDNN (fused) attention on THD, bf16 [derived]: every call of TE's fused attention zeroes its
+  // whole output, te_O.zero_() (csrc/extensions/attention.cpp, d0067d0 174-176, 0f0e229b5 157-159),
+  // and its backward fills dQ, dK and dV with 0 (489-498 / 453-456) before cuDNN writes them:
+  // 2 B per element written, per row of the call's Q (O; dQ) and of its KV (dK and dV: 2 + 2).
+  // At cp = 1 once per call, in the ring once per step on the step's rows. Not on bshd or sbhd, not
+  // on the flash-attention backends.
+  p.thd_fused_fill_fwd_bytes_q = 2.0;
+  p.thd_fused_fill_bwd_bytes_q = 2.0;
+  p.thd_fused_fill_bwd_bytes_kv = 4.0;
   // Adam step with fp32 main params [derived]: read fp32 grad (4), r+w fp32 param (8), m (8),
   // v (8) = 28; the bf16 model copy is a separate kernel that reads the fp32 main param and writes
   // bf16 (6; Megatron-LM d98e8a64dd megatron/core/optimizer/optimizer.py
@@ -316,6 +347,11 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"ring_step_bwd_s", &HardwareProfile::ring_step_bwd_s},
       {"bshd_ring_step_fwd_s", &HardwareProfile::bshd_ring_step_fwd_s},
       {"bshd_ring_step_bwd_s", &HardwareProfile::bshd_ring_step_bwd_s},
+      {"ring_call_fwd_s", &HardwareProfile::ring_call_fwd_s},
+      {"ring_call_bwd_s", &HardwareProfile::ring_call_bwd_s},
+      {"bshd_ring_call_fwd_s", &HardwareProfile::bshd_ring_call_fwd_s},
+      {"bshd_ring_call_bwd_s", &HardwareProfile::bshd_ring_call_bwd_s},
+      {"thd_flash_ring_bwd_sync_s", &HardwareProfile::thd_flash_ring_bwd_sync_s},
       {"microbatch_every_stage_s", &HardwareProfile::microbatch_every_stage_s},
       {"microbatch_first_stage_s", &HardwareProfile::microbatch_first_stage_s},
       {"microbatch_last_stage_s", &HardwareProfile::microbatch_last_stage_s},
@@ -340,6 +376,9 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"bshd_side_bwd_bytes_q", &HardwareProfile::bshd_side_bwd_bytes_q},
       {"bshd_side_bwd_bytes_kv", &HardwareProfile::bshd_side_bwd_bytes_kv},
       {"bshd_side_first_fwd_bytes_q", &HardwareProfile::bshd_side_first_fwd_bytes_q},
+      {"thd_fused_fill_fwd_bytes_q", &HardwareProfile::thd_fused_fill_fwd_bytes_q},
+      {"thd_fused_fill_bwd_bytes_q", &HardwareProfile::thd_fused_fill_bwd_bytes_q},
+      {"thd_fused_fill_bwd_bytes_kv", &HardwareProfile::thd_fused_fill_bwd_bytes_kv},
       {"optimizer_bytes_per_param", &HardwareProfile::optimizer_bytes_per_param},
       {"memory_bytes", &HardwareProfile::memory_bytes},
       {"memory_reserved_bytes", &HardwareProfile::memory_reserved_bytes},

@@ -65,13 +65,28 @@ struct HardwareProfile {
 
   // ---- host / launch floors (Megatron + TransformerEngine, PyTorch eager) ----
   // A pass of one micro-batch through a virtual stage takes max(GPU time, host issue time):
-  // host = layers * host_layer_{fwd,bwd}_s + (k > 1 ? k * ring_step_{fwd,bwd}_s : 0) per layer.
+  // host = layers * (host_layer_{fwd,bwd}_s + (k > 1 ? ring_call_{fwd,bwd}_s + (k - 1) *
+  // ring_step_{fwd,bwd}_s : 0)) (cost::ring_host).
   double host_layer_fwd_s = 0;   // host time to issue one transformer layer's forward
   double host_layer_bwd_s = 0;   // ... its backward
-  double ring_step_fwd_s = 0;    // fixed host cost of one CP ring step (TE THD p2p loop body), fwd
+  double ring_step_fwd_s = 0;    // fixed host cost of one CP ring step after the first (TE THD p2p
+                                 // loop body, incl. its corrections), fwd
   double ring_step_bwd_s = 0;    // ... bwd
   double bshd_ring_step_fwd_s = 0;  // the same for TE's bshd ring (a padded plan, one sequence per
   double bshd_ring_step_bwd_s = 0;  // group): its halves are views, not read-half calls
+  // Once per attention call with a ring (k > 1), per pass, beside its k - 1 later steps: the
+  // first (diagonal) step and the prelude and epilogue of TE's p2p function (cu_seqlens
+  // divisions, the KV copy into the first send buffer, buffers, the LSE and output set-up, final
+  // fills). THD's and bshd's.
+  double ring_call_fwd_s = 0;
+  double ring_call_bwd_s = 0;
+  double bshd_ring_call_fwd_s = 0;
+  double bshd_ring_call_bwd_s = 0;
+  // GPU idle time per THD ring backward call on the flash-attention backends (fa2, fa3): TE zero-
+  // fills dQ/dK/dV beyond cu_seqlens_padded[-1] by slicing with a device scalar, a GPU -> CPU sync
+  // each; after each the GPU waits while the host issues the next op. Added to the pass, not
+  // overlapped with the host's run-ahead.
+  double thd_flash_ring_bwd_sync_s = 0;
   double grad_add_host_s = 0;    // host time of one main-gradient add (a parameter's bf16
                                  // gradient added into its main gradient by Megatron's DDP hook),
                                  // per added parameter tensor per backward pass (cost::grad_add)
@@ -124,6 +139,13 @@ struct HardwareProfile {
   double bshd_side_bwd_bytes_q = 0;
   double bshd_side_bwd_bytes_kv = 0;
   double bshd_side_first_fwd_bytes_q = 0;
+  // TE's cuDNN (fused) attention on THD zeroes its output and fills its gradients on every call,
+  // cp = 1 included (the step's rows at each ring step): bytes written per row of the call's
+  // queries (O forward; dQ backward) and of its keys (dK and dV backward). Not on bshd, not on the
+  // flash-attention backends.
+  double thd_fused_fill_fwd_bytes_q = 0;
+  double thd_fused_fill_bwd_bytes_q = 0;
+  double thd_fused_fill_bwd_bytes_kv = 0;
   double optimizer_bytes_per_param = 0;    // Adam step + grad-norm, per param of the GPU's
                                            // optimizer shard (zeroing the whole grad buffer is
                                            // charged apart, at the grad dtype's bytes per param)

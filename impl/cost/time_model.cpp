@@ -117,6 +117,16 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
     // first step's corrections and each pass's KV copy into its first send buffer (hardware.cpp),
     // proportional to T; THD's or, for a padded plan, bshd's (its halves are views: no read-half
     // copies), whose KV copies and first backward step are THD's.
+    // cuDNN's THD zero-fills (HardwareProfile thd_fused_fill_*), on every call: rows of the
+    // call's Q and KV summed over the k steps; an off-diagonal step has all of one and half of the
+    // other (lower: half of KV, upper: half of Q), half of them each on average over the ranks.
+    if (with_comm && format == QkvFormat::thd && tr.attention_backend == "cudnn" && hw.hbm_bytes_per_s > 0) {
+      const double rows = tokens * (1.0 + 0.75 * (k - 1));
+      const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;
+      t.fwd_compute_s += rows * hw.thd_fused_fill_fwd_bytes_q * q_dim / hw.hbm_bytes_per_s;
+      t.bwd_compute_s +=
+          rows * (hw.thd_fused_fill_bwd_bytes_q * q_dim + hw.thd_fused_fill_bwd_bytes_kv * kv_dim) / hw.hbm_bytes_per_s;
+    }
     if (with_comm && k > 1 && hw.hbm_bytes_per_s > 0) {
       const bool bshd = format == QkvFormat::bshd;
       const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;
@@ -263,13 +273,10 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
     st.fwd.compute_s += lf + ce / 2;
     st.bwd.compute_s += cm.training.gemm_bwd_factor * lf + ce / 2;
   }
-  // Host issue time of the pass (the launch floor): per layer, plus the ring loop's steps.
-  const bool ring = k > 1 && cm.training.cp_comm == CpComm::ring;
-  const bool bshd = format == QkvFormat::bshd;
-  const double ring_fwd = ring ? k * (bshd ? hw.bshd_ring_step_fwd_s : hw.ring_step_fwd_s) : 0.0;
-  const double ring_bwd = ring ? k * (bshd ? hw.bshd_ring_step_bwd_s : hw.ring_step_bwd_s) : 0.0;
-  double host_fwd = layers * (hw.host_layer_fwd_s + ring_fwd);
-  double host_bwd = layers * (hw.host_layer_bwd_s + ring_bwd);
+  // Host issue time of the pass (the launch floor): per layer, plus the ring's call and steps.
+  const RingHost rh = ring_host(cm, k, format);
+  double host_fwd = layers * (hw.host_layer_fwd_s + rh.fwd_s);
+  double host_bwd = layers * (hw.host_layer_bwd_s + rh.bwd_s);
   if (cm.training.recompute_full) {
     // The transformer layers' forward runs again before the backward (logits are not recomputed).
     st.bwd.recompute_s = layers * lt.fwd_compute_s;
@@ -282,7 +289,8 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
   host_bwd += add.host_s;
   const double fixed = microbatch_overhead(cm, v);
   st.fwd.overhead_s = fixed / 2 + std::max(0.0, host_fwd - (st.fwd.compute_s + st.fwd.comm_exposed_s));
-  st.bwd.overhead_s = fixed / 2 + std::max(0.0, host_bwd - (st.bwd.compute_s + st.bwd.comm_exposed_s));
+  st.bwd.overhead_s = fixed / 2 + std::max(0.0, host_bwd - (st.bwd.compute_s + st.bwd.comm_exposed_s)) +
+                      layers * rh.bwd_sync_s;
   if (cm.cluster.pp > 1) {
     const int s = v % cm.cluster.pp;
     const int next = (s + 1) % cm.cluster.pp;
@@ -294,6 +302,22 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
     st.p2p_s = tokens * static_cast<double>(cm.model.hidden) * kBf16Bytes / cm.cluster.tp / bw + lat;
   }
   return st;
+}
+
+RingHost ring_host(const CostModel& cm, int k, QkvFormat format) {
+  DCP_CHECK(k >= 1, "cp_size ", k);
+  if (k == 1 || cm.training.cp_comm != CpComm::ring) return {};
+  const auto& hw = cm.hardware;
+  const bool bshd = format == QkvFormat::bshd;
+  const bool flash = cm.training.attention_backend != "cudnn";
+  RingHost r;
+  const double after_first = k - 1;
+  r.fwd_s = bshd ? hw.bshd_ring_call_fwd_s + after_first * hw.bshd_ring_step_fwd_s
+                 : hw.ring_call_fwd_s + after_first * hw.ring_step_fwd_s;
+  r.bwd_s = bshd ? hw.bshd_ring_call_bwd_s + after_first * hw.bshd_ring_step_bwd_s
+                 : hw.ring_call_bwd_s + after_first * hw.ring_step_bwd_s;
+  r.bwd_sync_s = !bshd && flash ? hw.thd_flash_ring_bwd_sync_s : 0.0;
+  return r;
 }
 
 double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_tokens, int cp_size) {

@@ -48,10 +48,15 @@
 //          (with --cross-entropy-fusion-impl te).
 //   element-wise (norms, residuals, RoPE, activation): elementwise_bytes_per_token_hidden * h * T
 //          / tp / HBM per layer fwd, 2x in bwd.
+//   cuDNN zero-fills: on the cudnn backend TE's fused THD attention zeroes each call's output
+//          and fills its dQ, dK, dV (cp = 1 included): thd_fused_fill_* bytes per row of the
+//          call's Q (and KV), rows summed over the ring's steps (1 + 0.75 (k-1)) * T.
 //   host/launch floor: a pass takes max(GPU time, host issue time), host = layers *
-//          (host_layer_{fwd,bwd}_s + [k > 1] k * ring_step_{fwd,bwd}_s, bshd_ring_step_* for a
-//          padded plan) (recompute adds the forward's
+//          (host_layer_{fwd,bwd}_s + ring_host: [k > 1] ring_call_{fwd,bwd}_s (the call and its
+//          first step) + (k - 1) * ring_step_{fwd,bwd}_s, bshd_ring_* for a padded plan) (recompute adds the forward's
 //          host time to the backward); the excess of host over GPU time is reported as overhead.
+//          A THD ring backward on a flash-attention backend adds layers * thd_flash_ring_bwd_sync_s
+//          (GPU idle after its device syncs) to the pass.
 //          Plus the micro-batch's fixed cost on the virtual stage (microbatch_overhead below), half
 //          in each pass.
 //   main-gradient adds (grad_add): Megatron's DDP backward hook adds a parameter's bf16 gradient
@@ -194,8 +199,22 @@ struct StageTimes {
 
 // The layout TE's ring attention runs on (its qkv_format): thd for a packed plan, bshd for a
 // padded one (plan.pad_to > 0: one sequence per group, b = 1). Only the ring's host cost per step
-// and its side kernels differ (HardwareProfile ring_step_* / thd_side_* vs bshd_*).
+// and its side kernels differ (HardwareProfile ring_call_* / ring_step_* / thd_side_* vs bshd_*;
+// thd_flash_ring_bwd_sync_s and thd_fused_fill_* are THD's only).
 enum class QkvFormat { thd, bshd };
+
+// Host side of one layer's ring attention on a group of k ranks, per pass (all 0 at k = 1 and
+// for all-gather CP): the call's prelude, first step and epilogue plus k - 1 loop steps, in the
+// plan's layout (HardwareProfile ring_call_* + (k - 1) ring_step_*, or their bshd_* keys), and
+// the GPU idle time of
+// the backward's device syncs (thd_flash_ring_bwd_sync_s: THD on a flash-attention backend).
+// fwd_s and bwd_s add to the pass's host issue time; bwd_sync_s adds to the backward pass itself.
+struct RingHost {
+  double fwd_s = 0;
+  double bwd_s = 0;
+  double bwd_sync_s = 0;
+};
+RingHost ring_host(const CostModel& cm, int cp_size, QkvFormat format);
 
 // Time of one CP group (every rank of it: identical work) running the sequences `lengths`
 // (tokens, full lengths, not divided by cp) through virtual stage v. first_pool_rank locates the

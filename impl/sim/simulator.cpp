@@ -485,17 +485,16 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // recompute issues the forward again before the backward (cost::group_stage_times).
   const double rec = cm.training.recompute_full ? 1.0 : 0.0;
   const double host_layer = hw.host_layer_fwd_s + hw.host_layer_bwd_s + rec * hw.host_layer_fwd_s;
-  // Host time of k ring steps per layer (fwd + bwd), in the plan's layout (a padded plan's bshd
-  // ring reads its halves as views, cost::QkvFormat).
-  const bool bshd = format == cost::QkvFormat::bshd;
-  const double step_fwd = bshd ? hw.bshd_ring_step_fwd_s : hw.ring_step_fwd_s;
-  const double step_bwd = bshd ? hw.bshd_ring_step_bwd_s : hw.ring_step_bwd_s;
+  // Host time of the ring per layer on a group of k (fwd + bwd: the call and its k steps), in the
+  // plan's layout (a padded plan's bshd ring reads its halves as views, cost::QkvFormat), with
+  // the backward's device-sync idle time (added to the pass, so no less than the host share).
   const auto ring_layer = [&](int k) {
-    return k > 1 && cm.training.cp_comm == cost::CpComm::ring ? k * (step_fwd + step_bwd + rec * step_fwd) : 0.0;
+    const cost::RingHost r = cost::ring_host(cm, k, format);
+    return r.fwd_s + r.bwd_s + rec * r.fwd_s + r.bwd_sync_s;
   };
   // The longest sample runs in some micro-batch on a group of some valid size k. Each rank of that
   // group spends, in that micro-batch, at least max(its 1/k share of the sample's compute at k,
-  // its host issue time incl. k ring steps per layer), and at least the host floor in each of its
+  // its host issue time incl. the ring per layer at k), and at least the host floor in each of its
   // other m_min - 1 micro-batches: a critical path no plan avoids, whichever k it picks (one long
   // sample on few ranks is imbalance; on many, ring steps). Per stage, the least over k.
   struct LongestAt {

@@ -39,9 +39,10 @@
 //   add_*(s) = the main-gradient adds of one backward pass of each of the stage's virtual stages
 //              (cost::grad_add)
 //   m_min    = max(1, ceil(sum_i L_i / (N * M)))   (a micro-batch holds at most N * M tokens)
-//   ring(k)  = k * (ring_step_fwd_s + ring_step_bwd_s [+ ring_step_fwd_s if recompute]) for k > 1
-//              and ring CP, else 0 (host time of a group of k ranks' ring steps, per layer;
-//              bshd_ring_step_* for a padded plan, whose ring runs TE's bshd layout)
+//   ring(k)  = fwd + bwd [+ fwd if recompute] + sync of cost::ring_host(k) (the ring's call and
+//              its steps, ring_call_* + (k - 1) * ring_step_*, per layer; bshd_ring_* for a padded
+//              plan, whose ring runs TE's bshd layout; 0 at k = 1 or all-gather CP), sync being
+//              the flash THD backward's device-sync idle time
 //   crit(s)  = min over the valid sizes k of the longest sample L* of
 //                max(its stage-s compute at k / k + add_gpu(s),
 //                    layers(s) * (host_layer + ring(k)) + add_host(s))
@@ -59,7 +60,7 @@
 // is at least max(its GPU time, m * host(s)) + m * fixed(s), and its GPU time at least the
 // stage's work / N. The longest sample runs in one micro-batch on a group of some valid size k
 // (k >= ceil(L* / M)); each rank of that group spends there at least max(its 1/k share of the
-// sample's compute, its host issue time with k ring steps per layer) and at least host(s) / layers
+// sample's compute, its host issue time with the ring per layer at k) and at least host(s) / layers
 // per layer in each other micro-batch: crit(s) is the cheapest such path (one long sample on few
 // ranks costs imbalance, on many it costs ring steps; work(s) alone assumed it spreads for free,
 // which read dcp's plans of Megatron's example at M = 8192 as 0.81 efficient; 0.96 with crit).

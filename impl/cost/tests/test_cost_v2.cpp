@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace dcp::cost {
@@ -185,14 +186,18 @@ TEST(HostFloor, PassTakesTheLongerOfGpuAndHostTime) {
   EXPECT_NEAR(one.fwd.total_s(), 2e-3 + 2e-5, 1e-12);
   EXPECT_NEAR(one.fwd.overhead_s, 2e-3 - 9.05472e-4 + 2e-5, 1e-12);
   EXPECT_NEAR(one.bwd.total_s(), std::max(2.066944e-3, 4e-3) + 2e-5, 1e-12);
-  // k = 2: the ring loop adds k steps per layer to the host time; no ring steps at k = 1.
+  // k = 2: the ring adds its call (with the first step) and k - 1 later steps per layer to the
+  // host time; nothing at k = 1.
+  cm.hardware.ring_call_fwd_s = 5e-5;
+  cm.hardware.ring_call_bwd_s = 7e-5;
   const auto two = group_stage_times(cm, l, 2, 0, 0);
-  EXPECT_NEAR(two.fwd.total_s(), 2 * (1e-3 + 2 * 1e-4) + 2e-5, 1e-12);
-  EXPECT_NEAR(two.bwd.total_s(), 2 * (2e-3 + 2 * 3e-4) + 2e-5, 1e-12);
+  EXPECT_NEAR(two.fwd.total_s(), 2 * (1e-3 + 5e-5 + 1e-4) + 2e-5, 1e-12);
+  EXPECT_NEAR(two.bwd.total_s(), 2 * (2e-3 + 7e-5 + 3e-4) + 2e-5, 1e-12);
+  EXPECT_NEAR(group_stage_times(cm, l, 1, 0, 0).fwd.total_s(), one.fwd.total_s(), 1e-15);
   // Recompute: the backward also issues the forward's host work.
   cm.training.recompute_full = true;
   const auto rc = group_stage_times(cm, l, 2, 0, 0);
-  EXPECT_NEAR(rc.bwd.total_s(), 2 * (2e-3 + 2 * 3e-4) + 2 * (1e-3 + 2 * 1e-4) + 2e-5, 1e-12);
+  EXPECT_NEAR(rc.bwd.total_s(), 2 * (2e-3 + 7e-5 + 3e-4) + 2 * (1e-3 + 5e-5 + 1e-4) + 2e-5, 1e-12);
   // A GPU-bound pass keeps its GPU time: no overhead beyond the micro-batch's share.
   cm.hardware.host_layer_fwd_s = 1e-9;
   cm.hardware.ring_step_fwd_s = 0;
@@ -315,7 +320,8 @@ TEST(BshdSideKernels, PaddedRingChargesItsOwnBytesAndHostCostPerStep) {
   EXPECT_NEAR(bshd.bwd.compute_s - base.bwd.compute_s, 2 * 250 * 34 * 128 / 1e9, 1e-15);
   // THD on the same group charges THD's keys: 3 x 200 + 100 + 8 = 708 x 128 B forward.
   EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).fwd.compute_s - base.fwd.compute_s, 2 * 250 * 708 * 128 / 1e9, 1e-15);
-  // Host: k ring steps per layer at bshd's cost (a host-bound pass: GPU time far below).
+  // Host: the call and k - 1 ring steps per layer at bshd's cost (a host-bound pass: GPU time far
+  // below).
   cm.hardware.hbm_bytes_per_s = 0;
   cm.hardware.host_layer_fwd_s = 1e-2;
   cm.hardware.host_layer_bwd_s = 1e-2;
@@ -323,12 +329,115 @@ TEST(BshdSideKernels, PaddedRingChargesItsOwnBytesAndHostCostPerStep) {
   cm.hardware.ring_step_bwd_s = 3e-3;
   cm.hardware.bshd_ring_step_fwd_s = 5e-4;
   cm.hardware.bshd_ring_step_bwd_s = 2e-3;
-  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).fwd.total_s(), 2 * (1e-2 + 4 * 5e-4), 1e-12);
-  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).bwd.total_s(), 2 * (1e-2 + 4 * 2e-3), 1e-12);
-  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).fwd.total_s(), 2 * (1e-2 + 4 * 1e-3), 1e-12);
+  cm.hardware.ring_call_fwd_s = 4e-3;
+  cm.hardware.bshd_ring_call_fwd_s = 6e-4;
+  cm.hardware.bshd_ring_call_bwd_s = 7e-4;
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).fwd.total_s(), 2 * (1e-2 + 6e-4 + 3 * 5e-4), 1e-12);
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).bwd.total_s(), 2 * (1e-2 + 7e-4 + 3 * 2e-3), 1e-12);
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).fwd.total_s(), 2 * (1e-2 + 4e-3 + 3 * 1e-3), 1e-12);
   // k = 1: no ring, so the layouts agree.
   EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 1, 0, 0, QkvFormat::bshd).fwd.total_s(),
                    group_stage_times(cm, l, 1, 0, 0).fwd.total_s());
+}
+
+// The ring's host side per layer: the call (first step, prelude, epilogue) once per pass plus k - 1
+// later steps, in
+// the plan's layout; the device syncs only on a THD backward with a flash-attention backend; none
+// of it at k = 1 or with all-gather CP.
+TEST(RingHost, CallPlusStepsPerLayoutAndSyncsOnlyOnFlashThd) {
+  auto cm = unit_model();
+  auto& hw = cm.hardware;
+  hw.ring_step_fwd_s = 1e-3;
+  hw.ring_step_bwd_s = 2e-3;
+  hw.bshd_ring_step_fwd_s = 3e-3;
+  hw.bshd_ring_step_bwd_s = 4e-3;
+  hw.ring_call_fwd_s = 10e-3;
+  hw.ring_call_bwd_s = 20e-3;
+  hw.bshd_ring_call_fwd_s = 30e-3;
+  hw.bshd_ring_call_bwd_s = 40e-3;
+  hw.thd_flash_ring_bwd_sync_s = 0.5e-3;
+  for (const char* backend : {"fa2", "fa3", "cudnn"}) {
+    cm.training.attention_backend = backend;
+    const bool flash = std::string(backend) != "cudnn";
+    const auto thd = ring_host(cm, 4, QkvFormat::thd);
+    EXPECT_DOUBLE_EQ(thd.fwd_s, 10e-3 + 3 * 1e-3) << backend;
+    EXPECT_DOUBLE_EQ(thd.bwd_s, 20e-3 + 3 * 2e-3) << backend;
+    EXPECT_DOUBLE_EQ(thd.bwd_sync_s, flash ? 0.5e-3 : 0.0) << backend;
+    const auto bshd = ring_host(cm, 8, QkvFormat::bshd);
+    EXPECT_DOUBLE_EQ(bshd.fwd_s, 30e-3 + 7 * 3e-3) << backend;
+    EXPECT_DOUBLE_EQ(bshd.bwd_s, 40e-3 + 7 * 4e-3) << backend;
+    EXPECT_DOUBLE_EQ(bshd.bwd_sync_s, 0.0) << backend;
+    for (auto f : {QkvFormat::thd, QkvFormat::bshd}) {
+      const auto one = ring_host(cm, 1, f);
+      EXPECT_EQ(one.fwd_s + one.bwd_s + one.bwd_sync_s, 0.0);
+    }
+  }
+  cm.training.cp_comm = CpComm::all_gather;
+  const auto ag = ring_host(cm, 4, QkvFormat::thd);
+  EXPECT_EQ(ag.fwd_s + ag.bwd_s + ag.bwd_sync_s, 0.0);
+}
+
+// In a pass: the call and steps join the host issue time (max with the GPU time); the sync idle
+// time is added to the backward whether it is host- or GPU-bound, once per layer.
+TEST(RingHost, SyncIdleTimeAddsToTheBackwardOncePerLayer) {
+  auto cm = unit_model();
+  const std::vector<int64_t> l{1000};
+  cm.training.attention_backend = "fa3";
+  const auto gpu_bound = group_stage_times(cm, l, 4, 0, 0);
+  cm.hardware.thd_flash_ring_bwd_sync_s = 1e-4;
+  const auto synced = group_stage_times(cm, l, 4, 0, 0);
+  EXPECT_NEAR(synced.bwd.total_s() - gpu_bound.bwd.total_s(), 2 * 1e-4, 1e-15);  // 2 layers
+  EXPECT_DOUBLE_EQ(synced.fwd.total_s(), gpu_bound.fwd.total_s());
+  EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).bwd.total_s(),
+                   gpu_bound.bwd.total_s());  // bshd: no zero-fill slicing
+  // Host-bound: layers x (host_layer + call + k - 1 steps), plus the syncs on the backward.
+  cm.hardware.host_layer_fwd_s = 1e-2;
+  cm.hardware.host_layer_bwd_s = 1e-2;
+  cm.hardware.ring_call_fwd_s = 2e-3;
+  cm.hardware.ring_call_bwd_s = 3e-3;
+  cm.hardware.ring_step_fwd_s = 1e-3;
+  cm.hardware.ring_step_bwd_s = 1e-3;
+  const auto host = group_stage_times(cm, l, 4, 0, 0);
+  EXPECT_NEAR(host.fwd.total_s(), 2 * (1e-2 + 2e-3 + 3 * 1e-3), 1e-12);
+  EXPECT_NEAR(host.bwd.total_s(), 2 * (1e-2 + 3e-3 + 3 * 1e-3) + 2 * 1e-4, 1e-12);
+  // Recompute issues the forward's host work (call and steps) again, not the syncs.
+  cm.training.recompute_full = true;
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).bwd.total_s(),
+              2 * (1e-2 + 3e-3 + 3 * 1e-3) + 2 * (1e-2 + 2e-3 + 3 * 1e-3) + 2 * 1e-4, 1e-12);
+}
+
+// cuDNN's per-call zero-fills on THD: every call, k = 1 included; rows summed over the ring's
+// steps, (1 + 0.75 (k - 1)) x T local; q and kv keys at their own widths (GQA: q_dim 128, kv_dim
+// 32); nothing on bshd or on the flash-attention backends.
+TEST(FusedThdFills, EveryCudnnCallWritesItsRowsAtTheirWidths) {
+  auto cm = unit_model();
+  cm.model.heads = 4;
+  cm.model.kv_heads = 1;
+  cm.model.head_dim = 32;
+  cm.hardware.hbm_bytes_per_s = 1e9;
+  const std::vector<int64_t> l{1000};
+  cm.training.attention_backend = "cudnn";
+  const auto base1 = group_stage_times(cm, l, 1, 0, 0), base4 = group_stage_times(cm, l, 4, 0, 0);
+  const auto base4b = group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd);
+  cm.hardware.thd_fused_fill_fwd_bytes_q = 1;
+  cm.hardware.thd_fused_fill_bwd_bytes_q = 2;
+  cm.hardware.thd_fused_fill_bwd_bytes_kv = 3;
+  const auto one = group_stage_times(cm, l, 1, 0, 0);
+  EXPECT_NEAR(one.fwd.compute_s - base1.fwd.compute_s, 2 * 1000 * 1 * 128 / 1e9, 1e-15);
+  EXPECT_NEAR(one.bwd.compute_s - base1.bwd.compute_s, 2 * 1000 * (2 * 128 + 3 * 32) / 1e9, 1e-15);
+  // k = 4: 250 local tokens, rows 250 x (1 + 0.75 x 3) = 812.5 per layer.
+  const auto four = group_stage_times(cm, l, 4, 0, 0);
+  EXPECT_NEAR(four.fwd.compute_s - base4.fwd.compute_s, 2 * 812.5 * 1 * 128 / 1e9, 1e-15);
+  EXPECT_NEAR(four.bwd.compute_s - base4.bwd.compute_s, 2 * 812.5 * (2 * 128 + 3 * 32) / 1e9, 1e-15);
+  EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).bwd.compute_s, base4b.bwd.compute_s);
+  for (const char* flash : {"fa2", "fa3"}) {
+    auto f = cm;
+    f.training.attention_backend = flash;
+    auto f0 = f;
+    f0.hardware.thd_fused_fill_fwd_bytes_q = f0.hardware.thd_fused_fill_bwd_bytes_q =
+        f0.hardware.thd_fused_fill_bwd_bytes_kv = 0;
+    EXPECT_DOUBLE_EQ(group_stage_times(f, l, 1, 0, 0).bwd.compute_s, group_stage_times(f0, l, 1, 0, 0).bwd.compute_s);
+  }
 }
 
 TEST(IterationCost, OptimizerShardFixedCostAndTheSequencePackingDataPath) {

@@ -105,12 +105,15 @@ TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
   for (int64_t l : big.lengths) work_big += cost::sequence_compute_s(cm, l, 2000);
   EXPECT_NEAR(lower_bound_s(big, cm, 2000), std::max(work_big / 2, 2 * host) + 2 * 5e-4 + g.reduce_s + g.gather_s + it,
               1e-15);
-  // A 3000-token sample with M = 2000 needs a group of >= 2 ranks: with ring CP they issue 2 ring
-  // steps per layer and pass (fwd + bwd) in its micro-batch. The plan that does so meets the bound.
+  // A 3000-token sample with M = 2000 needs a group of >= 2 ranks: with ring CP they issue the ring's
+  // call and 1 later step per layer and pass (fwd + bwd) in its micro-batch. The plan that does so
+  // meets the bound.
   cm.hardware.ring_step_fwd_s = 2e-3;
   cm.hardware.ring_step_bwd_s = 3e-3;
+  cm.hardware.ring_call_fwd_s = 1e-3;
+  cm.hardware.ring_call_bwd_s = 4e-3;
   const plan::Batch longer{{3000, 500}};
-  const double ring = 2 * 2 * (2e-3 + 3e-3);  // layers x k x (fwd + bwd)
+  const double ring = 2 * ((1e-3 + 2e-3) + (4e-3 + 3e-3));  // layers x (call + (k - 1) steps), fwd + bwd
   double work_longer = 0;
   for (int64_t l : longer.lengths) work_longer += cost::sequence_compute_s(cm, l, 2000);
   ASSERT_GT(host + ring, work_longer / 2);
@@ -130,7 +133,7 @@ TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
 }
 
 // The longest sample is a critical path: on one rank it is that rank's work; spread over k ranks
-// each of them issues k ring steps per layer. The bound takes the cheaper of the two, which can
+// each of them issues the ring's call and k - 1 later steps per layer. The bound takes the cheaper of the two, which can
 // exceed the even split of all work (a 3000-token sample beside a 100-token one on 2 ranks).
 TEST(Step, BoundChargesTheLongestSamplesCriticalPath) {
   auto cm = unit_cm(2, 1, 1);
@@ -144,8 +147,8 @@ TEST(Step, BoundChargesTheLongestSamplesCriticalPath) {
   const double w_short = cost::sequence_compute_s(cm, 100, m, 1);
   const double it = cost::iteration_time(cm, false, 0).total_s();
   // Ring steps far dearer than the sample: k = 2 loses, the sample's whole work is on one rank.
-  cm.hardware.ring_step_fwd_s = 1.0;
-  cm.hardware.ring_step_bwd_s = 1.0;
+  cm.hardware.ring_step_fwd_s = cm.hardware.ring_call_fwd_s = 1.0;
+  cm.hardware.ring_step_bwd_s = cm.hardware.ring_call_bwd_s = 1.0;
   ASSERT_GT(w_long, (w_long + w_short) / 2);
   EXPECT_NEAR(lower_bound_s(batch, cm, m), w_long + it, 1e-12);
   plan::Plan p = two_rank_plan();
@@ -154,15 +157,15 @@ TEST(Step, BoundChargesTheLongestSamplesCriticalPath) {
   EXPECT_LE(r.bound_s, r.step_s * (1 + 1e-12));
   EXPECT_GT(r.plan_efficiency, 0.99);  // and this plan is the best one: the bound is tight
   // Free ring steps: spreading it costs nothing extra, the even split of all work is the bound.
-  cm.hardware.ring_step_fwd_s = 0;
-  cm.hardware.ring_step_bwd_s = 0;
+  cm.hardware.ring_step_fwd_s = cm.hardware.ring_call_fwd_s = 0;
+  cm.hardware.ring_step_bwd_s = cm.hardware.ring_call_bwd_s = 0;
   const double w2 = cost::sequence_compute_s(cm, 3000, m, 2);
   ASSERT_LT(w2 / 2, (w_long + w_short) / 2);
   EXPECT_NEAR(lower_bound_s(batch, cm, m), (std::min(w_long, w2) + w_short) / 2 + it, 1e-12);
-  // Ring steps whose host time alone equals the whole sample's compute (2 layers x 2 steps x
-  // (fwd + bwd) = w_long): spreading saves nothing, the bound is w_long again.
-  cm.hardware.ring_step_fwd_s = w_long / 8;
-  cm.hardware.ring_step_bwd_s = w_long / 8;
+  // Ring steps whose host time alone equals the whole sample's compute (2 layers x (the call and 1
+  // later step) x (fwd + bwd) = w_long): spreading saves nothing, the bound is w_long again.
+  cm.hardware.ring_step_fwd_s = cm.hardware.ring_call_fwd_s = w_long / 8;
+  cm.hardware.ring_step_bwd_s = cm.hardware.ring_call_bwd_s = w_long / 8;
   EXPECT_NEAR(lower_bound_s(batch, cm, m), w_long + it, 1e-12);
 }
 
