@@ -87,7 +87,8 @@ HardwareProfile h100_sxm() {
   // isend/irecv, req.wait(), event record/wait, wait_stream; a `with torch.cuda.stream` block 2);
   // views and no-op casts 0; a torch.compile'd helper (jit_fuser, TE's default) 1; each step's
   // attention kernel call 1 TE module. Path: bf16, causal, k >= 4 on an H100 (batch_p2p_comm off,
-  // 1421-1423), pad_between_seqs False, the flash-attention backend (FA3) that Megatron's example
+  // 1421-1423), pad_between_seqs False (Megatron passes the same tensor as cu_seqlens and
+  // cu_seqlens_padded: d0067d0 dot_product_attention.py:2016-2020), the flash path (FA3) that Megatron's example
   // and the Llama-13B scenarios run. Host = ring_call + (k - 1) ring_step per pass and layer:
   //   THD forward, per step after the first (16.5 on average over ranks): a stream block 2 (1700),
   //   2 waits (1702-1703), empty_like + isend + irecv 3 (1706-1707), 2 cu_seqlens // k (721-722,
@@ -96,8 +97,9 @@ HardwareProfile h100_sxm() {
   //   correction 1 (1945 / 1950), the output correction 1 (tex.thd_out_correction after the loop,
   //   2001 / 2020). Per call: the diagonal step (11: no waits, read-halves or wait_event), 2
   //   cu_seqlens_padded // k (1447-1448), the Event (1680), the KV cat (1690), the LSE clone
-  //   (1938), torch.zeros of the output (1943), wait_stream (1970), less the last step's send,
-  //   empty_like and record_event (4): 14. (16.5 k - 2.5 in all; until 2026-11-29 12 k.)
+  //   (1938), torch.zeros of the output (1943), wait_stream (1970), less the last step's
+  //   empty_like, isend, irecv and record_event (4): 14. (16.5 k - 2.5 in all; until 2026-11-29
+  //   12 k.)
   //   THD backward, per step after the first (14.5): 2 waits at the top (2462-2463), isend + irecv
   //   (2493), the dq accumulation 1 (2665-2693), 2 waits (2718-2719), the dk and dv accumulations
   //   2 (2756-2802), 3 empty_like on the flash path (1285), read-halves (2 lower 1095-1096, 3
@@ -110,12 +112,20 @@ HardwareProfile h100_sxm() {
   //   bshd (a padded plan; Megatron hands TE sbhd, which the flash path turns into bshd): its halves
   //   are views, so no read-halves and no cu_seqlens divisions, and its corrections are compiled
   //   helpers: forward 13 per step after the first, 10 per call (13 k - 3); backward 12 and 16
-  //   (12 k + 4, incl. rank 0's split dq / dkv copies 2673-2677, 2761-2769). (Until 2026-11-29
-  //   10.5 k and 15.5 k.)
-  //   On the cuDNN (fused) path the counts differ [not charged apart: one set of keys per layout]:
-  //   THD 18.5 / 12.5 per step (a cu_seqlens_padded // 2 each way, 884/913 and 1175/1182, and an
-  //   LSE transpose copy 1926 forward; no empty_likes backward): the same fwd + bwd total per step;
-  //   per call 15 / 14 (18.5 k - 3.5, 12.5 k + 1.5); sbhd 13 / 9 per step, 3 fewer backward than charged. Not charged either:
+  //   (12 k + 4, incl. the dq split into copy_ + add_ on ranks below k - 1, 2673-2677, and rank 0's
+  //   dkv split, 2761-2769). (Until 2026-11-29 10.5 k and 15.5 k.)
+  //   The cuDNN (fused) path, cudnn_ring_* and cudnn_bshd_ring_*: THD forward 18.5 per step (a
+  //   cu_seqlens_padded // 2, 884 / 913, and an LSE transpose copy, 1926), 15 per call (18.5 k -
+  //   3.5); backward 12.5 per step (a cu_seqlens_padded // 2, 1175 / 1182; no empty_likes) and 14
+  //   per call (12.5 k + 1.5; no zero-fills); sbhd, which the fused path keeps (its halves views
+  //   too): forward 13 and 10 (13 k - 3), backward 9 and 13 (9 k + 4).
+  //   Averages over the ranks; a lock-stepped ring runs each step at its slowest rank's pace, 0.5
+  //   op more per step (lower-triangle steps in the forward, upper in the backward) [not charged].
+  //   At k = 2 TE batches each step's send and receive on an H100 (batch_p2p_comm, 1421-1423): 1
+  //   call and 1 wait fewer per step than charged [not charged]. Of the 16.5 forward ops per
+  //   step, 8 are stream switches, event records and waits, and request waits, cheaper than an
+  //   nn.Linear call: the unit likely overstates them (the profile below would settle it).
+  //   Not charged either:
   //   the sbhd -> bshd transposes TE's flash-attention backend makes around a bshd call, k = 1
   //   included (backends.py:941-944, 1369: .contiguous() copies, though at b = 1, the padded
   //   baseline's one sequence per micro-batch, a transpose alone is already contiguous).
@@ -127,11 +137,22 @@ HardwareProfile h100_sxm() {
   p.bshd_ring_call_fwd_s = 10 * kTorchOpHostS + kTeModuleHostS;    // 171 us
   p.bshd_ring_step_bwd_s = 12 * kTorchOpHostS + kTeModuleHostS;    // 198 us
   p.bshd_ring_call_bwd_s = 16 * kTorchOpHostS + kTeModuleHostS;    // 252 us
+  p.cudnn_ring_step_fwd_s = 18.5 * kTorchOpHostS + kTeModuleHostS;       // 286 us
+  p.cudnn_ring_call_fwd_s = 15 * kTorchOpHostS + kTeModuleHostS;         // 239 us
+  p.cudnn_ring_step_bwd_s = 12.5 * kTorchOpHostS + kTeModuleHostS;       // 205 us
+  p.cudnn_ring_call_bwd_s = 14 * kTorchOpHostS + kTeModuleHostS;         // 225 us
+  p.cudnn_bshd_ring_step_fwd_s = 13 * kTorchOpHostS + kTeModuleHostS;    // 212 us
+  p.cudnn_bshd_ring_call_fwd_s = 10 * kTorchOpHostS + kTeModuleHostS;    // 171 us
+  p.cudnn_bshd_ring_step_bwd_s = 9 * kTorchOpHostS + kTeModuleHostS;     // 158 us
+  p.cudnn_bshd_ring_call_bwd_s = 13 * kTorchOpHostS + kTeModuleHostS;    // 212 us
   // The THD backward on the flash path zero-fills dq, dk, dv past cu_seqlens_padded[-1] by slicing
   // with a device scalar (dq[cu_seqlens_q_padded[-1]:].fill_(0), d0067d0 2869-2871, 0f0e229b5
-  // 2649-2651): 3 GPU -> CPU syncs per call. After each the GPU idles while the host issues the
-  // next op [derived: one op, 13.5 us; the sync's own return latency not charged]. Not on the
-  // fused path, nor on bshd.
+  // 2649-2651): 3 GPU -> CPU syncs per call (even where nothing is filled: Megatron passes
+  // cu_seqlens as cu_seqlens_padded, so the slices are empty, but indexing reads the scalar).
+  // After each the GPU idles while the host issues the next op, a fill_ counted in
+  // ring_call_bwd_s [derived: one op, 13.5 us; the sync's own return latency not charged]; so a
+  // GPU-bound pass is longer by it, a host-bound one not (cost::ring_host). Not on the fused
+  // path, nor on bshd.
   p.thd_flash_ring_bwd_sync_s = 3 * kTorchOpHostS;                // 41 us
   // The unit (13.5 us, an nn.Linear call) may overstate views, events and compiled calls, so the
   // fix for all of it is a profile: host time = a + b k from TE's NVTX ranges
@@ -351,6 +372,14 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"ring_call_bwd_s", &HardwareProfile::ring_call_bwd_s},
       {"bshd_ring_call_fwd_s", &HardwareProfile::bshd_ring_call_fwd_s},
       {"bshd_ring_call_bwd_s", &HardwareProfile::bshd_ring_call_bwd_s},
+      {"cudnn_ring_step_fwd_s", &HardwareProfile::cudnn_ring_step_fwd_s},
+      {"cudnn_ring_step_bwd_s", &HardwareProfile::cudnn_ring_step_bwd_s},
+      {"cudnn_ring_call_fwd_s", &HardwareProfile::cudnn_ring_call_fwd_s},
+      {"cudnn_ring_call_bwd_s", &HardwareProfile::cudnn_ring_call_bwd_s},
+      {"cudnn_bshd_ring_step_fwd_s", &HardwareProfile::cudnn_bshd_ring_step_fwd_s},
+      {"cudnn_bshd_ring_step_bwd_s", &HardwareProfile::cudnn_bshd_ring_step_bwd_s},
+      {"cudnn_bshd_ring_call_fwd_s", &HardwareProfile::cudnn_bshd_ring_call_fwd_s},
+      {"cudnn_bshd_ring_call_bwd_s", &HardwareProfile::cudnn_bshd_ring_call_bwd_s},
       {"thd_flash_ring_bwd_sync_s", &HardwareProfile::thd_flash_ring_bwd_sync_s},
       {"microbatch_every_stage_s", &HardwareProfile::microbatch_every_stage_s},
       {"microbatch_first_stage_s", &HardwareProfile::microbatch_first_stage_s},

@@ -75,17 +75,27 @@ struct HardwareProfile {
   double bshd_ring_step_fwd_s = 0;  // the same for TE's bshd ring (a padded plan, one sequence per
   double bshd_ring_step_bwd_s = 0;  // group): its halves are views, not read-half calls
   // Once per attention call with a ring (k > 1), per pass, beside its k - 1 later steps: the
-  // first (diagonal) step and the prelude and epilogue of TE's p2p function (cu_seqlens
+  // diagonal step (the first forward, the last backward) and the prelude and epilogue of TE's p2p function (cu_seqlens
   // divisions, the KV copy into the first send buffer, buffers, the LSE and output set-up, final
   // fills). THD's and bshd's.
   double ring_call_fwd_s = 0;
   double ring_call_bwd_s = 0;
   double bshd_ring_call_fwd_s = 0;
   double bshd_ring_call_bwd_s = 0;
-  // GPU idle time per THD ring backward call on the flash-attention backends (fa2, fa3): TE zero-
-  // fills dQ/dK/dV beyond cu_seqlens_padded[-1] by slicing with a device scalar, a GPU -> CPU sync
-  // each; after each the GPU waits while the host issues the next op. Added to the pass, not
-  // overlapped with the host's run-ahead.
+  // The keys above are TE's flash-attention path (fa2, fa3, and dcpbench's own kernels, which
+  // TE's non-fused path would call); the cuDNN (fused) path issues other ops: its own set.
+  double cudnn_ring_step_fwd_s = 0;
+  double cudnn_ring_step_bwd_s = 0;
+  double cudnn_ring_call_fwd_s = 0;
+  double cudnn_ring_call_bwd_s = 0;
+  double cudnn_bshd_ring_step_fwd_s = 0;
+  double cudnn_bshd_ring_step_bwd_s = 0;
+  double cudnn_bshd_ring_call_fwd_s = 0;
+  double cudnn_bshd_ring_call_bwd_s = 0;
+  // GPU idle time per THD ring backward call on the flash path (fa2, fa3, dcpbench): TE zero-fills
+  // dQ/dK/dV beyond cu_seqlens_padded[-1] by slicing with a device scalar, a GPU -> CPU sync each;
+  // after each the GPU waits while the host issues the next op (those ops are in ring_call_bwd_s).
+  // A GPU-bound backward pass is longer by it; a host-bound one is not (cost::ring_host).
   double thd_flash_ring_bwd_sync_s = 0;
   double grad_add_host_s = 0;    // host time of one main-gradient add (a parameter's bf16
                                  // gradient added into its main gradient by Megatron's DDP hook),

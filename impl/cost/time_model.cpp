@@ -120,7 +120,7 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
     // cuDNN's THD zero-fills (HardwareProfile thd_fused_fill_*), on every call: rows of the
     // call's Q and KV summed over the k steps; an off-diagonal step has all of one and half of the
     // other (lower: half of KV, upper: half of Q), half of them each on average over the ranks.
-    if (with_comm && format == QkvFormat::thd && tr.attention_backend == "cudnn" && hw.hbm_bytes_per_s > 0) {
+    if (with_comm && format == QkvFormat::thd && tr.attention_backend == "cudnn" && hw.hbm_bytes_per_s > 0) {  // TE's fused path
       const double rows = tokens * (1.0 + 0.75 * (k - 1));
       const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;
       t.fwd_compute_s += rows * hw.thd_fused_fill_fwd_bytes_q * q_dim / hw.hbm_bytes_per_s;
@@ -289,8 +289,9 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
   host_bwd += add.host_s;
   const double fixed = microbatch_overhead(cm, v);
   st.fwd.overhead_s = fixed / 2 + std::max(0.0, host_fwd - (st.fwd.compute_s + st.fwd.comm_exposed_s));
-  st.bwd.overhead_s = fixed / 2 + std::max(0.0, host_bwd - (st.bwd.compute_s + st.bwd.comm_exposed_s)) +
-                      layers * rh.bwd_sync_s;
+  // The backward's device syncs idle the GPU (max(GPU + idle, host)): a host-bound pass hides them.
+  st.bwd.overhead_s = fixed / 2 + std::max(layers * rh.bwd_sync_s,
+                                           host_bwd - (st.bwd.compute_s + st.bwd.comm_exposed_s));
   if (cm.cluster.pp > 1) {
     const int s = v % cm.cluster.pp;
     const int next = (s + 1) % cm.cluster.pp;
@@ -309,14 +310,28 @@ RingHost ring_host(const CostModel& cm, int k, QkvFormat format) {
   if (k == 1 || cm.training.cp_comm != CpComm::ring) return {};
   const auto& hw = cm.hardware;
   const bool bshd = format == QkvFormat::bshd;
-  const bool flash = cm.training.attention_backend != "cudnn";
-  RingHost r;
+  // TE's fused path for cuDNN; its flash path for fa2, fa3 and dcpbench (our own kernels, as TE's
+  // non-fused path would call them): hardware.h. A backend added later must be placed here.
+  const std::string& be = cm.training.attention_backend;
+  const bool fused = be == "cudnn";
+  DCP_CHECK(fused || be == "fa2" || be == "fa3" || be == "dcpbench", "attention backend ", be,
+            " has no ring host costs");
+  struct Keys {
+    double call_fwd, step_fwd, call_bwd, step_bwd;
+  };
+  const Keys keys = fused ? (bshd ? Keys{hw.cudnn_bshd_ring_call_fwd_s, hw.cudnn_bshd_ring_step_fwd_s,
+                                         hw.cudnn_bshd_ring_call_bwd_s, hw.cudnn_bshd_ring_step_bwd_s}
+                                  : Keys{hw.cudnn_ring_call_fwd_s, hw.cudnn_ring_step_fwd_s,
+                                         hw.cudnn_ring_call_bwd_s, hw.cudnn_ring_step_bwd_s})
+                          : (bshd ? Keys{hw.bshd_ring_call_fwd_s, hw.bshd_ring_step_fwd_s, hw.bshd_ring_call_bwd_s,
+                                         hw.bshd_ring_step_bwd_s}
+                                  : Keys{hw.ring_call_fwd_s, hw.ring_step_fwd_s, hw.ring_call_bwd_s,
+                                         hw.ring_step_bwd_s});
   const double after_first = k - 1;
-  r.fwd_s = bshd ? hw.bshd_ring_call_fwd_s + after_first * hw.bshd_ring_step_fwd_s
-                 : hw.ring_call_fwd_s + after_first * hw.ring_step_fwd_s;
-  r.bwd_s = bshd ? hw.bshd_ring_call_bwd_s + after_first * hw.bshd_ring_step_bwd_s
-                 : hw.ring_call_bwd_s + after_first * hw.ring_step_bwd_s;
-  r.bwd_sync_s = !bshd && flash ? hw.thd_flash_ring_bwd_sync_s : 0.0;
+  RingHost r;
+  r.fwd_s = keys.call_fwd + after_first * keys.step_fwd;
+  r.bwd_s = keys.call_bwd + after_first * keys.step_bwd;
+  r.bwd_sync_s = !bshd && !fused ? hw.thd_flash_ring_bwd_sync_s : 0.0;
   return r;
 }
 

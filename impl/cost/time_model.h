@@ -53,10 +53,11 @@
 //          call's Q (and KV), rows summed over the ring's steps (1 + 0.75 (k-1)) * T.
 //   host/launch floor: a pass takes max(GPU time, host issue time), host = layers *
 //          (host_layer_{fwd,bwd}_s + ring_host: [k > 1] ring_call_{fwd,bwd}_s (the call and its
-//          first step) + (k - 1) * ring_step_{fwd,bwd}_s, bshd_ring_* for a padded plan) (recompute adds the forward's
+//          diagonal step) + (k - 1) * ring_step_{fwd,bwd}_s, bshd_ring_* for a padded plan,
+//          cudnn_* on the cuDNN backend) (recompute adds the forward's
 //          host time to the backward); the excess of host over GPU time is reported as overhead.
-//          A THD ring backward on a flash-attention backend adds layers * thd_flash_ring_bwd_sync_s
-//          (GPU idle after its device syncs) to the pass.
+//          A THD ring backward on the flash path adds layers * thd_flash_ring_bwd_sync_s (GPU idle
+//          after its device syncs) to the GPU side: backward = max(GPU + idle, host).
 //          Plus the micro-batch's fixed cost on the virtual stage (microbatch_overhead below), half
 //          in each pass.
 //   main-gradient adds (grad_add): Megatron's DDP backward hook adds a parameter's bf16 gradient
@@ -143,7 +144,8 @@ struct TrainingOptions {
   CpComm cp_comm = CpComm::ring;
   double gemm_bwd_factor = 2.0;      // bwd GEMM FLOPs / fwd (dgrad + wgrad)
   double attn_bwd_factor = 2.5;      // bwd attention FLOPs / fwd (FA2/FA3 convention)
-  std::string attention_backend = "fa3";  // table of the hardware profile ("fa2", "fa3", "cudnn")
+  std::string attention_backend = "fa3";  // table of the hardware profile ("fa2", "fa3", "cudnn",
+                                          // "dcpbench": our kernels, a measured calibration's)
   bool overlap_grad_reduce = false;  // --overlap-grad-reduce (Megatron default off): the grad
                                      // reduce overlaps the last backward, the param all-gather
                                      // the first forward
@@ -198,17 +200,17 @@ struct StageTimes {
 };
 
 // The layout TE's ring attention runs on (its qkv_format): thd for a packed plan, bshd for a
-// padded one (plan.pad_to > 0: one sequence per group, b = 1). Only the ring's host cost per step
-// and its side kernels differ (HardwareProfile ring_call_* / ring_step_* / thd_side_* vs bshd_*;
+// padded one (plan.pad_to > 0: one sequence per group, b = 1). Only the ring's host cost per call
+// and step and its side kernels differ (HardwareProfile ring_call_* / ring_step_* / thd_side_* vs bshd_*;
 // thd_flash_ring_bwd_sync_s and thd_fused_fill_* are THD's only).
 enum class QkvFormat { thd, bshd };
 
 // Host side of one layer's ring attention on a group of k ranks, per pass (all 0 at k = 1 and
-// for all-gather CP): the call's prelude, first step and epilogue plus k - 1 loop steps, in the
-// plan's layout (HardwareProfile ring_call_* + (k - 1) ring_step_*, or their bshd_* keys), and
-// the GPU idle time of
-// the backward's device syncs (thd_flash_ring_bwd_sync_s: THD on a flash-attention backend).
-// fwd_s and bwd_s add to the pass's host issue time; bwd_sync_s adds to the backward pass itself.
+// for all-gather CP): the call's prelude, diagonal step and epilogue plus k - 1 later steps, in
+// the plan's layout and the backend's TE path (HardwareProfile ring_call_* + (k - 1)
+// ring_step_*, their bshd_* keys, and cudnn_* for the fused path), and the GPU idle time of the
+// backward's device syncs (thd_flash_ring_bwd_sync_s: THD on the flash path). fwd_s and bwd_s add
+// to the pass's host issue time, bwd_sync_s to its GPU time: pass = max(GPU + idle, host).
 struct RingHost {
   double fwd_s = 0;
   double bwd_s = 0;

@@ -53,7 +53,7 @@
 //   fixed(s) = the micro-batch's fixed host cost summed over the stage's virtual stages
 //              (cost::microbatch_overhead: the embedding's on the first, the loss's on the last).
 // The bound is over the plans of the plan's own layout (a padded plan runs TE's bshd ring, a packed
-// one its THD ring, cost::QkvFormat): only the ring steps' host cost depends on it.
+// one its THD ring, cost::QkvFormat): only the ring's host cost (cost::ring_host) depends on it.
 // Why each term holds for any valid plan: every micro-batch covers all N ranks of every stage, so
 // each rank runs m >= m_min fwd and bwd passes per virtual stage; a pass costs max(GPU, host) +
 // half the virtual stage's micro-batch cost (cost::group_stage_times), so the busiest rank's time
@@ -247,7 +247,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
 
 // Lower bound of a batch (see top): seconds. static_cp: the plan's static CP size (its group
 // size when the plan is static); 0 = cm.cluster.cp. format: the plan's ring layout (bshd for a
-// padded plan), which sets the ring steps' host cost: the bound is over plans of that layout.
+// padded plan), which sets the ring's host cost: the bound is over plans of that layout.
 double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm,
                      int64_t max_seqlen_per_rank_tokens, int static_cp = 0,
                      cost::QkvFormat format = cost::QkvFormat::thd);

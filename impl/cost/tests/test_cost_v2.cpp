@@ -1,6 +1,6 @@
 // Tests of the costs added by cost model v2 (issue 8), each against a hand-computed value:
-// attention tables with tile quantisation, the host/launch floor and ring-step costs, the THD
-// side kernels, the per-iteration costs, and the memory model.
+// attention tables with tile quantisation, the host/launch floor and the ring's host costs, the THD
+// side kernels and cuDNN's zero-fills, the per-iteration costs, and the memory model.
 #include "core/error.h"
 #include "cost/attention_table.h"
 #include "cost/flops.h"
@@ -287,7 +287,7 @@ TEST(ThdSideKernels, QAndKvKeysScaleWithTheirOwnWidthsUnderGqa) {
 // A padded plan's ring (TE's bshd layout, QkvFormat::bshd) charges the bshd_* keys: its own bytes
 // per step after the first and on the first forward step's correction; the forward's KV copy and
 // the first backward step's bytes are THD's.
-TEST(BshdSideKernels, PaddedRingChargesItsOwnBytesAndHostCostPerStep) {
+TEST(BshdSideKernels, PaddedRingChargesItsOwnBytesAndHostCost) {
   auto cm = unit_model();
   const std::vector<int64_t> l{1000};
   cm.hardware.hbm_bytes_per_s = 1e9;
@@ -340,11 +340,11 @@ TEST(BshdSideKernels, PaddedRingChargesItsOwnBytesAndHostCostPerStep) {
                    group_stage_times(cm, l, 1, 0, 0).fwd.total_s());
 }
 
-// The ring's host side per layer: the call (first step, prelude, epilogue) once per pass plus k - 1
-// later steps, in
-// the plan's layout; the device syncs only on a THD backward with a flash-attention backend; none
-// of it at k = 1 or with all-gather CP.
-TEST(RingHost, CallPlusStepsPerLayoutAndSyncsOnlyOnFlashThd) {
+// The ring's host side per layer: the call (diagonal step, prelude, epilogue) once per pass plus
+// k - 1 later steps, in the plan's layout and the backend's TE path (flash: fa2, fa3, dcpbench;
+// fused: cudnn); the device syncs only on a THD backward on the flash path; none of it at k = 1
+// or with all-gather CP.
+TEST(RingHost, CallPlusStepsPerLayoutAndPathSyncsOnlyOnFlashThd) {
   auto cm = unit_model();
   auto& hw = cm.hardware;
   hw.ring_step_fwd_s = 1e-3;
@@ -355,17 +355,25 @@ TEST(RingHost, CallPlusStepsPerLayoutAndSyncsOnlyOnFlashThd) {
   hw.ring_call_bwd_s = 20e-3;
   hw.bshd_ring_call_fwd_s = 30e-3;
   hw.bshd_ring_call_bwd_s = 40e-3;
+  hw.cudnn_ring_step_fwd_s = 5e-3;
+  hw.cudnn_ring_step_bwd_s = 6e-3;
+  hw.cudnn_bshd_ring_step_fwd_s = 7e-3;
+  hw.cudnn_bshd_ring_step_bwd_s = 8e-3;
+  hw.cudnn_ring_call_fwd_s = 50e-3;
+  hw.cudnn_ring_call_bwd_s = 60e-3;
+  hw.cudnn_bshd_ring_call_fwd_s = 70e-3;
+  hw.cudnn_bshd_ring_call_bwd_s = 80e-3;
   hw.thd_flash_ring_bwd_sync_s = 0.5e-3;
-  for (const char* backend : {"fa2", "fa3", "cudnn"}) {
+  for (const char* backend : {"fa2", "fa3", "dcpbench", "cudnn"}) {
     cm.training.attention_backend = backend;
-    const bool flash = std::string(backend) != "cudnn";
+    const bool fused = std::string(backend) == "cudnn";
     const auto thd = ring_host(cm, 4, QkvFormat::thd);
-    EXPECT_DOUBLE_EQ(thd.fwd_s, 10e-3 + 3 * 1e-3) << backend;
-    EXPECT_DOUBLE_EQ(thd.bwd_s, 20e-3 + 3 * 2e-3) << backend;
-    EXPECT_DOUBLE_EQ(thd.bwd_sync_s, flash ? 0.5e-3 : 0.0) << backend;
+    EXPECT_DOUBLE_EQ(thd.fwd_s, fused ? 50e-3 + 3 * 5e-3 : 10e-3 + 3 * 1e-3) << backend;
+    EXPECT_DOUBLE_EQ(thd.bwd_s, fused ? 60e-3 + 3 * 6e-3 : 20e-3 + 3 * 2e-3) << backend;
+    EXPECT_DOUBLE_EQ(thd.bwd_sync_s, fused ? 0.0 : 0.5e-3) << backend;
     const auto bshd = ring_host(cm, 8, QkvFormat::bshd);
-    EXPECT_DOUBLE_EQ(bshd.fwd_s, 30e-3 + 7 * 3e-3) << backend;
-    EXPECT_DOUBLE_EQ(bshd.bwd_s, 40e-3 + 7 * 4e-3) << backend;
+    EXPECT_DOUBLE_EQ(bshd.fwd_s, fused ? 70e-3 + 7 * 7e-3 : 30e-3 + 7 * 3e-3) << backend;
+    EXPECT_DOUBLE_EQ(bshd.bwd_s, fused ? 80e-3 + 7 * 8e-3 : 40e-3 + 7 * 4e-3) << backend;
     EXPECT_DOUBLE_EQ(bshd.bwd_sync_s, 0.0) << backend;
     for (auto f : {QkvFormat::thd, QkvFormat::bshd}) {
       const auto one = ring_host(cm, 1, f);
@@ -375,11 +383,15 @@ TEST(RingHost, CallPlusStepsPerLayoutAndSyncsOnlyOnFlashThd) {
   cm.training.cp_comm = CpComm::all_gather;
   const auto ag = ring_host(cm, 4, QkvFormat::thd);
   EXPECT_EQ(ag.fwd_s + ag.bwd_s + ag.bwd_sync_s, 0.0);
+  cm.training.cp_comm = CpComm::ring;
+  cm.training.attention_backend = "fa4";  // a backend with no TE path here is an internal error
+  EXPECT_THROW(ring_host(cm, 4, QkvFormat::thd), std::exception);
 }
 
-// In a pass: the call and steps join the host issue time (max with the GPU time); the sync idle
-// time is added to the backward whether it is host- or GPU-bound, once per layer.
-TEST(RingHost, SyncIdleTimeAddsToTheBackwardOncePerLayer) {
+// In a pass: the call and steps join the host issue time and the sync idle time the GPU time,
+// pass = max(GPU + idle, host): it lengthens a GPU-bound backward (once per layer), not a
+// host-bound one, whose host time already holds the ops issued after each sync.
+TEST(RingHost, SyncIdleTimeLengthensOnlyAGpuBoundBackward) {
   auto cm = unit_model();
   const std::vector<int64_t> l{1000};
   cm.training.attention_backend = "fa3";
@@ -390,7 +402,7 @@ TEST(RingHost, SyncIdleTimeAddsToTheBackwardOncePerLayer) {
   EXPECT_DOUBLE_EQ(synced.fwd.total_s(), gpu_bound.fwd.total_s());
   EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).bwd.total_s(),
                    gpu_bound.bwd.total_s());  // bshd: no zero-fill slicing
-  // Host-bound: layers x (host_layer + call + k - 1 steps), plus the syncs on the backward.
+  // Host-bound: layers x (host_layer + call + k - 1 steps); the syncs hide under it.
   cm.hardware.host_layer_fwd_s = 1e-2;
   cm.hardware.host_layer_bwd_s = 1e-2;
   cm.hardware.ring_call_fwd_s = 2e-3;
@@ -399,11 +411,17 @@ TEST(RingHost, SyncIdleTimeAddsToTheBackwardOncePerLayer) {
   cm.hardware.ring_step_bwd_s = 1e-3;
   const auto host = group_stage_times(cm, l, 4, 0, 0);
   EXPECT_NEAR(host.fwd.total_s(), 2 * (1e-2 + 2e-3 + 3 * 1e-3), 1e-12);
-  EXPECT_NEAR(host.bwd.total_s(), 2 * (1e-2 + 3e-3 + 3 * 1e-3) + 2 * 1e-4, 1e-12);
-  // Recompute issues the forward's host work (call and steps) again, not the syncs.
+  EXPECT_NEAR(host.bwd.total_s(), 2 * (1e-2 + 3e-3 + 3 * 1e-3), 1e-12);
+  // Recompute issues the forward's host work (call and steps) again.
   cm.training.recompute_full = true;
   EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).bwd.total_s(),
-              2 * (1e-2 + 3e-3 + 3 * 1e-3) + 2 * (1e-2 + 2e-3 + 3 * 1e-3) + 2 * 1e-4, 1e-12);
+              2 * (1e-2 + 3e-3 + 3 * 1e-3) + 2 * (1e-2 + 2e-3 + 3 * 1e-3), 1e-12);
+  // Between the two: GPU time + idle just above the host time.
+  cm.training.recompute_full = false;
+  const double gpu_bwd = host.bwd.compute_s + host.bwd.comm_exposed_s;
+  cm.hardware.thd_flash_ring_bwd_sync_s = (2 * (1e-2 + 3e-3 + 3 * 1e-3) - gpu_bwd) / 2 + 1e-3;
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).bwd.total_s(),
+              gpu_bwd + 2 * cm.hardware.thd_flash_ring_bwd_sync_s, 1e-12);
 }
 
 // cuDNN's per-call zero-fills on THD: every call, k = 1 included; rows summed over the ring's
@@ -429,6 +447,7 @@ TEST(FusedThdFills, EveryCudnnCallWritesItsRowsAtTheirWidths) {
   const auto four = group_stage_times(cm, l, 4, 0, 0);
   EXPECT_NEAR(four.fwd.compute_s - base4.fwd.compute_s, 2 * 812.5 * 1 * 128 / 1e9, 1e-15);
   EXPECT_NEAR(four.bwd.compute_s - base4.bwd.compute_s, 2 * 812.5 * (2 * 128 + 3 * 32) / 1e9, 1e-15);
+  EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).fwd.compute_s, base4b.fwd.compute_s);
   EXPECT_DOUBLE_EQ(group_stage_times(cm, l, 4, 0, 0, QkvFormat::bshd).bwd.compute_s, base4b.bwd.compute_s);
   for (const char* flash : {"fa2", "fa3"}) {
     auto f = cm;
@@ -436,7 +455,12 @@ TEST(FusedThdFills, EveryCudnnCallWritesItsRowsAtTheirWidths) {
     auto f0 = f;
     f0.hardware.thd_fused_fill_fwd_bytes_q = f0.hardware.thd_fused_fill_bwd_bytes_q =
         f0.hardware.thd_fused_fill_bwd_bytes_kv = 0;
-    EXPECT_DOUBLE_EQ(group_stage_times(f, l, 1, 0, 0).bwd.compute_s, group_stage_times(f0, l, 1, 0, 0).bwd.compute_s);
+    for (int k : {1, 4}) {
+      EXPECT_DOUBLE_EQ(group_stage_times(f, l, k, 0, 0).fwd.compute_s, group_stage_times(f0, l, k, 0, 0).fwd.compute_s)
+          << flash << " k " << k;
+      EXPECT_DOUBLE_EQ(group_stage_times(f, l, k, 0, 0).bwd.compute_s, group_stage_times(f0, l, k, 0, 0).bwd.compute_s)
+          << flash << " k " << k;
+    }
   }
 }
 

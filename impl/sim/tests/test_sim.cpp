@@ -271,11 +271,11 @@ TEST(Step, PaddedPlanIsChargedAtThePaddedLength) {
   EXPECT_GT(padded.peak_memory_bytes, unpadded.peak_memory_bytes);
 }
 
-// A padded plan's CP groups run TE's bshd ring (cost::QkvFormat::bshd): its host cost per step
+// A padded plan's CP groups run TE's bshd ring (cost::QkvFormat::bshd): its host cost per call and step
 // and side-kernel bytes, not THD's; the same groups unpadded run THD's.
 TEST(Step, PaddedPlanRunsTheBshdRing) {
   auto cm = unit_cm2(2, 1);
-  cm.hardware.host_layer_fwd_s = 1e-2;  // host-bound: the ring steps' host cost sets the pass
+  cm.hardware.host_layer_fwd_s = 1e-2;  // host-bound: the ring's host cost sets the pass
   cm.hardware.host_layer_bwd_s = 1e-2;
   cm.hardware.ring_step_fwd_s = 1e-3;
   cm.hardware.ring_step_bwd_s = 3e-3;
