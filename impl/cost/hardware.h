@@ -75,9 +75,9 @@ struct HardwareProfile {
   double bshd_ring_step_fwd_s = 0;  // the same for TE's bshd ring (a padded plan, one sequence per
   double bshd_ring_step_bwd_s = 0;  // group): its halves are views, not read-half calls
   // Once per attention call with a ring (k > 1), per pass, beside its k - 1 later steps: the
-  // diagonal step (the first forward, the last backward) and the prelude and epilogue of TE's p2p function (cu_seqlens
-  // divisions, the KV copy into the first send buffer, buffers, the LSE and output set-up, final
-  // fills). THD's and bshd's.
+  // diagonal step (the first forward, the last backward) and the prelude and epilogue of TE's p2p
+  // function (cu_seqlens divisions, the KV copy into the first send buffer, buffers, the LSE and
+  // output set-up, final fills). THD's and bshd's.
   double ring_call_fwd_s = 0;
   double ring_call_bwd_s = 0;
   double bshd_ring_call_fwd_s = 0;
