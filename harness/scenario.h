@@ -89,7 +89,7 @@ struct TrainingSpec {
   std::string precision = "bf16";
   int steps = 1;
   uint64_t seed = 0;
-  std::string attention_backend = "fa3";  // "fa2" | "fa3" | "cudnn"
+  std::string attention_backend = "fa3";  // "fa2" | "fa3" | "cudnn" | "dcpbench"
   bool distributed_optimizer = false;     // --use-distributed-optimizer
   std::string grad_reduce = "fp32";       // "fp32" (Megatron's --bf16 default) | "bf16"
   bool overlap_grad_reduce = false;       // --overlap-grad-reduce (+ --overlap-param-gather)

@@ -154,10 +154,10 @@ HardwareProfile h100_sxm() {
   // GPU-bound pass is longer by it, a host-bound one not (cost::ring_host). Not on the fused
   // path, nor on bshd.
   p.thd_flash_ring_bwd_sync_s = 3 * kTorchOpHostS;                // 41 us
-  // The unit (13.5 us, an nn.Linear call) may overstate views, events and compiled calls, so the
-  // fix for all of it is a profile: host time = a + b k from TE's NVTX ranges
-  // (AttnFuncWithCPAndKVP2P.forward / .backward) at k = 2, 4, 8 on a machine with TE and k GPUs;
-  // ci/device-run.sh measures our own kernels, not TE's ring.
+  // The unit (13.5 us, an nn.Linear call) may overstate stream switches, events, request waits and
+  // compiled calls (views are not counted), so the fix for all of it is a profile: host time =
+  // a + b k from TE's NVTX ranges (AttnFuncWithCPAndKVP2P.forward / .backward) at k = 2, 4, 8 on a
+  // machine with TE and k GPUs; ci/device-run.sh measures our own kernels, not TE's ring.
   // Main-gradient add [derived]: Megatron's DDP backward hook issues param.main_grad.add_(param.grad)
   // for every parameter no fused wgrad GEMM accumulated (norms, biases, embeddings; every one with
   // --no-gradient-accumulation-fusion; Megatron-LM 192cbc3554 distributed_data_parallel.py:466-470):

@@ -66,7 +66,8 @@ struct HardwareProfile {
   // ---- host / launch floors (Megatron + TransformerEngine, PyTorch eager) ----
   // A pass of one micro-batch through a virtual stage takes max(GPU time, host issue time):
   // host = layers * (host_layer_{fwd,bwd}_s + (k > 1 ? ring_call_{fwd,bwd}_s + (k - 1) *
-  // ring_step_{fwd,bwd}_s : 0)) (cost::ring_host).
+  // ring_step_{fwd,bwd}_s : 0)), with the bshd_* / cudnn_* keys by layout and backend
+  // (cost::ring_host); a flash THD ring backward adds its sync idle to the GPU time.
   double host_layer_fwd_s = 0;   // host time to issue one transformer layer's forward
   double host_layer_bwd_s = 0;   // ... its backward
   double ring_step_fwd_s = 0;    // fixed host cost of one CP ring step after the first (TE THD p2p

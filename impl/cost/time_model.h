@@ -188,7 +188,8 @@ struct PassTime {
   double compute_s = 0;         // GEMM + attention kernels (incl. the recompute forward)
   double recompute_s = 0;       // part of compute_s that is the recompute forward (bwd only)
   double comm_exposed_s = 0;    // CP communication not hidden behind compute (+ latencies)
-  double overhead_s = 0;        // host floor excess over GPU time + half the micro-batch overhead
+  double overhead_s = 0;        // host floor excess over GPU time (backward: or the ring's sync
+                                // idle, whichever is larger) + half the micro-batch overhead
   double total_s() const { return compute_s + comm_exposed_s + overhead_s; }
 };
 

@@ -39,12 +39,14 @@
 //   add_*(s) = the main-gradient adds of one backward pass of each of the stage's virtual stages
 //              (cost::grad_add)
 //   m_min    = max(1, ceil(sum_i L_i / (N * M)))   (a micro-batch holds at most N * M tokens)
-//   ring(k)  = fwd + bwd [+ fwd if recompute] + sync of cost::ring_host(k) (the ring's call and
-//              its steps, ring_call_* + (k - 1) * ring_step_*, per layer; bshd_ring_* for a padded
-//              plan, whose ring runs TE's bshd layout; 0 at k = 1 or all-gather CP), sync being
-//              the flash THD backward's device-sync idle time
+//   ring(k)  = fwd + bwd [+ fwd if recompute] of cost::ring_host(k) (the ring's call and its
+//              steps, ring_call_* + (k - 1) * ring_step_*, per layer; bshd_ring_* for a padded
+//              plan, whose ring runs TE's bshd layout, cudnn_* on the cuDNN backend; 0 at k = 1 or
+//              all-gather CP)
+//   idle(k)  = bwd_sync_s of cost::ring_host(k): the flash THD backward's device-sync idle time
+//              per layer, on the GPU side of a pass
 //   crit(s)  = min over the valid sizes k of the longest sample L* of
-//                max(its stage-s compute at k / k + add_gpu(s),
+//                max(its stage-s compute at k / k + layers(s) * idle(k) + add_gpu(s),
 //                    layers(s) * (host_layer + ring(k)) + add_host(s))
 //              + (m_min - 1) * host(s)
 //   bound_s  = max_s [ max(work(s), crit(s)) + m_min * fixed(s)
@@ -55,8 +57,8 @@
 // The bound is over the plans of the plan's own layout (a padded plan runs TE's bshd ring, a packed
 // one its THD ring, cost::QkvFormat): only the ring's host cost (cost::ring_host) depends on it.
 // Why each term holds for any valid plan: every micro-batch covers all N ranks of every stage, so
-// each rank runs m >= m_min fwd and bwd passes per virtual stage; a pass costs max(GPU, host) +
-// half the virtual stage's micro-batch cost (cost::group_stage_times), so the busiest rank's time
+// each rank runs m >= m_min fwd and bwd passes per virtual stage; a pass costs max(GPU [+ the
+// backward's sync idle], host) + half the virtual stage's micro-batch cost (cost::group_stage_times), so the busiest rank's time
 // is at least max(its GPU time, m * host(s)) + m * fixed(s), and its GPU time at least the
 // stage's work / N. The longest sample runs in one micro-batch on a group of some valid size k
 // (k >= ceil(L* / M)); each rank of that group spends there at least max(its 1/k share of the
@@ -118,7 +120,7 @@ struct OpCost {
   double recompute_s = 0;     // part of bwd_compute_s
   double fwd_comm_s = 0;      // exposed CP comm inside the op
   double bwd_comm_s = 0;
-  double fwd_overhead_s = 0;  // host floor excess + micro-batch overhead inside the op
+  double fwd_overhead_s = 0;  // host floor excess (or the backward's sync idle) + micro-batch overhead inside the op
   double bwd_overhead_s = 0;
   double p2p_s = 0;           // delay on the edge between this stage and the next: F(v)->F(v+1) and B(v+1)->B(v)
   // The durations and their parts of a cost::group_stage_times result.

@@ -424,6 +424,44 @@ TEST(RingHost, SyncIdleTimeLengthensOnlyAGpuBoundBackward) {
               gpu_bwd + 2 * cm.hardware.thd_flash_ring_bwd_sync_s, 1e-12);
 }
 
+// The public profile's ring host costs are the op counts of hardware.cpp (a typo there would be
+// written into the calibration file too, whose test only compares the two): at k = 4, ops =
+// a k + b at 13.5 us each plus k attention calls at a TE module's 2.7 x 13.5 us, per path.
+TEST(RingHost, PublicProfileChargesTheCountedOps) {
+  auto cm = unit_model();
+  cm.hardware = hardware_preset("h100-sxm");
+  const double op = 13.5e-6, call = 2.7 * 13.5e-6;
+  const auto at4 = [&](double a, double b) { return (4 * a + b) * op + 4 * call; };
+  struct Path {
+    const char* backend;
+    QkvFormat format;
+    double fa, fb, ba, bb;  // forward a k + b, backward a k + b ops
+  };
+  const Path paths[] = {{"fa3", QkvFormat::thd, 16.5, -2.5, 14.5, 3.5},
+                        {"fa3", QkvFormat::bshd, 13, -3, 12, 4},
+                        {"cudnn", QkvFormat::thd, 18.5, -3.5, 12.5, 1.5},
+                        {"cudnn", QkvFormat::bshd, 13, -3, 9, 4}};
+  for (const auto& p : paths) {
+    cm.training.attention_backend = p.backend;
+    const auto r = ring_host(cm, 4, p.format);
+    EXPECT_NEAR(r.fwd_s, at4(p.fa, p.fb), 1e-12) << p.backend;
+    EXPECT_NEAR(r.bwd_s, at4(p.ba, p.bb), 1e-12) << p.backend;
+    const bool flash_thd = p.format == QkvFormat::thd && std::string(p.backend) == "fa3";
+    EXPECT_NEAR(r.bwd_sync_s, flash_thd ? 3 * op : 0.0, 1e-15) << p.backend;
+  }
+}
+
+// Under full recompute the sync idle is charged once per backward pass (the recomputed forward
+// has no syncs), GPU-bound as host-bound.
+TEST(RingHost, SyncIdleOnceUnderRecompute) {
+  auto cm = unit_model();
+  const std::vector<int64_t> l{1000};
+  cm.training.recompute_full = true;
+  const auto base = group_stage_times(cm, l, 4, 0, 0);
+  cm.hardware.thd_flash_ring_bwd_sync_s = 1e-4;
+  EXPECT_NEAR(group_stage_times(cm, l, 4, 0, 0).bwd.total_s() - base.bwd.total_s(), 2 * 1e-4, 1e-15);
+}
+
 // cuDNN's per-call zero-fills on THD: every call, k = 1 included; rows summed over the ring's
 // steps, (1 + 0.75 (k - 1)) x T local; q and kv keys at their own widths (GQA: q_dim 128, kv_dim
 // 32); nothing on bshd or on the flash-attention backends.

@@ -203,14 +203,16 @@ TEST(Step, BoundHoldsOnRandomPlansH100) {
 // A padded plan's bound charges the bshd ring's host cost per call and step (cheaper than THD's):
 // cases where every sample needs a ring (L > M) and the plan is tight (host-bound, one
 // micro-batch, equal lengths: the padding adds nothing), so a bound that charged THD's ring would
-// exceed the step. CP sizes 2, 4 and 8, with and without
+// exceed the step. FA3 and cuDNN (each its own TE path), CP sizes 2, 4 and 8, with and without
 // recompute; the gradient sync not overlapped (overlapped, the bound counts none of it while the
 // step still shows its tail: efficiency 0.60-0.81 here, not tight enough to tell the layouts).
 TEST(Step, BoundHoldsOnTightPaddedPlansH100) {
+  for (const char* backend : {"fa3", "cudnn"})
   for (const int k : {2, 4, 8})
     for (const bool recompute : {false, true})
       for (const bool overlap : {false}) {
         cost::CostModel cm = h100_llama3_8b(8, 1, k);
+        cm.training.attention_backend = backend;
         cm.training.recompute_full = recompute;
         cm.training.overlap_grad_reduce = overlap;
         const auto bshd = cost::ring_host(cm, k, cost::QkvFormat::bshd), thd = cost::ring_host(cm, k, cost::QkvFormat::thd);
@@ -231,7 +233,8 @@ TEST(Step, BoundHoldsOnTightPaddedPlansH100) {
           mb.groups.push_back({d * k, k, {d}});
         }
         p.microbatches.push_back(mb);
-        const std::string at = "k " + std::to_string(k) + (recompute ? " recompute" : "") + (overlap ? " overlap" : "");
+        const std::string at = std::string(backend) + " k " + std::to_string(k) + (recompute ? " recompute" : "") +
+                               (overlap ? " overlap" : "");
         ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << at << ": " << plan::find_violation(p, batch).value_or("");
         const auto r = simulate_step(p, batch, cm);
         EXPECT_LE(r.plan_efficiency, 1.0 + 1e-12) << at;
