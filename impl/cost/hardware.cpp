@@ -88,8 +88,9 @@ HardwareProfile h100_sxm() {
   // views and no-op casts 0; a torch.compile'd helper (jit_fuser, TE's default) 1; each step's
   // attention kernel call 1 TE module. Path: bf16, causal, k >= 4 on an H100 (batch_p2p_comm off,
   // 1421-1423), pad_between_seqs False (Megatron passes the same tensor as cu_seqlens and
-  // cu_seqlens_padded: d0067d0 dot_product_attention.py:2016-2020), the flash path (FA3) that Megatron's example
-  // and the Llama-13B scenarios run. Host = ring_call + (k - 1) ring_step per pass and layer:
+  // cu_seqlens_padded: d0067d0 dot_product_attention.py:2016-2020), the flash path (FA3) that
+  // Megatron's example and the Llama-13B scenarios run. Host = ring_call + (k - 1) ring_step per
+  // pass and layer:
   //   THD forward, per step after the first (16.5 on average over ranks): a stream block 2 (1700),
   //   2 waits (1702-1703), empty_like + isend + irecv 3 (1706-1707), 2 cu_seqlens // k (721-722,
   //   750-751, 787-788), read-halves (2 on lower-triangle steps 770-771, 1 on upper ones 805: 1.5),

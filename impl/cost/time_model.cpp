@@ -117,10 +117,11 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
     // first step's corrections and each pass's KV copy into its first send buffer (hardware.cpp),
     // proportional to T; THD's or, for a padded plan, bshd's (its halves are views: no read-half
     // copies), whose KV copies and first backward step are THD's.
-    // cuDNN's THD zero-fills (HardwareProfile thd_fused_fill_*), on every call: rows of the
-    // call's Q and KV summed over the k steps; an off-diagonal step has all of one and half of the
-    // other (lower: half of KV, upper: half of Q), half of them each on average over the ranks.
-    if (with_comm && format == QkvFormat::thd && tr.attention_backend == "cudnn" && hw.hbm_bytes_per_s > 0) {  // TE's fused path
+    // cuDNN's THD zero-fills (HardwareProfile thd_fused_fill_*; TE's fused path), on every call:
+    // rows of the call's Q and KV summed over the k steps; an off-diagonal step has all of one and
+    // half of the other (lower: half of KV, upper: half of Q), half of them each on average over
+    // the ranks.
+    if (with_comm && format == QkvFormat::thd && tr.attention_backend == "cudnn" && hw.hbm_bytes_per_s > 0) {
       const double rows = tokens * (1.0 + 0.75 * (k - 1));
       const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;
       t.fwd_compute_s += rows * hw.thd_fused_fill_fwd_bytes_q * q_dim / hw.hbm_bytes_per_s;

@@ -496,7 +496,8 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   const auto ring_idle = [&](int k) { return cost::ring_host(cm, k, format).bwd_sync_s; };
   // The longest sample runs in some micro-batch on a group of some valid size k. Each rank of that
   // group spends, in that micro-batch, at least max(its 1/k share of the sample's compute at k
-  // plus the backward's sync idle, its host issue time incl. the ring per layer at k), and at least the host floor in each of its
+  // plus the backward's sync idle, its host issue time incl. the ring per layer at k), and at
+  // least the host floor in each of its
   // other m_min - 1 micro-batches: a critical path no plan avoids, whichever k it picks (one long
   // sample on few ranks is imbalance; on many, ring steps). Per stage, the least over k.
   struct LongestAt {

@@ -120,7 +120,8 @@ struct OpCost {
   double recompute_s = 0;     // part of bwd_compute_s
   double fwd_comm_s = 0;      // exposed CP comm inside the op
   double bwd_comm_s = 0;
-  double fwd_overhead_s = 0;  // host floor excess (or the backward's sync idle) + micro-batch overhead inside the op
+  double fwd_overhead_s = 0;  // host floor excess (or the backward's sync idle) + micro-batch
+                              // overhead inside the op
   double bwd_overhead_s = 0;
   double p2p_s = 0;           // delay on the edge between this stage and the next: F(v)->F(v+1) and B(v+1)->B(v)
   // The durations and their parts of a cost::group_stage_times result.
