@@ -40,13 +40,19 @@ Link cp_link(const CostModel& cm, int stage, int first_pool_rank, int k) {
   return {cm.hardware.intra_node_bytes_per_s, cm.hardware.intra_node_latency_s};
 }
 
+// Whether TE runs the model's attention on its fused (cuDNN) path, else its flash path (fa2, fa3,
+// and dcpbench's own kernels as that path would call them): the ring's host ops and cuDNN's
+// zero-fills depend on it (HardwareProfile).
+bool te_fused_path(const CostModel& cm) { return cm.training.attention_backend == "cudnn"; }
+
 double attn_time(const CostModel& cm, AttnKind kind, double flops, double q, double k, int d) {
   return flops / (cm.hardware.peak_flops_per_s *
                   cm.hardware.attn_efficiency(cm.training.attention_backend, kind, q, k, d));
 }
 
 // gemm_eff_tokens: tokens at which the GEMM efficiency is read (T for the real model; M for the
-// lower bound). with_comm = false drops CP communication and side kernels (lower bound).
+// lower bound). with_comm = false drops CP communication, side kernels and cuDNN's zero-fills
+// (lower bound).
 LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, int k,
                        double gemm_eff_tokens, const Link& link, bool with_comm,
                        QkvFormat format = QkvFormat::thd) {
@@ -113,24 +119,23 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
       if (s < k - 1) t.fwd_comm_exposed_s += std::max(cf, comm_fwd + lat) - cf;
       if (k > 1) t.bwd_comm_exposed_s += std::max(cb, comm_bwd(s) + lat) - cb;
     }
-    // Side kernels: HBM traffic per step after the first, proportional to (k-1) * T, plus the
-    // first step's corrections and each pass's KV copy into its first send buffer (hardware.cpp),
-    // proportional to T; THD's or, for a padded plan, bshd's (its halves are views: no read-half
-    // copies), whose KV copies and first backward step are THD's.
+    const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;
     // cuDNN's THD zero-fills (HardwareProfile thd_fused_fill_*; TE's fused path), on every call:
     // rows of the call's Q and KV summed over the k steps; an off-diagonal step has all of one and
     // half of the other (lower: half of KV, upper: half of Q), half of them each on average over
     // the ranks.
-    if (with_comm && format == QkvFormat::thd && tr.attention_backend == "cudnn" && hw.hbm_bytes_per_s > 0) {
+    if (format == QkvFormat::thd && te_fused_path(cm) && hw.hbm_bytes_per_s > 0) {
       const double rows = tokens * (1.0 + 0.75 * (k - 1));
-      const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;
       t.fwd_compute_s += rows * hw.thd_fused_fill_fwd_bytes_q * q_dim / hw.hbm_bytes_per_s;
       t.bwd_compute_s +=
           rows * (hw.thd_fused_fill_bwd_bytes_q * q_dim + hw.thd_fused_fill_bwd_bytes_kv * kv_dim) / hw.hbm_bytes_per_s;
     }
-    if (with_comm && k > 1 && hw.hbm_bytes_per_s > 0) {
+    // Side kernels: HBM traffic per step after the first, proportional to (k-1) * T, plus the
+    // first step's corrections and each pass's KV copy into its first send buffer (hardware.cpp),
+    // proportional to T; THD's or, for a padded plan, bshd's (its halves are views: no read-half
+    // copies), whose KV copies and first backward step are THD's.
+    if (k > 1 && hw.hbm_bytes_per_s > 0) {
       const bool bshd = format == QkvFormat::bshd;
-      const double q_dim = static_cast<double>(m.q_dim()) / tp, kv_dim = static_cast<double>(m.kv_dim()) / tp;
       const double steps = k - 1;
       const double fwd_q = bshd ? hw.bshd_side_fwd_bytes_q : hw.thd_side_fwd_bytes_q;
       const double fwd_kv = bshd ? hw.bshd_side_fwd_bytes_kv : hw.thd_side_fwd_bytes_kv;
@@ -311,10 +316,9 @@ RingHost ring_host(const CostModel& cm, int k, QkvFormat format) {
   if (k == 1 || cm.training.cp_comm != CpComm::ring) return {};
   const auto& hw = cm.hardware;
   const bool bshd = format == QkvFormat::bshd;
-  // TE's fused path for cuDNN; its flash path for fa2, fa3 and dcpbench (our own kernels, as TE's
-  // non-fused path would call them): hardware.h. A backend added later must be placed here.
+  // TE's fused path or its flash path (te_fused_path); a backend added later must be placed there.
   const std::string& be = cm.training.attention_backend;
-  const bool fused = be == "cudnn";
+  const bool fused = te_fused_path(cm);
   DCP_CHECK(fused || be == "fa2" || be == "fa3" || be == "dcpbench", "attention backend ", be,
             " has no ring host costs");
   struct Keys {

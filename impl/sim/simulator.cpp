@@ -485,15 +485,6 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // recompute issues the forward again before the backward (cost::group_stage_times).
   const double rec = cm.training.recompute_full ? 1.0 : 0.0;
   const double host_layer = hw.host_layer_fwd_s + hw.host_layer_bwd_s + rec * hw.host_layer_fwd_s;
-  // Host time of the ring per layer on a group of k (fwd + bwd: the call with its diagonal step
-  // and k - 1 later steps), in the plan's layout (a padded plan's bshd ring reads its halves as
-  // views, cost::QkvFormat); and the GPU idle time of the backward's device syncs per layer,
-  // which lengthens the GPU side of a pass (cost::group_stage_times: max(GPU + idle, host)).
-  const auto ring_layer = [&](int k) {
-    const cost::RingHost r = cost::ring_host(cm, k, format);
-    return r.fwd_s + r.bwd_s + rec * r.fwd_s;
-  };
-  const auto ring_idle = [&](int k) { return cost::ring_host(cm, k, format).bwd_sync_s; };
   // The longest sample runs in some micro-batch on a group of some valid size k. Each rank of that
   // group spends, in that micro-batch, at least max(its 1/k share of the sample's compute at k
   // plus the backward's sync idle, its host issue time incl. the ring per layer at k), and at
@@ -533,8 +524,13 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     const double sync = g.overlap ? 0.0 : g.reduce_s + g.gather_s;  // overlapped: may hide entirely
     double critical = std::numeric_limits<double>::infinity();
     for (const LongestAt& a : longest_at) {
-      const double gpu = (layers * a.per_layer + (last ? a.head : 0.0)) / a.k + layers * ring_idle(a.k);
-      const double host = layers * (host_layer + ring_layer(a.k)) + add_host;
+      // The ring per layer at k in the plan's layout (a padded plan's bshd ring reads its halves as
+      // views, cost::QkvFormat): its host time (fwd + bwd, the call with its diagonal step and k - 1
+      // later steps) and the backward's device-sync idle, on the GPU side of a pass
+      // (cost::group_stage_times: max(GPU + idle, host)).
+      const cost::RingHost r = cost::ring_host(cm, a.k, format);
+      const double gpu = (layers * a.per_layer + (last ? a.head : 0.0)) / a.k + layers * r.bwd_sync_s;
+      const double host = layers * (host_layer + r.fwd_s + r.bwd_s + rec * r.fwd_s) + add_host;
       critical = std::min(critical, std::max(gpu + add_gpu, host));
     }
     critical += (m_min - 1) * (layers * host_layer + add_host);
