@@ -62,6 +62,19 @@ const json* draw_spread(const ResultsFile& r, const std::string& sc, const std::
   return nullptr;
 }
 
+// a's speedup over packing (same scenario and setting): its own speedup when packing is its
+// reference, else packing's step time over a's (mean or 10%-trimmed mean, as aggregate.cpp forms
+// speedups), when both have numbers on every step.
+std::optional<double> speedup_over_packing(const std::vector<Aggregate>& aggs, const Aggregate& a, bool trimmed) {
+  if (a.reference == "packing") return trimmed ? a.trimmed_speedup_vs_reference : a.speedup_vs_reference;
+  const Aggregate* p = find(aggs, a.scenario, "packing", a.setting);
+  if (!p || !p->valid() || !a.valid() || p->steps != a.steps) return std::nullopt;
+  const double ours = trimmed ? a.trimmed_step_time_s : a.step_time_s;
+  const double theirs = trimmed ? p->trimmed_step_time_s : p->step_time_s;
+  if (!(ours > 0) || !(theirs > 0)) return std::nullopt;
+  return theirs / ours;
+}
+
 // Ours (as published and tuned) beside the published numbers, absolute and relative; with --draws
 // the 5th-95th percentile of our speedup over the draws.
 void print_published_comparison(std::ostream& os, const ResultsFile& r, const std::vector<Aggregate>& aggs) {
@@ -92,7 +105,10 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
         line += pad(num_or_dash(pv, "tflops_per_gpu", "%.2f"), 11);
         // Reduced over steps the way theirs was (mean, or Megatron's 10%-trimmed mean: "t").
         const double ours_t = trimmed ? a->trimmed_step_time_s : a->step_time_s;
-        const std::optional<double> ours_sp = trimmed ? a->trimmed_speedup_vs_reference : a->speedup_vs_reference;
+        // Theirs are over packing: ours on the same basis, from the packing rows of the same
+        // scenario and setting when the file's reference is another strategy (a ratio over bshd
+        // beside theirs over packing meant nothing, audit helper-48); "-" without them.
+        const std::optional<double> ours_sp = speedup_over_packing(aggs, *a, trimmed);
         line += pad(a->valid() ? fmt(trimmed ? "%.1f t" : "%.1f", 1e3 * ours_t) : "-", 12);
         line += pad(num_or_dash(pv, "step_time_ms", trimmed ? "%.1f t" : "%.1f"), 11);
         line += pad(a->valid() && ours_sp ? fmt(trimmed ? "%.3f t" : "%.3f", *ours_sp) : "-", 10);
@@ -104,7 +120,10 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
         line += pad(same_setting && has_sp && ours_sp ? fmt("%.3f", *ours_sp / pv["speedup_vs_packing"].get<double>()) : "-",
                     12);
         if (with_draws) {
-          const json* sp = draw_spread(r, sc, setting, st, trimmed ? "trimmed_speedup" : "speedup");
+          // The draws' speedups are over the file's reference: beside theirs only when that is packing.
+          const json* sp = a->reference == "packing"
+                               ? draw_spread(r, sc, setting, st, trimmed ? "trimmed_speedup" : "speedup")
+                               : nullptr;
           line += pad(sp ? fmt("%.3f", (*sp)["p5"].get<double>()) + "-" + fmt("%.3f", (*sp)["p95"].get<double>()) : "-", 14);
         }
         os << line << "\n";
@@ -118,8 +137,9 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
       hw.insert(facts.value("hardware", std::string("?")) + " (calibration " + facts.value("calibration", std::string("?")) +
                 ")");
   os << "# t = 10%-trimmed mean over the steps, computed as Megatron's benchmark_dcp.sh does, where the published\n"
-     << "#   number is one; ours/theirs = our speedup / their speedup, for the published setting only (theirs were\n"
-     << "#   measured at it).\n";
+     << "#   number is one; speedups are over packing, as theirs (ours from the packing rows where the file's\n"
+     << "#   reference is another strategy; - without them); ours/theirs = our speedup / their speedup, for the\n"
+     << "#   published setting only (theirs were measured at it).\n";
   if (with_draws)
     os << "# ours over draws: 5th-95th percentile of our speedup (same statistic) over the draws with numbers of the\n"
        << "#   section below (" << r.draws.value("draws", 0) << " draws).\n";

@@ -2,6 +2,7 @@
 // their types, as google/benchmark tests its reporters), round-trips through read_results(), and
 // the validator rejects files with missing or mistyped keys. Also the table aggregation.
 #include "core/error.h"
+#include "core/provenance.h"
 #include "harness/report.h"
 #include "harness/results.h"
 
@@ -311,6 +312,40 @@ TEST(Report, OursOverTheirsOnlyForThePublishedSetting) {
   EXPECT_EQ(tuned.substr(tuned.find_last_not_of(' ')), "-") << tuned;  // ours/theirs (4 / 2 before)
 }
 
+// Theirs are over packing: where the file's reference is another strategy, ours beside theirs is
+// over packing too, from the packing rows (it was ours over bshd / theirs over packing, 3.556 in
+// the audit of helper-48), and "-" without packing rows.
+TEST(Report, OursBesideTheirsIsOverPackingWhateverTheReference) {
+  const auto dyn_line = [](bool with_packing) {
+    ResultsFile f;
+    f.context = make_context("d", "c", "k", "t");
+    f.scenarios = nlohmann::json::array(
+        {{{"name", "s"},
+          {"hardware", "h100-sxm"},
+          {"published", {{"source", "test"}, {"values", {{{"strategy", "dyn"}, {"speedup_vs_packing", 4.0}}}}}}}});
+    std::vector<ResultRow> rows = {valid_row("bshd", 0, 8.0, 25), valid_row("dyn", 0, 1.0, 200)};
+    if (with_packing) rows.push_back(valid_row("packing", 0, 2.0, 100));
+    for (auto r : rows) {
+      r.reference = "bshd";
+      f.rows.push_back(r);
+    }
+    std::ostringstream os;
+    print_table(os, f);
+    const std::string text = os.str();
+    std::istringstream in(text.substr(text.find("beside published numbers")));
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("s ", 0) == 0 && line.find(" dyn ") != std::string::npos) return line;
+    return std::string("(no line)");
+  };
+  const std::string with = dyn_line(true);
+  EXPECT_NE(with.find(" 2.000 "), std::string::npos) << with;  // ours over packing: 2 / 1
+  EXPECT_EQ(with.find("8.000"), std::string::npos) << with;    // not over bshd
+  EXPECT_EQ(with.substr(with.find_last_not_of(' ') - 4, 5), "0.500") << with;  // 2 / 4
+  const std::string without = dyn_line(false);
+  EXPECT_EQ(without.find("8.000"), std::string::npos) << without;
+  EXPECT_EQ(without.substr(without.find_last_not_of(' ')), "-") << without;
+}
+
 // A planner's note on a plan (plan::Plan::note) is kept in its row, left out of the file when
 // empty, must be a string, and the table counts each note per strategy and setting.
 TEST(Results, APlannersNoteRoundTripsAndTheTableCountsIt) {
@@ -340,3 +375,14 @@ TEST(Results, APlannersNoteRoundTripsAndTheTableCountsIt) {
 
 }  // namespace
 }  // namespace dcp::harness
+
+// test_harness does not link the build-time sha (only dcpbench, bench_sched and the Python module
+// do): the weak reference is null and the tree's commit is recorded, with no warning.
+TEST(Provenance, WithoutTheBuildTimeShaTheTreesCommitIsRecorded) {
+  testing::internal::CaptureStderr();
+  const std::string sha = dcp::source_git_sha();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  const std::string tree = dcp::tree_git_sha();
+  if (!tree.empty()) EXPECT_EQ(sha, tree);
+  else EXPECT_FALSE(sha.empty());
+}
