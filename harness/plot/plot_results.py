@@ -29,13 +29,13 @@ import math
 import os
 import re
 import sys
-import textwrap
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PatchCollection  # noqa: E402
+from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
 SCHEMA = "dcpbench.results.v1"
@@ -49,12 +49,52 @@ def short_sha(sha):
     sha = str(sha)
     return sha[:12] + ("-dirty" if sha.endswith("-dirty") else "")
 
-def fitted(fig, text, fontsize):
-    """`text` wrapped to the figure's width (a one-scenario chart clipped its title at both ends,
-    where it says simulated or measured) and the top of the layout that leaves room for it."""
-    chars = max(30, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
-    lines = textwrap.wrap(text, chars) or [""]
-    return "\n".join(lines), 1 - (0.1 + 1.3 * fontsize / 72 * len(lines)) / fig.get_figheight()
+def text_width(fig, text, fontsize):
+    """The drawn width of one line of `text`, as a fraction of the figure's width."""
+    w, _h, _d = fig.canvas.get_renderer().get_text_width_height_descent(text, FontProperties(size=fontsize), False)
+    return w / fig.bbox.width
+
+
+def fitted(fig, text, fontsize, width=0.96):
+    """`text` wrapped at spaces so that each line, as drawn, is at most `width` of the figure wide
+    (measured, not guessed from a character count: a title wrapped to a guessed width and centred
+    over a narrower axes was cut at both ends)."""
+    lines = []
+    for word in text.split():
+        if lines and text_width(fig, lines[-1] + " " + word, fontsize) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "\n".join(lines)
+
+
+def finish(fig, doc, path, dpi, title, fontsize, note=None, legend=None):
+    """Footer, title (and a one-line note under it) drawn first and measured, then the panels laid
+    out in the room between them, then saved. The title is the figure's (fig.suptitle), centred
+    over the figure, or over what a figure legend at the top right leaves; nothing relies on
+    tight_layout knowing about the suptitle (matplotlib >= 3.3 does, and counted it twice)."""
+    r = fig.canvas.get_renderer()
+    height = fig.bbox.height
+    bottom = footer(fig, doc).get_window_extent(r).y1 / height + 0.06 / fig.get_figheight()
+    right, top = 1.0, 1.0 - 0.06 / fig.get_figheight()
+    if legend is not None:
+        box = legend.get_window_extent(r)
+        right = box.x0 / fig.bbox.width - 0.01
+    t = fig.suptitle(fitted(fig, title, fontsize, width=0.96 * right), fontsize=fontsize, x=right / 2, y=top,
+                     ha="center", va="top")
+    t.set_in_layout(False)
+    top = t.get_window_extent(r).y0 / height
+    if note:
+        n = fig.text(right / 2, top - 0.03 / fig.get_figheight(), fitted(fig, note, fontsize - 1.5, width=0.96 * right),
+                     fontsize=fontsize - 1.5, style="italic", color="#333333", ha="center", va="top")
+        n.set_in_layout(False)
+        top = n.get_window_extent(r).y0 / height
+    if legend is not None:
+        top = min(top, legend.get_window_extent(r).y0 / height)
+    for _ in range(2):  # twice: one pass misjudges the margins a long tick label needs once the axes moved
+        fig.tight_layout(rect=(0, bottom, 1, top - 0.06 / fig.get_figheight()))
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
 
 
 # The aggregate keys the charts draw (harness/aggregate.cpp writes them as numbers, or null).
@@ -92,6 +132,18 @@ def safe(name):
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
+def hyphen_wrapped(name, width=10):
+    """A strategy name on lines of about `width` characters, broken after hyphens: "nvidia-\nprototype"
+    (level labels of six strategies overlapped in a 5.2-inch panel when slanted)."""
+    lines = []
+    for part in re.findall(r"[^-]+-?|-", name):
+        if lines and len(lines[-1]) + len(part) <= width:
+            lines[-1] += part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
 def aggregates_of(doc):
     """(scenario, strategy, setting) -> the C++ aggregate, and the scenario/strategy order."""
     aggs = doc.get("aggregates")
@@ -124,8 +176,13 @@ def footer(fig, doc):
     text = ("ours: " + ", ".join(sources) + f" ({' + '.join(kinds)}) | git {short_sha(ctx.get('git_sha', '?'))}"
             f" | {ctx.get('date', '')}")
     # Smaller on a narrow (one-scenario) figure rather than cut at its right edge.
-    size = max(4.0, min(7.0, 0.98 * fig.get_figwidth() * 72 / (0.55 * len(text))))
-    fig.text(0.01, 0.005, text, fontsize=size, color="#555555", ha="left", va="bottom")
+    size = 7.0
+    while size > 4.0 and text_width(fig, text, size) > 0.98:
+        size -= 0.25
+    t = fig.text(0.01, 0.005, fitted(fig, text, size, width=0.98), fontsize=size, color="#555555", ha="left",
+                 va="bottom")
+    t.set_in_layout(False)
+    return t
 
 
 def kind_of(doc):
@@ -169,39 +226,39 @@ def short_source(src):
 
 
 def plot_tflops(doc, agg, order, out):
-    """One panel per scenario: our bars per strategy, then published bars (hatched) beside them."""
+    """One panel per scenario: our bars per strategy, then published bars (hatched) beside them.
+    The x labels are vertical and a panel is as wide as its bars need (a --tune run with two
+    published numbers has 14 bars, whose slanted labels overlapped in a 4.4-inch panel)."""
     scenarios = list(dict.fromkeys(k[0] for k in order))
     pub = published_of(doc)
+    bars = {}  # scenario -> [(label, strategy, our aggregate or their number, "published" | "tuned" | "theirs")]
+    for sc in scenarios:
+        strategies = sorted({k[1] for k in order if k[0] == sc}, key=strategy_key)
+        bars[sc] = [(s + ("\n(tuned)" if setting == "tuned" else ""), s, agg[(sc, s, setting)], setting)
+                    for s in strategies for setting in ("published", "tuned") if (sc, s, setting) in agg]
+        bars[sc] += [(v["strategy"] + "\n(published)", v["strategy"], v["tflops_per_gpu"], "theirs")
+                     for v in (pub.get(sc, {}).get("values") or []) if "tflops_per_gpu" in v]
     cols = min(4, len(scenarios))
     rows = math.ceil(len(scenarios) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows + 0.6), squeeze=False)
+    panel_w = max(4.4, 1.2 + 0.3 * max(len(b) for b in bars.values()))
+    fig, axes = plt.subplots(rows, cols, figsize=(panel_w * cols, 4.0 * rows + 0.9), squeeze=False)
     for n, sc in enumerate(scenarios):
         ax = axes[n // cols][n % cols]
-        strategies = sorted({k[1] for k in order if k[0] == sc}, key=strategy_key)
-        labels, x = [], 0
-        # (solid: as the scenario sets it; dotted: tuned)
-        for s in strategies:
-            for setting in ("published", "tuned"):
-                a = agg.get((sc, s, setting))
-                if a is None:
-                    continue
-                hatch = ".." if setting == "tuned" else None
-                if a["valid"]:
-                    ax.bar(x, a["tflops_per_gpu"], 0.7, color=color(s), hatch=hatch, edgecolor="white" if hatch else None)
-                    ax.text(x, a["tflops_per_gpu"], f"{a['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=7)
-                else:
-                    ax.text(x, 0, label_of(a), rotation=90, ha="center", va="bottom", fontsize=7, color="red")
-                labels.append(s + (" (tuned)" if setting == "tuned" else ""))
-                x += 1
-        for v in (pub.get(sc, {}).get("values") or []):
-            if "tflops_per_gpu" not in v:
+        # (solid: as the scenario sets it; dotted: tuned; hatched //: published by others)
+        for x, (_label, s, v, what) in enumerate(bars[sc]):
+            if what == "theirs":
+                ax.bar(x, v, 0.7, color=color(s), hatch="//", edgecolor="black", alpha=0.5)
+                ax.text(x, v, f"{v:.0f}", ha="center", va="bottom", fontsize=7)
                 continue
-            ax.bar(x, v["tflops_per_gpu"], 0.7, color=color(v["strategy"]), hatch="//", edgecolor="black", alpha=0.5)
-            ax.text(x, v["tflops_per_gpu"], f"{v['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=7)
-            labels.append("published\n" + v["strategy"])
-            x += 1
-        ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
+            a, hatch = v, (".." if what == "tuned" else None)
+            if a["valid"]:
+                ax.bar(x, a["tflops_per_gpu"], 0.7, color=color(s), hatch=hatch, edgecolor="white" if hatch else None)
+                ax.text(x, a["tflops_per_gpu"], f"{a['tflops_per_gpu']:.0f}", ha="center", va="bottom", fontsize=7)
+            else:
+                ax.text(x, 0, label_of(a), rotation=90, ha="center", va="bottom", fontsize=7, color="red")
+        ax.set_xticks(range(len(bars[sc])))
+        ax.set_xticklabels([b[0] for b in bars[sc]], rotation=90, ha="center", fontsize=7)
+        ax.set_xlim(-0.6, len(bars[sc]) - 0.4)
         ax.set_title(sc, fontsize=9)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(axis="y", alpha=0.3)
@@ -213,12 +270,8 @@ def plot_tflops(doc, agg, order, out):
     what = ("ours simulated as published (solid) and tuned (dotted); hatched // = published by others (their "
             "hardware)") if kind_of(doc) == "simulated" else (
             f"ours {kind_of(doc)}; a measured bar is one rank's share of the step on one stage (README)")
-    title, top = fitted(fig, "Useful TFLOPS per GPU (Megatron formula, real lengths, no recompute): " + what, 9)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout(rect=(0, 0.03, 1, top))
-    footer(fig, doc)
-    fig.savefig(os.path.join(out, "tflops.png"), dpi=110)
-    plt.close(fig)
+    finish(fig, doc, os.path.join(out, "tflops.png"), 110,
+           "Useful TFLOPS per GPU (Megatron formula, real lengths, no recompute): " + what, 9)
 
 
 def plot_speedup(doc, agg, order, out):
@@ -231,7 +284,7 @@ def plot_speedup(doc, agg, order, out):
     fig, ax = plt.subplots(figsize=(min(18, 4 + 1.6 * len(scenarios)), 5.5))
     bars = [(s, setting) for s in strategies for setting in ("published", "tuned")]
     width = 0.8 / (len(bars) + 1)
-    seen = set()
+    seen, left_out = set(), []
     for i, sc in enumerate(scenarios):
         for j, (s, setting) in enumerate(bars):
             a = agg.get((sc, s, setting))
@@ -247,10 +300,16 @@ def plot_speedup(doc, agg, order, out):
                 lo, hi = spreads[(sc, setting, s)]
                 ax.vlines(x, lo, hi, color="black", lw=0.7)
                 ax.hlines([lo, hi], x - width / 4, x + width / 4, color="black", lw=0.7)
+        # Published speedups are over packing (the scenario's "published" values carry
+        # speedup_vs_packing): beside ours only where ours are over packing too.
+        theirs = [v for v in (pub.get(sc, {}).get("values") or []) if "speedup_vs_packing" in v]
+        if theirs and refs[sc] != "packing":
+            left_out.append(sc)
+            continue
         x = i + (len(bars) / 2) * width
         drawn = set()  # one bar per published speedup (a scenario may set it beside two of ours)
-        for v in (pub.get(sc, {}).get("values") or []):
-            if "speedup_vs_packing" in v and v["speedup_vs_packing"] not in drawn:
+        for v in theirs:
+            if v["speedup_vs_packing"] not in drawn:
                 drawn.add(v["speedup_vs_packing"])
                 lab = "published (their hardware)" if "pub" not in seen else None
                 seen.add("pub")
@@ -259,27 +318,32 @@ def plot_speedup(doc, agg, order, out):
                 ax.text(x, v["speedup_vs_packing"], f"{v['speedup_vs_packing']:.2f}", ha="center", va="bottom", fontsize=6)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_xticks(range(len(scenarios)))
-    ax.set_xticklabels(scenarios, rotation=20, ha="right", fontsize=8)
+    # Level and broken after hyphens (slanted, a long first name ran off the figure's left edge);
+    # vertical where there are many.
+    ax.set_xticklabels([hyphen_wrapped(sc, 20) for sc in scenarios], fontsize=8,
+                       rotation=90 if len(scenarios) > 8 else 0)
     ax.set_ylabel("speedup over the reference strategy (same batches)")
-    ax.set_title(fitted(fig, "Speedup over " + ", ".join(sorted(set(refs.values()))) +
-                        f" ({kind_of(doc)}): as published (solid), tuned (dotted), published by others (//)" +
-                        (f"; whiskers: p5-p95 over {draws} draws of the batches" if draws else ""), 9)[0],
-                 fontsize=9)
     # Outside the axes, right: inside, "best" placement weighs the bars but not their value labels,
     # and could cover one.
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    footer(fig, doc)
-    fig.savefig(os.path.join(out, "speedup.png"), dpi=120)
-    plt.close(fig)
+    ref_names = sorted(set(refs.values()))
+    note = None
+    if left_out:
+        note = ("Published speedups (over packing) left out for " + ", ".join(left_out) + ": ours there are over " +
+                ", ".join(sorted({refs[sc] for sc in left_out})) + ".")
+    finish(fig, doc, os.path.join(out, "speedup.png"), 120,
+           "Speedup over " + ", ".join(ref_names) + f" ({kind_of(doc)}): as published (solid), tuned (dotted)" +
+           (", published by others (//)" if "pub" in seen else "") +
+           (f"; whiskers: p5-p95 over {draws} draws of the batches" if draws else ""), 9, note=note)
 
 
 def plot_breakdown(doc, agg, order, out):
     scenarios = list(dict.fromkeys(k[0] for k in order))
     cols = min(3, len(scenarios))
     rows = math.ceil(len(scenarios) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    most = max(len({k[1] for k in order if k[0] == sc}) for sc in scenarios)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(5.2, 1.0 + 0.75 * most) * cols, 3.6 * rows + 0.9), squeeze=False)
     parts = [("compute_s", "compute (incl. recompute)", "#4c72b0"), ("comm_s", "exposed comm", "#dd8452"),
              ("overhead_s", "overhead (host floor, micro-batch, iteration)", "#8172b3"),
              ("bubble_s", "pipeline bubble", "#c7c7c7"), ("imbalance_s", "imbalance wait", "#c44e52")]
@@ -297,7 +361,7 @@ def plot_breakdown(doc, agg, order, out):
                 ax.bar(j, v, 0.6, bottom=bottom, color=c, label=label if j == 0 else None)
                 bottom += v
         ax.set_xticks(range(len(strategies)))
-        ax.set_xticklabels(strategies, rotation=15, fontsize=7)
+        ax.set_xticklabels([hyphen_wrapped(s) for s in strategies], fontsize=7)
         ax.set_ylabel("seconds per step (mean over GPUs)", fontsize=7)
         ax.set_title(sc, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
@@ -312,13 +376,9 @@ def plot_breakdown(doc, agg, order, out):
             ax.legend(fontsize=6)
     for n in range(len(scenarios), rows * cols):
         axes[n // cols][n % cols].axis("off")
-    title, top = fitted(fig, f"Step time breakdown ({kind_of(doc)}; strategies as the scenarios set them; a "
-                             "measured step is one GPU's busy time, all compute)", 11)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0.03, 1, top))
-    footer(fig, doc)
-    fig.savefig(os.path.join(out, "breakdown.png"), dpi=110)
-    plt.close(fig)
+    finish(fig, doc, os.path.join(out, "breakdown.png"), 110,
+           f"Step time breakdown ({kind_of(doc)}; strategies as the scenarios set them; a measured step is one GPU's "
+           "busy time, all compute)", 11)
 
 
 def step0_rows(doc, scenario):
@@ -343,13 +403,10 @@ def plot_rank_busy(doc, scenario, out):
                      f"step {r['step_time_s']:.3f} s", fontsize=8)
         ax.tick_params(labelsize=7)
     axes[0, 0].legend(fontsize=6, loc="lower right")
-    axes[-1, 0].set_xlabel("DP x CP rank (busy = compute + exposed CP comm, DP gradient sync excluded; mean over its PP stages)")
-    fig.suptitle(f"{scenario}: per-rank busy time, step 0 ({kind_of(doc)})", fontsize=10)
-    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    footer(fig, doc)
+    axes[-1, 0].set_xlabel("DP x CP rank (busy = compute + exposed CP comm, DP gradient sync excluded; mean over its "
+                           "PP stages)", fontsize=8)
     path = os.path.join(out, f"rank_busy_{safe(scenario)}.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish(fig, doc, path, 110, f"{scenario}: per-rank busy time, step 0 ({kind_of(doc)})", 10)
     return path
 
 
@@ -378,13 +435,9 @@ def plot_plan(doc, scenario, out):
         ax.tick_params(labelsize=7)
     axes[-1, 0].set_xlabel("micro-batch (schedule order)")
     handles = [Patch(facecolor=size_color[k], label=f"CP {k}") for k in sizes]
-    fig.legend(handles=handles, loc="upper right", fontsize=7, ncol=len(handles))
-    fig.suptitle(f"{scenario}: plan of step 0 (groups coloured by CP size)", fontsize=10, x=0.35)
-    fig.tight_layout(rect=(0, 0.03, 1, 0.95))
-    footer(fig, doc)
+    legend = fig.legend(handles=handles, loc="upper right", fontsize=7, ncol=min(len(handles), 8))
     path = os.path.join(out, f"plan_{safe(scenario)}.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish(fig, doc, path, 110, f"{scenario}: plan of step 0 (groups coloured by CP size)", 10, legend=legend)
     return path
 
 
