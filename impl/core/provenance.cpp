@@ -4,6 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+// Defined by the binaries that link the generated dcp_build_info.cpp (harness/CMakeLists.txt:
+// dcpbench, bench_sched, the Python module); a weak reference, whose address is null in every
+// other binary.
+extern "C" __attribute__((weak)) const char dcp_build_git_sha[];
+
 #ifndef DCP_SOURCE_DIR
 #define DCP_SOURCE_DIR "."
 #endif
@@ -26,6 +31,30 @@ std::string run_command(const std::string& cmd) {
 }  // namespace
 
 std::string source_git_sha() {
+  // Through a volatile pointer: the compiler may not assume a weak symbol's address non-null.
+  const char* volatile linked = dcp_build_git_sha;
+  const std::string built = linked != nullptr ? std::string(linked) : std::string();
+  const std::string tree = tree_git_sha();
+  if (built.empty()) {
+    if (!tree.empty()) return tree;
+    if (const char* env = std::getenv("DCP_GIT_SHA"); env && *env) return env;
+    return "unknown";
+  }
+  // A binary older than the tree (a commit or an edit since it was built) records the commit it was
+  // built from, and says so once: it stamped the tree's newer sha on numbers it did not compute
+  // (audit of helper-48).
+  if (!tree.empty() && tree != built) {
+    static const bool warned = [&] {
+      std::fprintf(stderr, "dcpbench: warning: this binary was built at %s, the source tree is now at %s: results record %s (rebuild to record the tree)\n",
+                   built.c_str(), tree.c_str(), built.c_str());
+      return true;
+    }();
+    (void)warned;
+  }
+  return built;
+}
+
+std::string tree_git_sha() {
   // The tree this binary was built from (whatever the working directory is: a run from inside
   // another checkout must not record that checkout's sha), then the working directory.
   for (const std::string& dir : {std::string(DCP_SOURCE_DIR), std::string(".")}) {
@@ -38,8 +67,7 @@ std::string source_git_sha() {
       return dirty.empty() ? sha : sha + "-dirty";
     }
   }
-  if (const char* env = std::getenv("DCP_GIT_SHA"); env && *env) return env;
-  return "unknown";
+  return "";
 }
 
 }  // namespace dcp

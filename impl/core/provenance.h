@@ -6,11 +6,17 @@
 
 namespace dcp {
 
-// The commit of the tree this binary was built from (`git rev-parse HEAD` in its source folder,
-// "-dirty" appended when tracked files outside results/ have changes: results are outputs), else of the working directory's checkout,
-// else the environment's DCP_GIT_SHA (a prebuilt binary on the lent GPU machine, whose copy of
-// the tree has no .git: ci/device-run.sh passes the sha of its bundle's manifest), else "unknown".
-// Read at run time: a sha fixed when CMake configures goes stale with every later commit.
+// The commit this binary was built from: the sha that CMake recorded at build time
+// (cmake/DcpBuildInfo.cmake, in the binaries that write results: dcpbench, bench_sched, the Python
+// module), with a warning on stderr when the tree has moved on since; in other binaries, and
+// without git at build time, tree_git_sha(), else the environment's DCP_GIT_SHA (a prebuilt
+// binary on the lent GPU machine, whose copy of the tree has no .git: ci/device-run.sh passes the
+// sha of its bundle's manifest), else "unknown". "-dirty": tracked files outside results/ (outputs)
+// differed from the commit.
 std::string source_git_sha();
+
+// At run time: `git rev-parse HEAD` in the source folder the binary was configured from, "-dirty"
+// appended as above, else in the working directory's checkout; "" without git.
+std::string tree_git_sha();
 
 }  // namespace dcp

@@ -1,11 +1,13 @@
 // Tests of the error macros, atomic JSON writes and the deterministic RNG.
 #include "core/error.h"
 #include "core/json_io.h"
+#include "core/provenance.h"
 #include "core/rng.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -120,3 +122,24 @@ TEST(Rng, DeterministicAndSpread) {
 
 }  // namespace
 }  // namespace dcp
+
+// This test binary stands in for one that links the build-time sha (cmake/DcpBuildInfo.cmake):
+// the commit a binary was built from is what it records, not the tree's current one, and a tree
+// that has moved on is said on stderr (a stale dcpbench stamped the newer tree's sha on its
+// results, audit of helper-48).
+extern "C" const char dcp_build_git_sha[] = "0123456789abcdef0123456789abcdef01234567-dirty";
+
+TEST(Provenance, RecordsTheCommitTheBinaryWasBuiltFromAndWarnsWhenTheTreeDiffers) {
+  testing::internal::CaptureStderr();
+  const std::string sha = dcp::source_git_sha();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(sha, "0123456789abcdef0123456789abcdef01234567-dirty");
+  const std::string tree = dcp::tree_git_sha();
+  if (tree.empty()) {
+    EXPECT_EQ(err, "");  // no git here: nothing to compare with
+  } else {
+    ASSERT_NE(tree, sha);
+    EXPECT_NE(err.find("built at " + sha + ", the source tree is now at " + tree), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  }
+}
