@@ -235,6 +235,10 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
                             {"knobs", setting.to_json()},
                             {"step", a.step},
                             {"source", cost::source_label(cm)},
+                            // The attention table the prediction used (the scenario's, or
+                            // --attention-backend's: it moves the numbers, the source label does
+                            // not name it; audit of helper-48).
+                            {"attention_backend", cm.training.attention_backend},
                             {"pool", pool},
                             {"pp", cm.cluster.pp},
                             {"vpp", cm.cluster.vpp},
@@ -276,10 +280,11 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
   write_json_atomic(to_file ? a.out : "-", out, 1);
 
   std::FILE* t = stderr;
-  std::fprintf(t, "%s, %s, step %d: pool rank %d (%s), pipeline stage %d (%s), %d layers%s; %s\n", s.name.c_str(),
+  std::fprintf(t, "%s, %s, step %d: pool rank %d (%s), pipeline stage %d (%s), %d layers%s; %s, attention %s%s\n", s.name.c_str(),
                a.strategy.c_str(), a.step, rank, from_file ? "as measured" : pick_rank ? "busiest" : "chosen", stage,
                from_file ? "as measured" : pick_stage ? "its busiest" : "chosen", share.layers, share.last_stage ? " + output layer and loss" : "",
-               cost::source_label(cm).c_str());
+               cost::source_label(cm).c_str(), cm.training.attention_backend.c_str(),
+               a.attention_backend.empty() ? "" : " (--attention-backend)");
   std::fprintf(t, "%4s %5s %4s %9s %9s %12s %12s %10s %10s\n", "mb", "group", "k", "sequences", "rows", "fwd ms",
                "bwd ms", "comm ms", "ovh ms");
   for (const auto& m : share.microbatches) {

@@ -439,6 +439,14 @@ TEST(Measured, ShareMeasuredRepredictsTheRunsShareWithAnotherCalibration) {
   EXPECT_LT(b["rank_step_error"].get<double>(), a["rank_step_error"].get<double>());
   EXPECT_NE(b["planned_with"].get<std::string>().find("h100-sxm"), std::string::npos);
   EXPECT_NE(b["source"].get<std::string>().find("doubled"), std::string::npos);
+  // The attention table of the prediction is named (it moves the numbers; the source label does
+  // not say it): the scenario's, or --attention-backend's.
+  EXPECT_EQ(a["attention_backend"], s.training.attention_backend);
+  const std::string fa2 = (dir / "fa2.json").string();
+  ASSERT_EQ(share({"--out", fa2, "--attention-backend", s.training.attention_backend == "fa2" ? "fa3" : "fa2"}), 0);
+  const nlohmann::json c = read_json_file(fa2);
+  EXPECT_EQ(c["attention_backend"], s.training.attention_backend == "fa2" ? "fa3" : "fa2");
+  EXPECT_NE(c["microbatches"][0]["predicted"]["fwd_compute_s"], a["microbatches"][0]["predicted"]["fwd_compute_s"]);
   // Refused: a rank that is not the measured one, a strategy or step without a row, with --measure.
   const int other_rank = (row->measured["pool_rank"].get<int>() + 1) % 4;
   const auto refused = [&](std::vector<std::string> args, const std::string& says) {

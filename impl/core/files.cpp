@@ -195,6 +195,9 @@ void write_output(const std::string& path, std::string_view text, std::string_vi
 
 void check_output_dir(const std::string& dir, std::string_view flag) {
   if (dir.empty()) throw InputError(subject(flag, dir) + ": empty path");
+  // "-" is stdout for a file (write_output); a folder of charts cannot go there, and a folder
+  // named "-" is almost surely that mistake (audit of helper-48): "./-" names one on purpose.
+  if (dir == "-") throw InputError(subject(flag, dir) + ": a folder is needed here, not stdout (\"./-\" for a folder named -)");
   struct stat st {};
   if (::lstat(dir.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode))

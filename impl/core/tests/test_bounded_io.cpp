@@ -264,6 +264,9 @@ TEST(OutputPolicy, PublishDirMovesFilesOnlyWhenEveryTargetIsAllowed) {
   std::ofstream(d / "file") << "f";
   EXPECT_NE(error_of([&] { make_staging_dir((d / "file").string()); }).find("not a folder"), std::string::npos);
   EXPECT_EQ(d.names(), (std::vector<std::string>{"charts", "file"}));
+  // "-" (stdout for a file) is refused as a folder, before anything is made (it had made ./-).
+  EXPECT_NE(error_of([] { make_staging_dir("-"); }).find("not stdout"), std::string::npos);
+  EXPECT_FALSE(fs::exists("-"));
 }
 
 }  // namespace
