@@ -321,14 +321,10 @@ plan::PlannerOptions planner_options_of(const cost::CostModel& cm, std::shared_p
 
 std::vector<std::string> strategies_of(const Scenario& s, const RunOptions& options,
                                        const plan::PlannerRegistry& registry) {
+  check_strategy_names(s, registry);
+  if (options.strategies.empty()) return s.strategies;
   std::string known;
   for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
-  for (size_t i = 0; i < s.strategies.size(); ++i) {
-    if (!registry.contains(s.strategies[i]))
-      throw InputError(show_path(s.file) + ": \"strategies[" + std::to_string(i) + "]\"=" + quote(s.strategies[i]) +
-                       " is not a known planner (known: " + known + ")");
-  }
-  if (options.strategies.empty()) return s.strategies;
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const auto& want : options.strategies) {
@@ -527,7 +523,16 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
       row.error = std::string("planner failed: ") + e.what();
     }
     if (row.plan_valid) {
-      const sim::StepResult r = sim::simulate_step(plan, batch, cm, sb.real_lengths);
+      // A limit of the simulator (simulator.h, kMaxScheduleEntries) names the scenario, strategy
+      // and step it was hit at: its own line named none (audit of helper-48).
+      const sim::StepResult r = [&] {
+        try {
+          return sim::simulate_step(plan, batch, cm, sb.real_lengths);
+        } catch (const InputError& e) {
+          throw InputError(show_path(s.file) + ": " + strategy + " (" + setting_label + "), step " +
+                           std::to_string(step) + ": " + e.what());
+        }
+      }();
       row.peak_memory_gib = r.peak_memory_bytes / (1024.0 * 1024 * 1024);
       row.oom = !r.fits;
       row.step_time_s = r.step_s;

@@ -4,6 +4,7 @@
 // (harness/object_reader.h).
 #include "harness/scenario.h"
 #include "harness/object_reader.h"
+#include "harness/registry.h"
 
 #include "core/error.h"
 #include "core/files.h"
@@ -24,7 +25,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kMaxInt = 1LL << 40;
+// Lengths in tokens (samples, max_seqlen, max_seqlen_per_rank): the limit of `schedule`, `check`
+// and the Python module too (plan::check_config; README "Input limits and errors").
+constexpr int64_t kMaxInt = plan::kMaxTokensPerRank;
 
 ModelSpec parse_model(ObjectReader& top) {
   ModelSpec m;
@@ -192,7 +195,9 @@ TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
   return t;
 }
 
-Published parse_published(ObjectReader& top, const json& v) {
+// `strategies`: the scenario's; every published value belongs to one of them, once (the report
+// prints one row per strategy beside ours, and a value of no strategy would never be shown).
+Published parse_published(ObjectReader& top, const json& v, const std::vector<std::string>& strategies) {
   ObjectReader r = top.child(v, "published");
   Published p;
   p.source = *r.get_string("source", true);
@@ -205,9 +210,21 @@ Published parse_published(ObjectReader& top, const json& v) {
     ObjectReader e = r.child((*vals)[i], key);
     PublishedValue pv;
     pv.strategy = *e.get_string("strategy", true);
-    pv.tflops_per_gpu = e.get_number("tflops_per_gpu", false, 0, 1e6);
-    pv.step_time_ms = e.get_number("step_time_ms", false, 0, 1e12);
-    pv.speedup_vs_packing = e.get_number("speedup_vs_packing", false, 0, 1e6);
+    if (std::find(strategies.begin(), strategies.end(), pv.strategy) == strategies.end())
+      e.fail("strategy", json(pv.strategy), "is not one of the scenario's \"strategies\"");
+    for (size_t k = 0; k < i; ++k)
+      if (p.values[k].strategy == pv.strategy)
+        e.fail("strategy", json(pv.strategy),
+               "is published twice (also \"" + r.path("values[" + std::to_string(k) + "]") + "\")");
+    // Ratios against them (ours / theirs) divide by each: 0 would print inf.
+    const auto positive = [&e](const char* key, double hi) {
+      const std::optional<double> x = e.get_number(key, false, 0, hi);
+      if (x && !(*x > 0)) e.fail(key, *e.find(key, false), "must be > 0");
+      return x;
+    };
+    pv.tflops_per_gpu = positive("tflops_per_gpu", 1e6);
+    pv.step_time_ms = positive("step_time_ms", 1e12);
+    pv.speedup_vs_packing = positive("speedup_vs_packing", 1e6);
     if (!pv.tflops_per_gpu && !pv.step_time_ms && !pv.speedup_vs_packing)
       e.fail("strategy", json(pv.strategy), "has no published number (tflops_per_gpu, step_time_ms or speedup_vs_packing)");
     e.finish();
@@ -219,7 +236,7 @@ Published parse_published(ObjectReader& top, const json& v) {
 
 }  // namespace
 
-Scenario parse_scenario(const json& j, const std::string& file) {
+Scenario parse_scenario(const json& j, const std::string& file, const plan::PlannerRegistry* registry) {
   if (!j.is_object()) throw InputError(show_path(file) + ": the scenario is not a JSON object");
   ObjectReader r(j, file, "");
   Scenario s;
@@ -263,7 +280,8 @@ Scenario parse_scenario(const json& j, const std::string& file) {
     if (!seen.insert(v.get<std::string>()).second) r.fail(key, v, "is listed twice");
     s.strategies.push_back(v.get<std::string>());
   }
-  if (const json* p = r.get_object("published", false)) s.published = parse_published(r, *p);
+  if (registry) check_strategy_names(s, *registry);
+  if (const json* p = r.get_object("published", false)) s.published = parse_published(r, *p, s.strategies);
   if (auto ref = r.get_string("reference_strategy", false)) {
     if (std::find(s.strategies.begin(), s.strategies.end(), *ref) == s.strategies.end())
       r.fail("reference_strategy", json(*ref), "is not one of the scenario's \"strategies\"");
@@ -296,7 +314,18 @@ Scenario parse_scenario(const json& j, const std::string& file) {
 }
 
 Scenario load_scenario(const std::string& path) {
-  return parse_scenario(read_json_file(path, kMaxScenarioBytes), path);
+  return parse_scenario(read_json_file(path, kMaxScenarioBytes), path, &builtin_planners());
+}
+
+void check_strategy_names(const Scenario& s, const plan::PlannerRegistry& registry) {
+  for (size_t i = 0; i < s.strategies.size(); ++i) {
+    if (!registry.contains(s.strategies[i])) {
+      std::string known;
+      for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
+      throw InputError(show_path(s.file) + ": \"strategies[" + std::to_string(i) + "]\"=" + quote(s.strategies[i]) +
+                       " is not a known planner (known: " + known + ")");
+    }
+  }
 }
 
 namespace {

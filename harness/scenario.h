@@ -18,6 +18,10 @@
 #include <string>
 #include <vector>
 
+namespace dcp::plan {
+class PlannerRegistry;  // plan/planner.h
+}  // namespace dcp::plan
+
 namespace dcp::harness {
 
 // Dense Llama-style transformer. Either a preset name (resolved by impl/cost) or a full config.
@@ -142,11 +146,20 @@ inline constexpr int64_t kMaxScenarioBytes = int64_t{16} << 20;  // 16 MiB (ours
 // scenario over it is refused, and --tune tries no VPP that goes over it.
 inline constexpr int64_t kMaxSamplesTimesStages = int64_t{1} << 23;
 
-// Reads and validates a scenario file. Throws InputError (file, key, value) on any problem.
+// Reads and validates a scenario file. Throws InputError (file, key, value) on any problem. Its
+// strategies must be built-in planners (harness/registry.h).
 Scenario load_scenario(const std::string& path);
 
-// Validates already-parsed JSON; `file` is used in messages and to resolve relative paths.
-Scenario parse_scenario(const nlohmann::json& j, const std::string& file);
+// Validates already-parsed JSON; `file` is used in messages and to resolve relative paths. With a
+// `registry`, every strategy must be one of its planners (check_strategy_names), checked before
+// the keys that refer to the strategies ("published.values", "reference_strategy"), so a typo is
+// named as itself; without one, the names are left to prepare_scenario (harness/runner.h).
+Scenario parse_scenario(const nlohmann::json& j, const std::string& file,
+                        const plan::PlannerRegistry* registry = nullptr);
+
+// Throws InputError naming the first of s.strategies that `registry` does not know:
+//   scenarios/x.json: "strategies[1]"="dcpx" is not a known planner (known: bshd, dcp, ...)
+void check_strategy_names(const Scenario& s, const plan::PlannerRegistry& registry);
 
 // The files a scenario reads: the scenario itself, its calibration and every length file of its
 // dataset (mixtures included), for check_output_not_input (core/files.h).

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace dcp::harness {
@@ -159,6 +160,52 @@ TEST(Scenario, PublishedNeedsANumber) {
   json j = minimal();
   j["published"] = json::parse(R"({"source": "blog", "values": [{"strategy": "packing"}]})");
   expect_error(j, {"\"published.values[0].strategy\"=\"packing\"", "no published number"});
+}
+
+// A published value that no strategy would show, twice for one strategy (two rows), or 0 (ours /
+// theirs printed inf) was accepted.
+TEST(Scenario, PublishedValuesBelongToOneStrategyOnceAndArePositive) {
+  json j = minimal();
+  j["published"] = json::parse(R"({"source": "blog", "values": [{"strategy": "packing", "step_time_ms": 5},
+                                   {"strategy": "megatron-dev", "speedup_vs_packing": 1.3}]})");
+  EXPECT_EQ(parse_scenario(j, "scenarios/x.json").published->values.size(), 2u);
+  json bad = j;
+  bad["published"]["values"][1]["strategy"] = "nope";
+  expect_error(bad, {"scenarios/x.json: \"published.values[1].strategy\"=\"nope\" is not one of the scenario's "
+                     "\"strategies\""});
+  bad = j;
+  bad["published"]["values"][1]["strategy"] = "packing";
+  expect_error(bad, {"\"published.values[1].strategy\"=\"packing\" is published twice (also \"published.values[0]\")"});
+  bad = j;
+  bad["published"]["values"][0]["step_time_ms"] = 0;
+  expect_error(bad, {"\"published.values[0].step_time_ms\"=0 must be > 0"});
+  bad = j;
+  bad["published"]["values"][1]["speedup_vs_packing"] = 0.0;
+  expect_error(bad, {"\"published.values[1].speedup_vs_packing\"=0.0 must be > 0"});
+  bad = j;
+  bad["published"]["values"][1]["tflops_per_gpu"] = -1;
+  expect_error(bad, {"\"published.values[1].tflops_per_gpu\"=-1 is below the minimum"});
+}
+
+// A misspelt strategy is named as itself, not as the reference it makes absent (the reference
+// check had come first: "reference_strategy"="packing" is not one of the scenario's "strategies").
+TEST(Scenario, UnknownStrategyIsNamedBeforeTheReference) {
+  json j = minimal();
+  j["strategies"] = json::array({"dcpx"});
+  j["reference_strategy"] = "packing";
+  const fs::path file = fs::temp_directory_path() / "dcp_scenario_unknown_strategy.json";
+  std::ofstream(file) << j.dump();
+  try {
+    load_scenario(file.string());
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("\"strategies[0]\"=\"dcpx\" is not a known planner (known: "), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("reference_strategy"), std::string::npos) << msg;
+  }
+  fs::remove(file);
+  // Without a registry (tests with planners of their own) the reference is still checked.
+  expect_error(j, {"\"reference_strategy\"=\"packing\" is not one of the scenario's \"strategies\""});
 }
 
 TEST(Scenario, EveryCommittedScenarioLoads) {
