@@ -62,7 +62,7 @@ void add_plan_config_flags(CLI::App* cmd, PlanConfigFlags& f, bool required, con
       ->default_val(1);
   add_int_option(cmd, "--vpp-group", f.vpp_group, 1, plan::kMaxPool,
                  "Micro-batch count must be a multiple of V (interleaved VPP)");
-  add_int_option(cmd, "--max-seqlen", f.max_seqlen, 1, plan::kMaxPool * plan::kMaxTokensPerRank,
+  add_int_option(cmd, "--max-seqlen", f.max_seqlen, 1, plan::kMaxTokensPerRank,
                  "Maximum sample length (bshd pads every sample to it)");
 }
 

@@ -49,6 +49,15 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   // A static planner's groups are --cp: a --min-cp it would record and ignore is refused.
   DCP_REQUIRE(!cmd.count("--min-cp") || planner->dynamic(), "--min-cp ", a.config.min_cp, ": planner '", a.planner,
               "' is static (every group has --cp ranks); --min-cp applies to dynamic planners");
+  // Likewise a budget that a planner without a search would ignore.
+  if (cmd.count("--time-budget-ms") && !planner->searches()) {
+    std::string searching;
+    for (const auto& name : registry.names())
+      if (registry.make(name)->searches()) searching += (searching.empty() ? "" : ", ") + name;
+    throw InputError(detail::concat("--time-budget-ms ", a.time_budget_ms, ": planner '", a.planner,
+                                    "' does not search; --time-budget-ms applies to planners that search (",
+                                    searching, ")"));
+  }
   plan::PlanConfig cfg;
   apply_plan_config_flags(cmd, a.config, cfg);
 

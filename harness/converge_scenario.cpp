@@ -79,6 +79,12 @@ ConvergeEdgeCase parse_edge(ObjectReader& r, int64_t max_seqlen) {
 ConvergeScenario load_converge_scenario(const std::string& path) {
   const json j = read_json_file(path, kMaxScenarioBytes);  // the limit of every scenario file
   if (!j.is_object()) throw InputError(path + ": a convergence scenario is a JSON object");
+  // A run scenario (scenarios/SCHEMA.md) has "dataset" and "cluster" where a convergence scenario
+  // has "data" and "pool": say so, not only its first value out of range here ("model.ffn"=8192).
+  for (const char* key : {"cluster", "dataset"})
+    if (j.contains(key) && !j.contains("data") && !j.contains("pool"))
+      throw InputError(show_path(path) + ": has \"" + key + "\": it is a run scenario (dcpbench run), not a "
+                       "convergence scenario (\"data\", \"pool\": scenarios/SCHEMA.md)");
   ConvergeScenario s;
   s.file = path;
   ObjectReader top(j, path, "");

@@ -120,8 +120,7 @@ plan::PlanConfig to_config(const ConfigArgs& a) {
     c.vpp_group =
         static_cast<int>(in_range(to_int64(a.vpp_group.ptr(), "--vpp-group"), 1, plan::kMaxPool, "--vpp-group"));
   if (!a.max_seqlen.is_none())
-    c.max_seqlen = in_range(to_int64(a.max_seqlen.ptr(), "--max-seqlen"), 1, plan::kMaxPool * plan::kMaxTokensPerRank,
-                            "--max-seqlen");
+    c.max_seqlen = in_range(to_int64(a.max_seqlen.ptr(), "--max-seqlen"), 1, plan::kMaxTokensPerRank, "--max-seqlen");
   return c;
 }
 

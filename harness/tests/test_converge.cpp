@@ -115,6 +115,24 @@ TEST(ConvergeScenario, BadInputNamesFileKeyAndValue) {
   expect_converge_error(j, {"\"edge_cases[0].lengths\"=65537", "1 to 65536 documents"});
 }
 
+// A run scenario given to converge was refused for its first value out of a convergence
+// scenario's range ("model.ffn"=8192 is above the maximum 4096), never saying what it is.
+TEST(ConvergeScenario, ARunScenarioIsNamedAsOne) {
+  const std::string file = (kConvergeRepo / "scenarios" / "megatron-example-4gpu.json").string();
+  try {
+    load_converge_scenario(file);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("megatron-example-4gpu.json: has \"cluster\": it is a run scenario (dcpbench "
+                                         "run), not a convergence scenario"),
+              std::string::npos)
+        << e.what();
+  }
+  json j = small();
+  j["cluster"] = json::object();  // a convergence scenario with a stray key: the unknown key, as before
+  expect_converge_error(j, {"\"cluster\"={}", "is not a known key"});
+}
+
 TEST(ConvergeData, CorpusAndBatchesAreDeterministicAndWithinLimits) {
   const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "data"));
   const TextCorpus a = load_text_corpus(s), b = load_text_corpus(s);

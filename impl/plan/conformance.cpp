@@ -22,8 +22,9 @@ using nlohmann::json;
 struct Reader {
   const std::string& file;
 
+  // `what` is "=<value> ..." or a phrase: file: "key"=5 is not a string, file: "key" is missing.
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw InputError(concat(file, ": \"", key, "\" ", what));
+    throw InputError(concat(file, ": \"", key, "\"", what.starts_with('=') ? "" : " ", what));
   }
   const json& at(const json& j, const std::string& key, const std::string& path) const {
     if (!j.is_object() || !j.contains(key)) fail(path, "is missing");
@@ -128,7 +129,9 @@ Case read_case(const std::string& path) {
   const Reader rd{path};
   Case c;
   c.file = path;
-  if (!j.is_object()) rd.fail("", "the file is not a JSON object");
+  if (!j.is_object())
+    throw InputError(concat(path, ": the file holds ", json_excerpt(j, 40),
+                            ", not a JSON object (a dcpbench.conformance.v1 case)"));
   const std::string schema = rd.str(j, "schema", "schema");
   if (schema != "dcpbench.conformance.v1") rd.fail("schema", concat("=\"", schema, "\" is not dcpbench.conformance.v1"));
   c.name = rd.str(j, "name", "name");

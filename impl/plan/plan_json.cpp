@@ -129,51 +129,79 @@ std::optional<std::string> summary_violation(const nlohmann::json& j, const Plan
 }
 
 Plan plan_from_json(const nlohmann::json& j) {
+  using nlohmann::json;
+  // Every message is one line "plan JSON: "<dotted.key>" ...", never nlohmann's text (a caller
+  // shows it as the answer of `dcpbench check` or a ValueError of the Python module).
+  const auto member = [](const json& obj, const std::string& path, const char* key) -> const json& {
+    const auto it = obj.find(key);
+    DCP_REQUIRE(it != obj.end(), "plan JSON: \"", path.empty() ? "" : path + ".", key, "\" is missing");
+    return *it;
+  };
+  const auto object_at = [](const json& v, const std::string& path) -> const json& {
+    DCP_REQUIRE(v.is_object(), "plan JSON: \"", path, "\"=", json_excerpt(v), " is not an object");
+    return v;
+  };
   // Every integer through json_int (core/json_io.h): a 2^63, a negative count or a 1e300 is an
   // InputError naming the key, never a wrapped or undefined conversion.
-  const auto int_at = [](const nlohmann::json& obj, const char* key, int64_t lo, int64_t hi) {
-    return json_int(obj.at(key), lo, hi, std::string("plan JSON: \"") + key + "\"");
+  const auto int_at = [&member](const json& obj, const std::string& path, const char* key, int64_t lo, int64_t hi) {
+    return json_int(member(obj, path, key), lo, hi, std::string("plan JSON: \"") + key + "\"");
   };
   try {
     DCP_REQUIRE(j.is_object(), "plan JSON: not an object");
+    // "schema" may be left out (an answer of an external planner, `dcpbench conform`); given, it is ours.
+    if (j.contains("schema"))
+      DCP_REQUIRE(j["schema"] == "dcpbench.plan.v1", "plan JSON: \"schema\"=", json_excerpt(j["schema"]),
+                  " is not dcpbench.plan.v1");
     Plan p;
-    p.planner = j.at("planner").get<std::string>();
-    p.config.dp = static_cast<int>(int_at(j, "dp", 1, kMaxPool));
-    p.config.cp = static_cast<int>(int_at(j, "cp", 1, kMaxPool));
+    const json& planner = member(j, "", "planner");
+    DCP_REQUIRE(planner.is_string(), "plan JSON: \"planner\"=", json_excerpt(planner), " is not a string");
+    p.planner = planner.get<std::string>();
+    p.config.dp = static_cast<int>(int_at(j, "", "dp", 1, kMaxPool));
+    p.config.cp = static_cast<int>(int_at(j, "", "cp", 1, kMaxPool));
     DCP_REQUIRE(int64_t{p.config.dp} * p.config.cp <= kMaxPool, "plan JSON: dp x cp = ",
                 int64_t{p.config.dp} * p.config.cp, " is above the supported pool of ", kMaxPool, " ranks");
-    p.config.max_seqlen_per_rank = int_at(j, "max_seqlen_per_rank", 1, kMaxTokensPerRank);
-    p.config.min_cp = j.contains("min_cp") ? static_cast<int>(int_at(j, "min_cp", 1, kMaxPool)) : 1;
+    p.config.max_seqlen_per_rank = int_at(j, "", "max_seqlen_per_rank", 1, kMaxTokensPerRank);
+    p.config.min_cp = j.contains("min_cp") ? static_cast<int>(int_at(j, "", "min_cp", 1, kMaxPool)) : 1;
     if (j.contains("vpp_group") && !j["vpp_group"].is_null())
-      p.config.vpp_group = static_cast<int>(int_at(j, "vpp_group", 1, kMaxPool));
+      p.config.vpp_group = static_cast<int>(int_at(j, "", "vpp_group", 1, kMaxPool));
     DCP_REQUIRE(!j.contains("summary") || j["summary"].is_object(), "plan JSON: \"summary\" is not an object");
-    p.dynamic = j.contains("summary") ? j["summary"].value("dynamic", true) : true;
-    if (j.contains("summary") && j["summary"].is_object() && j["summary"].contains("pad_to"))
-      p.pad_to = int_at(j["summary"], "pad_to", 0, kMaxPool * kMaxTokensPerRank);
-    const auto& mbs = j.at("microbatches");
+    if (j.contains("summary") && j["summary"].contains("dynamic")) {
+      const json& dynamic = j["summary"]["dynamic"];
+      DCP_REQUIRE(dynamic.is_boolean(), "plan JSON: \"summary.dynamic\"=", json_excerpt(dynamic),
+                  " is not true or false");
+      p.dynamic = dynamic.get<bool>();
+    } else {
+      p.dynamic = true;
+    }
+    if (j.contains("summary") && j["summary"].contains("pad_to"))
+      p.pad_to = int_at(j["summary"], "summary", "pad_to", 0, kMaxPool * kMaxTokensPerRank);
+    const json& mbs = member(j, "", "microbatches");
     DCP_REQUIRE(mbs.is_array(), "plan JSON: \"microbatches\" is not an array");
-    for (const auto& mb : mbs) {
-      MicroBatch m;
-      const auto& groups = mb.at("groups");
+    for (size_t m = 0; m < mbs.size(); ++m) {
+      const std::string mb_path = detail::concat("microbatches[", m, "]");
+      MicroBatch mb;
+      const json& groups = member(object_at(mbs[m], mb_path), mb_path, "groups");
       DCP_REQUIRE(groups.is_array(), "plan JSON: \"groups\" is not an array");
-      for (const auto& g : groups) {
+      for (size_t i = 0; i < groups.size(); ++i) {
+        const std::string g_path = detail::concat(mb_path, ".groups[", i, "]");
+        const json& g = object_at(groups[i], g_path);
         Group gr;
-        const auto& ranks = g.at("ranks");
+        const json& ranks = member(g, g_path, "ranks");
         DCP_REQUIRE(ranks.is_array() && !ranks.empty(), "plan JSON: plan group with no ranks");
         gr.first_rank = static_cast<int>(json_int(ranks.front(), 0, kMaxPool - 1, "plan JSON: \"ranks\"[0]"));
-        gr.cp_size = static_cast<int>(int_at(g, "cp_size", 1, kMaxPool));
-        const auto& samples = g.at("samples");
+        gr.cp_size = static_cast<int>(int_at(g, g_path, "cp_size", 1, kMaxPool));
+        const json& samples = member(g, g_path, "samples");
         DCP_REQUIRE(samples.is_array(), "plan JSON: \"samples\" is not an array");
         gr.samples.reserve(samples.size());
         for (const auto& id : samples)
           gr.samples.push_back(static_cast<int>(json_int(id, 0, kMaxBatchSamples - 1, "plan JSON: sample id")));
-        m.groups.push_back(std::move(gr));
+        mb.groups.push_back(std::move(gr));
       }
-      p.microbatches.push_back(std::move(m));
+      p.microbatches.push_back(std::move(mb));
     }
     return p;
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(detail::concat("plan JSON: ", e.what()));
+    throw InputError(detail::concat("plan JSON: ", e.what()));  // not expected: every access above is checked
   }
 }
 

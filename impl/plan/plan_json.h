@@ -18,7 +18,9 @@ nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann
 
 // Reads the "microbatches" and config keys back (readers ignore unknown fields). Every integer is
 // range-checked (dp, cp, min_cp, vpp_group, cp_size in [1, kMaxPool], first rank in [0, kMaxPool),
-// M in [1, kMaxTokensPerRank], sample ids in [0, kMaxBatchSamples)); any problem is an InputError.
+// M in [1, kMaxTokensPerRank], sample ids in [0, kMaxBatchSamples)); any problem is an InputError
+// of one line naming the key ("plan JSON: \"planner\" is missing"). A "schema" other than
+// "dcpbench.plan.v1" is refused; a plan without one is read (answers of external planners).
 // Read the file with core's read_json_file (size and nesting bounded) first.
 Plan plan_from_json(const nlohmann::json& j);
 

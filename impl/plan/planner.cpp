@@ -47,6 +47,8 @@ void check_config(const Batch& batch, const PlanConfig& c) {
   DCP_REQUIRE(c.min_cp <= c.pool(), "--min-cp ", c.min_cp, " is larger than the pool dp*cp = ", c.pool());
   DCP_REQUIRE(!c.vpp_group || *c.vpp_group >= 1, "--vpp-group ", c.vpp_group.value_or(0), " must be >= 1");
   DCP_REQUIRE(!c.max_seqlen || *c.max_seqlen >= 1, "--max-seqlen ", c.max_seqlen.value_or(0), " must be >= 1");
+  DCP_REQUIRE(!c.max_seqlen || *c.max_seqlen <= kMaxTokensPerRank, "--max-seqlen ", c.max_seqlen.value_or(0),
+              " is above the limit of ", kMaxTokensPerRank, " tokens per sample");
   DCP_REQUIRE(batch.size() <= kMaxBatchSamples, "the batch has ", batch.size(),
               " samples, more than the limit of ", kMaxBatchSamples, " per global batch");
   DCP_REQUIRE(batch.size() * c.pool() <= kMaxSamplesTimesPool, "the batch has ", batch.size(), " samples x a pool of ",
@@ -57,6 +59,8 @@ void check_config(const Batch& batch, const PlanConfig& c) {
   int64_t total = 0;
   for (int64_t i = 0; i < batch.size(); ++i) {
     DCP_REQUIRE(batch.lengths[i] >= 1, "sample ", i, " has length ", batch.lengths[i], " (must be >= 1)");
+    DCP_REQUIRE(batch.lengths[i] <= kMaxTokensPerRank, "sample ", i, " has length ", batch.lengths[i],
+                ", above the limit of ", kMaxTokensPerRank, " tokens per sample");
     DCP_REQUIRE(batch.lengths[i] <= kMaxTotalTokens - total, "sample ", i, " (length ", batch.lengths[i],
                 ") brings the batch past the supported total of ", kMaxTotalTokens, " tokens");
     total += batch.lengths[i];

@@ -59,6 +59,9 @@ class Planner {
   virtual std::string name() const = 0;
   // True for planners whose groups change size per micro-batch (pool N = dp*cp).
   virtual bool dynamic() const = 0;
+  // True for planners that search within PlannerOptions::time_budget_ms (dcp); the others ignore
+  // it, so `dcpbench schedule --time-budget-ms` refuses them.
+  virtual bool searches() const { return false; }
   virtual Plan plan(const Batch& batch, const PlanConfig& config) const = 0;
 };
 
@@ -77,7 +80,10 @@ class PlannerRegistry {
   std::map<std::string, Factory> factories_;
 };
 
-// Largest supported per-rank budget and pool: their products stay far below 2^63.
+// Largest supported per-rank budget and pool: their products stay far below 2^63. kMaxTokensPerRank
+// is also the longest sample and --max-seqlen (README "Input limits and errors": sample length /
+// max_seqlen / max_seqlen_per_rank, 2^40 tokens): check_config, the CLI flags and scenarios use
+// it; data::kMaxSampleTokens is the same 2^40 for the generated samples.
 inline constexpr int64_t kMaxTokensPerRank = int64_t{1} << 40;
 inline constexpr int64_t kMaxPool = int64_t{1} << 20;
 // Largest global batch (samples) any planner is given. Measured on this project's 2-core CI-class
@@ -92,9 +98,9 @@ inline constexpr int64_t kMaxBatchSamples = int64_t{1} << 18;
 inline constexpr int64_t kMaxSamplesTimesPool = int64_t{1} << 27;
 
 // Checks the config against the batch the way every planner needs it (dp, cp >= 1,
-// 1 <= M <= kMaxTokensPerRank, dp*cp <= kMaxPool, min_cp power of two <= N, lengths >= 1,
-// V >= 1, at most kMaxBatchSamples samples, samples x pool at most kMaxSamplesTimesPool). Throws
-// InputError naming the bad value.
+// 1 <= M <= kMaxTokensPerRank, dp*cp <= kMaxPool, min_cp power of two <= N, lengths and
+// max_seqlen in [1, kMaxTokensPerRank], V >= 1, at most kMaxBatchSamples samples, samples x pool
+// at most kMaxSamplesTimesPool). Throws InputError naming the bad value.
 void check_config(const Batch& batch, const PlanConfig& config);
 
 // Throws InputError if some sample needs more than the pool's ranks: names the first such

@@ -116,6 +116,7 @@ class DcpPlanner : public plan::Planner {
   explicit DcpPlanner(plan::PlannerOptions options = {}) : options_(std::move(options)) {}
   std::string name() const override { return "dcp"; }
   bool dynamic() const override { return true; }
+  bool searches() const override { return true; }  // its local search (time_budget_ms)
   plan::Plan plan(const plan::Batch& batch, const plan::PlanConfig& config) const override;
 
  private:

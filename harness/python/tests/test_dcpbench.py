@@ -114,6 +114,9 @@ def cli_error(tmp_path, lengths, args):
     ([10, 20], dict(dp=0, cp=1, max_seqlen_per_dp_cp_rank=100), ["--dp", "0", "--cp", "1", "--max-seqlen-per-rank", "100"]),
     ([800, 790, 780], dict(dp=8, cp=1, max_seqlen_per_dp_cp_rank=100, vpp_group=2),
      ["--dp", "8", "--cp", "1", "--max-seqlen-per-rank", "100", "--vpp-group", "2"]),
+    # README's 2^40 tokens of max_seqlen (2^60 had been accepted).
+    ([10, 20], dict(dp=1, cp=2, max_seqlen_per_dp_cp_rank=100, max_seqlen=2**41),
+     ["--dp", "1", "--cp", "2", "--max-seqlen-per-rank", "100", "--max-seqlen", str(2**41)]),
 ])
 def test_bad_input_raises_value_error_with_the_cli_line(tmp_path, lengths, kwargs, args):
     with pytest.raises(ValueError) as err:
@@ -133,6 +136,16 @@ def test_min_cp_with_a_static_planner_raises_the_cli_line(tmp_path):
     lengths = [10, 20, 30, 40, 50, 60, 70, 80]
     assert dcpbench.plan(lengths, "packing", dp=4, cp=2, max_seqlen_per_dp_cp_rank=100).min_cp == 1
     assert dcpbench.plan(lengths, "dcp", dp=4, cp=2, max_seqlen_per_dp_cp_rank=100, min_cp=4).min_cp == 4
+
+
+def test_sample_over_2p40_tokens_raises_the_cli_line(tmp_path):
+    # README's 2^40 tokens per sample: `dcp` had planned a 2^41-token sample (megatron-dev refuses
+    # it anyway, for its int32 lengths).
+    args = ["--dp", "1", "--cp", "2", "--max-seqlen-per-rank", str(2**40), "--planner", "dcp"]
+    with pytest.raises(ValueError) as err:
+        dcpbench.schedule([10, 2**41], "dcp", dp=1, cp=2, max_seqlen_per_dp_cp_rank=2**40)
+    assert str(err.value) == "sample 1 has length 2199023255552, above the limit of 1099511627776 tokens per sample"
+    assert str(err.value) == cli_error(tmp_path, [10, 2**41], args)
 
 
 def test_bad_length_names_the_sample():
@@ -261,6 +274,12 @@ def test_validate_takes_a_plan_file_as_a_dict(tmp_path):
         dcpbench.find_violation(bad, seqlens)
     with pytest.raises(ValueError, match="without \"microbatches\""):
         dcpbench.find_violation({"planner": "x"}, seqlens)
+    # A missing key is named, not nlohmann's "[json.exception.out_of_range.403] key 'planner' not
+    # found"; a foreign schema is refused, not read as plan.v1.
+    with pytest.raises(ValueError, match='^plan dict: plan JSON: "planner" is missing$'):
+        dcpbench.validate({"microbatches": []}, seqlens)
+    with pytest.raises(ValueError, match='^plan dict: plan JSON: "schema"="dcpbench.plan.v9" is not dcpbench.plan.v1$'):
+        dcpbench.validate(dict(doc, schema="dcpbench.plan.v9"), seqlens)
     # What JSON cannot hold is a ValueError too (it had escaped as TypeError or RuntimeError).
     for bad_value in ({1, 2}, float("nan")):
         bad = json.loads(json.dumps(doc))

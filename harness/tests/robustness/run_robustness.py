@@ -178,6 +178,16 @@ def main():
         write(w("bad.py"), "raise ValueError('boom\\nsecond line')\n")
         write(w("esc\x1b[31m\nname.txt"), "abc\n")
         write(w("tall.txt"), "3000000\n")  # needs a bigger pool than --dp 1 --cp 1 gives
+        write(w("len-2p41.txt"), f"{2**41}\n")  # over README's 2^40 tokens per sample, within a pool's reach
+        write(w("five.txt"), "5\n")
+        plan_v1 = {"schema": "dcpbench.plan.v1", "planner": "hand", "dp": 1, "cp": 1, "max_seqlen_per_rank": 10,
+                   "microbatches": [{"groups": [{"ranks": [0], "cp_size": 1, "samples": [0]}]}]}
+        write(w("plan-v9.json"), json.dumps(dict(plan_v1, schema="dcpbench.plan.v9")))
+        write(w("plan-no-planner.json"), json.dumps({"microbatches": []}))
+        write(w("plan-2p41.json"), json.dumps(dict(plan_v1, cp=2, max_seqlen_per_rank=2**40, microbatches=[
+            {"groups": [{"ranks": [0, 1], "cp_size": 2, "samples": [0]}]}])))
+        os.mkdir(w("cases-array"))
+        write(w("cases-array", "arr.json"), "[1, 2]")
         results = json.load(open(os.path.join(repo, "harness/fuzz/corpus_results/detail.json")))
         write(w("results.json"), json.dumps(results))
         r = json.loads(json.dumps(results))
@@ -380,6 +390,19 @@ def main():
         case("option/min-cp-static-planner", ["schedule", "--lengths", "go.txt", "--planner", "packing", "--dp", "1",
                                               "--cp", "8", "--max-seqlen-per-rank", "3000000", "--min-cp", "4"],
              ["--min-cp 4", "'packing' is static"])
+        case("option/time-budget-planner-without-search", ["schedule", "--lengths", "go.txt", "--planner", "packing",
+                                                           "--dp", "1", "--cp", "8", "--max-seqlen-per-rank", "3000000",
+                                                           "--time-budget-ms", "5"],
+             ["--time-budget-ms 5", "'packing' does not search", "planners that search (dcp)"])
+        case("option/converge-run-scenario", ["converge", "--scenario",
+                                              os.path.join(repo, "scenarios/megatron-example-4gpu.json")],
+             ['has "cluster": it is a run scenario (dcpbench run), not a convergence scenario'])
+        case("plan/check-missing-planner", ["check", "--plan", "plan-no-planner.json", "--lengths", "five.txt"],
+             ['plan-no-planner.json: plan JSON: "planner" is missing'])
+        case("plan/check-schema-v9", ["check", "--plan", "plan-v9.json", "--lengths", "five.txt"],
+             ['"schema"="dcpbench.plan.v9" is not dcpbench.plan.v1'])
+        case("conform/case-not-an-object", ["conform", "--planner", "megatron-dev", "--cases", "cases-array"],
+             ["arr.json: the file holds [1,2], not a JSON object"])
         # ---- 8. integers range-checked ------------------------------------------------------------
         case("int/cp-attn-seed-minus-1", ["cp-attn", "--seed", "-1"], ['--seed: "-1" is below the minimum 0'])
         case("int/cp-attn-ranks-2p64", ["cp-attn", "--ranks", "18446744073709551616"], ["--ranks", "out of range"])
@@ -389,6 +412,14 @@ def main():
                                          "--max-seqlen-per-rank", "3000000"], ['--dp: "-1" is below the minimum 1'])
         case("int/schedule-m-2p63", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1", "--cp", "8",
                                      "--max-seqlen-per-rank", "9223372036854775808"], ["--max-seqlen-per-rank"])
+        case("int/schedule-sample-2p41", ["schedule", "--lengths", "len-2p41.txt", "--planner", "dcp", "--dp", "1",
+                                          "--cp", "2", "--max-seqlen-per-rank", str(2**40)],
+             ["sample 0 has length 2199023255552, above the limit of 1099511627776 tokens"])
+        case("int/check-sample-2p41", ["check", "--plan", "plan-2p41.json", "--lengths", "len-2p41.txt"],
+             ["sample 0 has length 2199023255552, above the limit of 1099511627776 tokens"])
+        case("int/schedule-max-seqlen-2p41",
+             ["schedule", "--lengths", "go.txt"] + sched[1:] + ["--max-seqlen", str(2**41)],
+             ['--max-seqlen: "2199023255552" is above the maximum 1099511627776'])
         case("int/schedule-dp-float", ["schedule", "--lengths", "go.txt", "--planner", "dcp", "--dp", "1e3", "--cp", "8",
                                        "--max-seqlen-per-rank", "3000000"], ['"1e3" is not an integer'])
         case("int/check-dp-minus-1", ["check", "--plan", "results.json", "--lengths", "go.txt", "--dp", "-1"],

@@ -2,6 +2,7 @@
 // hand-made valid and invalid plans (each rule of DESIGN.md "Plan validity" violated once),
 // rank-list conversion, summary statistics and the plan JSON.
 #include "core/error.h"
+#include "plan/conformance.h"
 #include "plan/cp_rule.h"
 #include "plan/geometry.h"
 #include "plan/plan_json.h"
@@ -11,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -361,6 +364,66 @@ TEST(PlanJson, ReaderRangeChecksEveryInteger) {
   EXPECT_NO_THROW(plan_from_json(good));
 }
 
+// `dcpbench check --plan` and the Python module's validate(dict) showed nlohmann's text
+// ("[json.exception.out_of_range.403] key 'planner' not found") and took any "schema".
+TEST(PlanJson, MissingOrMistypedKeyAndForeignSchemaAreNamed) {
+  const auto good = plan_to_json(two_mb_plan(), kBatch, nlohmann::json::object());
+  const auto error_of = [](const nlohmann::json& j) -> std::string {
+    try {
+      plan_from_json(j);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_EQ(error_of(nlohmann::json{{"microbatches", nlohmann::json::array()}}), "plan JSON: \"planner\" is missing");
+  auto j = good;
+  j["planner"] = 5;
+  EXPECT_EQ(error_of(j), "plan JSON: \"planner\"=5 is not a string");
+  j = good;
+  j.erase("dp");
+  EXPECT_EQ(error_of(j), "plan JSON: \"dp\" is missing");
+  j = good;
+  j.erase("microbatches");
+  EXPECT_EQ(error_of(j), "plan JSON: \"microbatches\" is missing");
+  j = good;
+  j["microbatches"][1] = 3;
+  EXPECT_EQ(error_of(j), "plan JSON: \"microbatches[1]\"=3 is not an object");
+  j = good;
+  j["microbatches"][1]["groups"][0].erase("samples");
+  EXPECT_EQ(error_of(j), "plan JSON: \"microbatches[1].groups[0].samples\" is missing");
+  j = good;
+  j["summary"]["dynamic"] = "yes";
+  EXPECT_EQ(error_of(j), "plan JSON: \"summary.dynamic\"=\"yes\" is not true or false");
+  j = good;
+  j["schema"] = "dcpbench.plan.v9";
+  EXPECT_EQ(error_of(j), "plan JSON: \"schema\"=\"dcpbench.plan.v9\" is not dcpbench.plan.v1");
+  j.erase("schema");  // readers of plan.v1 answers without one (external planners) still read them
+  EXPECT_NO_THROW(plan_from_json(j));
+}
+
+// A conformance case that is not an object named an empty key: `x.json: "" the file is not ...`.
+TEST(ConformanceCase, FileThatIsNotAnObjectIsNamedWithItsValue) {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "dcp_conformance_array.json";
+  std::ofstream(file) << "[1, 2]";
+  try {
+    conformance::read_case(file.string());
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              file.string() + ": the file holds [1,2], not a JSON object (a dcpbench.conformance.v1 case)");
+  }
+  std::ofstream(file) << R"({"schema": "dcpbench.conformance.v0"})";
+  try {
+    conformance::read_case(file.string());
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              file.string() + ": \"schema\"=\"dcpbench.conformance.v0\" is not dcpbench.conformance.v1");
+  }
+  std::filesystem::remove(file);
+}
+
 TEST(CheckConfig, RefusesBatchesOverTheSampleLimit) {
   const Batch b{std::vector<int64_t>(static_cast<size_t>(kMaxBatchSamples) + 1, 1)};
   try {
@@ -387,6 +450,14 @@ TEST(CheckConfig, NamesTheBadValue) {
   expect_msg(Batch{{10}}, cfg(1, 2, 10, 4), "--min-cp 4 is larger than the pool");
   expect_msg(b, cfg(1, 1, 10), "sample 1 has length 0");
   expect_msg(Batch{{10}}, cfg(1, 1, kMaxTokensPerRank + 1), "is larger than the supported");
+  // README's 2^40 tokens per sample and --max-seqlen (schedule, check and Python took 2^41).
+  expect_msg(Batch{{10, kMaxTokensPerRank + 1}}, cfg(1, 2, kMaxTokensPerRank),
+             "sample 1 has length 1099511627777, above the limit of 1099511627776 tokens per sample");
+  PlanConfig long_max = cfg(1, 2, 10);
+  long_max.max_seqlen = kMaxTokensPerRank + 1;
+  expect_msg(Batch{{10}}, long_max, "--max-seqlen 1099511627777 is above the limit of 1099511627776 tokens");
+  long_max.max_seqlen = kMaxTokensPerRank;
+  EXPECT_NO_THROW(check_config(Batch{{kMaxTokensPerRank}}, long_max));
   expect_msg(Batch{{10}}, cfg(65536, 65536, 10), "--dp 65536 x --cp 65536 is larger than the supported pool");
   try {
     check_fits(Batch{{5, 1000}}, cfg(2, 4, 100));
