@@ -190,6 +190,17 @@ std::vector<TargetCheck> evaluate_targets(const ResultsFile& results, const Eval
   const std::vector<Aggregate> aggs = aggregate(results);
   const Index ix = index_of(aggs);
   std::vector<TargetCheck> out;
+  // A peer with no rows anywhere in the file compared with nothing, and a file of the focus's rows
+  // alone passed --strict with every comparison missing (audit of helper-48): one unmet check per
+  // such peer. (A peer absent from some scenarios only is left out there, as before.)
+  if (std::any_of(aggs.begin(), aggs.end(), [&](const Aggregate& a) { return a.strategy == o.focus; })) {
+    std::vector<std::string> peers = o.peers;
+    for (const auto& p : o.strong_peers)
+      if (std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
+    for (const auto& peer : peers)
+      if (std::none_of(aggs.begin(), aggs.end(), [&](const Aggregate& a) { return a.strategy == peer; }))
+        out.push_back({o.focus + " compared with " + peer, false, "no rows of " + peer + " in the results"});
+  }
   for (const auto& [scenario, setting] : ix.scenario_settings) {
     const Aggregate* f = find(ix, scenario, setting, o.focus);
     if (!f) continue;

@@ -324,6 +324,10 @@ void print_table(std::ostream& os, const ResultsFile& results) {
   std::set<std::string> sources;
   for (const auto& r : results.rows) sources.insert(r.source);
   const json& ctx = results.context;
+  if (results.rows.empty()) {  // (it printed "# How obtained: " with nothing after and no table)
+    os << "# This results file has no rows: nothing was run, simulated or measured.\n";
+    return;
+  }
   os << "# How obtained: ";
   bool first = true;
   for (const auto& s : sources) {

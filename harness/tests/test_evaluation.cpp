@@ -179,5 +179,28 @@ TEST(Evaluation, OomPeerIsNotAWinAndMissingFocusIsAnInputError) {
   EXPECT_THROW(write_evaluation_markdown(md, f, o), InputError);
 }
 
+// A peer with no rows in the whole file is an unmet check (a file of dcp's rows alone passed
+// --strict: "1 of 1 met"); a peer absent from one scenario only adds nothing there.
+TEST(Evaluation, APeerWithNoRowsAnywhereIsAnUnmetCheck) {
+  const auto named = [](const std::vector<TargetCheck>& checks, const std::string& what) {
+    return std::count_if(checks.begin(), checks.end(), [&](const TargetCheck& c) { return c.what == what; });
+  };
+  const auto all = evaluate_targets(file(), EvaluationOptions{});
+  EXPECT_EQ(named(all, "dcp compared with megatron-pr2000"), 1);  // in no scenario of file()
+  for (const char* peer : {"nvidia-prototype", "megatron-dev", "packing"})
+    EXPECT_EQ(named(all, std::string("dcp compared with ") + peer), 0) << peer;
+  for (const auto& c : all)
+    if (c.what == "dcp compared with megatron-pr2000") {
+      EXPECT_FALSE(c.met);
+      EXPECT_EQ(c.detail, "no rows of megatron-pr2000 in the results");
+    }
+  ResultsFile alone = file();
+  std::erase_if(alone.rows, [](const ResultRow& r) { return r.strategy != "dcp"; });
+  const auto checks = evaluate_targets(alone, EvaluationOptions{});
+  EXPECT_EQ(std::count_if(checks.begin(), checks.end(), [](const TargetCheck& c) { return !c.met; }) >= 4, true);
+  for (const char* peer : {"nvidia-prototype", "megatron-dev", "megatron-pr2000", "packing"})
+    EXPECT_EQ(named(checks, std::string("dcp compared with ") + peer), 1) << peer;
+}
+
 }  // namespace
 }  // namespace dcp::harness

@@ -207,6 +207,27 @@ TEST(Runner, UnknownStrategyNamesFileKeyAndValue) {
   }
 }
 
+// A plan the simulator refuses to size (kMaxScheduleEntries: bshd's 262,144 micro-batches on a pool
+// of 512) is an input error that names the scenario file, strategy, setting and step: the
+// simulator's own line named none (audit of helper-48).
+TEST(Runner, ASimulatorLimitNamesTheScenarioStrategyAndStep) {
+  json j = json::parse(R"({
+    "name": "t", "model": "tiny",
+    "dataset": {"source": "lognormal", "mean": 300, "sigma": 1.0, "min": 16, "max": 2048},
+    "cluster": {"gpus": 512, "cp": 512, "gpus_per_node": 8},
+    "training": {"global_batch": 262144, "max_seqlen": 2048, "max_seqlen_per_rank": 2048, "steps": 1},
+    "strategies": ["bshd"], "reference_strategy": "bshd"
+  })");
+  try {
+    run_scenarios({parse_scenario(j, "scenarios/t.json")}, RunOptions{}, test_registry());
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("scenarios/t.json: bshd (published), step 0: simulating this plan needs ", 0), 0u) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
 TEST(Runner, UnknownModelPresetNamesFileAndKey) {
   json j = json::parse(R"({
     "name": "t", "model": "llama-14b",
