@@ -34,8 +34,8 @@ ci/install.sh
 # Configure every time (ci/test.sh's flags, so its build is reused; DCP_BENCH on for
 # bench_attn_cuda), with CUDA, NCCL and MPI required (configure says which one is missing, instead
 # of a 'no rule to make target' later) and the arch the manifest records (a cached other arch
-# would have stayed). The binaries read the sha at run time (core/provenance.h): there, from the
-# manifest.
+# would have stayed). dcpbench records the sha it was built at (core/provenance.h); the test
+# binaries and bench_attn_cuda read it at run time: there, from the manifest (DCP_GIT_SHA), the same.
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_DEBUG_INFO=lines -DDCP_BENCH=ON -DDCP_CUDA=ON -DDCP_NCCL=ON -DDCP_MPI=ON \
   -DDCP_CUDA_ARCH="$arch" -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 targets=(dcpbench "${dcp_device_tests[@]}" bench_attn_cuda)

@@ -87,7 +87,7 @@ if [ $check -eq 1 ]; then
   exit 0
 fi
 chmod +x "$bin"/* 2>/dev/null  # in case the copy to this machine dropped the mode bits
-export DCP_GIT_SHA  # results/calibration record it: the tree here has no .git (harness/results.cpp)
+export DCP_GIT_SHA  # the tree here has no .git: the test binaries and bench_attn_cuda record this (dcpbench its build's, the same)
 
 out="${OUT:-}"
 [ -n "$out" ] && [ -d "$out" ] || out=results/device

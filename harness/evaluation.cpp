@@ -193,11 +193,11 @@ std::vector<TargetCheck> evaluate_targets(const ResultsFile& results, const Eval
   // A peer with no rows anywhere in the file compared with nothing, and a file of the focus's rows
   // alone passed --strict with every comparison missing (audit of helper-48): one unmet check per
   // such peer. (A peer absent from some scenarios only is left out there, as before.)
+  // Only the peers asked for (--peers, or the default list, which holds the strong peers): the
+  // strong peers of the headline target are not an option, so a file of dcp and packing evaluated
+  // with --peers packing must not fail on them (review of helper-52).
   if (std::any_of(aggs.begin(), aggs.end(), [&](const Aggregate& a) { return a.strategy == o.focus; })) {
-    std::vector<std::string> peers = o.peers;
-    for (const auto& p : o.strong_peers)
-      if (std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
-    for (const auto& peer : peers)
+    for (const auto& peer : o.peers)
       if (std::none_of(aggs.begin(), aggs.end(), [&](const Aggregate& a) { return a.strategy == peer; }))
         out.push_back({o.focus + " compared with " + peer, false, "no rows of " + peer + " in the results"});
   }

@@ -29,7 +29,8 @@ namespace dcp::harness {
 
 struct EvaluationOptions {
   std::string focus = "dcp";
-  // Strategies the focus is compared with (those present in the file are used, in this order).
+  // Strategies the focus is compared with (those present in each scenario are used, in this order;
+  // one with no rows anywhere in the file is an unmet target).
   std::vector<std::string> peers = {"nvidia-prototype", "megatron-dev", "megatron-pr2000", "packing"};
   // Peers of the 10% target and the scenarios it applies to (substring match on the name).
   std::vector<std::string> strong_peers = {"nvidia-prototype", "megatron-dev"};

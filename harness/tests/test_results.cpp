@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <limits>
 
 #include <filesystem>
@@ -383,6 +384,6 @@ TEST(Provenance, WithoutTheBuildTimeShaTheTreesCommitIsRecorded) {
   const std::string sha = dcp::source_git_sha();
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
   const std::string tree = dcp::tree_git_sha();
-  if (!tree.empty()) EXPECT_EQ(sha, tree);
-  else EXPECT_FALSE(sha.empty());
+  const char* env = std::getenv("DCP_GIT_SHA");
+  EXPECT_EQ(sha, !tree.empty() ? tree : env && *env ? std::string(env) : std::string("unknown"));
 }

@@ -3,10 +3,10 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 // Defined by the binaries that link the generated dcp_build_info.cpp (harness/CMakeLists.txt:
-// dcpbench, bench_sched, the Python module); a weak reference, whose address is null in every
-// other binary.
+// dcpbench, bench_sched); a weak reference, whose address is null in every other binary.
 extern "C" __attribute__((weak)) const char dcp_build_git_sha[];
 
 #ifndef DCP_SOURCE_DIR
@@ -28,6 +28,15 @@ std::string run_command(const std::string& cmd) {
   return out;
 }
 
+// The checkout the sha is read in: the tree this binary was built from (whatever the working
+// directory is: a run from inside another checkout must not record that checkout's sha), then the
+// working directory's; "" without git.
+std::string source_dir() {
+  for (const std::string& dir : {std::string(DCP_SOURCE_DIR), std::string(".")})
+    if (run_command("git -C '" + dir + "' rev-parse HEAD 2>/dev/null").size() == 40) return dir;
+  return "";
+}
+
 }  // namespace
 
 std::string source_git_sha() {
@@ -40,34 +49,39 @@ std::string source_git_sha() {
     if (const char* env = std::getenv("DCP_GIT_SHA"); env && *env) return env;
     return "unknown";
   }
-  // A binary older than the tree (a commit or an edit since it was built) records the commit it was
-  // built from, and says so once: it stamped the tree's newer sha on numbers it did not compute
-  // (audit of helper-48).
-  if (!tree.empty() && tree != built) {
-    static const bool warned = [&] {
-      std::fprintf(stderr, "dcpbench: warning: this binary was built at %s, the source tree is now at %s: results record %s (rebuild to record the tree)\n",
-                   built.c_str(), tree.c_str(), built.c_str());
-      return true;
-    }();
-    (void)warned;
-  }
-  return built;
+  if (tree.empty() || tree == built) return built;
+  // The tree has moved on since the build (audit of helper-48: the run-time sha had been stamped
+  // on numbers an older binary computed). The binary's commit is recorded, "-dirty" when the
+  // sources it reads at run time (scenarios, length files) may differ from it: the tree has
+  // uncommitted changes, or a later commit changed something outside results/ (a commit of
+  // results alone leaves the build's commit clean and says nothing; review of helper-52).
+  constexpr std::string_view kDirty = "-dirty";
+  const auto is_dirty = [&](const std::string& x) { return x.ends_with(kDirty); };
+  const bool same = !is_dirty(built) && !is_dirty(tree) &&
+                    run_command("git -C '" + source_dir() + "' diff --quiet " + built + " " + tree +
+                                " -- . ':(exclude)results' 2>/dev/null && echo same") == "same";
+  if (same) return built;
+  const std::string recorded = is_dirty(built) ? built : built + std::string(kDirty);
+  static const bool warned = [&] {
+    std::fprintf(stderr,
+                 "dcpbench: warning: this binary was built at %s, the source tree is now at %s: results record %s "
+                 "(rebuild to record the tree)\n",
+                 built.c_str(), tree.c_str(), recorded.c_str());
+    return true;
+  }();
+  (void)warned;
+  return recorded;
 }
 
 std::string tree_git_sha() {
-  // The tree this binary was built from (whatever the working directory is: a run from inside
-  // another checkout must not record that checkout's sha), then the working directory.
-  for (const std::string& dir : {std::string(DCP_SOURCE_DIR), std::string(".")}) {
-    const std::string sha = run_command("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
-    if (sha.size() == 40) {
-      // Changes under results/ are outputs, not sources: the demo's second run, after the first
-      // rewrote results/demo.json, must not read as a dirty tree.
-      const std::string dirty = run_command("git -C '" + dir +
-                                            "' status --porcelain --untracked-files=no -- . ':(exclude)results' 2>/dev/null");
-      return dirty.empty() ? sha : sha + "-dirty";
-    }
-  }
-  return "";
+  const std::string dir = source_dir();
+  if (dir.empty()) return "";
+  const std::string sha = run_command("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
+  // Changes under results/ are outputs, not sources: the demo's second run, after the first
+  // rewrote results/demo.json, must not read as a dirty tree.
+  const std::string dirty =
+      run_command("git -C '" + dir + "' status --porcelain --untracked-files=no -- . ':(exclude)results' 2>/dev/null");
+  return dirty.empty() ? sha : sha + "-dirty";
 }
 
 }  // namespace dcp

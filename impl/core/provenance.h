@@ -7,8 +7,9 @@
 namespace dcp {
 
 // The commit this binary was built from: the sha that CMake recorded at build time
-// (cmake/DcpBuildInfo.cmake, in the binaries that write results: dcpbench, bench_sched, the Python
-// module), with a warning on stderr when the tree has moved on since; in other binaries, and
+// (cmake/DcpBuildInfo.cmake, in the binaries that write results: dcpbench and bench_sched), with
+// "-dirty" appended and a warning on stderr when the sources have changed since (uncommitted
+// changes, or a later commit that changed anything outside results/); in other binaries, and
 // without git at build time, tree_git_sha(), else the environment's DCP_GIT_SHA (a prebuilt
 // binary on the lent GPU machine, whose copy of the tree has no .git: ci/device-run.sh passes the
 // sha of its bundle's manifest), else "unknown". "-dirty": tracked files outside results/ (outputs)

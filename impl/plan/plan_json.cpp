@@ -144,7 +144,8 @@ Plan plan_from_json(const nlohmann::json& j) {
   // Every integer through json_int (core/json_io.h): a 2^63, a negative count or a 1e300 is an
   // InputError naming the key, never a wrapped or undefined conversion.
   const auto int_at = [&member](const json& obj, const std::string& path, const char* key, int64_t lo, int64_t hi) {
-    return json_int(member(obj, path, key), lo, hi, std::string("plan JSON: \"") + key + "\"");
+    return json_int(member(obj, path, key), lo, hi,
+                    std::string("plan JSON: \"") + (path.empty() ? "" : path + ".") + key + "\"");
   };
   try {
     DCP_REQUIRE(j.is_object(), "plan JSON: not an object");

@@ -357,7 +357,7 @@ TEST(PlanJson, ReaderRangeChecksEveryInteger) {
   expect_bad([](auto& j) { j["max_seqlen_per_rank"] = 0; }, "below the minimum 1");
   expect_bad([](auto& j) { j["vpp_group"] = -3; }, "\"vpp_group\"=-3 is below the minimum 1");
   expect_bad([](auto& j) { j["microbatches"][0]["groups"][0]["samples"][0] = -1; }, "sample id=-1 is below");
-  expect_bad([](auto& j) { j["microbatches"][0]["groups"][0]["cp_size"] = "2"; }, "\"cp_size\"=\"2\" is not an integer");
+  expect_bad([](auto& j) { j["microbatches"][0]["groups"][0]["cp_size"] = "2"; }, "\"microbatches[0].groups[0].cp_size\"=\"2\" is not an integer");
   expect_bad([](auto& j) { j["microbatches"][0]["groups"][0]["ranks"] = 7; }, "plan group with no ranks");
   expect_bad([](auto& j) { j["microbatches"] = nlohmann::json::object(); }, "\"microbatches\" is not an array");
   expect_bad([](auto& j) { j = nlohmann::json::array(); }, "not an object");
