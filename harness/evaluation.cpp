@@ -190,12 +190,11 @@ std::vector<TargetCheck> evaluate_targets(const ResultsFile& results, const Eval
   const std::vector<Aggregate> aggs = aggregate(results);
   const Index ix = index_of(aggs);
   std::vector<TargetCheck> out;
-  // A peer with no rows anywhere in the file compared with nothing, and a file of the focus's rows
-  // alone passed --strict with every comparison missing (audit of helper-48): one unmet check per
-  // such peer. (A peer absent from some scenarios only is left out there, as before.)
-  // Only the peers asked for (--peers, or the default list, which holds the strong peers): the
-  // strong peers of the headline target are not an option, so a file of dcp and packing evaluated
-  // with --peers packing must not fail on them (review of helper-52).
+  // One unmet check per peer asked for (--peers, or the default list, which holds the strong peers)
+  // that has no rows anywhere in the file: a file of the focus's rows alone passed --strict with
+  // every comparison missing (audit of helper-48). A peer absent from some scenarios only is left
+  // out there, as before; the strong peers are not checked on their own, since --peers cannot drop
+  // them (a file of dcp and packing with --peers packing must pass; review of helper-52).
   if (std::any_of(aggs.begin(), aggs.end(), [&](const Aggregate& a) { return a.strategy == o.focus; })) {
     for (const auto& peer : o.peers)
       if (std::none_of(aggs.begin(), aggs.end(), [&](const Aggregate& a) { return a.strategy == peer; }))

@@ -12,12 +12,12 @@ namespace dcp {
 // changes, or a later commit that changed anything outside results/); in other binaries, and
 // without git at build time, tree_git_sha(), else the environment's DCP_GIT_SHA (a prebuilt
 // binary on the lent GPU machine, whose copy of the tree has no .git: ci/device-run.sh passes the
-// sha of its bundle's manifest), else "unknown". "-dirty": tracked files outside results/ (outputs)
-// differed from the commit.
+// sha of its bundle's manifest), else "unknown".
 std::string source_git_sha();
 
-// At run time: `git rev-parse HEAD` in the source folder the binary was configured from, "-dirty"
-// appended as above, else in the working directory's checkout; "" without git.
+// At run time: `git rev-parse HEAD` in the source folder the binary was configured from, else in
+// the working directory's checkout, "-dirty" appended when tracked files outside results/ (outputs)
+// differ from it; "" without git.
 std::string tree_git_sha();
 
 }  // namespace dcp
