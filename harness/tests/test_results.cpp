@@ -374,11 +374,21 @@ TEST(Results, APlannersNoteRoundTripsAndTheTableCountsIt) {
   EXPECT_EQ(os.str().find("planner note: packing"), std::string::npos);
 }
 
+// A results file without rows: the table says so (it printed "# How obtained: " with nothing after
+// it and no table; audit of helper-48).
+TEST(Report, AFileWithoutRowsSaysSo) {
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  std::ostringstream os;
+  print_table(os, f);
+  EXPECT_EQ(os.str(), "# This results file has no rows: nothing was run, simulated or measured.\n");
+}
+
 }  // namespace
 }  // namespace dcp::harness
 
-// test_harness does not link the build-time sha (only dcpbench, bench_sched and the Python module
-// do): the weak reference is null and the tree's commit is recorded, with no warning.
+// test_harness does not link the build-time sha (only dcpbench and bench_sched do): the weak
+// reference is null and the tree's commit is recorded, with no warning.
 TEST(Provenance, WithoutTheBuildTimeShaTheTreesCommitIsRecorded) {
   testing::internal::CaptureStderr();
   const std::string sha = dcp::source_git_sha();
@@ -387,3 +397,4 @@ TEST(Provenance, WithoutTheBuildTimeShaTheTreesCommitIsRecorded) {
   const char* env = std::getenv("DCP_GIT_SHA");
   EXPECT_EQ(sha, !tree.empty() ? tree : env && *env ? std::string(env) : std::string("unknown"));
 }
+
