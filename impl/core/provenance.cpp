@@ -30,11 +30,25 @@ std::string run_command(const std::string& cmd) {
 
 // The checkout the sha is read in: the tree this binary was built from (whatever the working
 // directory is: a run from inside another checkout must not record that checkout's sha), then the
-// working directory's; "" without git.
-std::string source_dir() {
+// working directory's. Its folder and HEAD; both "" without git.
+struct Checkout {
+  std::string dir, head;
+};
+Checkout find_checkout() {
   for (const std::string& dir : {std::string(DCP_SOURCE_DIR), std::string(".")})
-    if (run_command("git -C '" + dir + "' rev-parse HEAD 2>/dev/null").size() == 40) return dir;
-  return "";
+    if (std::string head = run_command("git -C '" + dir + "' rev-parse HEAD 2>/dev/null"); head.size() == 40)
+      return {dir, head};
+  return {};
+}
+
+// HEAD of `c`, "-dirty" appended when tracked files outside results/ differ from it (changes under
+// results/ are outputs, not sources: the demo's second run, after the first rewrote
+// results/demo.json, must not read as a dirty tree); "" without git.
+std::string tree_sha(const Checkout& c) {
+  if (c.head.empty()) return "";
+  const std::string dirty =
+      run_command("git -C '" + c.dir + "' status --porcelain --untracked-files=no -- . ':(exclude)results' 2>/dev/null");
+  return dirty.empty() ? c.head : c.head + "-dirty";
 }
 
 }  // namespace
@@ -43,7 +57,8 @@ std::string source_git_sha() {
   // Through a volatile pointer: the compiler may not assume a weak symbol's address non-null.
   const char* volatile linked = dcp_build_git_sha;
   const std::string built = linked != nullptr ? std::string(linked) : std::string();
-  const std::string tree = tree_git_sha();
+  const Checkout checkout = find_checkout();
+  const std::string tree = tree_sha(checkout);
   if (built.empty()) {
     if (!tree.empty()) return tree;
     if (const char* env = std::getenv("DCP_GIT_SHA"); env && *env) return env;
@@ -58,7 +73,7 @@ std::string source_git_sha() {
   constexpr std::string_view kDirty = "-dirty";
   const auto is_dirty = [&](const std::string& x) { return x.ends_with(kDirty); };
   const bool same = !is_dirty(built) && !is_dirty(tree) &&
-                    run_command("git -C '" + source_dir() + "' diff --quiet " + built + " " + tree +
+                    run_command("git -C '" + checkout.dir + "' diff --quiet " + built + " " + tree +
                                 " -- . ':(exclude)results' 2>/dev/null && echo same") == "same";
   if (same) return built;
   const std::string recorded = is_dirty(built) ? built : built + std::string(kDirty);
@@ -73,15 +88,6 @@ std::string source_git_sha() {
   return recorded;
 }
 
-std::string tree_git_sha() {
-  const std::string dir = source_dir();
-  if (dir.empty()) return "";
-  const std::string sha = run_command("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
-  // Changes under results/ are outputs, not sources: the demo's second run, after the first
-  // rewrote results/demo.json, must not read as a dirty tree.
-  const std::string dirty =
-      run_command("git -C '" + dir + "' status --porcelain --untracked-files=no -- . ':(exclude)results' 2>/dev/null");
-  return dirty.empty() ? sha : sha + "-dirty";
-}
+std::string tree_git_sha() { return tree_sha(find_checkout()); }
 
 }  // namespace dcp
