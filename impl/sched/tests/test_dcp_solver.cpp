@@ -17,6 +17,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <queue>
+#include <utility>
+#include <vector>
 
 namespace dcp::sched {
 namespace {
@@ -520,6 +523,76 @@ TEST(DcpSearch, SplitHalvesBalancesEachGroupOnItsRanks) {
   EXPECT_EQ(h->first.groups[0].cp_size, 2);
   EXPECT_EQ(h->first.groups[0].samples, (std::vector<int>{0, 3}));
   EXPECT_EQ(h->second.groups[0].samples, (std::vector<int>{1, 2, 4}));
+}
+
+
+// The join probe against the one heap it replaced (dcp_search.h, JoinProbe): on random sequences
+// of placements (groups opened and joined, loads that rise or stay equal, room that shrinks,
+// samples shorter and shorter as in LPT order) every probe returns the same group as a probe that
+// pops the entries of one heap in (load, group) order and pushes back those it skipped.
+struct OneHeapProbe {
+  using Entry = std::pair<double, int>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  int find(int64_t tokens, int64_t min_future, const std::vector<double>& load_of, const std::vector<int64_t>& room_of) {
+    std::vector<Entry> skipped;
+    int found = -1;
+    while (!heap.empty() && static_cast<int>(skipped.size()) < detail::kJoinProbe) {
+      const auto [load, id] = heap.top();
+      if (load != load_of[id]) {
+        heap.pop();
+        continue;
+      }
+      if (tokens <= room_of[id]) {
+        found = id;
+        break;
+      }
+      heap.pop();
+      if (room_of[id] >= min_future) skipped.push_back({load, id});
+    }
+    for (const auto& e : skipped) heap.push(e);
+    return found;
+  }
+};
+
+TEST(DcpSearch, JoinProbeFindsWhatOneHeapFinds) {
+  Rng rng(29);
+  int joined = 0, past_full = 0;
+  for (int t = 0; t < 200; ++t) {
+    detail::JoinProbe probe;
+    OneHeapProbe ref;
+    std::vector<double> load;
+    std::vector<int64_t> room;
+    const int64_t cap = rng.uniform_int(8, 200);
+    int64_t tokens = cap, min_future = 0;
+    const int steps = static_cast<int>(rng.uniform_int(1, 400));
+    for (int s = 0; s < steps; ++s) {
+      // The next sample is no longer than the last (LPT order); min_future at most its length.
+      tokens = std::max<int64_t>(1, tokens - rng.uniform_int(0, 3));
+      min_future = std::min(tokens, min_future + rng.uniform_int(0, 1));
+      const int a = probe.find(tokens, min_future, load, room);
+      const int b = ref.find(tokens, min_future, load, room);
+      ASSERT_EQ(a, b) << "case " << t << " step " << s;
+      // Not the lightest group: the probe walked past groups without room (parked or dropped).
+      const auto lightest = std::min_element(load.begin(), load.end()) - load.begin();
+      if (a >= 0 && a != lightest) ++past_full;
+      int gid = a;
+      if (gid < 0 || rng.uniform_int(0, 3) == 0) {  // a new group (as a free block would take it)
+        gid = static_cast<int>(load.size());
+        load.push_back(0);
+        room.push_back(cap);
+      } else {
+        ++joined;
+      }
+      // Equal loads (a time of 0: host-bound samples) leave a second live entry of one group.
+      const double dt = rng.uniform_int(0, 2) == 0 ? 0.0 : static_cast<double>(rng.uniform_int(1, 5));
+      load[gid] += dt;
+      room[gid] = std::max<int64_t>(0, room[gid] - std::min(tokens, room[gid]));
+      probe.push(load[gid], gid);
+      ref.heap.push({load[gid], gid});
+    }
+  }
+  EXPECT_GT(joined, 1000);  // the sequences do join existing groups, not only open new ones
+  EXPECT_GT(past_full, 1000);
 }
 
 }  // namespace
