@@ -19,7 +19,6 @@ constexpr double kRelEps = 1e-12;
 // target tried as swap partners: small constants so one step costs O(levels) evaluations.
 constexpr int kTargetsPerLevel = 6;
 constexpr int kSwapPartners = 8;
-
 }  // namespace
 
 SampleTimes::SampleTimes(const plan::Batch& batch, std::vector<int> sizes, std::function<double(int64_t, int)> fn)
@@ -172,7 +171,8 @@ bool Packing::build(const std::vector<int>& level, bool spread) {
   // in a work[] array by every comparison.
   std::vector<std::pair<double, int>> keyed(g_count);
   for (int i = 0; i < g_count; ++i) keyed[i] = {size_of(level[i]) * t(i, level[i]), i};
-  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  std::sort(keyed.begin(), keyed.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   // The samples in that order with what placing them reads (their length, distinct-length index,
   // levels), so the loop below reads them in sequence instead of at random sample ids. With the
   // keyed sort and the inline SampleTimes this took dcp's median at 262144 samples on 64 ranks

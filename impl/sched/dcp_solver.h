@@ -25,8 +25,9 @@
 //      resort a larger group with room. Buddy bookkeeping per micro-batch (used ranks per block
 //      and level, forward-only cursors: blocks are only consumed), lazy heaps of groups per
 //      level (the 4 lightest probed, those without room parked beside the heap: JoinProbe in
-//      dcp_search.h; then the one with the most room). O(G log G + G levels log G + m N levels). With a simulator, a second placement per count and target is also
-//      built ("spread": the micro-batch with the least work, joins of any size >= kmin).
+//      dcp_search.h; then the one with the most room). O(G log G + G levels log G + m N
+//      levels). With a simulator, a second placement per count and target is also built
+//      ("spread": the micro-batch with the least work, joins of any size >= kmin).
 //   5. Empty ranks are covered by merging the groups of the smallest enclosing block that holds
 //      work into one group (memory per rank only shrinks), so every state is a valid plan.
 //   6. Finalists: the best 4 packings by the simulator when the caller gives one (every packed

@@ -172,7 +172,6 @@ TEST(DcpSolver, DefaultTimeModelIsLinearPlusQuadratic) {
   EXPECT_NEAR(dcp_default_sample_time(62000, 2), 62000.0 + 0.02 * 31000, 1e-6);
 }
 
-
 // Critical path of each micro-batch under the built-in time model (its heaviest group's load).
 std::vector<double> critical_paths(const plan::Plan& p, const plan::Batch& b) {
   std::vector<double> c;
@@ -524,7 +523,6 @@ TEST(DcpSearch, SplitHalvesBalancesEachGroupOnItsRanks) {
   EXPECT_EQ(h->first.groups[0].samples, (std::vector<int>{0, 3}));
   EXPECT_EQ(h->second.groups[0].samples, (std::vector<int>{1, 2, 4}));
 }
-
 
 // The join probe against the one heap it replaced (dcp_search.h, JoinProbe): on random sequences
 // of placements (groups opened and joined, loads that rise or stay equal, room that shrinks,
