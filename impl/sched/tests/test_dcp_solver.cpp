@@ -525,9 +525,11 @@ TEST(DcpSearch, SplitHalvesBalancesEachGroupOnItsRanks) {
 }
 
 // The join probe against the one heap it replaced (dcp_search.h, JoinProbe): on random sequences
-// of placements (groups opened and joined, loads that rise or stay equal, room that shrinks,
-// samples shorter and shorter as in LPT order) every probe returns the same group as a probe that
-// pops the entries of one heap in (load, group) order and pushes back those it skipped.
+// of placements (groups opened, joined where the probe says or elsewhere as the room-heap
+// fallback does, loads that rise or stay equal, room that shrinks, sample lengths that mostly
+// shrink as in LPT order but not always, the shortest length still to come rising) every probe
+// returns the same group as a probe that pops the entries of one heap in (load, group) order and
+// pushes back those it skipped.
 struct OneHeapProbe {
   using Entry = std::pair<double, int>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
@@ -564,8 +566,11 @@ TEST(DcpSearch, JoinProbeFindsWhatOneHeapFinds) {
     int64_t tokens = cap, min_future = 0;
     const int steps = static_cast<int>(rng.uniform_int(1, 400));
     for (int s = 0; s < steps; ++s) {
-      // The next sample is no longer than the last (LPT order); min_future at most its length.
-      tokens = std::max<int64_t>(1, tokens - rng.uniform_int(0, 3));
+      // Mostly shorter than the last (LPT order is by work, so not always); min_future at most
+      // this length and never falling.
+      tokens = rng.uniform_int(0, 9) == 0 ? rng.uniform_int(min_future, cap)
+                                          : std::max(min_future, tokens - rng.uniform_int(0, 3));
+      tokens = std::max<int64_t>(1, tokens);
       min_future = std::min(tokens, min_future + rng.uniform_int(0, 1));
       const int a = probe.find(tokens, min_future, load, room);
       const int b = ref.find(tokens, min_future, load, room);
@@ -574,7 +579,12 @@ TEST(DcpSearch, JoinProbeFindsWhatOneHeapFinds) {
       const auto lightest = std::min_element(load.begin(), load.end()) - load.begin();
       if (a >= 0 && a != lightest) ++past_full;
       int gid = a;
-      if (gid < 0 || rng.uniform_int(0, 3) == 0) {  // a new group (as a free block would take it)
+      const int64_t pick = rng.uniform_int(0, 7);
+      if (!load.empty() && pick == 0) {  // another group with room, as the room-heap fallback joins
+        const int other = static_cast<int>(rng.uniform_int(0, static_cast<int64_t>(load.size()) - 1));
+        if (room[other] >= tokens) gid = other;
+      }
+      if (gid < 0 || pick == 1 || pick == 2) {  // a new group (as a free block would take it)
         gid = static_cast<int>(load.size());
         load.push_back(0);
         room.push_back(cap);
