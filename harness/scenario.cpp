@@ -78,7 +78,7 @@ DatasetSpec parse_source(ObjectReader& r, int depth) {
     d.clamp = r.get_string("clamp", false, {"clamp", "resample"}).value_or("clamp");
   } else if (d.kind == "mixture") {
     const json* comps = r.get_array("components", true);
-    if (depth + 1 >= data::kMaxMixtureDepth)
+    if (depth >= data::kMaxMixtureDepth)  // this mixture is level depth + 1: at most kMax levels
       r.fail("components", *comps,
              "nests mixtures deeper than the limit of " + std::to_string(data::kMaxMixtureDepth) + " levels");
     double total = 0;

@@ -50,9 +50,9 @@ TEST(BoundedScenario, MixtureNestingIsLimitedBeforeRecursing) {
     return m;
   };
   json j = minimal_scenario();
-  j["dataset"] = nested(data::kMaxMixtureDepth - 1);
+  j["dataset"] = nested(data::kMaxMixtureDepth);  // exactly the limit, as impl/data accepts it
   EXPECT_NO_THROW(parse_scenario(j, "x.json"));
-  j["dataset"] = nested(data::kMaxMixtureDepth);
+  j["dataset"] = nested(data::kMaxMixtureDepth + 1);
   EXPECT_NE(error_of([&] { parse_scenario(j, "x.json"); }).find("nests mixtures deeper than the limit of 8 levels"),
             std::string::npos);
   // 20,000 levels (issue 11's crash) through the file reader: stopped by the JSON depth limit.
