@@ -10,7 +10,12 @@
 //                          examples/dynamic_context_parallel/benchmark_dcp.sh:190-197 does (sort,
 //                          drop int(0.1 n) from each end), and trimmed_speedup_vs_reference its
 //                          ratio, for comparisons with numbers measured that way
-//   the other metrics are means over the valid steps.
+//   bubble_frac          = mean bubble_s / mean step_time_s, comm_frac = mean comm_s / mean
+//                          step_time_s, plan_efficiency = mean lower_bound_s / mean step_time_s:
+//                          fractions of the mean step, so they agree with the seconds beside
+//                          them and efficiency + busiest idle + busy above the bound = 1
+//   balance and the other metrics are means over the valid steps (balance is max / mean rank
+//                          busy time of each step; the rows keep no per-rank sums for a ratio).
 // A (scenario, strategy, setting) with any invalid step is reported as invalid with its first
 // error; one with any step out of memory is reported as oom.
 #pragma once
@@ -58,8 +63,7 @@ struct Aggregate {
   double bubble_s = 0;
   double imbalance_s = 0;
   double lower_bound_s = 0;   // mean over steps; these two are not written to the file's
-  double busiest_idle_s = 0;  // mean over steps; not written to the file's "aggregates" (files
-                              // written before had none, and they must still read)
+  double busiest_idle_s = 0;  // "aggregates" (plan_efficiency is the first over step_time_s)
   double peak_memory_gib = 0;  // max over steps
   nlohmann::json knobs;        // of the first step (a setting's knobs are the same every step)
   bool valid() const { return invalid_steps == 0 && oom_steps == 0 && steps > 0; }

@@ -136,8 +136,8 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
     report.findings.push_back({"", "", true,
                                "the baseline has no rows: it gates nothing (create it with ci/gate.sh --update)"});
   const auto base_facts = facts_by_name(baseline), cur_facts = facts_by_name(current);
-  // The largest plan efficiency of each current pair's steps (the aggregate is their mean: one
-  // step at 1.03 beside one at 0.90 would average under 1). Simulated steps with numbers only.
+  // The largest plan efficiency of each current pair's steps (the aggregate is the mean step's: one
+  // step at 1.03 beside one at 0.90 could come out under 1). Simulated steps with numbers only.
   std::map<std::pair<std::string, std::string>, double> max_eff;
   for (const auto& r : current.rows) {
     if (!r.has_metrics() || r.source.rfind("measured:", 0) == 0) continue;

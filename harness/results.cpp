@@ -292,6 +292,18 @@ void check_aggregates(const json& aggs, std::vector<std::string>& errs) {
 
 }  // namespace
 
+void fill_speedups(std::vector<ResultRow>& rows, size_t first) {
+  std::map<std::tuple<std::string, std::string, std::string, int>, const ResultRow*> with_numbers;
+  for (size_t k = first; k < rows.size(); ++k)
+    if (rows[k].has_metrics()) with_numbers[{rows[k].scenario, rows[k].setting, rows[k].strategy, rows[k].step}] = &rows[k];
+  for (size_t i = first; i < rows.size(); ++i) {
+    ResultRow& r = rows[i];
+    if (!r.has_metrics() || r.step_time_s <= 0) continue;
+    const auto ref = with_numbers.find({r.scenario, r.setting, r.reference, r.step});
+    if (ref != with_numbers.end()) r.speedup_vs_packing = ref->second->step_time_s / r.step_time_s;
+  }
+}
+
 std::string simulated_source(const std::string& cost_model, const std::string& calibration) {
   return "simulated:" + cost_model + "@" + calibration;
 }
@@ -510,6 +522,29 @@ std::string check_rows_agree(const ResultsFile& f, const json& j) {
                quote(*first_name, 60) + " has " + show(*first) + " (a row missing?)";
       }
     }
+  }
+  // Each row's speedup is its reference row's step time over its own (fill_speedups), and every
+  // step of a strategy and setting has the same knobs (the aggregate carries the first step's):
+  // an edited speedup or knob was read, the table printed it and the gate passed (stop 44).
+  std::vector<ResultRow> expected = f.rows;
+  for (auto& r : expected) r.speedup_vs_packing.reset();
+  fill_speedups(expected);
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> first_of;
+  for (size_t i = 0; i < f.rows.size(); ++i) {
+    const ResultRow& r = f.rows[i];
+    const std::string at = "row " + std::to_string(i) + " (scenario " + quote(r.scenario, 60) + ", " +
+                           quote(r.strategy, 40) + ", step " + std::to_string(r.step) + ")";
+    const auto& want = expected[i].speedup_vs_packing;
+    const auto& got = r.speedup_vs_packing;
+    if (want.has_value() != got.has_value() || (want && !close_json(json(*want), json(*got))))
+      return at + ": \"speedup_vs_packing\"=" + (got ? json_excerpt(json(*got), 24) : std::string("null")) +
+             " is not what its rows give (" + (want ? json_excerpt(json(*want), 24) : std::string("null")) +
+             ": the step time of its reference " + quote(r.reference, 40) + " over its own)";
+    const auto [it, fresh] = first_of.emplace(std::make_tuple(r.scenario, r.setting, r.strategy), i);
+    if (!fresh && f.rows[it->second].knobs != r.knobs)
+      return at + ": \"knobs\"=" + json_excerpt(r.knobs, 60) + " differ from its step " +
+             std::to_string(f.rows[it->second].step) + "'s " + json_excerpt(f.rows[it->second].knobs, 60) +
+             " (a setting's knobs are the same every step)";
   }
   if (!j.contains("aggregates")) return "";
   const json& file = j["aggregates"];

@@ -120,6 +120,11 @@ nlohmann::json row_to_json(const ResultRow& row);
 ResultRow row_from_json(const nlohmann::json& j);  // ignores unknown fields
 nlohmann::json results_to_json(const ResultsFile& results);
 
+// Fills speedup_vs_packing of rows[first..]: the step time of the row of their reference strategy
+// with the same scenario, setting and step over theirs, or none when that row has no numbers.
+// The writer's and the reader's check (results_from_json) are this one function.
+void fill_speedups(std::vector<ResultRow>& rows, size_t first = 0);
+
 // Checks schema, context and every row's required keys and types. Returns the problems found
 // (empty when valid), each naming the row index and key.
 std::vector<std::string> validate_results(const nlohmann::json& j);

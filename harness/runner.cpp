@@ -562,19 +562,6 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
   return rows;
 }
 
-void fill_speedups(std::vector<ResultRow>& rows, size_t first) {
-  for (size_t i = first; i < rows.size(); ++i) {
-    ResultRow& r = rows[i];
-    if (!r.has_metrics() || r.step_time_s <= 0) continue;
-    for (size_t k = first; k < rows.size(); ++k) {
-      const ResultRow& ref = rows[k];
-      if (ref.strategy == r.reference && ref.step == r.step && ref.setting == r.setting && ref.scenario == r.scenario &&
-          ref.has_metrics())
-        r.speedup_vs_packing = ref.step_time_s / r.step_time_s;
-    }
-  }
-}
-
 ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptions& options_in,
                           const plan::PlannerRegistry& registry) {
   DCP_REQUIRE(!scenarios.empty(), "no scenario given");

@@ -158,8 +158,6 @@ std::vector<ResultRow> run_strategy(const PreparedScenario& p, const cost::CostM
                                     const Setting& setting, const std::string& setting_label,
                                     const RunOptions& options, const plan::PlannerRegistry& registry,
                                     const cost::CostModel* planner_cm = nullptr);
-// Fills speedup_vs_packing of rows[first..] against their reference strategy, step by step.
-void fill_speedups(std::vector<ResultRow>& rows, size_t first);
 
 // Scenario -> impl/ configuration. Each throws InputError naming the scenario file and key.
 // The scenario's cost model as planner options (time per rank of a sample on a CP group, the

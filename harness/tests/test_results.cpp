@@ -55,6 +55,7 @@ ResultsFile sample_results() {
   bad.source = f.rows[0].source;
   bad.error = "invalid plan: sample 3 missing";
   f.rows.push_back(bad);
+  fill_speedups(f.rows);  // packing's own 1.0 (the reader checks every row's, results.h)
   return f;
 }
 
@@ -191,6 +192,7 @@ TEST(Results, RowsThatDisagreeAreAnInputError) {
   f.rows.push_back(valid_row("megatron-dev", 1, 1.0, 200));
   f.rows.push_back(f.rows[2]);
   f.rows.back().step = 1;
+  fill_speedups(f.rows);
   const json good = results_to_json(f);
   const auto message = [&](const json& j) -> std::string {
     std::ofstream(path) << j.dump();
@@ -234,6 +236,28 @@ TEST(Results, RowsThatDisagreeAreAnInputError) {
   EXPECT_NE(message(lacking).find("\"aggregates\"[" + std::to_string(dev) + "] has no \"compute_s\""),
             std::string::npos)
       << message(lacking);
+  // A row's speedup is its reference's step time over its own (stop 44: an edited one was read,
+  // and the gate passed on it), and a strategy's knobs are the same every step (the aggregate
+  // carries the first step's).
+  json faster = good;
+  faster["rows"][4]["speedup_vs_packing"] = 3.0;
+  EXPECT_NE(message(faster).find("row 4 (scenario \"s\", \"megatron-dev\", step 1): \"speedup_vs_packing\"=3.0 is not "
+                                 "what its rows give (2.0"),
+            std::string::npos)
+      << message(faster);
+  json dropped = good;  // null where the reference has numbers
+  dropped["rows"][0]["speedup_vs_packing"] = nullptr;
+  EXPECT_NE(message(dropped).find("row 0 (scenario \"s\", \"packing\", step 0): \"speedup_vs_packing\"=null"),
+            std::string::npos)
+      << message(dropped);
+  json knobs = good;
+  knobs["rows"][1]["knobs"] = {{"max_seqlen_per_rank", 4096}, {"cp", 2}, {"vpp", 1}};
+  knobs["rows"][4]["knobs"] = {{"max_seqlen_per_rank", 8192}, {"cp", 2}, {"vpp", 1}};
+  for (auto& a : knobs["aggregates"])
+    if (a["strategy"] == "megatron-dev") a["knobs"] = knobs["rows"][1]["knobs"];
+  EXPECT_NE(message(knobs).find("row 4 (scenario \"s\", \"megatron-dev\", step 1): \"knobs\"="), std::string::npos)
+      << message(knobs);
+  EXPECT_NE(message(knobs).find("differ from its step 0's"), std::string::npos) << message(knobs);
   fs::remove(path);
 }
 
@@ -255,6 +279,42 @@ TEST(Report, AggregatesTimeWeightedTflopsAndSpeedup) {
   print_table(os, f);
   EXPECT_NE(os.str().find("How obtained: simulated:dcp-cost-v1@h100-sxm-public"), std::string::npos) << os.str();
   EXPECT_NE(os.str().find("(useful)"), std::string::npos);
+}
+
+// The fractions are of the mean step (ratios of sums, like TFLOPS): with steps of 1 s and 3 s and
+// 0.5 s of exposed communication in each, comm is 1 / 4 = 25% of the mean step, not the mean of
+// 50% and 16.7%; the plan efficiency is the mean bound over the mean step, so it, the busiest
+// GPU's idle time and its busy time above the bound add up to the step. Rows without the seconds
+// (optional keys) keep the mean of their ratios.
+TEST(Report, FractionsAreOfTheMeanStep) {
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  for (int step = 0; step < 2; ++step) {
+    ResultRow r = valid_row("dyn", step, step == 0 ? 1.0 : 3.0, 100);
+    r.comm_s = 0.5;
+    r.comm_frac = 0.5 / r.step_time_s;
+    r.bubble_s = step == 0 ? 0.1 : 0.9;
+    r.bubble_frac = r.bubble_s / r.step_time_s;
+    r.lower_bound_s = step == 0 ? 0.9 : 1.5;
+    r.plan_efficiency = r.lower_bound_s / r.step_time_s;
+    r.busiest_idle_s = 0.05 * r.step_time_s;
+    f.rows.push_back(r);
+    f.rows.push_back(valid_row("bare", step, step == 0 ? 1.0 : 3.0, 100));  // no seconds
+  }
+  const auto aggs = aggregate(f);
+  ASSERT_EQ(aggs.size(), 2u);
+  const Aggregate& d = aggs[0];
+  EXPECT_DOUBLE_EQ(d.step_time_s, 2.0);
+  EXPECT_DOUBLE_EQ(d.comm_frac, 0.25);
+  EXPECT_DOUBLE_EQ(d.bubble_frac, 0.25);
+  EXPECT_DOUBLE_EQ(d.plan_efficiency, 0.6);  // (0.9 + 1.5) / (1 + 3); the mean of the ratios is 0.7
+  EXPECT_NEAR(d.plan_efficiency + d.busiest_idle_s / d.step_time_s +
+                  (d.step_time_s - d.lower_bound_s - d.busiest_idle_s) / d.step_time_s,
+              1.0, 1e-12);
+  const Aggregate& b = aggs[1];
+  EXPECT_DOUBLE_EQ(b.comm_frac, 0.05);
+  EXPECT_DOUBLE_EQ(b.bubble_frac, 0.2);
+  EXPECT_DOUBLE_EQ(b.plan_efficiency, 0.7);
 }
 
 // No speedup over a reference out of memory in some steps (it had been the ratio over the steps the
@@ -357,6 +417,7 @@ TEST(Results, APlannersNoteRoundTripsAndTheTableCountsIt) {
   f.rows.push_back(valid_row("dyn", 0, 1.0, 200));
   f.rows.push_back(valid_row("dyn", 1, 1.0, 200));
   f.rows[3].note = "upstream raises here";
+  fill_speedups(f.rows);
   const json j = results_to_json(f);
   EXPECT_TRUE(validate_results(j).empty());
   EXPECT_FALSE(j["rows"][2].contains("note"));
