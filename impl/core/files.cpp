@@ -131,6 +131,16 @@ void check_output_path(const std::string& path, std::string_view flag) {
   if (path.back() == '/') throw InputError(subject(flag, path) + ": names a folder, not a file");
   require_regular_or_absent(path, flag);
   require_folder(path, flag);
+  // The file is written through a temporary file in its folder: try one now, so a folder that
+  // cannot be written (read-only, no permission, full) fails before the work, not after it (stop
+  // 44: `run --out` on a read-only folder lost the whole run at the end).
+  const std::string probe = temp_name(folder_of(path), "probe");
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw InputError(subject(flag, path) + ": cannot write a file in its folder " + quote(folder_of(path), 120) + " (" +
+                     errno_text(errno) + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 namespace {

@@ -208,6 +208,25 @@ TEST(OutputPolicy, RegularFilesAndNewPathsAreWrittenAtomically) {
   EXPECT_NO_THROW(check_output_path((d / "new.json").string()));
 }
 
+// A folder the command cannot write in is refused by the up-front check, before any work (stop 44:
+// `run --out` on a read-only folder lost the run at the end), and the probe leaves nothing behind.
+// As root a mode-0555 folder is still writable, so root checks /proc (no regular files can be made
+// there) instead.
+TEST(OutputPolicy, AFolderThatCannotBeWrittenIsRefusedBeforeTheWork) {
+  TempDir d;
+  fs::create_directory(d / "ro");
+  fs::permissions(d / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+  const std::string target = ::geteuid() == 0 ? std::string("/proc/dcpbench-out.json") : (d / "ro" / "out.json").string();
+  const std::string says = error_of([&] { check_output_path(target); });
+  EXPECT_EQ(says.rfind("--out=", 0), 0u) << says;
+  EXPECT_NE(says.find(": cannot write a file in its folder"), std::string::npos) << says;
+  EXPECT_FALSE(fs::exists(target));
+  fs::permissions(d / "ro", fs::perms::owner_all);
+  EXPECT_TRUE(fs::is_empty(d / "ro"));
+  EXPECT_NO_THROW(check_output_path((d / "ro" / "out.json").string()));
+  EXPECT_TRUE(fs::is_empty(d / "ro"));  // the probe is removed
+}
+
 TEST(OutputPolicy, DevicesFifosFoldersLinksAndMissingFoldersAreRefusedUntouched) {
   TempDir d;
   std::ofstream(d / "target.json") << "keep";
