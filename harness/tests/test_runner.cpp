@@ -82,6 +82,43 @@ TEST(Runner, HeartbeatPrintsWhereTheRunIs) {
     EXPECT_TRUE(line == "a progress line" || line.rfind("dcpbench run: still running (", 0) == 0) << line;
 }
 
+// A scenario that loads but cannot draw a batch fails the run before any scenario has run (it had
+// failed only after the scenarios before it, minutes of work lost; exploratory test of stop 44).
+TEST(Runner, AScenarioThatCannotDrawABatchFailsBeforeAnyRuns) {
+  const auto registry = test_registry();
+  Scenario bad = tiny_scenario();
+  bad.name = "no-samples";
+  bad.dataset.min_len = 8192;  // every document above max_seqlen 4096, and long: drop
+  bad.dataset.max_len = 16384;
+  bad.dataset.long_policy = "drop";
+  std::ostringstream progress;
+  RunOptions o;
+  o.progress = &progress;
+  o.strategies = {"packing"};
+  int rows = 0;
+  o.on_row = [&](ResultRow&, const RowSource&) { ++rows; };
+  try {
+    run_scenarios({tiny_scenario(), bad}, o, registry);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("longer than max_seqlen"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(rows, 0);
+  EXPECT_EQ(progress.str().find("steps x"), std::string::npos) << progress.str();
+  // The first scenario's batches drawn in that check are the ones it runs with: the same rows.
+  o.on_row = nullptr;
+  const ResultsFile one = run_scenarios({tiny_scenario()}, o, registry);
+  Scenario other = tiny_scenario();
+  other.name = "other";
+  const ResultsFile two = run_scenarios({tiny_scenario(), other}, o, registry);
+  ASSERT_EQ(two.rows.size(), 2 * one.rows.size());
+  for (size_t i = 0; i < one.rows.size(); ++i) {
+    EXPECT_EQ(two.rows[i].tokens, one.rows[i].tokens);
+    EXPECT_EQ(two.rows[i].step_time_s, one.rows[i].step_time_s);
+    EXPECT_EQ(two.rows[one.rows.size() + i].step_time_s, one.rows[i].step_time_s);
+  }
+}
+
 // Leaving out the reference strategy gives rows without speedups and says so on the progress stream.
 TEST(Runner, NotesThatTheReferenceIsNotRun) {
   const auto registry = test_registry();
