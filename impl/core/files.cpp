@@ -131,16 +131,14 @@ void check_output_path(const std::string& path, std::string_view flag) {
   if (path.back() == '/') throw InputError(subject(flag, path) + ": names a folder, not a file");
   require_regular_or_absent(path, flag);
   require_folder(path, flag);
-  // The file is written through a temporary file in its folder: try one now, so a folder that
-  // cannot be written (read-only, no permission, full) fails before the work, not after it (stop
-  // 44: `run --out` on a read-only folder lost the whole run at the end).
-  const std::string probe = temp_name(folder_of(path), "probe");
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
-    throw InputError(subject(flag, path) + ": cannot write a file in its folder " + quote(folder_of(path), 120) + " (" +
+  // The file is written through a temporary file in its folder: check now that the folder can be
+  // written (permissions and a read-only file system: access(2) says EROFS even to root), so it
+  // fails before the work, not after it (stop 44: `run --out` on a read-only folder lost the whole
+  // run at its end). Checked without creating anything: a refused path leaves its folder as it was.
+  const std::string dir = folder_of(path);
+  if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+    throw InputError(subject(flag, path) + ": cannot write a file in its folder " + quote(dir, 120) + " (" +
                      errno_text(errno) + ")");
-  ::close(fd);
-  ::unlink(probe.c_str());
 }
 
 namespace {
