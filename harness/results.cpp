@@ -292,16 +292,28 @@ void check_aggregates(const json& aggs, std::vector<std::string>& errs) {
 
 }  // namespace
 
-void fill_speedups(std::vector<ResultRow>& rows, size_t first) {
+namespace {
+// The speedup of each of rows[first..] over its reference row (same scenario, setting and step),
+// none where that row has no numbers: what fill_speedups writes and the reader checks.
+std::vector<std::optional<double>> reference_speedups(const std::vector<ResultRow>& rows, size_t first) {
   std::map<std::tuple<std::string, std::string, std::string, int>, const ResultRow*> with_numbers;
   for (size_t k = first; k < rows.size(); ++k)
     if (rows[k].has_metrics()) with_numbers[{rows[k].scenario, rows[k].setting, rows[k].strategy, rows[k].step}] = &rows[k];
+  std::vector<std::optional<double>> out(rows.size() - std::min(first, rows.size()));
   for (size_t i = first; i < rows.size(); ++i) {
-    ResultRow& r = rows[i];
+    const ResultRow& r = rows[i];
     if (!r.has_metrics() || r.step_time_s <= 0) continue;
     const auto ref = with_numbers.find({r.scenario, r.setting, r.reference, r.step});
-    if (ref != with_numbers.end()) r.speedup_vs_packing = ref->second->step_time_s / r.step_time_s;
+    if (ref != with_numbers.end()) out[i - first] = ref->second->step_time_s / r.step_time_s;
   }
+  return out;
+}
+}  // namespace
+
+void fill_speedups(std::vector<ResultRow>& rows, size_t first) {
+  const auto speedups = reference_speedups(rows, first);
+  for (size_t i = 0; i < speedups.size(); ++i)
+    if (speedups[i]) rows[first + i].speedup_vs_packing = speedups[i];
 }
 
 std::string simulated_source(const std::string& cost_model, const std::string& calibration) {
@@ -526,15 +538,13 @@ std::string check_rows_agree(const ResultsFile& f, const json& j) {
   // Each row's speedup is its reference row's step time over its own (fill_speedups), and every
   // step of a strategy and setting has the same knobs (the aggregate carries the first step's):
   // an edited speedup or knob was read, the table printed it and the gate passed (stop 44).
-  std::vector<ResultRow> expected = f.rows;
-  for (auto& r : expected) r.speedup_vs_packing.reset();
-  fill_speedups(expected);
+  const auto expected = reference_speedups(f.rows, 0);
   std::map<std::tuple<std::string, std::string, std::string>, size_t> first_of;
   for (size_t i = 0; i < f.rows.size(); ++i) {
     const ResultRow& r = f.rows[i];
     const std::string at = "row " + std::to_string(i) + " (scenario " + quote(r.scenario, 60) + ", " +
                            quote(r.strategy, 40) + ", step " + std::to_string(r.step) + ")";
-    const auto& want = expected[i].speedup_vs_packing;
+    const auto& want = expected[i];
     const auto& got = r.speedup_vs_packing;
     if (want.has_value() != got.has_value() || (want && !close_json(json(*want), json(*got))))
       return at + ": \"speedup_vs_packing\"=" + (got ? json_excerpt(json(*got), 24) : std::string("null")) +
