@@ -54,7 +54,10 @@ int run_calibrate(const CalibrateArgs& a) {
   // back: checked before minutes of measuring on the device.
   if (auto e = safe_name_error(a.name))
     throw InputError("--name " + quote(a.name) + " " + *e + " (it names the calibration in result sources)");
-  if (!is_stdout_path(a.out)) check_output_path(a.out);
+  if (!is_stdout_path(a.out)) {
+    check_output_path(a.out);
+    probe_output_folder(a.out);
+  }
 #ifdef DCP_HAVE_CUDA
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)

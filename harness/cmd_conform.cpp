@@ -91,6 +91,7 @@ int run_conform(const ConformArgs& a, const std::string& command_line) {
   if (a.out_given) {  // core/files.h policy, before any case runs
     check_output_path(a.out);
     check_output_not_in_folder(a.out, a.cases, "the cases folder");
+    probe_output_folder(a.out);
   }
   std::unique_ptr<plan::Planner> planner;
   if (!a.planner.empty()) planner = builtin_planners().make(a.planner);  // InputError names the known ones

@@ -78,6 +78,7 @@ ConvergeScenario checked_scenario(const ConvergeArgs& a) {
     check_output_path(a.out);
     check_output_not_input(a.out, {a.scenario});
     check_output_not_in_folder(a.out, s.text_dir, "the text corpus (data.text_dir)");
+    probe_output_folder(a.out);
   }
   check_strategies_plan(s);
   return s;

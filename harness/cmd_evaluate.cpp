@@ -51,11 +51,14 @@ int run_evaluate(EvaluateArgs a) {
   }
   check_output_path(a.out);
   check_output_not_input(a.out, a.results);
+  probe_output_folder(a.out);
   ResultsFile results = read_results(a.results.front());
   require_simulated(results, a.results.front());
+  require_focus_rows(results, a.results.front(), a.options.focus);
   for (size_t i = 1; i < a.results.size(); ++i) {
     ResultsFile more = read_results(a.results[i]);
     require_simulated(more, a.results[i]);
+    require_focus_rows(more, a.results[i], a.options.focus);
     merge_results(results, std::move(more), a.results[i]);
   }
   std::ostringstream md;

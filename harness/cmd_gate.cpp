@@ -32,8 +32,7 @@ int run_gate_command(const GateArgs& a) {
   int failed = 0;
   for (const auto& f : report.findings) {
     failed += f.failed ? 1 : 0;
-    std::printf("  %-4s  %s / %s: %s\n", f.failed ? "FAIL" : "ok", f.scenario.c_str(), f.strategy.c_str(),
-                f.message.c_str());
+    std::printf("%s\n", finding_line(f).c_str());
   }
   if (failed > 0) {
     std::printf("dcpbench gate: FAILED: %d of %zu (scenario, strategy) pairs (lines marked FAIL)\n", failed,

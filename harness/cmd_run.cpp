@@ -160,6 +160,19 @@ CheckedRun checked_run(const RunArgs& a, const CLI::App& cmd) {
   opt.draws = a.draws;
   if (cmd.count("--time-budget-ms")) opt.time_budget_ms = static_cast<double>(a.time_budget_ms);
   opt.sync_planning = a.sync_planning;
+  // A budget no strategy of the run would use is refused, as schedule refuses it for a planner that
+  // does not search (stop 44: `run --strategies packing --time-budget-ms 5` was accepted silently).
+  if (cmd.count("--time-budget-ms")) {
+    const auto& registry = builtin_planners();
+    const bool any_searches = std::any_of(scenarios.begin(), scenarios.end(), [&](const Scenario& s) {
+      const auto names = strategies_of(s, opt, registry);
+      return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return registry.make(n)->searches(); });
+    });
+    if (!any_searches)
+      throw InputError(detail::concat("--time-budget-ms ", a.time_budget_ms,
+                                      ": no strategy of this run searches; --time-budget-ms applies to planners that "
+                                      "search (", searching_planner_list(), ")"));
+  }
   // Fail on a bad --out before the (possibly long) run, not after it (core/files.h policy: a
   // regular file or a new path in an existing folder; no folder is created).
   check_output_path(a.out);
@@ -169,6 +182,7 @@ CheckedRun checked_run(const RunArgs& a, const CLI::App& cmd) {
       for (auto& f : input_files(s)) inputs.push_back(std::move(f));
     check_output_not_input(a.out, inputs);
   }
+  probe_output_folder(a.out);
   // Size the run before it starts: its rows (an upper bound: steps x strategies of every scenario,
   // twice with --tune) and the samples of the global batches it holds (every step's batch is
   // drawn before the strategies run).

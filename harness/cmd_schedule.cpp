@@ -44,20 +44,17 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   if (to_file) {  // a bad --out fails before any work
     check_output_path(a.out);
     check_output_not_input(a.out, {a.lengths});
+    probe_output_folder(a.out);
   }
 
   // A static planner's groups are --cp: a --min-cp it would record and ignore is refused.
   DCP_REQUIRE(!cmd.count("--min-cp") || planner->dynamic(), "--min-cp ", a.config.min_cp, ": planner '", a.planner,
               "' is static (every group has --cp ranks); --min-cp applies to dynamic planners");
   // Likewise a budget that a planner without a search would ignore.
-  if (cmd.count("--time-budget-ms") && !planner->searches()) {
-    std::string searching;
-    for (const auto& name : registry.names())
-      if (registry.make(name)->searches()) searching += (searching.empty() ? "" : ", ") + name;
+  if (cmd.count("--time-budget-ms") && !planner->searches())
     throw InputError(detail::concat("--time-budget-ms ", a.time_budget_ms, ": planner '", a.planner,
                                     "' does not search; --time-budget-ms applies to planners that search (",
-                                    searching, ")"));
-  }
+                                    searching_planner_list(), ")"));
   plan::PlanConfig cfg;
   apply_plan_config_flags(cmd, a.config, cfg);
 

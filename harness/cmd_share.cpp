@@ -115,6 +115,7 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
       inputs.push_back(a.measured);
     }
     check_output_not_input(a.out, inputs);
+    probe_output_folder(a.out);
   }
   if (cmd.count("--attention-backend")) {
     // The option's table, checked as the option's: the scenario's own keys first (their errors

@@ -143,6 +143,18 @@ void require_simulated(const ResultsFile& results, const std::string& path) {
                        "step breakdown or lower bound");
 }
 
+void require_focus_rows(const ResultsFile& results, const std::string& path, const std::string& focus) {
+  DCP_REQUIRE(!results.rows.empty(), show_path(path), ": the results file has no rows");
+  std::set<std::string> with_focus;
+  for (const auto& r : results.rows)
+    if (r.strategy == focus) with_focus.insert(r.scenario);
+  for (const auto& r : results.rows)
+    if (!with_focus.count(r.scenario))
+      throw InputError(show_path(path) + ": scenario " + quote(r.scenario) + " has no rows of " + quote(focus) +
+                       " (the --focus strategy), so its peers cannot be compared with it; run it with " + focus +
+                       " among its strategies, or give another --focus");
+}
+
 void merge_results(ResultsFile& into, ResultsFile more, const std::string& path) {
   std::set<std::string> seen, here;
   for (const auto& r : into.rows) seen.insert(r.scenario);
@@ -306,7 +318,15 @@ void write_evaluation_markdown(std::ostream& os, const ResultsFile& results, con
          << " | " << fmt("%.3f", a->balance) << " | " << fmt("%.1f", 100 * a->bubble_frac) << " | "
          << fmt("%.3f", a->plan_efficiency) << " | " << knobs << " |\n";
     }
+    // The breakdown needs a peer with numbers: when every peer is oom or invalid (or none is here)
+    // a header over no rows said nothing; one line says why there is none (stop 44).
     if (!f->valid()) continue;
+    if (std::none_of(rows.begin() + 1, rows.end(), [](const Aggregate* p) { return p->valid(); })) {
+      os << "\nNo breakdown of " << o.focus << "'s gain: "
+         << (rows.size() > 1 ? "no peer has numbers here (every one is oom or has no valid plan)." : "no peer ran here.")
+         << "\n";
+      continue;
+    }
     os << "\nWhere " << o.focus << "'s gain comes from (peer − " << o.focus << ", ms and % of the peer's step):\n\n"
        << "| vs | total | compute | comm | overhead | bubble | imbalance |\n|---|---|---|---|---|---|---|\n";
     for (size_t i = 1; i < rows.size(); ++i) {

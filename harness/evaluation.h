@@ -53,6 +53,11 @@ std::vector<TargetCheck> evaluate_targets(const ResultsFile& results, const Eval
 // InputError naming `path` and the row.
 void require_simulated(const ResultsFile& results, const std::string& path);
 
+// Every scenario of the file at `path` has rows of the focus strategy: the report compares the
+// focus with its peers, so a scenario (or a whole file) without it would be left out without a word
+// (stop 44: `evaluate A B` dropped a file of peer rows). InputError naming `path` and the scenario.
+void require_focus_rows(const ResultsFile& results, const std::string& path, const std::string& focus);
+
 // Appends the rows and draws studies of `more` (read from `path`) to `into`, for an evaluation
 // over several results files: a scenario may come from one file only (InputError naming `path`),
 // and the context's git_sha, date, cost_model and calibration list every distinct value, joined

@@ -124,6 +124,12 @@ std::string compare_steps(const std::map<int, const ResultRow*>& base, const std
 
 }  // namespace
 
+std::string finding_line(const GateFinding& f) {
+  std::string line = std::string("  ") + (f.failed ? "FAIL" : "ok  ") + "  ";
+  if (!f.scenario.empty() || !f.strategy.empty()) line += f.scenario + " / " + f.strategy + ": ";
+  return line + f.message;
+}
+
 GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, double tolerance) {
   DCP_REQUIRE(tolerance >= 0 && tolerance < 1, "--tolerance=", tolerance, " is not in [0, 1)");
   const auto base = aggregate(baseline);

@@ -46,6 +46,10 @@ struct GateReport {
 
 inline constexpr double kGateMaxPlanEfficiency = 1.0 + 1e-9;
 
+// The report's line of one finding: "  FAIL  scenario / strategy: message", or without the pair for
+// a finding about a whole file (an empty baseline), which had printed "FAIL   / : ..." (stop 44).
+std::string finding_line(const GateFinding& f);
+
 // tolerance: allowed relative drop (and gain), in [0, 1).
 GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, double tolerance);
 

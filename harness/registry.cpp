@@ -22,4 +22,11 @@ std::string builtin_planner_list(const std::string& separator) {
   return out;
 }
 
+std::string searching_planner_list() {
+  std::string out;
+  for (const std::string& n : builtin_planners().names())
+    if (builtin_planners().make(n)->searches()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 }  // namespace dcp::harness

@@ -15,7 +15,8 @@
 // Megatron's format (then dp, cp and max_seqlen_per_dp_cp_rank are required).
 //
 // Errors: bad input raises ValueError with the one line `dcpbench schedule` prints for the same
-// input (dcp::InputError); an internal error raises RuntimeError. The GIL is released while the
+// input (dcp::InputError), an argument of the wrong type (a plan, micro-batch, rank list, length
+// or option that is not a sequence or integer) TypeError; an internal error raises RuntimeError. The GIL is released while the
 // planner runs, so other Python threads (a data loader) keep running.
 #include "core/checked_int.h"
 #include "core/error.h"
@@ -195,18 +196,24 @@ std::shared_ptr<PyPlan> make_plan(const py::handle& seqlens, const std::string& 
 }
 
 plan::RankLists to_rank_lists(const py::handle& obj) {
+  // A value of the wrong type is a TypeError, as Python's own functions raise (a number as the plan
+  // was a ValueError, stop 45); a list of the wrong shape stays a ValueError.
   if (!PyList_Check(obj.ptr()) && !PyTuple_Check(obj.ptr()))
-    value_error("plan must be a dcpbench.Plan, a dcpbench.plan.v1 dict or a list of micro-batches (per rank, the sample ids)");
+    throw py::type_error(std::string("plan must be a dcpbench.Plan, a dcpbench.plan.v1 dict or a list of micro-batches "
+                                     "(per rank, the sample ids), not ") +
+                         Py_TYPE(obj.ptr())->tp_name);
   plan::RankLists out;
   size_t m = 0;
   for (const py::handle mb : obj) {
     if (!PyList_Check(mb.ptr()) && !PyTuple_Check(mb.ptr()))
-      value_error("plan micro-batch " + std::to_string(m) + " is not a list of rank lists");
+      throw py::type_error("plan micro-batch " + std::to_string(m) + " must be a list of rank lists, not " +
+                           Py_TYPE(mb.ptr())->tp_name);
     std::vector<std::vector<int>> ranks;
     size_t r = 0;
     for (const py::handle ids : mb) {
       if (!PyList_Check(ids.ptr()) && !PyTuple_Check(ids.ptr()))
-        value_error("plan micro-batch " + std::to_string(m) + " rank " + std::to_string(r) + " is not a list of sample ids");
+        throw py::type_error("plan micro-batch " + std::to_string(m) + " rank " + std::to_string(r) +
+                             " must be a list of sample ids, not " + Py_TYPE(ids.ptr())->tp_name);
       std::vector<int> v;
       for (const py::handle s : ids) {
         const int64_t x = to_int64(s.ptr(), "a sample id of micro-batch " + std::to_string(m) + " rank " + std::to_string(r));
@@ -268,11 +275,11 @@ std::optional<std::string> violation_of(const py::object& plan_obj, const py::ha
     if (auto v = violation_of_own(*answer.plan, batch, a)) return v;
     return plan::summary_violation(j, *answer.plan, batch);
   }
+  const plan::RankLists lists = to_rank_lists(plan_obj);  // a plan of the wrong type first (TypeError)
   if (a.dp.is_none() || a.cp.is_none() || a.max_seqlen_per_dp_cp_rank.is_none())
     value_error("dp, cp and max_seqlen_per_dp_cp_rank are required for a plan in Megatron's format");
   const plan::PlanConfig cfg = to_config(a);
   plan::check_config(batch, cfg);
-  const plan::RankLists lists = to_rank_lists(plan_obj);
   if (auto v = plan::rank_lists_violation(lists, cfg.pool())) return v;
   return plan::find_violation(plan::plan_from_rank_lists(lists, "megatron-format", cfg), batch, cfg);
 }

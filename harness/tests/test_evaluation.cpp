@@ -202,5 +202,44 @@ TEST(Evaluation, APeerWithNoRowsAnywhereIsAnUnmetCheck) {
     EXPECT_EQ(named(checks, std::string("dcp compared with ") + peer), 1) << peer;
 }
 
+// Every peer oom in a scenario: one line says why there is no breakdown, instead of the table's
+// header over no rows (stop 44); the other scenarios keep theirs.
+TEST(Evaluation, NoBreakdownTableWhenNoPeerHasNumbers) {
+  ResultsFile f = file();
+  for (auto& r : f.rows)
+    if (r.scenario == "llama13b-github" && r.strategy != "dcp") r.oom = true;
+  std::ostringstream md;
+  write_evaluation_markdown(md, f, EvaluationOptions{});
+  const std::string s = md.str();
+  const auto github = s.find("## llama13b-github (tuned)"), other = s.find("## other (published)");
+  ASSERT_NE(github, std::string::npos);
+  ASSERT_NE(other, std::string::npos);
+  const std::string in_github = github < other ? s.substr(github, other - github) : s.substr(github);
+  EXPECT_EQ(in_github.find("Where dcp's gain comes from"), std::string::npos) << in_github;
+  EXPECT_NE(in_github.find("No breakdown of dcp's gain: no peer has numbers here (every one is oom or has no valid "
+                           "plan)."),
+            std::string::npos)
+      << in_github;
+  const std::string in_other = github < other ? s.substr(other) : s.substr(other, github - other);
+  EXPECT_NE(in_other.find("Where dcp's gain comes from"), std::string::npos) << in_other;
+}
+
+// A file, or one scenario of it, without the focus's rows is an input error naming both (stop 44:
+// `evaluate A B` left out a file of peer rows without a word).
+TEST(Evaluation, AFileOrScenarioWithoutTheFocusIsNamed) {
+  ResultsFile f = file();
+  EXPECT_NO_THROW(require_focus_rows(f, "a.json", "dcp"));
+  std::erase_if(f.rows, [](const ResultRow& r) { return r.scenario == "other" && r.strategy == "dcp"; });
+  std::string says;
+  try {
+    require_focus_rows(f, "a.json", "dcp");
+  } catch (const InputError& e) {
+    says = e.what();
+  }
+  EXPECT_NE(says.find("a.json: scenario \"other\" has no rows of \"dcp\" (the --focus strategy)"), std::string::npos)
+      << says;
+  EXPECT_THROW(require_focus_rows(ResultsFile{}, "empty.json", "dcp"), InputError);
+}
+
 }  // namespace
 }  // namespace dcp::harness

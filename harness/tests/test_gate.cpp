@@ -174,6 +174,10 @@ TEST(Gate, FailsOnAnEmptyBaseline) {
   EXPECT_FALSE(r.passed());
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_NE(r.findings[0].message.find("the baseline has no rows"), std::string::npos);
+  // Printed without an empty pair (it was "FAIL   / : the baseline ..."); a pair's line names it.
+  EXPECT_EQ(finding_line(r.findings[0]),
+            "  FAIL  the baseline has no rows: it gates nothing (create it with ci/gate.sh --update)");
+  EXPECT_EQ(finding_line({"a", "dcp", false, "steps +0.00%"}), "  ok    a / dcp: steps +0.00%");
 }
 
 // The current file must record the scenario's settings when the baseline does: without them a

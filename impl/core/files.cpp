@@ -134,11 +134,26 @@ void check_output_path(const std::string& path, std::string_view flag) {
   // The file is written through a temporary file in its folder: check now that the folder can be
   // written (permissions and a read-only file system: access(2) says EROFS even to root), so it
   // fails before the work, not after it (stop 44: `run --out` on a read-only folder lost the whole
-  // run at its end). Checked without creating anything: a refused path leaves its folder as it was.
+  // run at its end). Checked without creating anything: a refused path leaves its folder as it was;
+  // probe_output_folder, run after every other check, catches what access(2) lets through.
   const std::string dir = folder_of(path);
   if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
     throw InputError(subject(flag, path) + ": cannot write a file in its folder " + quote(dir, 120) + " (" +
                      errno_text(errno) + ")");
+}
+
+void probe_output_folder(const std::string& path, std::string_view flag) {
+  if (is_stdout_path(path)) return;
+  const std::string dir = folder_of(path);
+  const std::string probe = temp_name(dir, "probe");
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw InputError(subject(flag, path) + ": cannot create a file in its folder " + quote(dir, 120) + " (" +
+                     errno_text(errno) + ")");
+  ::close(fd);
+  if (::unlink(probe.c_str()) != 0)
+    throw InputError(subject(flag, path) + ": cannot remove a file it created in its folder (" + show_path(probe) +
+                     ": " + errno_text(errno) + ")");
 }
 
 namespace {

@@ -135,6 +135,10 @@ void check_json_text(std::string_view text, const std::string& source, int max_d
 }
 
 nlohmann::json parse_json_text(std::string_view text, const std::string& source, int max_depth) {
+  // Nothing but white space (an empty file, or a FIFO nobody wrote to: read_file_bounded reads it to
+  // its end at once) is said as such; nlohmann's "unexpected end of input" read as a broken file.
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw InputError(show_path(source) + ": is empty, no JSON in it" + (text.empty() ? "" : " (white space only)"));
   check_json_text(text, source, max_depth);
   try {
     return nlohmann::json::parse(text.begin(), text.end());  // syntax errors are reported here

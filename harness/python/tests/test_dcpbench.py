@@ -244,6 +244,15 @@ def test_validate_names_the_first_violation():
     assert v is not None and ("not scheduled" in v or "appears more than once" in v or "tokens per rank" in v)
     with pytest.raises(ValueError, match="required for a plan in Megatron's format"):
         dcpbench.find_violation(good, seqlens)
+    # A plan of the wrong type is a TypeError, whatever the config (stop 45: find_violation(5, ...)
+    # was a ValueError); a micro-batch or rank of the wrong type too, and named.
+    for plan_arg, says in ((5, "plan must be a dcpbench.Plan, .*, not int"),
+                           ([5], "plan micro-batch 0 must be a list of rank lists, not int"),
+                           ([[[0], "ab"]], "plan micro-batch 0 rank 1 must be a list of sample ids, not str")):
+        with pytest.raises(TypeError, match=says):
+            dcpbench.find_violation(plan_arg, seqlens, dp=4, cp=1, max_seqlen_per_dp_cp_rank=200)
+        with pytest.raises(TypeError, match=says):
+            dcpbench.validate(plan_arg, seqlens)
     # A Plan checked against another config than the one it was made for.
     p = dcpbench.plan(seqlens, dp=4, cp=1, max_seqlen_per_dp_cp_rank=200)
     assert "is not the requested one" in dcpbench.find_violation(p, seqlens, vpp_group=2)

@@ -156,6 +156,14 @@ TEST(JsonLimits, ParseErrorsDoNotCopyTheInput) {
   EXPECT_FALSE(has_control_byte(e));
 }
 
+// Nothing to parse is said as such (a FIFO given as a scenario read as "invalid JSON", stop 44).
+TEST(JsonLimits, EmptyTextIsNamedEmptyNotInvalid) {
+  EXPECT_EQ(error_of([] { parse_json_text("", "s.json"); }), "s.json: is empty, no JSON in it");
+  EXPECT_EQ(error_of([] { parse_json_text(" \n\t", "s.json"); }), "s.json: is empty, no JSON in it (white space only)");
+  EXPECT_NE(error_of([] { parse_json_text(" {", "s.json"); }).find("s.json: invalid JSON"), std::string::npos);
+  EXPECT_EQ(parse_json_text(" 1\n", "s.json"), nlohmann::json(1));
+}
+
 TEST(JsonLimits, ExcerptAndCheckedIntegers) {
   nlohmann::json deep = 1;
   for (int i = 0; i < 1000; ++i) deep = nlohmann::json::array({deep});
@@ -231,6 +239,36 @@ TEST(OutputPolicy, AFolderThatCannotBeWrittenIsRefusedBeforeTheWork) {
   fs::permissions(d / "ro", fs::perms::owner_all);
   EXPECT_EQ(says.rfind("--out=", 0), 0u) << says;
   EXPECT_NE(says.find(": cannot write a file in its folder"), std::string::npos) << says;
+  EXPECT_FALSE(fs::exists(target));
+}
+
+// The probe, run after every other check, creates and removes a real file: it refuses a folder
+// that access(2) passes but that takes no file (as root, a pseudo file system such as /proc: stop
+// 45's `converge --out /proc/x` trained 33 s before exit 2), and leaves a folder that takes one as
+// it was. Without root, a mode-0555 folder stands in for the refusal.
+TEST(OutputPolicy, TheProbeCreatesAndRemovesAFileAndRefusesAFolderThatTakesNone) {
+  TempDir d;
+  fs::create_directory(d / "ok");
+  EXPECT_NO_THROW(probe_output_folder((d / "ok" / "out.json").string()));
+  EXPECT_NO_THROW(probe_output_folder("-"));
+  EXPECT_TRUE(fs::is_empty(d / "ok"));  // the probe file is gone
+  std::string target;
+  if (::geteuid() == 0) {
+    // /proc as root: access(2) says writable (check_output_path lets it through), open(O_CREAT) fails.
+    if (fs::is_directory("/proc") && ::access("/proc", W_OK) == 0) target = "/proc/dcpbench-out.json";
+  } else {
+    fs::create_directory(d / "ro");
+    fs::permissions(d / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+    target = (d / "ro" / "out.json").string();
+  }
+  if (target.empty()) GTEST_SKIP() << "running as root and /proc is not a folder access(2) calls writable";
+  if (::geteuid() == 0) {
+    EXPECT_NO_THROW(check_output_path(target));  // what the probe is there for
+  }
+  const std::string says = error_of([&] { probe_output_folder(target); });
+  if (::geteuid() != 0) fs::permissions(d / "ro", fs::perms::owner_all);
+  EXPECT_EQ(says.rfind("--out=", 0), 0u) << says;
+  EXPECT_NE(says.find(": cannot create a file in its folder"), std::string::npos) << says;
   EXPECT_FALSE(fs::exists(target));
 }
 
