@@ -35,7 +35,9 @@ std::vector<Aggregate> aggregate(const ResultsFile& results) {
     a.setting = std::get<1>(key);
     a.strategy = std::get<2>(key);
     double time_sum = 0, tflops_time = 0, tokens_time = 0, ref_sum = 0, this_sum = 0;
-    double bubble_frac_sum = 0, comm_frac_sum = 0, efficiency_sum = 0;  // for rows without the seconds
+    // The seconds behind the three fractions, summed over the steps; a row without them (optional
+    // keys, results.h: 0 when absent) gives its ratio x its step time, the same seconds when present.
+    double bubble_sum = 0, comm_sum = 0, bound_sum = 0;
     int paired = 0;
     std::vector<double> times, ref_times;
     for (const ResultRow* r : by_key[key]) {
@@ -58,9 +60,10 @@ std::vector<Aggregate> aggregate(const ResultsFile& results) {
       tokens_time += r->tokens_per_s_per_gpu * r->step_time_s;
       a.microbatches += r->microbatches;
       a.balance += r->balance;
-      bubble_frac_sum += r->bubble_frac;
-      comm_frac_sum += r->comm_frac;
-      efficiency_sum += r->plan_efficiency;
+      const auto seconds = [&](double s, double ratio) { return s > 0 ? s : ratio * r->step_time_s; };
+      bubble_sum += seconds(r->bubble_s, r->bubble_frac);
+      comm_sum += seconds(r->comm_s, r->comm_frac);
+      bound_sum += seconds(r->lower_bound_s, r->plan_efficiency);
       a.solve_ms += r->solve_ms;
       a.compute_s += r->compute_s;
       a.comm_s += r->comm_s;
@@ -89,14 +92,15 @@ std::vector<Aggregate> aggregate(const ResultsFile& results) {
       // the per-step ratios disagreed with the table's adjacent columns (packing's comm 15.8%
       // beside comm_s / step 13.8%), and the split of an efficiency miss did not add up to the
       // step (0.653 + 36.3% = 101.6%). Exploratory CLI test of stop 44.
-      // The seconds are optional row keys (results.h): rows without them (a file written by hand
-      // or by another tool) keep the mean of their ratios.
-      const auto of_mean_step = [&](double seconds, double ratio_sum) {
-        return seconds > 0 && a.step_time_s > 0 ? seconds / a.step_time_s : ratio_sum / valid;
-      };
-      a.bubble_frac = of_mean_step(a.bubble_s, bubble_frac_sum);
-      a.comm_frac = of_mean_step(a.comm_s, comm_frac_sum);
-      a.plan_efficiency = of_mean_step(a.lower_bound_s, efficiency_sum);
+      // Decided row by row (the seconds are optional row keys, results.h): a group choosing one
+      // definition for all its rows gave neither when only some rows had the seconds (review of
+      // stop 45). With every row's seconds present this is Σ seconds / Σ step time, as before.
+      // (Divided as seconds of the mean step over the mean step, so the committed files' values
+      // are reproduced to the bit.)
+      const auto of_mean_step = [&](double sum) { return a.step_time_s > 0 ? sum / valid / a.step_time_s : 0.0; };
+      a.bubble_frac = of_mean_step(bubble_sum);
+      a.comm_frac = of_mean_step(comm_sum);
+      a.plan_efficiency = of_mean_step(bound_sum);
     }
     // A speedup only where this strategy and the reference both have numbers on every step: over
     // the steps the reference fits it printed as a plain number beside a reference shown as oom

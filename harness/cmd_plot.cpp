@@ -209,15 +209,16 @@ int run_plot(const PlotArgs& a) {
   if (converge) {
     validate_converge_report(j, a.results);
   }
-  // A results file with rows only (DESIGN.md's contract asks for no more; files written before cost
-  // model v2 have no "aggregates"): the script draws from aggregates, so it gets a copy with them
-  // added, computed here as `run` computes them (the built-in script refused it and plot exited 1).
-  std::optional<ResultsFile> rows_only;
+  // The script draws from the aggregates, so it always gets a copy of the file with them computed
+  // here as `run` computes them: a file with rows only (DESIGN.md's contract asks for no more; files
+  // written before cost model v2 have none; the built-in script refused it and plot exited 1), and a
+  // file written before 0b0a667, whose fractions are means of the steps' ratios (results.cpp), are
+  // drawn with the figures the table, the gate and evaluate print for them.
+  std::optional<ResultsFile> results;
   if (!converge) {
-    ResultsFile results = results_from_json(j, a.results);
+    results = results_from_json(j, a.results);
     // Readable but empty (a run whose rows were all filtered out): nothing to draw, bad input.
-    DCP_REQUIRE(!results.rows.empty(), show_path(a.results), ": no result rows to draw");
-    if (!j.contains("aggregates")) rows_only = std::move(results);
+    DCP_REQUIRE(!results->rows.empty(), show_path(a.results), ": no result rows to draw");
   }
   const std::string script = find_script(a.script, converge ? "plot_converge.py" : "plot_results.py");
   DCP_REQUIRE(fs::exists(a.python), "--python=", quote(a.python, 120),
@@ -227,9 +228,9 @@ int run_plot(const PlotArgs& a) {
   const TerminationSignalsHeld held;
   std::string input = a.results;
   TempFile with_aggregates;  // after `held`, so it is removed before a held signal ends us
-  if (rows_only) {
+  if (results) {
     with_aggregates.create("dcpbench-plot-results");
-    write_json_atomic(with_aggregates.path, results_to_json(*rows_only));
+    write_json_atomic(with_aggregates.path, results_to_json(*results));
     input = with_aggregates.path;
   }
   const std::string staging = make_staging_dir(a.out);  // checks --out first

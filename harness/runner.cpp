@@ -580,13 +580,16 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
   for (const auto& c : calibrations) calibration += (calibration.empty() ? "" : ",") + c;
   // Every scenario's batches are drawn once before the first runs: a scenario that loads but cannot
   // draw a batch (every sample dropped by `long: drop`, a length past what its pool holds) failed
-  // only after the scenarios before it had run (exploratory CLI test of stop 44). The first keeps
-  // its batches; the others are drawn again when their turn comes, so memory stays one scenario's.
+  // only after the scenarios before it had run (exploratory CLI test of stop 44). Each is let go at
+  // once and drawn again when its turn comes (the same batches: sampling is seeded per step), and a
+  // scenario's batches are let go when it is done, so the run holds one scenario's batches at a
+  // time, as the limit on steps x global batch assumes (it had kept every finished scenario's, and
+  // the first's beside each drawn in this check: review of stop 45).
   if (prepared.size() > 1)
-    for (size_t i = 0; i < prepared.size(); ++i) {
-      note_progress(options.heartbeat, prepared[i].scenario->name + ", checking that its batches can be drawn");
-      sample_batches(prepared[i]);
-      if (i > 0) std::vector<data::SampledBatch>().swap(prepared[i].batches);
+    for (auto& p : prepared) {
+      note_progress(options.heartbeat, p.scenario->name + ", checking that its batches can be drawn");
+      sample_batches(p);
+      std::vector<data::SampledBatch>().swap(p.batches);
     }
 
   ResultsFile out;
@@ -625,6 +628,7 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
       const std::vector<ResultRow> own(out.rows.begin() + static_cast<std::ptrdiff_t>(first), out.rows.end());
       draws.push_back(run_draws(p, options, registry, own, tuned));
     }
+    std::vector<data::SampledBatch>().swap(p.batches);
   }
   if (options.sensitivity) out.sensitivity = sensitivity_section(sensitivity);
   if (options.draws > 1) out.draws = draws_section(options.draws, draws);

@@ -286,6 +286,72 @@ TEST(Report, AggregatesTimeWeightedTflopsAndSpeedup) {
 // 50% and 16.7%; the plan efficiency is the mean bound over the mean step, so it, the busiest
 // GPU's idle time and its busy time above the bound add up to the step. Rows without the seconds
 // (optional keys) keep the mean of their ratios.
+// A file written before 0b0a667 holds the fractions as means of the steps' ratios: read (every
+// older results file and gate baseline had been refused as edited), while any other value is
+// still an edit. A row whose reference is not its scenario's is refused (review of stop 45: one
+// row's "reference" set to bshd mixed two baselines into one speedup), and fill_speedups clears a
+// speedup whose reference lost its numbers.
+TEST(Results, OlderFractionsReadAndOneReferencePerScenario) {
+  const fs::path path = fs::temp_directory_path() / ("dcp_results_legacy_" + std::to_string(::getpid()) + ".json");
+  const auto message = [&](const json& j) -> std::string {
+    std::ofstream(path) << j.dump();
+    try {
+      read_results(path.string());
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(read)";
+  };
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  for (int step = 0; step < 2; ++step) {
+    for (const char* strategy : {"packing", "dyn"}) {
+      ResultRow r = valid_row(strategy, step, step == 0 ? 1.0 : 3.0, 100);
+      r.bubble_s = step == 0 ? 0.1 : 0.9;
+      r.bubble_frac = r.bubble_s / r.step_time_s;  // 0.1 and 0.3: mean of ratios 0.2, of the mean step 0.25
+      f.rows.push_back(r);
+    }
+  }
+  fill_speedups(f.rows);
+  const json good = results_to_json(f);
+  EXPECT_EQ(message(good), "(read)");
+  json older = good;
+  for (auto& a : older["aggregates"]) {
+    EXPECT_DOUBLE_EQ(a["bubble_frac"].get<double>(), 0.25);
+    a["bubble_frac"] = 0.2;  // (0.1 + 0.3) / 2, as the writer before 0b0a667 wrote it
+  }
+  EXPECT_EQ(message(older), "(read)");
+  json edited = good;
+  edited["aggregates"][0]["bubble_frac"] = 0.22;
+  EXPECT_NE(message(edited).find(".\"bubble_frac\"=0.22 is not what its rows give (0.25)"), std::string::npos)
+      << message(edited);
+  json other_key = good;  // only the three fractions changed definition
+  other_key["aggregates"][0]["balance"] = 1.2;
+  EXPECT_NE(message(other_key).find(".\"balance\"=1.2 is not what its rows give"), std::string::npos)
+      << message(other_key);
+
+  json mixed = good;  // step 1 of dyn over another reference than step 0's
+  mixed["rows"][3]["reference"] = "dyn";
+  EXPECT_NE(message(mixed).find("row 3 (scenario \"s\", \"dyn\", step 1): \"reference\"=\"dyn\" is not its "
+                                "scenario's reference (row 0's) \"packing\""),
+            std::string::npos)
+      << message(mixed);
+  ResultsFile declared = f;
+  declared.scenarios = json::array({{{"name", "s"}, {"reference_strategy", "dyn"}}});
+  EXPECT_NE(message(results_to_json(declared)).find("row 0 (scenario \"s\", \"packing\", step 0): \"reference\"="
+                                                    "\"packing\" is not its scenario's reference_strategy \"dyn\""),
+            std::string::npos)
+      << message(results_to_json(declared));
+
+  ResultsFile lost = f;
+  ASSERT_TRUE(lost.rows[3].speedup_vs_packing.has_value());
+  lost.rows[2].oom = true;  // packing's step 1
+  fill_speedups(lost.rows);
+  EXPECT_FALSE(lost.rows[3].speedup_vs_packing.has_value());
+  EXPECT_EQ(message(results_to_json(lost)), "(read)");
+  fs::remove(path);
+}
+
 TEST(Report, FractionsAreOfTheMeanStep) {
   ResultsFile f;
   f.context = make_context("d", "c", "k", "t");
