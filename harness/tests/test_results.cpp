@@ -59,6 +59,17 @@ ResultsFile sample_results() {
   return f;
 }
 
+// What read_results says of `j` written to `path`: its InputError's text, or "(read)".
+std::string read_message(const json& j, const fs::path& path) {
+  std::ofstream(path) << j.dump();
+  try {
+    read_results(path.string());
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(read)";
+}
+
 TEST(Results, WrittenFileValidatesAndRoundTrips) {
   const fs::path path = fs::temp_directory_path() / ("dcp_results_" + std::to_string(::getpid()) + ".json");
   const ResultsFile f = sample_results();
@@ -194,15 +205,7 @@ TEST(Results, RowsThatDisagreeAreAnInputError) {
   f.rows.back().step = 1;
   fill_speedups(f.rows);
   const json good = results_to_json(f);
-  const auto message = [&](const json& j) -> std::string {
-    std::ofstream(path) << j.dump();
-    try {
-      read_results(path.string());
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "(read)";
-  };
+  const auto message = [&](const json& j) { return read_message(j, path); };
   EXPECT_EQ(message(good), "(read)");
   json missing = good;
   missing["rows"].erase(4);  // megatron-dev step 1
@@ -293,15 +296,7 @@ TEST(Report, AggregatesTimeWeightedTflopsAndSpeedup) {
 // speedup whose reference lost its numbers.
 TEST(Results, OlderFractionsReadAndOneReferencePerScenario) {
   const fs::path path = fs::temp_directory_path() / ("dcp_results_legacy_" + std::to_string(::getpid()) + ".json");
-  const auto message = [&](const json& j) -> std::string {
-    std::ofstream(path) << j.dump();
-    try {
-      read_results(path.string());
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "(read)";
-  };
+  const auto message = [&](const json& j) { return read_message(j, path); };
   ResultsFile f;
   f.context = make_context("d", "c", "k", "t");
   for (int step = 0; step < 2; ++step) {
