@@ -54,16 +54,14 @@ int run_calibrate(const CalibrateArgs& a) {
   // back: checked before minutes of measuring on the device.
   if (auto e = safe_name_error(a.name))
     throw InputError("--name " + quote(a.name) + " " + *e + " (it names the calibration in result sources)");
-  if (!is_stdout_path(a.out)) {
-    check_output_path(a.out);
-    probe_output_folder(a.out);
-  }
+  if (!is_stdout_path(a.out)) check_output_path(a.out);
 #ifdef DCP_HAVE_CUDA
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     throw InputError("calibrate --backend cuda needs a CUDA device, and none is visible on this machine");
   cudaDeviceProp prop{};
   DCP_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
   using attn::flash::kBlockM;
   using attn::flash::kBlockN;
   using attn::flash::kFwdBlockM;

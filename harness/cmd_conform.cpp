@@ -91,7 +91,6 @@ int run_conform(const ConformArgs& a, const std::string& command_line) {
   if (a.out_given) {  // core/files.h policy, before any case runs
     check_output_path(a.out);
     check_output_not_in_folder(a.out, a.cases, "the cases folder");
-    probe_output_folder(a.out);
   }
   std::unique_ptr<plan::Planner> planner;
   if (!a.planner.empty()) planner = builtin_planners().make(a.planner);  // InputError names the known ones
@@ -105,6 +104,7 @@ int run_conform(const ConformArgs& a, const std::string& command_line) {
   DCP_REQUIRE(!selected.empty(), "--filter ", a.filter, " matches no case name or tag in ", a.cases);
   const std::string reference = a.reference == "none" ? "" : a.reference;
   const std::string who = planner ? a.planner : a.planner_cmd;
+  if (a.out_given) probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
 
   bool leaked = false;
   std::vector<Row> rows;

@@ -78,9 +78,9 @@ ConvergeScenario checked_scenario(const ConvergeArgs& a) {
     check_output_path(a.out);
     check_output_not_input(a.out, {a.scenario});
     check_output_not_in_folder(a.out, s.text_dir, "the text corpus (data.text_dir)");
-    probe_output_folder(a.out);
   }
   check_strategies_plan(s);
+  if (a.out_given) probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
   return s;
 }
 

@@ -51,7 +51,6 @@ int run_evaluate(EvaluateArgs a) {
   }
   check_output_path(a.out);
   check_output_not_input(a.out, a.results);
-  probe_output_folder(a.out);
   ResultsFile results = read_results(a.results.front());
   require_simulated(results, a.results.front());
   require_focus_rows(results, a.results.front(), a.options.focus);
@@ -61,6 +60,7 @@ int run_evaluate(EvaluateArgs a) {
     require_focus_rows(more, a.results[i], a.options.focus);
     merge_results(results, std::move(more), a.results[i]);
   }
+  probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
   std::ostringstream md;
   write_evaluation_markdown(md, results, a.options);
   write_output(a.out, md.str());

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
+#include "harness/aggregate.h"
 #include "harness/commands.h"
 #include "core/json_io.h"
 #include "harness/converge.h"
@@ -209,16 +210,24 @@ int run_plot(const PlotArgs& a) {
   if (converge) {
     validate_converge_report(j, a.results);
   }
-  // The script draws from the aggregates, so it always gets a copy of the file with them computed
-  // here as `run` computes them: a file with rows only (DESIGN.md's contract asks for no more; files
-  // written before cost model v2 have none; the built-in script refused it and plot exited 1), and a
-  // file written before 0b0a667, whose fractions are means of the steps' ratios (results.cpp), are
-  // drawn with the figures the table, the gate and evaluate print for them.
-  std::optional<ResultsFile> results;
+  // The script draws from the aggregates. Where the file's are not the ones computed here as `run`
+  // computes them, it gets the file as `run` would write it (top-level keys dcpbench does not know
+  // kept beside): a file with rows only (DESIGN.md's contract asks for no more; files written before
+  // cost model v2 have none; the built-in script refused it and plot exited 1), and a file written
+  // before 0b0a667, whose fractions are means of the steps' ratios (results.cpp), drawn with the
+  // figures table, gate and evaluate print for it. A file of today's dcpbench goes as it is.
+  std::optional<nlohmann::json> with_own_aggregates;
   if (!converge) {
-    results = results_from_json(j, a.results);
+    const ResultsFile results = results_from_json(j, a.results);
     // Readable but empty (a run whose rows were all filtered out): nothing to draw, bad input.
-    DCP_REQUIRE(!results->rows.empty(), show_path(a.results), ": no result rows to draw");
+    DCP_REQUIRE(!results.rows.empty(), show_path(a.results), ": no result rows to draw");
+    nlohmann::json aggs = nlohmann::json::array();
+    for (const auto& agg : aggregate(results)) aggs.push_back(aggregate_to_json(agg));
+    if (!j.contains("aggregates") || j["aggregates"] != aggs) {
+      with_own_aggregates = results_to_json(results);
+      for (const auto& [k, v] : j.items())
+        if (!with_own_aggregates->contains(k)) (*with_own_aggregates)[k] = v;
+    }
   }
   const std::string script = find_script(a.script, converge ? "plot_converge.py" : "plot_results.py");
   DCP_REQUIRE(fs::exists(a.python), "--python=", quote(a.python, 120),
@@ -228,9 +237,11 @@ int run_plot(const PlotArgs& a) {
   const TerminationSignalsHeld held;
   std::string input = a.results;
   TempFile with_aggregates;  // after `held`, so it is removed before a held signal ends us
-  if (results) {
+  if (with_own_aggregates) {
     with_aggregates.create("dcpbench-plot-results");
-    write_json_atomic(with_aggregates.path, results_to_json(*results));
+    // Compact, and not held to the 64 MiB the readers allow: the copy of a file they read may be
+    // a little larger (write_json_atomic refused one, naming this temporary file: helper-2).
+    write_file_atomic(with_aggregates.path, with_own_aggregates->dump());
     input = with_aggregates.path;
   }
   const std::string staging = make_staging_dir(a.out);  // checks --out first

@@ -182,7 +182,6 @@ CheckedRun checked_run(const RunArgs& a, const CLI::App& cmd) {
       for (auto& f : input_files(s)) inputs.push_back(std::move(f));
     check_output_not_input(a.out, inputs);
   }
-  probe_output_folder(a.out);
   // Size the run before it starts: its rows (an upper bound: steps x strategies of every scenario,
   // twice with --tune) and the samples of the global batches it holds (every step's batch is
   // drawn before the strategies run).
@@ -201,6 +200,7 @@ CheckedRun checked_run(const RunArgs& a, const CLI::App& cmd) {
               " samples at once (steps x training.global_batch of one scenario), more than the limit of ",
               kMaxHeldSamples, "; use fewer --steps or a smaller global batch");
   if (cuda) check_measured_run(scenarios, opt, measure_options(a, cmd, opt));
+  probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
   return {std::move(scenarios), std::move(opt)};
 }
 

@@ -44,7 +44,6 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   if (to_file) {  // a bad --out fails before any work
     check_output_path(a.out);
     check_output_not_input(a.out, {a.lengths});
-    probe_output_folder(a.out);
   }
 
   // A static planner's groups are --cp: a --min-cp it would record and ignore is refused.
@@ -60,6 +59,7 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
 
   plan::Batch batch{data::read_lengths_file(a.lengths)};
   plan::check_config(batch, cfg);
+  if (to_file) probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
 
   const auto t0 = std::chrono::steady_clock::now();
   plan::Plan p = planner->plan(batch, cfg);

@@ -115,7 +115,6 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
       inputs.push_back(a.measured);
     }
     check_output_not_input(a.out, inputs);
-    probe_output_folder(a.out);
   }
   if (cmd.count("--attention-backend")) {
     // The option's table, checked as the option's: the scenario's own keys first (their errors
@@ -186,7 +185,9 @@ int run_share(const ShareArgs& a, const CLI::App& cmd) {
     for (const auto& t : times)
       measured.push_back(ShareTiming{t[0].get<double>(), t[1].get<double>(), t[2].get<double>(), t[3].get<double>()});
     measured_source = row->source;
-  } else if (a.measure) {
+  }
+  if (to_file) probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
+  if (a.measure) {
     measured_source = "measured:" + cuda_device_name();
     measured = cuda_share_measurer()(share, cm, a.reps, s.name + " " + a.strategy + " step " + std::to_string(a.step));
     for (size_t i = 0; i < measured.size(); ++i)

@@ -624,11 +624,13 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
       fill_speedups(out.rows, tuned_first);
     }
     if (options.sensitivity) sensitivity.push_back(run_sensitivity(p, options, registry, tuned));
+    // Draw 0's batches are done with: let go before the draws study, which copies the prepared
+    // scenario and draws its own (it had held both).
+    std::vector<data::SampledBatch>().swap(p.batches);
     if (options.draws > 1) {
       const std::vector<ResultRow> own(out.rows.begin() + static_cast<std::ptrdiff_t>(first), out.rows.end());
       draws.push_back(run_draws(p, options, registry, own, tuned));
     }
-    std::vector<data::SampledBatch>().swap(p.batches);
   }
   if (options.sensitivity) out.sensitivity = sensitivity_section(sensitivity);
   if (options.draws > 1) out.draws = draws_section(options.draws, draws);

@@ -284,11 +284,6 @@ TEST(Report, AggregatesTimeWeightedTflopsAndSpeedup) {
   EXPECT_NE(os.str().find("(useful)"), std::string::npos);
 }
 
-// The fractions are of the mean step (ratios of sums, like TFLOPS): with steps of 1 s and 3 s and
-// 0.5 s of exposed communication in each, comm is 1 / 4 = 25% of the mean step, not the mean of
-// 50% and 16.7%; the plan efficiency is the mean bound over the mean step, so it, the busiest
-// GPU's idle time and its busy time above the bound add up to the step. Rows without the seconds
-// (optional keys) keep the mean of their ratios.
 // A file written before 0b0a667 holds the fractions as means of the steps' ratios: read (every
 // older results file and gate baseline had been refused as edited), while any other value is
 // still an edit. A row whose reference is not its scenario's is refused (review of stop 45: one
@@ -347,6 +342,12 @@ TEST(Results, OlderFractionsReadAndOneReferencePerScenario) {
   fs::remove(path);
 }
 
+// The fractions are of the mean step (ratios of sums, like TFLOPS): with steps of 1 s and 3 s and
+// 0.5 s of exposed communication in each, comm is 1 / 4 = 25% of the mean step, not the mean of
+// 50% and 16.7%; the plan efficiency is the mean bound over the mean step, so it, the busiest
+// GPU's idle time and its busy time above the bound add up to the step. A row without the seconds
+// (optional keys) counts its ratio x its step time, so rows without them are weighted by time and
+// a group where only some rows have them is still a ratio of sums (review of stop 45).
 TEST(Report, FractionsAreOfTheMeanStep) {
   ResultsFile f;
   f.context = make_context("d", "c", "k", "t");
@@ -361,9 +362,14 @@ TEST(Report, FractionsAreOfTheMeanStep) {
     r.busiest_idle_s = 0.05 * r.step_time_s;
     f.rows.push_back(r);
     f.rows.push_back(valid_row("bare", step, step == 0 ? 1.0 : 3.0, 100));  // no seconds
+    f.rows.back().comm_frac = step == 0 ? 0.1 : 0.3;                     // 0.1 s and 0.9 s
+    ResultRow m = valid_row("mixed", step, step == 0 ? 1.0 : 3.0, 100);  // seconds in step 1 only
+    m.comm_frac = step == 0 ? 0.4 : 0.6 / 3.0;                           // 0.4 s and 0.6 s
+    if (step == 1) m.comm_s = 0.6;
+    f.rows.push_back(m);
   }
   const auto aggs = aggregate(f);
-  ASSERT_EQ(aggs.size(), 2u);
+  ASSERT_EQ(aggs.size(), 3u);
   const Aggregate& d = aggs[0];
   EXPECT_DOUBLE_EQ(d.step_time_s, 2.0);
   EXPECT_DOUBLE_EQ(d.comm_frac, 0.25);
@@ -373,9 +379,11 @@ TEST(Report, FractionsAreOfTheMeanStep) {
                   (d.step_time_s - d.lower_bound_s - d.busiest_idle_s) / d.step_time_s,
               1.0, 1e-12);
   const Aggregate& b = aggs[1];
-  EXPECT_DOUBLE_EQ(b.comm_frac, 0.05);
+  EXPECT_DOUBLE_EQ(b.comm_frac, 0.25);  // (0.1 + 0.9) s / 4 s; the mean of the ratios is 0.2
   EXPECT_DOUBLE_EQ(b.bubble_frac, 0.2);
   EXPECT_DOUBLE_EQ(b.plan_efficiency, 0.7);
+  // (0.4 + 0.6) s / 4 s; deciding for the group by its seconds had given 0.6 s / 2 s / 2 = 0.15.
+  EXPECT_DOUBLE_EQ(aggs[2].comm_frac, 0.25);
 }
 
 // No speedup over a reference out of memory in some steps (it had been the ratio over the steps the

@@ -37,12 +37,13 @@ inline bool is_stdout_path(std::string_view path) { return path == "-"; }
 // starts the message when non-empty. Call it before long work so a bad --out fails at once.
 void check_output_path(const std::string& path, std::string_view flag = "--out");
 
-// The last up-front check of an output file, after every other check of it has passed: creates
+// The last check before the work, after every other check of the output and of the input: creates
 // and removes an empty temporary file in the folder of `path` (nothing for stdout), and throws
 // InputError naming the path if the folder does not take one. check_output_path's access(2) test
 // creates nothing but is not enough: as root it passes on a pseudo file system (/proc, /sys) where
 // no regular file can be created (stop 45: `converge --out /proc/x` trained 33 s before exit 2).
-// Run last, so that a path another check refuses leaves its folder untouched.
+// Run last, so that bad input or a path another check refuses leaves the folder untouched (its
+// modification time included).
 void probe_output_folder(const std::string& path, std::string_view flag = "--out");
 
 // Throws InputError if `path` names the same file as one of `inputs` (the files the command reads:

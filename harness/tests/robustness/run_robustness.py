@@ -252,9 +252,19 @@ def main():
             for cmd, args in [("converge", ["converge", "--scenario", os.path.join(repo, "scenarios/converge-short.json")]),
                               ("conform", ["conform", "--planner", "dcp"]), ("run", ["run", "ok.json"]),
                               ("schedule", ["schedule", "--lengths", "go.txt"] + sched[1:]),
-                              ("evaluate", ["evaluate", "results.json"])]:
+                              ("evaluate", ["evaluate", "results.json", "--focus", "packing"])]:
                 case(f"out/{cmd}/pseudo-file-system", args + ["--out", "/proc/dcpbench-out.json"],
                      ["cannot create a file in its folder \"/proc\""], timeout=10)
+        # Bad input after the --out checks leaves --out's folder as it was, its modification time
+        # included (the snapshot compares it): the probe file is made after every input check.
+        os.mkdir(w("outdir"))
+        case("out/probe-after-input/share", ["share", "ok.json", "--strategy", "nope", "--out", "outdir/s.json"],
+             ['--strategy "nope"'])
+        case("out/probe-after-input/schedule", ["schedule", "--lengths", "go.txt", "--planner", "packing", "--dp", "1",
+                                                "--cp", "8", "--max-seqlen-per-rank", "3000000", "--min-cp", "2",
+                                                "--out", "outdir/p.json"], ["--min-cp 2: planner 'packing' is static"])
+        case("out/probe-after-input/evaluate", ["evaluate", "results.json", "--out", "outdir/e.md"],
+             ['has no rows of "dcp"'])
         for target, says in [("existing.json", "not a folder"), ("link.json", "not a folder"),
                              ("fifo", "not a folder"), ("missing/charts", "does not exist"), ("", "empty path")]:
             case(f"out/plot/{target or 'empty'}", ["plot", "results.json", "--out", target], [says])
