@@ -80,7 +80,6 @@ ConvergeScenario checked_scenario(const ConvergeArgs& a) {
     check_output_not_in_folder(a.out, s.text_dir, "the text corpus (data.text_dir)");
   }
   check_strategies_plan(s);
-  if (a.out_given) probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
   return s;
 }
 
@@ -99,6 +98,7 @@ ConvergeOptions options_of(const ConvergeArgs& a, const std::string& command) {
 int run(const ConvergeArgs& a, const std::string& command) {
   if (a.backend != "mpi") {
     const ConvergeScenario s = checked_scenario(a);
+    if (a.out_given) probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
     const ConvergeOptions o = options_of(a, command);
     ConvergeOutcome out;
     comm::run_threads(s.pool(), [&](comm::Communicator& world) {
@@ -123,6 +123,11 @@ int run(const ConvergeArgs& a, const std::string& command) {
                            std::to_string(s.dp) + " x pool.cp " + std::to_string(s.cp) + ") but mpirun started " +
                            std::to_string(world_size) + " processes (use mpirun -np " + std::to_string(s.pool()) +
                            ")");
+        // Last, on the process that writes the file (rank 0): bad input above leaves the folder
+        // untouched, and no other host's folder is tried.
+        int rank = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (a.out_given && rank == 0) probe_output_folder(a.out);
       }))
     return *code;
   const ConvergeOptions o = options_of(a, command);

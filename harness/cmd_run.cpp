@@ -97,7 +97,10 @@ bool measure_run(const RunArgs& a, const CLI::App& cmd, const std::vector<Scenar
   // run_mpi takes every process down (MPI_Abort) if one throws, so none waits in the all-reduce.
   comm::run_mpi([&](comm::Communicator& world) {
     writer = world.rank() == 0;
-    if (!writer) opt.progress = nullptr;  // the runner's lines once; every process prints its replays
+    if (!writer) {
+      opt.progress = nullptr;  // the runner's lines once; every process prints its replays
+      opt.on_checked = nullptr;  // process 0 writes the file, and probes its folder
+    }
     // One GPU per process of a node: the node-local rank (MPI_COMM_TYPE_SHARED), whatever the
     // mapping of ranks to nodes. The deadline covers the wait of a process that finished its rows
     // for the slowest one (a Llama-13B share replays in minutes), not just a transfer.
@@ -200,7 +203,10 @@ CheckedRun checked_run(const RunArgs& a, const CLI::App& cmd) {
               " samples at once (steps x training.global_batch of one scenario), more than the limit of ",
               kMaxHeldSamples, "; use fewer --steps or a smaller global batch");
   if (cuda) check_measured_run(scenarios, opt, measure_options(a, cmd, opt));
-  probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
+  // The --out folder is probed last, once the runner has checked the rest of the input (its
+  // strategies, steps, every batch drawable): bad input leaves the folder untouched. Under mpirun
+  // process 0 writes, and probes (measure_run clears it on the others).
+  opt.on_checked = [out = a.out] { probe_output_folder(out); };
   return {std::move(scenarios), std::move(opt)};
 }
 

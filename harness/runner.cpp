@@ -584,13 +584,17 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
   // once and drawn again when its turn comes (the same batches: sampling is seeded per step), and a
   // scenario's batches are let go when it is done, so the run holds one scenario's batches at a
   // time, as the limit on steps x global batch assumes (it had kept every finished scenario's, and
-  // the first's beside each drawn in this check: review of stop 45).
-  if (prepared.size() > 1)
-    for (auto& p : prepared) {
-      note_progress(options.heartbeat, p.scenario->name + ", checking that its batches can be drawn");
-      sample_batches(p);
-      std::vector<data::SampledBatch>().swap(p.batches);
-    }
+  // the first's beside each drawn in this check: review of stop 45). A single scenario keeps the
+  // batches it draws here.
+  const bool several = prepared.size() > 1;
+  for (auto& p : prepared) {
+    note_progress(options.heartbeat, p.scenario->name + (several ? ", checking that its batches can be drawn"
+                                                                  : ", sampling " + std::to_string(p.steps) +
+                                                                        " global batches"));
+    sample_batches(p);
+    if (several) std::vector<data::SampledBatch>().swap(p.batches);
+  }
+  if (options.on_checked) options.on_checked();
 
   ResultsFile out;
   out.context = make_context("none (simulated on the host CPU)", cost::kCostModelName, calibration, options.command);

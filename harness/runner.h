@@ -98,6 +98,10 @@ struct RunOptions {
   // runner's thread, in the order the rows are made (the measured backend replays the row's rank
   // share on the GPU: harness/measured.h). Null: nothing.
   std::function<void(ResultRow&, const RowSource&)> on_row;
+  // Called once every input is checked (each scenario prepared, its batches drawn), before the
+  // first simulation: `run` probes its --out folder there (core/files.h), so bad input leaves the
+  // folder untouched. Null: nothing.
+  std::function<void()> on_checked;
 };
 
 // The knobs a strategy can be run at: per-rank token budget M, static CP size (static planners;

@@ -265,6 +265,10 @@ def main():
                                                 "--out", "outdir/p.json"], ["--min-cp 2: planner 'packing' is static"])
         case("out/probe-after-input/evaluate", ["evaluate", "results.json", "--out", "outdir/e.md"],
              ['has no rows of "dcp"'])
+        case("out/probe-after-input/run-strategies", ["run", "ok.json", "--strategies", "nope", "--out", "outdir/r.json"],
+             ['--strategies: "nope" is not a known planner'])
+        case("out/probe-after-input/run-same-scenario-twice", ["run", "ok.json", "ok.json", "--out", "outdir/r.json"],
+             ['is used by another scenario of this run'])
         for target, says in [("existing.json", "not a folder"), ("link.json", "not a folder"),
                              ("fifo", "not a folder"), ("missing/charts", "does not exist"), ("", "empty path")]:
             case(f"out/plot/{target or 'empty'}", ["plot", "results.json", "--out", target], [says])
