@@ -113,8 +113,9 @@ int run(const ConvergeArgs& a, const std::string& command) {
   // no MPI_Abort (errors.h). A check that fails on one process only (a file missing on its node)
   // is still printed.
   comm::MpiRuntime mpi(nullptr, nullptr);
-  int world_size = 0;
+  int world_size = 0, world_rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   ConvergeScenario s;
   if (auto code = input_check_on_every_rank([&] {
         s = checked_scenario(a);
@@ -125,9 +126,7 @@ int run(const ConvergeArgs& a, const std::string& command) {
                            ")");
         // Last, on the process that writes the file (rank 0): bad input above leaves the folder
         // untouched, and no other host's folder is tried.
-        int rank = 0;
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        if (a.out_given && rank == 0) probe_output_folder(a.out);
+        if (a.out_given && world_rank == 0) probe_output_folder(a.out);
       }))
     return *code;
   const ConvergeOptions o = options_of(a, command);

@@ -161,11 +161,11 @@ CheckedRun checked_run(const RunArgs& a, const CLI::App& cmd) {
   opt.tune = a.tune;
   opt.sensitivity = a.sensitivity;
   opt.draws = a.draws;
-  if (cmd.count("--time-budget-ms")) opt.time_budget_ms = static_cast<double>(a.time_budget_ms);
   opt.sync_planning = a.sync_planning;
   // A budget no strategy of the run would use is refused, as schedule refuses it for a planner that
   // does not search (stop 44: `run --strategies packing --time-budget-ms 5` was accepted silently).
   if (cmd.count("--time-budget-ms")) {
+    opt.time_budget_ms = static_cast<double>(a.time_budget_ms);
     const auto& registry = builtin_planners();
     const bool any_searches = std::any_of(scenarios.begin(), scenarios.end(), [&](const Scenario& s) {
       const auto names = strategies_of(s, opt, registry);

@@ -511,11 +511,13 @@ bool close_json(const json& a, const json& b) {
 // every reader uses aggregate()'s values (plot draws from a copy with them), so an existing gate
 // baseline or results file stays readable (review of stop 45: every older file was refused).
 using AggregateKey = std::tuple<std::string, std::string, std::string>;  // scenario, setting, strategy
-// Per (scenario, setting, strategy): the mean over its steps with numbers of each row's
-// bubble_frac, comm_frac and plan_efficiency, the definition before 0b0a667. Made once per file
-// (a check per mismatching value had walked every row again: 22 s on a 40k-row file, helper-2).
-std::map<AggregateKey, std::array<double, 3>> legacy_means(const ResultsFile& f) {
-  std::map<AggregateKey, std::pair<std::array<double, 3>, int>> sums;
+// Per (scenario, setting, strategy): the sums over its steps with numbers of each row's
+// bubble_frac, comm_frac and plan_efficiency, and the step count, for the definition before
+// 0b0a667 (their means). Made once per file (a check per mismatching value had walked every row
+// again: 22 s on a 40k-row file, helper-2).
+using LegacySums = std::map<AggregateKey, std::pair<std::array<double, 3>, int>>;
+LegacySums legacy_sums(const ResultsFile& f) {
+  LegacySums sums;
   for (const auto& r : f.rows)
     if (r.has_metrics()) {
       auto& [sum, n] = sums[{r.scenario, r.setting, r.strategy}];
@@ -524,16 +526,14 @@ std::map<AggregateKey, std::array<double, 3>> legacy_means(const ResultsFile& f)
       sum[2] += r.plan_efficiency;
       ++n;
     }
-  std::map<AggregateKey, std::array<double, 3>> out;
-  for (const auto& [key, s] : sums) out[key] = {s.first[0] / s.second, s.first[1] / s.second, s.first[2] / s.second};
-  return out;
+  return sums;
 }
 
-bool is_legacy_mean_of_ratios(const std::map<AggregateKey, std::array<double, 3>>& means, const AggregateKey& key,
-                              const std::string& k, const json& v) {
+bool is_legacy_mean_of_ratios(const LegacySums& sums, const AggregateKey& key, const std::string& k, const json& v) {
   const int at = k == "bubble_frac" ? 0 : k == "comm_frac" ? 1 : k == "plan_efficiency" ? 2 : -1;
-  const auto it = means.find(key);
-  return at >= 0 && v.is_number() && it != means.end() && close_json(v, json(it->second[static_cast<size_t>(at)]));
+  const auto it = sums.find(key);
+  return at >= 0 && v.is_number() && it != sums.end() &&
+         close_json(v, json(it->second.first[static_cast<size_t>(at)] / it->second.second));
 }
 
 // What only the rows together say: every strategy of a scenario and setting has the same steps,
@@ -578,7 +578,7 @@ std::string check_rows_agree(const ResultsFile& f, const json& j) {
     std::map<std::string, size_t> first_row;
     for (size_t i = 0; i < f.rows.size(); ++i) {
       const ResultRow& r = f.rows[i];
-      const auto [it, fresh] = first_row.emplace(r.scenario, i);
+      const auto it = first_row.emplace(r.scenario, i).first;
       const auto d = declared.find(r.scenario);
       const std::string& want = d != declared.end() ? *d->second : f.rows[it->second].reference;
       if (r.reference != want)
@@ -626,7 +626,7 @@ std::string check_rows_agree(const ResultsFile& f, const json& j) {
   std::map<std::tuple<std::string, std::string, std::string>, const json*> made;
   for (const auto& a : rows) made[key_of(a)] = &a;
   std::set<std::tuple<std::string, std::string, std::string>> matched;
-  std::optional<std::map<AggregateKey, std::array<double, 3>>> legacy;  // made at the first mismatch
+  std::optional<LegacySums> legacy;  // made at the first mismatch
   for (size_t i = 0; i < file.size(); ++i) {
     const auto it = made.find(key_of(file[i]));
     const std::string at = "\"aggregates\"[" + std::to_string(i) + "]";
@@ -635,7 +635,7 @@ std::string check_rows_agree(const ResultsFile& f, const json& j) {
       return at + " names a scenario, setting and strategy that an earlier entry names";
     for (const auto& [k, v] : file[i].items())
       if (it->second->contains(k) && !close_json(v, (*it->second)[k]) &&
-          !is_legacy_mean_of_ratios(legacy.has_value() ? *legacy : legacy.emplace(legacy_means(f)), it->first, k, v))
+          !is_legacy_mean_of_ratios(legacy.has_value() ? *legacy : legacy.emplace(legacy_sums(f)), it->first, k, v))
         return at + "." + quote(k, 40) + "=" + json_excerpt(v, 40) + " is not what its rows give (" +
                json_excerpt((*it->second)[k], 40) + ")";
     for (const auto& [k, v] : it->second->items())
