@@ -3,8 +3,9 @@
 // deterministic). A barrier that can never complete (a fiber waits while every other one has
 // finished or waits elsewhere: on the GPU a hang) aborts with the barrier's name. Stacks are
 // mmap'ed with a guard page below each, so an overflow faults instead of corrupting a neighbour.
-// Context switches through POSIX ucontext (glibc); under AddressSanitizer every switch is
-// announced with __sanitizer_{start,finish}_switch_fiber so ASan follows the stacks.
+// Context switches on x86-64 through a switch of the ABI's callee-saved registers (no system
+// call; cta_fiber.cpp), elsewhere through POSIX ucontext (glibc); under AddressSanitizer every
+// switch is announced with __sanitizer_{start,finish}_switch_fiber so ASan follows the stacks.
 #pragma once
 
 #include <cstddef>

@@ -2,10 +2,14 @@
 // (nothing after a barrier runs before every fiber reached it; the last arrival goes on; a
 // barrier is reusable and sub-barriers of a subset work beside a block barrier), a fixed
 // schedule (two runs interleave identically), reuse of a pool, a barrier that can never
-// complete aborting with its name instead of hanging; the emulator's cp.async modes and its race
-// check.
+// complete aborting with its name instead of hanging; what a switch keeps per fiber (live values,
+// the floating-point rounding mode, exceptions caught on a fiber's stack); the emulator's
+// cp.async modes and its race check.
 #include <gtest/gtest.h>
 
+#include <cfenv>
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -85,6 +89,82 @@ TEST(CtaFiber, TheScheduleIsFixedAndAPoolRunsAgain) {
   const std::vector<int> first = trace();
   EXPECT_EQ(first.size(), 3u * (16 + 6));
   EXPECT_EQ(trace(), first);
+}
+
+// 1/7 in the current rounding mode, through SSE (MXCSR) and through the x87 unit (its control
+// word). Its binary fraction 0.001001...: rounded to nearest, both the double's 52 and the x87
+// format's 63 fraction bits round down, so upward rounding gives a larger value in both.
+double seventh_sse() {
+  volatile double one = 1.0, seven = 7.0;
+  return one / seven;
+}
+long double seventh_x87() {
+  volatile long double one = 1.0L, seven = 7.0L;
+  return one / seven;
+}
+
+TEST(CtaFiber, EachFiberKeepsItsOwnRoundingModeAcrossSwitches) {
+  // A switch saves and restores MXCSR and the x87 control word of the fiber it leaves. Fibers
+  // 1 and 3 round upward, 0 and 2 to nearest (each fiber starts at the ABI's round-to-nearest);
+  // after every barrier each still computes in its own mode, and run()'s caller in its own.
+  const double nearest = seventh_sse();
+  const long double nearest_x87 = seventh_x87();
+  ASSERT_EQ(std::fegetround(), FE_TONEAREST);
+  FiberPool pool(4);
+  FiberBarrier b{4, 0, "b"};
+  std::vector<std::string> bad;
+  pool.run([&](int i) {
+    if (std::fegetround() != FE_TONEAREST) bad.push_back("fiber " + std::to_string(i) + " started in another mode");
+    if (i % 2 == 1) std::fesetround(FE_UPWARD);
+    for (int r = 0; r < 3; ++r) {
+      pool.arrive_and_wait(b);
+      const bool up = i % 2 == 1;
+      if (std::fegetround() != (up ? FE_UPWARD : FE_TONEAREST) || (seventh_sse() > nearest) != up ||
+          (seventh_x87() > nearest_x87) != up)
+        bad.push_back("fiber " + std::to_string(i) + " round " + std::to_string(r) + " computed in another mode");
+    }
+  });
+  EXPECT_TRUE(bad.empty()) << bad.front();
+  EXPECT_EQ(std::fegetround(), FE_TONEAREST);
+  EXPECT_EQ(seventh_sse(), nearest);
+}
+
+TEST(CtaFiber, LiveValuesAndCaughtExceptionsSurviveSwitches) {
+  // Many values live across every barrier (some of them in callee-saved registers), and an
+  // exception thrown and caught on a fiber's own stack between barriers.
+  constexpr int kN = 9;
+  FiberPool pool(kN);
+  FiberBarrier b{kN, 0, "b"};
+  std::vector<uint64_t> got(kN), want(kN);
+  pool.run([&](int i) {
+    uint64_t a = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1), c = static_cast<uint64_t>(i), d = ~a, e = a ^ 0x55;
+    for (int r = 0; r < 20; ++r) {
+      a = a * 6364136223846793005ull + 1442695040888963407ull;
+      c += a >> 7;
+      pool.arrive_and_wait(b);
+      try {
+        if ((a ^ c) & 1) throw std::runtime_error("odd");
+        d ^= c;
+      } catch (const std::runtime_error&) {
+        d += 3;
+      }
+      e = (e << 5) ^ (e >> 3) ^ d;
+      pool.arrive_and_wait(b);
+    }
+    got[static_cast<size_t>(i)] = a ^ c ^ d ^ e;
+  });
+  for (int i = 0; i < kN; ++i) {  // the same arithmetic without fibers
+    uint64_t a = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1), c = static_cast<uint64_t>(i), d = ~a, e = a ^ 0x55;
+    for (int r = 0; r < 20; ++r) {
+      a = a * 6364136223846793005ull + 1442695040888963407ull;
+      c += a >> 7;
+      if ((a ^ c) & 1) d += 3;
+      else d ^= c;
+      e = (e << 5) ^ (e >> 3) ^ d;
+    }
+    want[static_cast<size_t>(i)] = a ^ c ^ d ^ e;
+  }
+  EXPECT_EQ(got, want);
 }
 
 void run_with_a_missing_arrival() {
