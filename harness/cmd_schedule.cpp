@@ -59,12 +59,16 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
 
   plan::Batch batch{data::read_lengths_file(a.lengths)};
   plan::check_config(batch, cfg);
-  if (to_file) probe_output_folder(a.out);  // last: bad input above leaves the folder untouched
 
+  // Some input is only refused while planning (a sample longer than the pool holds, a micro-batch
+  // count no multiple of --vpp-group allows), so the folder is probed after the plan: planning one
+  // batch takes seconds at most (README "Scheduler speed"), and bad input leaves --out's folder
+  // untouched, its modification time included.
   const auto t0 = std::chrono::steady_clock::now();
   plan::Plan p = planner->plan(batch, cfg);
   const auto t1 = std::chrono::steady_clock::now();
   plan::validate(p, batch, cfg);  // a planner bug is an internal error (exit 1), never a silent bad plan
+  if (to_file) probe_output_folder(a.out);
 
   nlohmann::json extra;
   extra["solve_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();

@@ -263,6 +263,10 @@ def main():
         case("out/probe-after-input/schedule", ["schedule", "--lengths", "go.txt", "--planner", "packing", "--dp", "1",
                                                 "--cp", "8", "--max-seqlen-per-rank", "3000000", "--min-cp", "2",
                                                 "--out", "outdir/p.json"], ["--min-cp 2: planner 'packing' is static"])
+        # refused inside the planner: the probe comes after the plan (stop 46 probed before it)
+        case("out/probe-after-input/schedule-sample-too-long", ["schedule", "--lengths", "go.txt", "--planner", "dcp",
+                                                                "--dp", "1", "--cp", "2", "--max-seqlen-per-rank", "64",
+                                                                "--out", "outdir/p.json"], ["which needs CP size"])
         case("out/probe-after-input/evaluate", ["evaluate", "results.json", "--out", "outdir/e.md"],
              ['has no rows of "dcp"'])
         case("out/probe-after-input/run-strategies", ["run", "ok.json", "--strategies", "nope", "--out", "outdir/r.json"],
