@@ -21,8 +21,17 @@ ci/install.sh
 echo "== build (RelWithDebInfo) =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON -DDCP_DEBUG_INFO=lines
 cmake --build build -j "$jobs"
+labels="cpu|mpi|gpu|converge|robustness"
+# Every test registered in build/ carries one of these labels: an unlabelled one would never run
+# here (dcpbench_plot_rows_only did not, from 2026-11-28 to 2026-12-05).
+test_names() { ctest -N "$@" | sed -n 's/^ *Test *#[0-9]*: //p' | sort; }
+unlabelled=$(cd build && comm -23 <(test_names) <(test_names -L "$labels") | tr '\n' ' ')
+if [ -n "$unlabelled" ]; then
+  echo "ci/test.sh: tests in build/ without a label this script runs ($labels): $unlabelled" >&2
+  exit 1
+fi
 echo "== tests: cpu, mpi, gpu, converge, robustness =="
-(cd build && ctest --output-on-failure -j 2 -L "cpu|mpi|gpu|converge|robustness")
+(cd build && ctest --output-on-failure -j 2 -L "$labels")
 # CTest counts a binary whose tests all skipped as passed: say how many skipped (GPU tests without
 # a device, plot tests without matplotlib). No match is no skip, not a failure (set -e, pipefail).
 skipped=$({ grep -ho '^\[  SKIPPED \] [0-9]* test' build/Testing/Temporary/LastTest.log 2>/dev/null || true; } |
