@@ -24,8 +24,12 @@ cmake --build build -j "$jobs"
 labels="cpu|mpi|gpu|converge|robustness"
 # Every test registered in build/ carries one of these labels: an unlabelled one would never run
 # here (dcpbench_plot_rows_only did not, from 2026-11-28 to 2026-12-05).
-test_names() { ctest -N "$@" | sed -n 's/^ *Test *#[0-9]*: //p' | sort; }
-unlabelled=$(cd build && comm -23 <(test_names) <(test_names -L "$labels") | tr '\n' ' ')
+# (Each list in its own assignment, so a failing ctest stops the script under set -e / pipefail.)
+test_names() { (cd build && ctest -N "$@") | sed -n 's/^ *Test *#[0-9]*: //p' | sort; }
+all_tests=$(test_names)
+labelled=$(test_names -L "$labels")
+[ -n "$all_tests" ] || { echo "ci/test.sh: ctest -N lists no tests in build/" >&2; exit 1; }
+unlabelled=$(comm -23 <(printf '%s\n' "$all_tests") <(printf '%s\n' "$labelled") | tr '\n' ' ')
 if [ -n "$unlabelled" ]; then
   echo "ci/test.sh: tests in build/ without a label this script runs ($labels): $unlabelled" >&2
   exit 1

@@ -61,19 +61,21 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   plan::check_config(batch, cfg);
 
   // Some input is only refused while planning (a sample longer than the pool holds, a micro-batch
-  // count no multiple of --vpp-group allows), so the folder is probed after the plan: planning one
-  // batch takes seconds at most (README "Scheduler speed"), and bad input leaves --out's folder
-  // untouched, its modification time included.
+  // count no multiple of --vpp-group allows) or by the plan's size, so the folder is probed after
+  // the plan and its JSON text: planning one batch takes seconds at most (README "Scheduler
+  // speed"), and bad input leaves --out's folder untouched, its modification time included.
   const auto t0 = std::chrono::steady_clock::now();
   plan::Plan p = planner->plan(batch, cfg);
   const auto t1 = std::chrono::steady_clock::now();
   plan::validate(p, batch, cfg);  // a planner bug is an internal error (exit 1), never a silent bad plan
-  if (to_file) probe_output_folder(a.out);
 
   nlohmann::json extra;
   extra["solve_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();
-  const nlohmann::json j = plan::plan_to_json(p, batch, extra);
-  write_json_atomic(to_file ? a.out : "-", j, 1);  // refuses a plan `check` could not read back
+  const std::string path = to_file ? a.out : "-";
+  // Refuses a plan `check` could not read back (above kMaxJsonFileBytes).
+  const std::string text = json_file_text(path, plan::plan_to_json(p, batch, extra), 1);
+  if (to_file) probe_output_folder(a.out);
+  write_file_atomic(path, text);
   return 0;
 }
 

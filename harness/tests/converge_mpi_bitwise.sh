@@ -3,20 +3,21 @@
 # bitwise the same losses, MTP losses, gradient norms and gradients (FNV-1a of every step's
 # reduced gradient) as the thread run of the same scenario (issue 7: one process per rank, the
 # same rank-order reductions), for ring and for all-gather attention. Two main steps plus the
-# edge cases, and a repeat of one step (below), keep it short. Each run must exit 0 or 1 (1: the short run's loss has not yet fallen
-# by 10%; 2 or a crash fails), write its report, and every strategy must plan and stay within its
-# bounds against the reference (for both attentions, not only agree between the backends); then
-# the two reports must agree bitwise.
+# edge cases, and a repeat of one step (below), keep it short. Each run must exit 0 or 1 (1: the
+# short run's loss has not yet fallen by 10%; 2 or a crash fails), write its report, and every
+# strategy must plan and stay within its bounds against the reference (for both attentions, not
+# only agree between the backends); then the two reports must agree bitwise.
 #   converge_mpi_bitwise.sh DCPBENCH MPIEXEC SCENARIO WORKDIR ATTENTION
 set -uo pipefail
 dcpbench=$1 mpiexec=$2 scenario=$3 work=$4 attention=$5
 mkdir -p "$work"
 rm -f "$work/threads.json" "$work/mpi.json" "$work/scenario.json"
-# Both runs on a copy of the scenario that repeats one step instead of all seven: the repeat checks
-# that a run is deterministic, which dcpbench_converge_short checks in full on the thread backend,
-# and two backends agreeing bitwise below already shows each deterministic. It shortens each
-# run's repeat (2026-12-05, ring: 35 s -> 27 s for the test alone on 2 cores). The copy's
-# text_dir is made absolute, as the scenario's own is relative to its folder.
+# Both runs on a copy of the scenario that repeats one step instead of all seven (2026-12-05, ring:
+# 35 s -> 27 s for the test alone on 2 cores). The repeat checks that a run is deterministic:
+# dcpbench_converge_short repeats every step on the thread backend with ring attention; here the
+# all-gather attention and the MPI backend repeat only the first step, and the two backends
+# agreeing bitwise over all seven steps would be unlikely if either were not deterministic.
+# The copy's text_dir is made absolute, as the scenario's own is relative to its folder.
 python3 - "$scenario" "$work/scenario.json" <<'PY' || exit 1
 import json, os, sys
 src, dst = sys.argv[1:3]

@@ -16,24 +16,28 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-// The switch itself. glibc's swapcontext saves and restores the signal mask, one rt_sigprocmask
+// The fast switch. glibc's swapcontext saves and restores the signal mask, one rt_sigprocmask
 // system call per switch: 5.5 million of them in one emulated flash ring case (strace -c), 39 s
 // of test_attn's 100 s (sys time, 2026-12-05). Fibers never change the signal mask, so on x86-64
 // the switch below saves only what the System V AMD64 ABI (section 3.2.1, "Registers") makes
-// callee-saved: rbx, rbp, r12-r15, the stack pointer, MXCSR's control bits and the x87 control
-// word. Under -fcf-protection (__CET__: a shadow stack would refuse its `ret` to another stack)
-// and on other architectures, swapcontext.
-#if defined(__x86_64__) && !defined(__CET__)
+// callee-saved: rbx, rbp, r12-r15, the stack pointer, MXCSR and the x87 control word (the
+// direction flag is clear at every call). Not with a shadow stack (-fcf-protection=return or
+// full: __CET__ & 2), which would refuse its `ret` onto another stack, nor on x32 (__ILP32__);
+// there, and on other architectures, only swapcontext. It has no call-frame information: a
+// debugger's backtrace stops inside it (FiberPool::entry's frames end with a zero return address).
+#if defined(__x86_64__) && !defined(__ILP32__) && !(defined(__CET__) && (__CET__ & 2))
 #define DCP_FIBER_FAST_SWITCH 1
-// dcp_fiber_switch(void** save_sp, void* load_sp): pushes the callee-saved state on the current
-// stack, stores the stack pointer in *save_sp, loads load_sp and pops the state saved there.
-// A frame it pops: [rsp] x87 control word, [rsp+8] MXCSR, then r15, r14, r13, r12, rbx, rbp and
-// the return address.
+// dcp_attn_emu_fiber_switch(void** save_sp, void* load_sp): pushes the callee-saved state on the
+// current stack, stores the stack pointer in *save_sp, loads load_sp and pops the state saved
+// there. A frame it pops: [rsp] x87 control word, [rsp+8] MXCSR, then r15, r14, r13, r12, rbx,
+// rbp and the return address. Global but hidden: one definition, resolved within the binary.
 asm(R"(
-  .text
+  .pushsection .text
   .p2align 4
-  .type dcp_fiber_switch, @function
-dcp_fiber_switch:
+  .globl dcp_attn_emu_fiber_switch
+  .hidden dcp_attn_emu_fiber_switch
+  .type dcp_attn_emu_fiber_switch, @function
+dcp_attn_emu_fiber_switch:
   pushq %rbp
   pushq %rbx
   pushq %r12
@@ -55,9 +59,10 @@ dcp_fiber_switch:
   popq %rbx
   popq %rbp
   ret
-  .size dcp_fiber_switch, .-dcp_fiber_switch
+  .size dcp_attn_emu_fiber_switch, .-dcp_attn_emu_fiber_switch
+  .popsection
 )");
-extern "C" void dcp_fiber_switch(void** save_sp, void* load_sp);
+extern "C" void dcp_attn_emu_fiber_switch(void** save_sp, void* load_sp);
 #else
 #define DCP_FIBER_FAST_SWITCH 0
 #endif
@@ -74,18 +79,20 @@ namespace {
 thread_local FiberPool* tl_pool = nullptr;
 
 #if DCP_FIBER_FAST_SWITCH
-// The frame dcp_fiber_switch pops to start a fiber at `start`, built below the top of its stack:
+// The frame the fast switch pops to start a fiber at `start`, built below the top of its stack:
 // after the pops, `ret` enters start with the stack pointer 8 above a 16-byte boundary and a zero
 // return address on it, as a call would (the ABI's alignment; backtraces end there). The control
-// words are the ABI's initial ones (x87 0x037F, MXCSR 0x1F80: round to nearest, exceptions
-// masked). Returns the stack pointer to load.
+// words are the calling thread's (as getcontext gives a ucontext fiber: its rounding mode, FTZ
+// and DAZ). Returns the stack pointer to load.
 void* initial_frame(const void* stack_lo, size_t stack_bytes, void (*start)()) {
   auto top = reinterpret_cast<uintptr_t>(stack_lo) + stack_bytes;
   top &= ~uintptr_t{15};
   uint64_t* sp = reinterpret_cast<uint64_t*>(top) - 10;  // 80 bytes: a multiple of 16
   std::memset(sp, 0, 10 * sizeof(uint64_t));  // r15 .. rbp zero; sp[9]: start's return address 0
-  const uint16_t fcw = 0x037F;
-  const uint32_t mxcsr = 0x1F80;
+  uint16_t fcw = 0;
+  uint32_t mxcsr = 0;
+  asm volatile("fnstcw %0" : "=m"(fcw));
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
   std::memcpy(&sp[0], &fcw, sizeof fcw);
   std::memcpy(&sp[1], &mxcsr, sizeof mxcsr);
   sp[8] = reinterpret_cast<uint64_t>(start);
@@ -96,11 +103,8 @@ void* initial_frame(const void* stack_lo, size_t stack_bytes, void (*start)()) {
 }  // namespace
 
 struct FiberPool::Fiber {
-#if DCP_FIBER_FAST_SWITCH
-  void* sp = nullptr;  // saved stack pointer while switched out
-#else
-  ucontext_t uc{};
-#endif
+  void* sp = nullptr;  // FiberSwitch::fast: the saved stack pointer while switched out
+  ucontext_t uc{};     // FiberSwitch::ucontext
   void* map = nullptr;  // guard page + stack
   size_t map_bytes = 0;
   const void* stack_lo = nullptr;
@@ -113,7 +117,11 @@ struct FiberPool::Fiber {
   bool runnable() const { return !done && (wait == nullptr || wait->generation != wait_generation); }
 };
 
-FiberPool::FiberPool(int fibers, size_t stack_bytes) : main_(std::make_unique<Fiber>()) {
+bool FiberPool::fast_switch_available() { return DCP_FIBER_FAST_SWITCH != 0; }
+
+FiberPool::FiberPool(int fibers, size_t stack_bytes, FiberSwitch how)
+    : main_(std::make_unique<Fiber>()),
+      switch_(how == FiberSwitch::fast && !fast_switch_available() ? FiberSwitch::ucontext : how) {
   if (fibers < 1) die("a fiber pool needs at least one fiber");
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   stack_bytes = (stack_bytes + page - 1) / page * page;
@@ -152,8 +160,11 @@ void FiberPool::run(std::function<void(int)> body) {
     __asan_unpoison_memory_region(f->stack_lo, f->stack_bytes);  // frames of an earlier run
 #endif
 #if DCP_FIBER_FAST_SWITCH
-    f->sp = initial_frame(f->stack_lo, f->stack_bytes, &FiberPool::entry);  // entry() never returns
-#else
+    if (switch_ == FiberSwitch::fast) {
+      f->sp = initial_frame(f->stack_lo, f->stack_bytes, &FiberPool::entry);  // entry() never returns
+      continue;
+    }
+#endif
     if (getcontext(&f->uc) != 0) die("getcontext failed");
     f->uc.uc_stack.ss_sp = const_cast<void*>(f->stack_lo);
     f->uc.uc_stack.ss_size = f->stack_bytes;
@@ -166,7 +177,6 @@ void FiberPool::run(std::function<void(int)> body) {
     // so the stack is forgotten here; the switch annotations tell ASan about it instead.
     f->uc.uc_stack.ss_sp = nullptr;
     f->uc.uc_stack.ss_size = 0;
-#endif
 #endif
   }
   main_->stack_lo = nullptr;  // run()'s caller may be another thread or fiber than last time
@@ -251,10 +261,11 @@ void FiberPool::jump_to(int next) {
   __sanitizer_start_switch_fiber(from.done ? nullptr : &from.fake_stack, to.stack_lo, to.stack_bytes);
 #endif
 #if DCP_FIBER_FAST_SWITCH
-  dcp_fiber_switch(&from.sp, to.sp);
-#else
-  if (swapcontext(&from.uc, &to.uc) != 0) die("swapcontext failed");
+  if (switch_ == FiberSwitch::fast)
+    dcp_attn_emu_fiber_switch(&from.sp, to.sp);
+  else
 #endif
+    if (swapcontext(&from.uc, &to.uc) != 0) die("swapcontext failed");
 #ifdef DCP_ASAN
   __sanitizer_finish_switch_fiber(from.fake_stack, nullptr, nullptr);  // the bounds are known here
 #endif

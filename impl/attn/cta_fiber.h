@@ -4,8 +4,9 @@
 // finished or waits elsewhere: on the GPU a hang) aborts with the barrier's name. Stacks are
 // mmap'ed with a guard page below each, so an overflow faults instead of corrupting a neighbour.
 // Context switches on x86-64 through a switch of the ABI's callee-saved registers (no system
-// call; cta_fiber.cpp), elsewhere through POSIX ucontext (glibc); under AddressSanitizer every
-// switch is announced with __sanitizer_{start,finish}_switch_fiber so ASan follows the stacks.
+// call; cta_fiber.cpp), elsewhere (or on request: FiberSwitch) through POSIX ucontext (glibc);
+// under AddressSanitizer every switch is announced with __sanitizer_{start,finish}_switch_fiber
+// so ASan follows the stacks.
 #pragma once
 
 #include <cstddef>
@@ -25,9 +26,15 @@ struct FiberBarrier {
   uint64_t generation = 0;
 };
 
+// How a pool switches between fibers: `fast` (x86-64: the ABI's callee-saved registers, no system
+// call; cta_fiber.cpp) or `ucontext` (glibc's swapcontext, which also saves the signal mask with a
+// system call per switch). Both give the same schedule and results; tests run both.
+enum class FiberSwitch { fast, ucontext };
+
 class FiberPool {
  public:
-  explicit FiberPool(int fibers, size_t stack_bytes = 512 * 1024);
+  // `fast` where available (fast_switch_available()), else ucontext.
+  explicit FiberPool(int fibers, size_t stack_bytes = 512 * 1024, FiberSwitch how = FiberSwitch::fast);
   ~FiberPool();
   FiberPool(const FiberPool&) = delete;
   FiberPool& operator=(const FiberPool&) = delete;
@@ -38,6 +45,8 @@ class FiberPool {
   // Called from inside a fiber: waits until `expected` fibers have arrived at b.
   void arrive_and_wait(FiberBarrier& b);
   int fibers() const { return static_cast<int>(fibers_.size()); }
+  FiberSwitch switch_used() const { return switch_; }
+  static bool fast_switch_available();
 
  private:
   struct Fiber;
@@ -50,6 +59,7 @@ class FiberPool {
   std::function<void(int)> body_;
   int current_ = -1;  // -1: run()'s caller
   int done_ = 0;
+  FiberSwitch switch_;
 };
 
 }  // namespace dcp::attn::emu

@@ -157,14 +157,18 @@ nlohmann::json read_json_file(const std::string& path, int64_t max_bytes, int ma
 
 void write_file_atomic(const std::string& path, const std::string& text) { write_output(path, text, ""); }
 
-void write_json_atomic(const std::string& path, const nlohmann::json& j, int indent) {
-  const std::string text = j.dump(indent) + "\n";
+std::string json_file_text(const std::string& path, const nlohmann::json& j, int indent) {
+  std::string text = j.dump(indent) + "\n";
   // Nothing is written that read_json_file (table, plot, gate, check, ...) would refuse.
   if (static_cast<int64_t>(text.size()) > kMaxJsonFileBytes)
     throw InputError(show_path(path) + ": the JSON would be " + std::to_string(text.size() >> 20) +
                      " MiB, above the limit of " + std::to_string(kMaxJsonFileBytes >> 20) +
                      " MiB that dcpbench reads back; nothing written");
-  write_file_atomic(path, text);
+  return text;
+}
+
+void write_json_atomic(const std::string& path, const nlohmann::json& j, int indent) {
+  write_file_atomic(path, json_file_text(path, j, indent));
 }
 
 std::string json_excerpt(const nlohmann::json& value, size_t max_chars) {

@@ -46,6 +46,9 @@ void write_file_atomic(const std::string& path, const std::string& text);
 // Pretty-printed (indent 1) JSON, atomically; InputError, nothing written, if it would exceed
 // kMaxJsonFileBytes (what read_json_file reads back).
 void write_json_atomic(const std::string& path, const nlohmann::json& j, int indent = 1);
+// The text write_json_atomic writes to `path` (its dump and its size check, the InputError naming
+// path): for a command that checks everything, then probes the folder, then writes the text.
+std::string json_file_text(const std::string& path, const nlohmann::json& j, int indent = 1);
 
 // At most ~max_chars characters of the value as JSON ("..." where cut); never dumps it whole.
 std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 64);

@@ -267,6 +267,13 @@ def main():
         case("out/probe-after-input/schedule-sample-too-long", ["schedule", "--lengths", "go.txt", "--planner", "dcp",
                                                                 "--dp", "1", "--cp", "2", "--max-seqlen-per-rank", "64",
                                                                 "--out", "outdir/p.json"], ["which needs CP size"])
+        # and a plan whose JSON dcpbench could not read back (~71 MiB: 768 one-sample micro-batches
+        # listing 8192 ranks each; ~3 s, ~0.3 GB)
+        write(w("long-samples.txt"), "16384\n" * 768)
+        case("out/probe-after-input/schedule-plan-too-large", ["schedule", "--lengths", "long-samples.txt", "--planner",
+                                                               "bshd", "--dp", "1", "--cp", "8192",
+                                                               "--max-seqlen-per-rank", "2", "--out", "outdir/p.json"],
+             ["the JSON would be", "above the limit of 64 MiB"])
         case("out/probe-after-input/evaluate", ["evaluate", "results.json", "--out", "outdir/e.md"],
              ['has no rows of "dcp"'])
         case("out/probe-after-input/run-strategies", ["run", "ok.json", "--strategies", "nope", "--out", "outdir/r.json"],

@@ -3,8 +3,8 @@
 // barrier is reusable and sub-barriers of a subset work beside a block barrier), a fixed
 // schedule (two runs interleave identically), reuse of a pool, a barrier that can never
 // complete aborting with its name instead of hanging; what a switch keeps per fiber (live values,
-// the floating-point rounding mode, exceptions caught on a fiber's stack); the emulator's
-// cp.async modes and its race check.
+// the floating-point rounding mode, exceptions caught on a fiber's stack), each with both
+// switches (FiberSwitch); the emulator's cp.async modes and its race check.
 #include <gtest/gtest.h>
 
 #include <cfenv>
@@ -19,25 +19,48 @@
 namespace dcp::attn::emu {
 namespace {
 
+// 1/7 in the current rounding mode, through SSE (MXCSR) and through the x87 unit (its control
+// word). Its binary fraction 0.001001...: rounded to nearest, both the double's 52 and the x87
+// format's 63 fraction bits round down, so upward rounding gives a larger value in both.
+double seventh_sse() {
+  volatile double one = 1.0, seven = 7.0;
+  return one / seven;
+}
+long double seventh_x87() {
+  volatile long double one = 1.0L, seven = 7.0L;
+  return one / seven;
+}
+
+// Both switches where the fast one exists (FiberSwitch: the same schedule and results).
+std::vector<FiberSwitch> switches() {
+  std::vector<FiberSwitch> out{FiberSwitch::ucontext};
+  if (FiberPool::fast_switch_available()) out.insert(out.begin(), FiberSwitch::fast);
+  return out;
+}
+const char* name_of(FiberSwitch how) { return how == FiberSwitch::fast ? "fast" : "ucontext"; }
+
 TEST(CtaFiber, NothingAfterABarrierRunsBeforeEveryFiberReachedIt) {
-  constexpr int kN = 37;  // not a multiple of anything the emulator uses
-  FiberPool pool(kN);
-  FiberBarrier all{kN, 0, "all"};
-  std::vector<int> phase(kN, 0);
-  std::vector<std::string> violations;
-  pool.run([&](int i) {
-    for (int round = 1; round <= 5; ++round) {
-      phase[static_cast<size_t>(i)] = round;
-      pool.arrive_and_wait(all);
-      for (int j = 0; j < kN; ++j)
-        if (phase[static_cast<size_t>(j)] < round)
-          violations.push_back("fiber " + std::to_string(i) + " passed round " + std::to_string(round) +
-                               " before fiber " + std::to_string(j) + " arrived");
-      pool.arrive_and_wait(all);  // nobody starts the next round while another still checks
-    }
-  });
-  EXPECT_TRUE(violations.empty()) << violations.front();
-  for (int p : phase) EXPECT_EQ(p, 5);
+  for (FiberSwitch how : switches()) {
+    SCOPED_TRACE(name_of(how));
+    constexpr int kN = 37;  // not a multiple of anything the emulator uses
+    FiberPool pool(kN, 512 * 1024, how);
+    FiberBarrier all{kN, 0, "all"};
+    std::vector<int> phase(kN, 0);
+    std::vector<std::string> violations;
+    pool.run([&](int i) {
+      for (int round = 1; round <= 5; ++round) {
+        phase[static_cast<size_t>(i)] = round;
+        pool.arrive_and_wait(all);
+        for (int j = 0; j < kN; ++j)
+          if (phase[static_cast<size_t>(j)] < round)
+            violations.push_back("fiber " + std::to_string(i) + " passed round " + std::to_string(round) +
+                                 " before fiber " + std::to_string(j) + " arrived");
+        pool.arrive_and_wait(all);  // nobody starts the next round while another still checks
+      }
+    });
+    EXPECT_TRUE(violations.empty()) << violations.front();
+    for (int p : phase) EXPECT_EQ(p, 5);
+  }
 }
 
 TEST(CtaFiber, WarpBarriersBesideABlockBarrier) {
@@ -71,7 +94,8 @@ TEST(CtaFiber, WarpBarriersBesideABlockBarrier) {
 
 TEST(CtaFiber, TheScheduleIsFixedAndAPoolRunsAgain) {
   FiberPool pool(16);
-  auto trace = [&] {
+  FiberPool by_ucontext(16, 512 * 1024, FiberSwitch::ucontext);
+  auto trace = [](FiberPool& pool) {
     FiberBarrier b{16, 0, "b"};
     std::vector<int> order;
     pool.run([&](int i) {
@@ -86,74 +110,55 @@ TEST(CtaFiber, TheScheduleIsFixedAndAPoolRunsAgain) {
     });
     return order;
   };
-  const std::vector<int> first = trace();
+  const std::vector<int> first = trace(pool);
   EXPECT_EQ(first.size(), 3u * (16 + 6));
-  EXPECT_EQ(trace(), first);
-}
-
-// 1/7 in the current rounding mode, through SSE (MXCSR) and through the x87 unit (its control
-// word). Its binary fraction 0.001001...: rounded to nearest, both the double's 52 and the x87
-// format's 63 fraction bits round down, so upward rounding gives a larger value in both.
-double seventh_sse() {
-  volatile double one = 1.0, seven = 7.0;
-  return one / seven;
-}
-long double seventh_x87() {
-  volatile long double one = 1.0L, seven = 7.0L;
-  return one / seven;
+  EXPECT_EQ(trace(pool), first);
+  EXPECT_EQ(trace(by_ucontext), first);  // the switch does not change the schedule
 }
 
 TEST(CtaFiber, EachFiberKeepsItsOwnRoundingModeAcrossSwitches) {
-  // A switch saves and restores MXCSR and the x87 control word of the fiber it leaves. Fibers
-  // 1 and 3 round upward, 0 and 2 to nearest (each fiber starts at the ABI's round-to-nearest);
-  // after every barrier each still computes in its own mode, and run()'s caller in its own.
+  // A switch saves and restores MXCSR and the x87 control word of the fiber it leaves. Every
+  // fiber starts in run()'s caller's mode (upward here, as getcontext would give it); fibers 0
+  // and 2 then round to nearest, 1 and 3 keep rounding upward; after every barrier each still
+  // computes in its own mode, and run()'s caller in its own after the run.
   const double nearest = seventh_sse();
   const long double nearest_x87 = seventh_x87();
   ASSERT_EQ(std::fegetround(), FE_TONEAREST);
-  FiberPool pool(4);
-  FiberBarrier b{4, 0, "b"};
-  std::vector<std::string> bad;
-  pool.run([&](int i) {
-    if (std::fegetround() != FE_TONEAREST) bad.push_back("fiber " + std::to_string(i) + " started in another mode");
-    if (i % 2 == 1) std::fesetround(FE_UPWARD);
-    for (int r = 0; r < 3; ++r) {
-      pool.arrive_and_wait(b);
-      const bool up = i % 2 == 1;
-      if (std::fegetround() != (up ? FE_UPWARD : FE_TONEAREST) || (seventh_sse() > nearest) != up ||
-          (seventh_x87() > nearest_x87) != up)
-        bad.push_back("fiber " + std::to_string(i) + " round " + std::to_string(r) + " computed in another mode");
-    }
-  });
-  EXPECT_TRUE(bad.empty()) << bad.front();
-  EXPECT_EQ(std::fegetround(), FE_TONEAREST);
-  EXPECT_EQ(seventh_sse(), nearest);
+  struct Restore {
+    ~Restore() { std::fesetround(FE_TONEAREST); }
+  } restore;
+  for (FiberSwitch how : switches()) {
+    SCOPED_TRACE(name_of(how));
+    ASSERT_EQ(std::fesetround(FE_UPWARD), 0);
+    FiberPool pool(4, 512 * 1024, how);
+    ASSERT_EQ(pool.switch_used(), how);
+    FiberBarrier b{4, 0, "b"};
+    std::vector<std::string> bad;
+    pool.run([&](int i) {
+      if (std::fegetround() != FE_UPWARD || !(seventh_sse() > nearest))
+        bad.push_back("fiber " + std::to_string(i) + " did not start in its caller's mode");
+      if (i % 2 == 0) std::fesetround(FE_TONEAREST);
+      for (int r = 0; r < 3; ++r) {
+        pool.arrive_and_wait(b);
+        const bool up = i % 2 == 1;
+        if (std::fegetround() != (up ? FE_UPWARD : FE_TONEAREST) || (seventh_sse() > nearest) != up ||
+            (seventh_x87() > nearest_x87) != up)
+          bad.push_back("fiber " + std::to_string(i) + " round " + std::to_string(r) + " computed in another mode");
+      }
+    });
+    EXPECT_TRUE(bad.empty()) << bad.front();
+    EXPECT_EQ(std::fegetround(), FE_UPWARD);
+    EXPECT_GT(seventh_sse(), nearest);
+    std::fesetround(FE_TONEAREST);
+  }
 }
 
 TEST(CtaFiber, LiveValuesAndCaughtExceptionsSurviveSwitches) {
   // Many values live across every barrier (some of them in callee-saved registers), and an
   // exception thrown and caught on a fiber's own stack between barriers.
   constexpr int kN = 9;
-  FiberPool pool(kN);
-  FiberBarrier b{kN, 0, "b"};
-  std::vector<uint64_t> got(kN), want(kN);
-  pool.run([&](int i) {
-    uint64_t a = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1), c = static_cast<uint64_t>(i), d = ~a, e = a ^ 0x55;
-    for (int r = 0; r < 20; ++r) {
-      a = a * 6364136223846793005ull + 1442695040888963407ull;
-      c += a >> 7;
-      pool.arrive_and_wait(b);
-      try {
-        if ((a ^ c) & 1) throw std::runtime_error("odd");
-        d ^= c;
-      } catch (const std::runtime_error&) {
-        d += 3;
-      }
-      e = (e << 5) ^ (e >> 3) ^ d;
-      pool.arrive_and_wait(b);
-    }
-    got[static_cast<size_t>(i)] = a ^ c ^ d ^ e;
-  });
-  for (int i = 0; i < kN; ++i) {  // the same arithmetic without fibers
+  std::vector<uint64_t> want(kN);
+  for (int i = 0; i < kN; ++i) {  // the arithmetic below without fibers
     uint64_t a = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1), c = static_cast<uint64_t>(i), d = ~a, e = a ^ 0x55;
     for (int r = 0; r < 20; ++r) {
       a = a * 6364136223846793005ull + 1442695040888963407ull;
@@ -164,7 +169,30 @@ TEST(CtaFiber, LiveValuesAndCaughtExceptionsSurviveSwitches) {
     }
     want[static_cast<size_t>(i)] = a ^ c ^ d ^ e;
   }
-  EXPECT_EQ(got, want);
+  for (FiberSwitch how : switches()) {
+    SCOPED_TRACE(name_of(how));
+    FiberPool pool(kN, 512 * 1024, how);
+    FiberBarrier b{kN, 0, "b"};
+    std::vector<uint64_t> got(kN);
+    pool.run([&](int i) {
+      uint64_t a = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1), c = static_cast<uint64_t>(i), d = ~a, e = a ^ 0x55;
+      for (int r = 0; r < 20; ++r) {
+        a = a * 6364136223846793005ull + 1442695040888963407ull;
+        c += a >> 7;
+        pool.arrive_and_wait(b);
+        try {
+          if ((a ^ c) & 1) throw std::runtime_error("odd");
+          d ^= c;
+        } catch (const std::runtime_error&) {
+          d += 3;
+        }
+        e = (e << 5) ^ (e >> 3) ^ d;
+        pool.arrive_and_wait(b);
+      }
+      got[static_cast<size_t>(i)] = a ^ c ^ d ^ e;
+    });
+    EXPECT_EQ(got, want);
+  }
 }
 
 void run_with_a_missing_arrival() {
