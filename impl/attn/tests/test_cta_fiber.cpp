@@ -116,6 +116,17 @@ TEST(CtaFiber, TheScheduleIsFixedAndAPoolRunsAgain) {
   EXPECT_EQ(trace(by_ucontext), first);  // the switch does not change the schedule
 }
 
+TEST(CtaFiber, APoolSwitchesFastWhereItCan) {
+  // The emulator's pools (cta_emu.h) take the default: the fast switch wherever it is compiled in
+  // (x86-64 without a shadow stack), so a fallback to swapcontext cannot go unseen there.
+  FiberPool pool(2);
+  EXPECT_EQ(pool.switch_used(), FiberPool::fast_switch_available() ? FiberSwitch::fast : FiberSwitch::ucontext);
+#if defined(__x86_64__) && !defined(__ILP32__) && !defined(__CET__)
+  EXPECT_TRUE(FiberPool::fast_switch_available()) << "x86-64 without -fcf-protection has the fast switch";
+#endif
+  EXPECT_EQ(FiberPool(2, 512 * 1024, FiberSwitch::ucontext).switch_used(), FiberSwitch::ucontext);
+}
+
 TEST(CtaFiber, EachFiberKeepsItsOwnRoundingModeAcrossSwitches) {
   // A switch saves and restores MXCSR and the x87 control word of the fiber it leaves. Every
   // fiber starts in run()'s caller's mode (upward here, as getcontext would give it); fibers 0
