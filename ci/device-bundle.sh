@@ -2,7 +2,7 @@
 # Builds HERE (no GPU needed: nvcc compiles for sm_90a without one) everything the lent GPU
 # machine runs, and packs it into .deps/bundle/ (git ignores .deps/), so that the device's few
 # minutes go to measuring, not to compiling. Run it before a device session's one call:
-#   ci/device-bundle.sh          # builds in build/ (the tree ci/test.sh builds), ~16 MB bundle
+#   ci/device-bundle.sh          # builds in build/ (the tree ci/test.sh builds), ~19 MB bundle
 #   then run there: ci/device-run.sh, carry [".deps/bundle", ".deps/debs"] (ci/device-deps.sh
 #   downloads .deps/debs once: the OpenMPI and Google Benchmark runtime the binaries load).
 # What the bundle holds:

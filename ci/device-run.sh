@@ -146,8 +146,9 @@ EOF
   done
 fi
 if [ -n "$(missing_libs)" ]; then
-  # Per binary: one that cannot load fails its own step at once (exit 127); the others still run
-  # (test_attn_cuda needs only cudart, bench_attn_cuda cuBLAS besides: no NCCL needed for them).
+  # Per binary: one that cannot load fails its own step at once (exit 127); the others still run.
+  # dcpbench and the test binaries link NCCL and OpenMPI (readelf -d, 2026-12-05: test_attn_cuda
+  # too, through dcp_comm); only bench_attn_cuda does without them (cudart, cuBLAS, benchmark).
   echo "ci/device-run.sh: warning: $(missing_libs | paste -sd' ' -) not found (LD_LIBRARY_PATH=$bin_ld); the steps of the binaries needing them will fail:" >&2
   for f in "$bin"/*; do
     m="$(LD_LIBRARY_PATH="$bin_ld" ldd "$f" 2>/dev/null | awk '/not found/ { print $1 }' | paste -sd' ' -)"
@@ -226,6 +227,8 @@ run_step() {
 }
 
 if dcp_want gpu-tests; then
+  # Not --gtest_brief: gtest names each case as it starts, so a case stopped at the step's limit
+  # (a kernel that hangs) is named in the log; the XML is only written when a binary exits.
   for t in "${dcp_device_tests[@]}"; do
     xml="results/device/$t.xml"
     written+=("$xml")
@@ -234,13 +237,13 @@ if dcp_want gpu-tests; then
     # the whole budget, leaving nothing for bench, calibrate and measure.
     if [ "$t" = test_comm_nccl ]; then  # NCCL bootstrapped through MPI: one rank on the one GPU
       run_step "$t" 20 60 "${B[@]}" DCP_REQUIRE_GPU=1 "$mpirun" --allow-run-as-root --oversubscribe -np 1 \
-        "$bin/$t" --gtest_brief=1 --gtest_output="xml:$xml"
+        "$bin/$t" --gtest_output="xml:$xml"
     else
       # test_attn_cuda without its two stress cases: their float64 and naive references take ~90 s
       # of one CPU core (timed here, helper-35) and gtest runs them before the parameterised kernel
       # cases, so the 60 s limit would have stopped the binary before any of those (step stress).
       only=(); [ "$t" = test_attn_cuda ] && only=(--gtest_filter='-*Stress*')
-      run_step "$t" 20 60 "${B[@]}" DCP_REQUIRE_GPU=1 "$bin/$t" --gtest_brief=1 ${only[@]+"${only[@]}"} \
+      run_step "$t" 20 60 "${B[@]}" DCP_REQUIRE_GPU=1 "$bin/$t" ${only[@]+"${only[@]}"} \
         --gtest_output="xml:$xml"
     fi
   done
@@ -286,7 +289,7 @@ if dcp_want stress; then
   xml="results/device/test_attn_cuda-stress.xml"
   written+=("$xml")
   passed_already "$xml" ||
-    run_step stress 100 180 "${B[@]}" DCP_REQUIRE_GPU=1 "$bin/test_attn_cuda" --gtest_brief=1 \
+    run_step stress 100 180 "${B[@]}" DCP_REQUIRE_GPU=1 "$bin/test_attn_cuda" \
       --gtest_filter='*Stress*' --gtest_output="xml:$xml"
 fi
 

@@ -129,10 +129,10 @@ grep -q "commoncrawl.*--backend cuda" "$calls" && fail "commoncrawl measured alt
 grep -q "^test_comm_nccl .*sha=abc123" "$calls" || fail "DCP_GIT_SHA not passed on: $(cat "$calls")"
 # test_attn_cuda first without its stress cases (whose CPU references outlast the 60 s limit), then
 # those alone, after calibrate and before the measured runs
-grep -q "^test_attn_cuda --gtest_brief=1 --gtest_filter=-\*Stress\* --gtest_output=xml:results/device/test_attn_cuda.xml" "$calls" ||
+grep -q "^test_attn_cuda --gtest_filter=-\*Stress\* --gtest_output=xml:results/device/test_attn_cuda.xml" "$calls" ||
   fail "test_attn_cuda not run without its stress cases: $(cat "$calls")"
 order="$(grep -n -e '^dcpbench calibrate' -e '^test_attn_cuda .*--gtest_filter=\*Stress\*' -e '^dcpbench run' "$calls" | cut -d' ' -f1-2 | cut -d: -f2 | uniq | tr '\n' ,)"
-[ "$order" = "dcpbench calibrate,test_attn_cuda --gtest_brief=1,dcpbench run," ] ||
+[ "$order" = "dcpbench calibrate,test_attn_cuda --gtest_filter=*Stress*,dcpbench run," ] ||
   fail "the stress cases do not run between calibrate and the measured runs ($order): $(cat "$calls")"
 grep -q "stress: rc 0" "$work/out" || fail "the stress step did not run: $(cat "$work/out")"
 expect_archived results/device/test_attn_cuda.xml results/device/test_attn_cuda-stress.xml results/device/bench_attn_cuda.json results/bench/attn_h100.json \
