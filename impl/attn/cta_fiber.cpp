@@ -98,6 +98,10 @@ void* initial_frame(const void* stack_lo, size_t stack_bytes, void (*start)()) {
   sp[8] = reinterpret_cast<uint64_t>(start);
   return sp;
 }
+#else
+// Without the fast switch a pool never selects it (the constructor falls back to ucontext).
+[[noreturn]] void* initial_frame(const void*, size_t, void (*)()) { die("no fast fiber switch here"); }
+[[noreturn]] void dcp_attn_emu_fiber_switch(void**, void*) { die("no fast fiber switch here"); }
 #endif
 
 }  // namespace
@@ -159,12 +163,10 @@ void FiberPool::run(std::function<void(int)> body) {
 #ifdef DCP_ASAN
     __asan_unpoison_memory_region(f->stack_lo, f->stack_bytes);  // frames of an earlier run
 #endif
-#if DCP_FIBER_FAST_SWITCH
     if (switch_ == FiberSwitch::fast) {
       f->sp = initial_frame(f->stack_lo, f->stack_bytes, &FiberPool::entry);  // entry() never returns
       continue;
     }
-#endif
     if (getcontext(&f->uc) != 0) die("getcontext failed");
     f->uc.uc_stack.ss_sp = const_cast<void*>(f->stack_lo);
     f->uc.uc_stack.ss_size = f->stack_bytes;
@@ -260,12 +262,10 @@ void FiberPool::jump_to(int next) {
   // A finished fiber is never resumed: nullptr lets ASan free its fake stack.
   __sanitizer_start_switch_fiber(from.done ? nullptr : &from.fake_stack, to.stack_lo, to.stack_bytes);
 #endif
-#if DCP_FIBER_FAST_SWITCH
   if (switch_ == FiberSwitch::fast)
     dcp_attn_emu_fiber_switch(&from.sp, to.sp);
-  else
-#endif
-    if (swapcontext(&from.uc, &to.uc) != 0) die("swapcontext failed");
+  else if (swapcontext(&from.uc, &to.uc) != 0)
+    die("swapcontext failed");
 #ifdef DCP_ASAN
   __sanitizer_finish_switch_fiber(from.fake_stack, nullptr, nullptr);  // the bounds are known here
 #endif

@@ -33,8 +33,9 @@ enum class FiberSwitch { fast, ucontext };
 
 class FiberPool {
  public:
+  static constexpr size_t kDefaultStackBytes = 512 * 1024;
   // `fast` where available (fast_switch_available()), else ucontext.
-  explicit FiberPool(int fibers, size_t stack_bytes = 512 * 1024, FiberSwitch how = FiberSwitch::fast);
+  explicit FiberPool(int fibers, size_t stack_bytes = kDefaultStackBytes, FiberSwitch how = FiberSwitch::fast);
   ~FiberPool();
   FiberPool(const FiberPool&) = delete;
   FiberPool& operator=(const FiberPool&) = delete;

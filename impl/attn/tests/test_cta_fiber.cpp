@@ -43,7 +43,7 @@ TEST(CtaFiber, NothingAfterABarrierRunsBeforeEveryFiberReachedIt) {
   for (FiberSwitch how : switches()) {
     SCOPED_TRACE(name_of(how));
     constexpr int kN = 37;  // not a multiple of anything the emulator uses
-    FiberPool pool(kN, 512 * 1024, how);
+    FiberPool pool(kN, FiberPool::kDefaultStackBytes, how);
     FiberBarrier all{kN, 0, "all"};
     std::vector<int> phase(kN, 0);
     std::vector<std::string> violations;
@@ -94,7 +94,7 @@ TEST(CtaFiber, WarpBarriersBesideABlockBarrier) {
 
 TEST(CtaFiber, TheScheduleIsFixedAndAPoolRunsAgain) {
   FiberPool pool(16);
-  FiberPool by_ucontext(16, 512 * 1024, FiberSwitch::ucontext);
+  FiberPool by_ucontext(16, FiberPool::kDefaultStackBytes, FiberSwitch::ucontext);
   auto trace = [](FiberPool& pool) {
     FiberBarrier b{16, 0, "b"};
     std::vector<int> order;
@@ -124,7 +124,7 @@ TEST(CtaFiber, APoolSwitchesFastWhereItCan) {
 #if defined(__x86_64__) && !defined(__ILP32__) && !defined(__CET__)
   EXPECT_TRUE(FiberPool::fast_switch_available()) << "x86-64 without -fcf-protection has the fast switch";
 #endif
-  EXPECT_EQ(FiberPool(2, 512 * 1024, FiberSwitch::ucontext).switch_used(), FiberSwitch::ucontext);
+  EXPECT_EQ(FiberPool(2, FiberPool::kDefaultStackBytes, FiberSwitch::ucontext).switch_used(), FiberSwitch::ucontext);
 }
 
 TEST(CtaFiber, EachFiberKeepsItsOwnRoundingModeAcrossSwitches) {
@@ -141,7 +141,7 @@ TEST(CtaFiber, EachFiberKeepsItsOwnRoundingModeAcrossSwitches) {
   for (FiberSwitch how : switches()) {
     SCOPED_TRACE(name_of(how));
     ASSERT_EQ(std::fesetround(FE_UPWARD), 0);
-    FiberPool pool(4, 512 * 1024, how);
+    FiberPool pool(4, FiberPool::kDefaultStackBytes, how);
     ASSERT_EQ(pool.switch_used(), how);
     FiberBarrier b{4, 0, "b"};
     std::vector<std::string> bad;
@@ -182,7 +182,7 @@ TEST(CtaFiber, LiveValuesAndCaughtExceptionsSurviveSwitches) {
   }
   for (FiberSwitch how : switches()) {
     SCOPED_TRACE(name_of(how));
-    FiberPool pool(kN, 512 * 1024, how);
+    FiberPool pool(kN, FiberPool::kDefaultStackBytes, how);
     FiberBarrier b{kN, 0, "b"};
     std::vector<uint64_t> got(kN);
     pool.run([&](int i) {
