@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "attn/host_loops.h"
 #include "core/nvtx.h"
 
 namespace dcp::attn {
@@ -93,20 +94,26 @@ void attn_fwd_ref(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, st
   begin_fwd(bq, bk, s, q, k, v, out, lse);
   const int d = s.head_dim;
   const double scale = s.scale();
-  std::vector<double> scores;
+  std::vector<double> scores, rows;
+  std::vector<std::vector<double>> kt(s.kv_heads);  // per kv head: the sequence's keys transposed
   for (int j = 0; j < bq.batch(); ++j) {
     const int64_t start_q = bq.cu_seqlens_padded[j], start_k = bk.cu_seqlens_padded[j];
     const int32_t len_q = bq.seqlen(j), len_k = bk.seqlen(j);
+    for (int g = 0; g < s.kv_heads; ++g) {
+      host::head_rows(k, start_k, len_k, s.kv_heads, g, d, rows);
+      host::transpose(rows.data(), len_k, d, kt[g]);
+    }
     for (int32_t i = 0; i < len_q; ++i) {
       const int32_t nk = keys_attended(s, i, len_q, len_k);
       if (nk == 0) continue;  // attends nothing: out 0, lse -inf
       for (int h = 0; h < s.heads; ++h) {
         const int g = h / s.group();
         const double* qi = &q[((start_q + i) * s.heads + h) * d];
-        scores.assign(nk, 0.0);
+        scores.resize(nk);
+        host::dots(qi, kt[g], len_k, nk, d, scores.data());  // <q_i, k_p> (host_loops.h)
         double m = -std::numeric_limits<double>::infinity();
         for (int32_t p = 0; p < nk; ++p) {
-          scores[p] = scale * dot(qi, &k[((start_k + p) * s.kv_heads + g) * d], d);
+          scores[p] *= scale;
           m = std::max(m, scores[p]);
         }
         double sum = 0;
@@ -114,11 +121,8 @@ void attn_fwd_ref(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, st
         const double l = m + std::log(sum);
         lse[(start_q + i) * s.heads + h] = l;
         double* oi = &out[((start_q + i) * s.heads + h) * d];
-        for (int32_t p = 0; p < nk; ++p) {
-          const double prob = std::exp(scores[p] - l);
-          const double* vp = &v[((start_k + p) * s.kv_heads + g) * d];
-          for (int e = 0; e < d; ++e) oi[e] += prob * vp[e];
-        }
+        for (int32_t p = 0; p < nk; ++p)
+          host::axpy(std::exp(scores[p] - l), &v[((start_k + p) * s.kv_heads + g) * d], oi, d);
       }
     }
   }
@@ -139,25 +143,35 @@ void attn_bwd_ref(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, st
   check_sizes(s, bq.total_tokens(), bk.total_tokens(), q.size(), k.size(), v.size(), out.size(), lse.size());
   const int d = s.head_dim;
   const double scale = s.scale();
+  std::vector<double> qk, dov, rows;
+  std::vector<std::vector<double>> kt(s.kv_heads), vt(s.kv_heads);  // per kv head, transposed
   for (int j = 0; j < bq.batch(); ++j) {
     const int64_t start_q = bq.cu_seqlens_padded[j], start_k = bk.cu_seqlens_padded[j];
     const int32_t len_q = bq.seqlen(j), len_k = bk.seqlen(j);
+    for (int g = 0; g < s.kv_heads; ++g) {
+      host::head_rows(k, start_k, len_k, s.kv_heads, g, d, rows);
+      host::transpose(rows.data(), len_k, d, kt[g]);
+      host::head_rows(v, start_k, len_k, s.kv_heads, g, d, rows);
+      host::transpose(rows.data(), len_k, d, vt[g]);
+    }
     for (int32_t i = 0; i < len_q; ++i) {
+      const int32_t nk = keys_attended(s, i, len_q, len_k);
       for (int h = 0; h < s.heads; ++h) {
         const int g = h / s.group();
         const int64_t qrow = ((start_q + i) * s.heads + h) * d;
         const double delta = dot(&dout[qrow], &out[qrow], d);
         const double l = lse[(start_q + i) * s.heads + h];
-        for (int32_t p = 0; p < keys_attended(s, i, len_q, len_k); ++p) {
+        qk.resize(nk);
+        dov.resize(nk);
+        host::dots(&q[qrow], kt[g], len_k, nk, d, qk.data());      // <q_i, k_p>
+        host::dots(&dout[qrow], vt[g], len_k, nk, d, dov.data());  // dP_p = <dout_i, v_p>
+        for (int32_t p = 0; p < nk; ++p) {
           const int64_t krow = ((start_k + p) * s.kv_heads + g) * d;
-          const double prob = std::exp(scale * dot(&q[qrow], &k[krow], d) - l);
-          const double dprob = dot(&dout[qrow], &v[krow], d);
-          const double ds = prob * (dprob - delta);
-          for (int e = 0; e < d; ++e) {
-            dq[qrow + e] += scale * ds * k[krow + e];
-            dk[krow + e] += scale * ds * q[qrow + e];
-            dv[krow + e] += prob * dout[qrow + e];
-          }
+          const double prob = std::exp(scale * qk[p] - l);
+          const double ds = prob * (dov[p] - delta);
+          host::axpy(scale * ds, &k[krow], &dq[qrow], d);
+          host::axpy(scale * ds, &q[qrow], &dk[krow], d);
+          host::axpy(prob, &dout[qrow], &dv[krow], d);
         }
       }
     }

@@ -1,15 +1,19 @@
 // See bf16_rule.h. The naive algorithm is written per (sequence, query head) as the dense
 // matmuls PyTorch would run, with fp32 accumulators (float) and a bf16 rounding after each op
-// whose output PyTorch would store in bf16.
+// whose output PyTorch would store in bf16. Each matmul element is one fp32 sum in the
+// textbook order (attn/host_loops.h runs independent sums side by side, bit for bit the same).
 #include "attn/bf16_rule.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <vector>
 
 #include "attn/attn_ref.h"
+#include "attn/host_loops.h"
 #include "core/nvtx.h"
 
 namespace dcp::attn {
@@ -46,7 +50,22 @@ double round_fp16(double x) {
 
 double round_half(double x, Half h) { return h == Half::bf16 ? round_bf16(x) : round_fp16(x); }
 
+float round_half(float x, Half h) {
+  if (h == Half::bf16) {
+    const auto u = std::bit_cast<uint32_t>(x);
+    const uint32_t exponent = (u >> 23) & 0xffu;
+    // A carry out of the kept bits raises the exponent (to inf's at the top: what round_bf16
+    // returns beyond the largest bf16).
+    if (exponent != 0 && exponent != 0xffu) return std::bit_cast<float>((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+  }
+  return static_cast<float>(round_half(static_cast<double>(x), h));
+}
+
 namespace {
+
+using host::axpy;
+using host::dots;
+constexpr auto rows_as_float = host::head_rows<float>;  // one head's rows as dense fp32
 
 // One (sequence, query head): the 16-bit scaled keys of its kv head (reorder_ops=True scales k,
 // after repeat_kv: scores = q (k / sqrt(d))^T), probabilities [len_q x len_k] with the masked
@@ -62,29 +81,29 @@ struct Seq {
   int32_t len_q, len_k;
 };
 
-Probs probs(const AttnShape& s, const Seq& sq, int h, std::span<const double> q, std::span<const double> k,
-            Half half) {
-  const auto rd = [half](float x) { return static_cast<float>(round_half(static_cast<double>(x), half)); };
+// r is the caller's workspace (its buffers reused from one head to the next).
+void probs(const AttnShape& s, const Seq& sq, int h, std::span<const double> q, std::span<const double> k,
+           Half half, Probs& r) {
+  const auto rd = [half](float x) { return round_half(x, half); };
   const int d = s.head_dim, g = h / s.group();
   const float scale = static_cast<float>(s.scale());
-  Probs r;
   r.ks.resize(static_cast<size_t>(sq.len_k) * d);
   r.p.assign(static_cast<size_t>(sq.len_q) * sq.len_k, 0.0f);
   r.lse.assign(sq.len_q, -std::numeric_limits<float>::infinity());
   for (int32_t p = 0; p < sq.len_k; ++p)
     for (int e = 0; e < d; ++e)
       r.ks[p * d + e] = rd(static_cast<float>(k[((sq.start_k + p) * s.kv_heads + g) * d + e]) * scale);
-  std::vector<float> row;
+  std::vector<float> row, qf, kst;
+  rows_as_float(q, sq.start_q, sq.len_q, s.heads, h, d, qf);
+  host::transpose(r.ks.data(), sq.len_k, d, kst);
   for (int32_t i = 0; i < sq.len_q; ++i) {
     const int32_t nk = keys_attended(s, i, sq.len_q, sq.len_k);
     if (nk == 0) continue;
-    row.assign(nk, 0.0f);
+    row.resize(nk);
+    dots(&qf[static_cast<size_t>(i) * d], kst, sq.len_k, nk, d, row.data());
     float m = -std::numeric_limits<float>::infinity();
     for (int32_t p = 0; p < nk; ++p) {
-      float acc = 0;
-      const double* qi = &q[((sq.start_q + i) * s.heads + h) * d];
-      for (int e = 0; e < d; ++e) acc += static_cast<float>(qi[e]) * r.ks[p * d + e];
-      row[p] = rd(acc);
+      row[p] = rd(row[p]);
       m = std::max(m, row[p]);
     }
     float sum = 0;
@@ -92,7 +111,6 @@ Probs probs(const AttnShape& s, const Seq& sq, int h, std::span<const double> q,
     r.lse[i] = m + std::log(sum);
     for (int32_t p = 0; p < nk; ++p) r.p[static_cast<size_t>(i) * sq.len_k + p] = rd(std::exp(row[p] - m) / sum);
   }
-  return r;
 }
 
 Seq seq(const ThdBatch& bq, const ThdBatch& bk, int j) {
@@ -106,24 +124,25 @@ void attn_fwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, 
                     std::span<double> out, std::span<double> lse) {
   DCP_NVTX_RANGE();
   begin_fwd(bq, bk, s, q, k, v, out, lse);
-  const auto rd = [half](float x) { return static_cast<float>(round_half(static_cast<double>(x), half)); };
+  const auto rd = [half](float x) { return round_half(x, half); };
   const int d = s.head_dim;
+  std::vector<float> vf, acc(d);
+  Probs pr;
   for (int j = 0; j < bq.batch(); ++j) {
     const Seq sq = seq(bq, bk, j);
     for (int h = 0; h < s.heads; ++h) {
       const int g = h / s.group();
-      const Probs pr = probs(s, sq, h, q, k, half);
+      probs(s, sq, h, q, k, half, pr);
+      rows_as_float(v, sq.start_k, sq.len_k, s.kv_heads, g, d, vf);
       for (int32_t i = 0; i < sq.len_q; ++i) {
         const int32_t nk = keys_attended(s, i, sq.len_q, sq.len_k);
         if (nk == 0) continue;
         lse[(sq.start_q + i) * s.heads + h] = pr.lse[i];
-        for (int e = 0; e < d; ++e) {
-          float acc = 0;
-          for (int32_t p = 0; p < nk; ++p)
-            acc += pr.p[static_cast<size_t>(i) * sq.len_k + p] *
-                   static_cast<float>(v[((sq.start_k + p) * s.kv_heads + g) * d + e]);
-          out[((sq.start_q + i) * s.heads + h) * d + e] = rd(acc);
-        }
+        // out_e = sum over p (ascending) of P_ip v_pe in fp32, all e at once (host_loops.h).
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        const float* pi = &pr.p[static_cast<size_t>(i) * sq.len_k];
+        for (int32_t p = 0; p < nk; ++p) axpy(pi[p], &vf[static_cast<size_t>(p) * d], acc.data(), d);
+        for (int e = 0; e < d; ++e) out[((sq.start_q + i) * s.heads + h) * d + e] = rd(acc[e]);
       }
     }
   }
@@ -141,56 +160,68 @@ void attn_bwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, 
                     std::span<double> dv) {
   DCP_NVTX_RANGE();
   begin_bwd(bq, bk, s, q, k, v, dout, dq, dk, dv);
-  const auto rd = [half](float x) { return static_cast<float>(round_half(static_cast<double>(x), half)); };
+  const auto rd = [half](float x) { return round_half(x, half); };
   const int d = s.head_dim;
   const float scale = static_cast<float>(s.scale());
+  std::vector<float> vf, vt, qf, of, acc(d), acc_k(d), acc_v(d), ds, dp;
+  std::vector<int32_t> nks;
+  Probs pr;
   for (int j = 0; j < bq.batch(); ++j) {
     const Seq sq = seq(bq, bk, j);
     const int32_t lq = sq.len_q, lk = sq.len_k;
     if (lq == 0 || lk == 0) continue;
+    const auto lkz = static_cast<size_t>(lk);
+    nks.resize(lq);
+    for (int32_t i = 0; i < lq; ++i) nks[i] = keys_attended(s, i, lq, lk);
     for (int g = 0; g < s.kv_heads; ++g) {
       // The kv group's dk/dv: per query head a 16-bit matmul output, summed in fp32, rounded once.
-      std::vector<float> dk_sum(static_cast<size_t>(lk) * d, 0.0f), dv_sum(dk_sum.size(), 0.0f);
+      std::vector<float> dk_sum(lkz * d, 0.0f), dv_sum(dk_sum.size(), 0.0f);
+      rows_as_float(v, sq.start_k, lk, s.kv_heads, g, d, vf);
+      host::transpose(vf.data(), lk, d, vt);
       for (int h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-        const Probs pr = probs(s, sq, h, q, k, half);
+        probs(s, sq, h, q, k, half, pr);
+        rows_as_float(q, sq.start_q, lq, s.heads, h, d, qf);
+        rows_as_float(dout, sq.start_q, lq, s.heads, h, d, of);
         const auto at = [&](int32_t i) { return ((sq.start_q + i) * s.heads + h) * d; };
-        const auto kv_at = [&](int32_t p) { return ((sq.start_k + p) * s.kv_heads + g) * d; };
         // dP = rd(dO V^T); dS = rd(P (dP - rowsum(dP P))) (softmax backward in fp32).
-        std::vector<float> ds(static_cast<size_t>(lq) * lk, 0.0f);
+        ds.assign(static_cast<size_t>(lq) * lk, 0.0f);
         for (int32_t i = 0; i < lq; ++i) {
-          const int32_t nk = keys_attended(s, i, lq, lk);
-          std::vector<float> dp(nk);
+          const int32_t nk = nks[i];
+          dp.resize(nk);
+          dots(&of[static_cast<size_t>(i) * d], vt, lk, nk, d, dp.data());
           float rowsum = 0;
           for (int32_t p = 0; p < nk; ++p) {
-            float acc = 0;
-            for (int e = 0; e < d; ++e) acc += static_cast<float>(dout[at(i) + e]) * static_cast<float>(v[kv_at(p) + e]);
-            dp[p] = rd(acc);
-            rowsum += dp[p] * pr.p[static_cast<size_t>(i) * lk + p];
+            dp[p] = rd(dp[p]);
+            rowsum += dp[p] * pr.p[i * lkz + p];
           }
           for (int32_t p = 0; p < nk; ++p) {
-            const float prob = pr.p[static_cast<size_t>(i) * lk + p];
-            ds[static_cast<size_t>(i) * lk + p] = rd(prob * (dp[p] - rowsum));
+            const float prob = pr.p[i * lkz + p];
+            ds[i * lkz + p] = rd(prob * (dp[p] - rowsum));
           }
         }
         // dQ = rd(dS Ks); this head's dK = rd(rd(dS^T Q) * scale) (the backward of
-        // k / sqrt(d)), dV = rd(P^T dO). Masked entries of P and dS are 0.
-        for (int32_t i = 0; i < lq; ++i)
-          for (int e = 0; e < d; ++e) {
-            float acc = 0;
-            for (int32_t p = 0; p < keys_attended(s, i, lq, lk); ++p)
-              acc += ds[static_cast<size_t>(i) * lk + p] * pr.ks[p * d + e];
-            dq[at(i) + e] = rd(acc);
+        // k / sqrt(d)), dV = rd(P^T dO). Masked entries of P and dS are 0: dK and dV skip them,
+        // which leaves every sum as it was for finite q and dO (0 * x adds a signed zero, and an
+        // fp32 sum that starts at +0 never holds -0 under round-to-nearest, so it is unchanged).
+        for (int32_t i = 0; i < lq; ++i) {
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int32_t p = 0; p < nks[i]; ++p)
+            axpy(ds[i * lkz + p], &pr.ks[static_cast<size_t>(p) * d], acc.data(), d);
+          for (int e = 0; e < d; ++e) dq[at(i) + e] = rd(acc[e]);
+        }
+        for (int32_t p = 0; p < lk; ++p) {
+          std::fill(acc_k.begin(), acc_k.end(), 0.0f);
+          std::fill(acc_v.begin(), acc_v.end(), 0.0f);
+          for (int32_t i = 0; i < lq; ++i) {
+            if (p >= nks[i]) continue;
+            axpy(ds[i * lkz + p], &qf[static_cast<size_t>(i) * d], acc_k.data(), d);
+            axpy(pr.p[i * lkz + p], &of[static_cast<size_t>(i) * d], acc_v.data(), d);
           }
-        for (int32_t p = 0; p < lk; ++p)
           for (int e = 0; e < d; ++e) {
-            float acc_k = 0, acc_v = 0;
-            for (int32_t i = 0; i < lq; ++i) {
-              acc_k += ds[static_cast<size_t>(i) * lk + p] * static_cast<float>(q[at(i) + e]);
-              acc_v += pr.p[static_cast<size_t>(i) * lk + p] * static_cast<float>(dout[at(i) + e]);
-            }
-            dk_sum[p * d + e] += rd(rd(acc_k) * scale);
-            dv_sum[p * d + e] += rd(acc_v);
+            dk_sum[p * d + e] += rd(rd(acc_k[e]) * scale);
+            dv_sum[p * d + e] += rd(acc_v[e]);
           }
+        }
       }
       for (int32_t p = 0; p < lk; ++p)
         for (int e = 0; e < d; ++e) {
