@@ -110,7 +110,7 @@ void attn_fwd_ref(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, st
         const int g = h / s.group();
         const double* qi = &q[((start_q + i) * s.heads + h) * d];
         scores.resize(nk);
-        host::dots(qi, kt[g], len_k, nk, d, scores.data());  // <q_i, k_p> (host_loops.h)
+        host::dots(qi, kt[g].data(), len_k, nk, d, scores.data());  // <q_i, k_p> (host_loops.h)
         double m = -std::numeric_limits<double>::infinity();
         for (int32_t p = 0; p < nk; ++p) {
           scores[p] *= scale;
@@ -163,8 +163,8 @@ void attn_bwd_ref(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, st
         const double l = lse[(start_q + i) * s.heads + h];
         qk.resize(nk);
         dov.resize(nk);
-        host::dots(&q[qrow], kt[g], len_k, nk, d, qk.data());      // <q_i, k_p>
-        host::dots(&dout[qrow], vt[g], len_k, nk, d, dov.data());  // dP_p = <dout_i, v_p>
+        host::dots(&q[qrow], kt[g].data(), len_k, nk, d, qk.data());      // <q_i, k_p>
+        host::dots(&dout[qrow], vt[g].data(), len_k, nk, d, dov.data());  // dP_p = <dout_i, v_p>
         for (int32_t p = 0; p < nk; ++p) {
           const int64_t krow = ((start_k + p) * s.kv_heads + g) * d;
           const double prob = std::exp(scale * qk[p] - l);

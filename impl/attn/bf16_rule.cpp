@@ -1,7 +1,8 @@
 // See bf16_rule.h. The naive algorithm is written per (sequence, query head) as the dense
 // matmuls PyTorch would run, with fp32 accumulators (float) and a bf16 rounding after each op
 // whose output PyTorch would store in bf16. Each matmul element is one fp32 sum in the
-// textbook order (attn/host_loops.h runs independent sums side by side, bit for bit the same).
+// textbook order (attn/host_loops.h runs independent sums side by side: on finite inputs the
+// textbook loops' results bit for bit, tests/test_host_loops.cpp).
 #include "attn/bf16_rule.h"
 
 #include <algorithm>
@@ -81,7 +82,7 @@ struct Seq {
   int32_t len_q, len_k;
 };
 
-// r is the caller's workspace (its buffers reused from one head to the next).
+// r's buffers are the caller's, reused from one head to the next.
 void probs(const AttnShape& s, const Seq& sq, int h, std::span<const double> q, std::span<const double> k,
            Half half, Probs& r) {
   const auto rd = [half](float x) { return round_half(x, half); };
@@ -100,7 +101,7 @@ void probs(const AttnShape& s, const Seq& sq, int h, std::span<const double> q, 
     const int32_t nk = keys_attended(s, i, sq.len_q, sq.len_k);
     if (nk == 0) continue;
     row.resize(nk);
-    dots(&qf[static_cast<size_t>(i) * d], kst, sq.len_k, nk, d, row.data());
+    dots(&qf[static_cast<size_t>(i) * d], kst.data(), sq.len_k, nk, d, row.data());
     float m = -std::numeric_limits<float>::infinity();
     for (int32_t p = 0; p < nk; ++p) {
       row[p] = rd(row[p]);
@@ -188,7 +189,7 @@ void attn_bwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, 
         for (int32_t i = 0; i < lq; ++i) {
           const int32_t nk = nks[i];
           dp.resize(nk);
-          dots(&of[static_cast<size_t>(i) * d], vt, lk, nk, d, dp.data());
+          dots(&of[static_cast<size_t>(i) * d], vt.data(), lk, nk, d, dp.data());
           float rowsum = 0;
           for (int32_t p = 0; p < nk; ++p) {
             dp[p] = rd(dp[p]);

@@ -1,11 +1,13 @@
 // Loops shared by the host references (attn_ref.cpp in float64, the naive 16-bit algorithm in
-// bf16_rule.cpp in fp32), arranged for speed without changing a bit of their arithmetic: each
-// output element is one chain of multiply-adds in a fixed order (e ascending in a dot product,
-// the caller's order in an axpy), as the textbook loops compute it: no reassociation, and no FMA
-// (the build does not target it). Only independent chains run side by side, which the compiler
-// vectorises at -O2. The references spent most of the device run's ~90 s stress step (ci/device-run.sh)
-// in element-at-a-time loops: latency-bound dot products and axpys it could not vectorise for
-// fear of aliasing.
+// bf16_rule.cpp in fp32), arranged for speed without changing their arithmetic: each output
+// element is one chain of multiply-adds in a fixed order (e ascending in a dot product, the
+// caller's order in an axpy), as the textbook loops compute it: no reassociation, and no FMA (the
+// build does not target it), so on finite inputs every result is the textbook loops' bit for bit
+// (tests/test_host_loops.cpp; a NaN may come out with another sign or payload, which IEEE leaves
+// open). Only independent chains run side by side, which the compiler vectorises at -O2. The
+// references spent most of the device run's stress step (ci/device-run.sh: ~85 s of one core on
+// this project's VM) in element-at-a-time loops: latency-bound dot products and axpys it could
+// not vectorise for fear of aliasing.
 #pragma once
 
 #include <algorithm>
@@ -46,11 +48,12 @@ inline void transpose(const T* x, int64_t rows, int d, std::vector<T>& xt) {
 }
 
 // out[p] = sum over e ascending of a[e] * x[p][e] for p < n, given xt = x transposed with `ld`
-// rows (n <= ld): d axpys over p, each out[p] the same chain as a dot product of two rows.
+// rows (n <= ld; ld = 0, an empty x, with n = 0): d axpys over p, each out[p] the same chain as
+// a dot product of two rows.
 template <class T>
-inline void dots(const T* a, const std::vector<T>& xt, int64_t ld, int64_t n, int d, T* out) {
+inline void dots(const T* a, const T* xt, int64_t ld, int64_t n, int d, T* out) {
   std::fill(out, out + n, T(0));
-  for (int e = 0; e < d; ++e) axpy(a[e], &xt[static_cast<size_t>(e) * ld], out, n);
+  for (int e = 0; e < d; ++e) axpy(a[e], xt + static_cast<size_t>(e) * ld, out, n);
 }
 
 }  // namespace dcp::attn::host
