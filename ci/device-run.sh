@@ -23,8 +23,8 @@
 #              -> results/measured/<scenario>-<strategy>-calibrated.json;
 #   measure and validate run for llama13b-github, then llama13b-commoncrawl.
 # (stress, test_attn_cuda's *Stress* cases at large sizes, whose CPU references take ~13 s of one
-#  core on this project's VM (~85 s until 2026-12-05) and which gpu-tests leaves out so that its 60 s limit covers the other kernel
-#  cases, runs after calibrate.)
+#  core on this project's VM (85-90 s until 2026-12-05) and which gpu-tests leaves out so that its
+#  60 s limit covers the other kernel cases, runs after calibrate.)
 # Budget: --budget-s, or DCP_DEVICE_BUDGET_S, default 540 s (give the device call timeout_s 590).
 # A step is skipped when its predicted seconds exceed what is left: the shares by the bundle's
 # predicted GPU time (2 x the simulated busy time + 15 s to plan and simulate), the other steps
@@ -240,8 +240,8 @@ if dcp_want gpu-tests; then
       run_step "$t" 20 60 "${B[@]}" DCP_REQUIRE_GPU=1 "$mpirun" --allow-run-as-root --oversubscribe -np 1 \
         "$bin/$t" --gtest_output="xml:$xml"
     else
-      # test_attn_cuda without its two stress cases: their float64 and naive references took ~90 s
-      # of one CPU core (timed on this project's VM, helper-35; ~13 s there since
+      # test_attn_cuda without its two stress cases: their float64 and naive references took 85-90 s
+      # of one CPU core (timed on this project's VM, helper-35 and 2026-12-05; ~13 s there since
       # attn/host_loops.h) and gtest runs them before the parameterised kernel cases, so the 60 s
       # limit could stop the binary before any of those (step stress).
       only=(); [ "$t" = test_attn_cuda ] && only=(--gtest_filter='-*Stress*')
@@ -288,7 +288,7 @@ if dcp_want stress; then
   # before the measured runs: the benchmark's numbers stand on kernels that are right at such sizes
   # too, and a measured run skipped for time loses one strategy only. Their float64 and naive CPU
   # references take ~13 s of one core on this project's VM (timed 2026-12-05: forward 5.0 + 1.6 s,
-  # backward 0.9 + 4.5 + 1.0 s; ~85 s before attn/host_loops.h; no device has timed them):
+  # backward 0.9 + 4.5 + 1.0 s; 85-90 s before attn/host_loops.h; no device has timed them):
   # predicted 25 s, limit 120 s.
   xml="results/device/test_attn_cuda-stress.xml"
   written+=("$xml")

@@ -1,6 +1,6 @@
 // Float64 reference attention over packed THD sequences: the spec every other attention path
 // (CP ring, CP all-gather, CUDA kernels) is checked against. Plain loops; their dot products
-// and axpys run through attn/host_loops.h, which computes each element's sum in the textbook
+// over keys and their axpys run through attn/host_loops.h, which computes each element's sum in the textbook
 // order (on finite inputs bit for bit the textbook loops' result, tests/test_host_loops.cpp),
 // only with independent sums side by side.
 // Shapes and mask: attn_shape.h. Batch layout: thd.h.

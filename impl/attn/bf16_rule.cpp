@@ -202,8 +202,8 @@ void attn_bwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, 
         }
         // dQ = rd(dS Ks); this head's dK = rd(rd(dS^T Q) * scale) (the backward of
         // k / sqrt(d)), dV = rd(P^T dO). Masked entries of P and dS are 0: dK and dV skip them,
-        // which leaves every sum as it was for finite q and dO (0 * x adds a signed zero, and an
-        // fp32 sum that starts at +0 never holds -0 under round-to-nearest, so it is unchanged).
+        // which leaves every sum as it was for q and dO finite in fp32 (0 * x adds a signed zero,
+        // and an fp32 sum that starts at +0 never holds -0 under round-to-nearest).
         for (int32_t i = 0; i < lq; ++i) {
           std::fill(acc.begin(), acc.end(), 0.0f);
           for (int32_t p = 0; p < nks[i]; ++p)

@@ -5,9 +5,9 @@
 // build does not target it), so on finite inputs every result is the textbook loops' bit for bit
 // (tests/test_host_loops.cpp; a NaN may come out with another sign or payload, which IEEE leaves
 // open). Only independent chains run side by side, which the compiler vectorises at -O2. The
-// references spent most of the device run's stress step (ci/device-run.sh: ~85 s of one core on
-// this project's VM) in element-at-a-time loops: latency-bound dot products and axpys it could
-// not vectorise for fear of aliasing.
+// stress cases' references (ci/device-run.sh's stress step) took 85-90 s of one core, timed on
+// this project's VM, mostly in element-at-a-time loops: latency-bound dot products and axpys the
+// compiler could not vectorise for fear of aliasing.
 #pragma once
 
 #include <algorithm>

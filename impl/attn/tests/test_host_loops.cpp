@@ -312,9 +312,9 @@ void expect_same_bits(const std::vector<double>& got, const std::vector<double>&
   for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << what << "[" << i << "]: " << got[i] << " vs " << want[i];
 }
 
-// Causal and not, GQA, rectangular both ways (rows with no key; a sequence with no keys at all),
-// empty and padded sequences, head dims off the eight-wide blocks, both 16-bit types; signed
-// zeros among the (16-bit) inputs.
+// Causal and not, GQA, rectangular both ways (rows with no key; a sequence with no keys at all,
+// after one with keys and first), empty and padded sequences, head dims on the eight-wide blocks
+// and off them (9, 17), both 16-bit types; signed zeros among the (16-bit) inputs.
 TEST(HostLoops, TheReferencesAreTheirTextbookLoopsBitForBit) {
   using testing::FlashCase;
   const std::vector<FlashCase> cases = {
@@ -323,6 +323,7 @@ TEST(HostLoops, TheReferencesAreTheirTextbookLoopsBitForBit) {
       {"causal len_q > len_k, no keys in one", {30, 12, 5}, {6, 0, 5}, {}, 4, 2, 16, true},
       {"causal len_q < len_k, fp16", {8, 33}, {40, 50}, {}, 2, 2, 17, true, Half::fp16},
       {"non-causal rectangular GQA", {12, 3}, {7, 21}, {}, 4, 1, 32, false},
+      {"causal, the first sequence without keys", {6, 10}, {0, 12}, {}, 2, 1, 8, true},
   };
   for (const FlashCase& c : cases) {
     testing::FlashInputs in = testing::flash_inputs(c, 9);
