@@ -65,8 +65,9 @@ double round_fp16(double x);
 double round_half(double x, Half h);
 // round_half of an fp32 value, to fp32 (the value is one), bit for bit the same: the naive
 // algorithm's rounding after each op. For bf16 and a normal x it rounds x's low 16 bits off, to
-// nearest even, in its own bits (~10x faster than through frexp); every other case goes through
-// round_half (bf16 on an fp32 subnormal keeps 8 significant bits there, as round_bf16 does).
+// nearest even, in its own bits (several times faster than through frexp); every other case
+// goes through round_half (bf16 on an fp32 subnormal keeps 8 significant bits there, as
+// round_bf16 does).
 float round_half(float x, Half h);
 
 // The naive bf16 algorithm (see top). Inputs must already be bf16 values (round_bf16); layouts
