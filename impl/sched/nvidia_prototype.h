@@ -46,8 +46,9 @@
 //   2. Its pipeline simulator (simulate_time -> SplitFuseSchedule, 1717-1722) and its 70 GiB
 //      memory simulator check (2339-2340, 2372-2374) are replaced by PlannerOptions::estimate
 //      (our discrete-event simulator and memory model: the fitting plan with the smallest step
-//      wins) when given, else by a 1F1B estimate per slot: sum of its buckets' (fwd + bwd) +
-//      (PP - 1) x its largest.
+//      wins) when given, else by PlannerOptions::step_time_s (a step time, no memory check) when
+//      given, else by a 1F1B estimate per slot: sum of its buckets' (fwd + bwd) + (PP - 1) x its
+//      largest.
 //   3. The per-rank token cap M is enforced: an except sample gets at least cp_min(L) ranks, a
 //      filler or normal sample joins a bucket only if the bucket stays within M tokens per rank
 //      (the prototype's length rule has no cap); an m that cannot hold the batch so is skipped.
@@ -92,11 +93,13 @@
 //      so max() of the empty list raises (2383). Counted per batch by
 //      nvidia_prototype_upstream_raises() and named in the plan's note (the results row's
 //      "note"), only while the port had followed the prototype's decisions on that m (no cap of
-//      deviations 3, 4 or 9 had changed one, and no except sample took more than the 8 ranks
-//      run_hybrid_cp.sh allows, deviation 8): a lower bound, for the prototype as that script
-//      configures it. Checked against the prototype's own
-//      code (stubbed, run by a read-only audit, 2026-11-27) on 200 batches drawn as in Megatron's
-//      example at 8 GPUs: it raised on 50, the port flagged 40 of those and no other.
+//      deviations 3, 4 or 9 had changed one, and no except sample's power-of-two split, before
+//      the "buckets left" cap, was above the 8 ranks run_hybrid_cp.sh allows, deviation 8; a
+//      conservative test: it also stops where that cap would have made both paths the same): a
+//      lower bound, for the prototype as that script configures it. Checked against the
+//      prototype's own code (stubbed, run by a read-only audit, 2026-11-27) on 200 batches drawn
+//      as in Megatron's example at 8 GPUs: it raised on 50, the port flagged 40 of those and no
+//      other.
 // Deterministic: no randomness; ties broken by index, as the prototype's strict comparisons do.
 #pragma once
 
