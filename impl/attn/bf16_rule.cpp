@@ -75,6 +75,9 @@ struct Probs {
   std::vector<float> ks;   // [len_k, d]
   std::vector<float> p;    // [len_q, len_k]
   std::vector<float> lse;  // [len_q]
+  std::vector<float> qf;   // [len_q, d]: the head's queries in fp32 (the backward's Q too)
+  std::vector<float> kst;  // [d, len_k]: ks transposed (workspace)
+  std::vector<float> row;  // one row's scores (workspace)
 };
 
 struct Seq {
@@ -94,14 +97,14 @@ void probs(const AttnShape& s, const Seq& sq, int h, std::span<const double> q, 
   for (int32_t p = 0; p < sq.len_k; ++p)
     for (int e = 0; e < d; ++e)
       r.ks[p * d + e] = rd(static_cast<float>(k[((sq.start_k + p) * s.kv_heads + g) * d + e]) * scale);
-  std::vector<float> row, qf, kst;
-  rows_as_float(q, sq.start_q, sq.len_q, s.heads, h, d, qf);
-  host::transpose(r.ks.data(), sq.len_k, d, kst);
+  rows_as_float(q, sq.start_q, sq.len_q, s.heads, h, d, r.qf);
+  host::transpose(r.ks.data(), sq.len_k, d, r.kst);
+  std::vector<float>& row = r.row;
   for (int32_t i = 0; i < sq.len_q; ++i) {
     const int32_t nk = keys_attended(s, i, sq.len_q, sq.len_k);
     if (nk == 0) continue;
     row.resize(nk);
-    dots(&qf[static_cast<size_t>(i) * d], kst.data(), sq.len_k, nk, d, row.data());
+    dots(&r.qf[static_cast<size_t>(i) * d], r.kst.data(), sq.len_k, nk, d, row.data());
     float m = -std::numeric_limits<float>::infinity();
     for (int32_t p = 0; p < nk; ++p) {
       row[p] = rd(row[p]);
@@ -134,7 +137,7 @@ void attn_fwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, 
     for (int h = 0; h < s.heads; ++h) {
       const int g = h / s.group();
       probs(s, sq, h, q, k, half, pr);
-      rows_as_float(v, sq.start_k, sq.len_k, s.kv_heads, g, d, vf);
+      if (h % s.group() == 0) rows_as_float(v, sq.start_k, sq.len_k, s.kv_heads, g, d, vf);  // once per kv head
       for (int32_t i = 0; i < sq.len_q; ++i) {
         const int32_t nk = keys_attended(s, i, sq.len_q, sq.len_k);
         if (nk == 0) continue;
@@ -164,7 +167,7 @@ void attn_bwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, 
   const auto rd = [half](float x) { return round_half(x, half); };
   const int d = s.head_dim;
   const float scale = static_cast<float>(s.scale());
-  std::vector<float> vf, vt, qf, of, acc(d), acc_k(d), acc_v(d), ds, dp;
+  std::vector<float> vf, vt, of, acc(d), acc_k(d), acc_v(d), ds, dp;
   std::vector<int32_t> nks;
   Probs pr;
   for (int j = 0; j < bq.batch(); ++j) {
@@ -180,8 +183,7 @@ void attn_bwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, 
       rows_as_float(v, sq.start_k, lk, s.kv_heads, g, d, vf);
       host::transpose(vf.data(), lk, d, vt);
       for (int h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-        probs(s, sq, h, q, k, half, pr);
-        rows_as_float(q, sq.start_q, lq, s.heads, h, d, qf);
+        probs(s, sq, h, q, k, half, pr);  // pr.qf: this head's Q in fp32
         rows_as_float(dout, sq.start_q, lq, s.heads, h, d, of);
         const auto at = [&](int32_t i) { return ((sq.start_q + i) * s.heads + h) * d; };
         // dP = rd(dO V^T); dS = rd(P (dP - rowsum(dP P))) (softmax backward in fp32).
@@ -215,7 +217,7 @@ void attn_bwd_naive(const ThdBatch& bq, const ThdBatch& bk, const AttnShape& s, 
           std::fill(acc_v.begin(), acc_v.end(), 0.0f);
           for (int32_t i = 0; i < lq; ++i) {
             if (p >= nks[i]) continue;
-            axpy(ds[i * lkz + p], &qf[static_cast<size_t>(i) * d], acc_k.data(), d);
+            axpy(ds[i * lkz + p], &pr.qf[static_cast<size_t>(i) * d], acc_k.data(), d);
             axpy(pr.p[i * lkz + p], &of[static_cast<size_t>(i) * d], acc_v.data(), d);
           }
           for (int e = 0; e < d; ++e) {
