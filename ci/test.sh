@@ -75,6 +75,8 @@ if [ "$asan" = 1 ]; then
     exit 1
   fi
   asan_pid=""
+  # Its warnings, which the background build kept out of this output, then its last line.
+  { grep -E -A 3 'warning:' build-asan/build.log || true; } | head -n 60
   tail -n 1 build-asan/build.log
   echo "== tests under ASan + UBSan: cpu, fuzz =="
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
