@@ -8,9 +8,6 @@
 #                     labels cpu and fuzz (libFuzzer targets of the length, scenario, results and
 #                     plan readers, each for a bounded time with a fixed -seed).
 #   3. ci/gate.sh   : the simulated scenario suite against results/baseline/.
-# build-asan/ compiles in the background at nice 19 from the start (log: build-asan/build.log), so it
-# takes only the CPU that stage 1 leaves idle (the build's serial tail and links, tests that wait on
-# sleeps or on mpirun) and stage 1 runs as fast as alone; stage 2 waits for it.
 # Both builds carry line tables only (-DDCP_DEBUG_INFO=lines: file:line in backtraces and sanitizer
 # reports, about a third less compile time); to debug, configure another folder with
 # -DDCP_DEBUG_INFO=full (ci/demo.sh and ci/gate.sh set lines on build/ again).
@@ -21,27 +18,8 @@ jobs="${DCP_JOBS:-$(nproc)}"
 
 ci/install.sh
 
-asan=1
-[ "${DCP_SKIP_ASAN:-0}" != "1" ] || asan=0
-asan_pid=""
-# The background build is its own process group (set -m while it starts), in this session (so in
-# this autogroup, where its nice 19 counts): a failing stage or ^C takes all of it down with us.
-stop_asan_build() { [ -z "$asan_pid" ] || kill -TERM -- "-$asan_pid" 2>/dev/null || true; }
-trap stop_asan_build EXIT
-
-echo "== configure (RelWithDebInfo) =="
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON -DDCP_DEBUG_INFO=lines
-if [ "$asan" = 1 ]; then
-  echo "== configure (clang, ASan + UBSan, CPU only) =="
-  CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_DEBUG_INFO=lines -DDCP_SANITIZE=ON \
-    -DDCP_CUDA=OFF -DDCP_MPI=OFF -DDCP_BENCH=OFF -DDCP_FUZZ=ON
-  echo "== build-asan/ builds in the background at nice 19 (log: build-asan/build.log) =="
-  set -m
-  nice -n 19 cmake --build build-asan -j "$jobs" > build-asan/build.log 2>&1 &
-  asan_pid=$!
-  set +m
-fi
 echo "== build (RelWithDebInfo) =="
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_BENCH=ON -DDCP_DEBUG_INFO=lines
 cmake --build build -j "$jobs"
 labels="cpu|mpi|gpu|converge|robustness"
 # Every test registered in build/ carries one of these labels: an unlabelled one would never run
@@ -64,18 +42,11 @@ skipped=$({ grep -ho '^\[  SKIPPED \] [0-9]* test' build/Testing/Temporary/LastT
           awk '{ n += $4 } END { print n + 0 }')
 [ "$skipped" -eq 0 ] || echo "ci/test.sh: $skipped tests skipped (e.g. $({ grep -m1 -o 'no CUDA device[^"]*' build/Testing/Temporary/LastTest.log || true; } | head -1); see build/Testing/Temporary/LastTest.log)"
 
-if [ "$asan" = 1 ]; then
-  echo "== build (clang, ASan + UBSan, CPU only): waiting for the background build =="
-  if ! wait "$asan_pid"; then
-    asan_pid=""
-    cat build-asan/build.log >&2   # as the foreground build would have printed it (~100 lines)
-    echo "ci/test.sh: the ASan build failed (whole log: build-asan/build.log)" >&2
-    exit 1
-  fi
-  asan_pid=""
-  # Its warnings, which the background build kept out of this output, then its last line.
-  { grep -E -A 3 'warning:' build-asan/build.log || true; } | head -n 60
-  tail -n 1 build-asan/build.log
+if [ "${DCP_SKIP_ASAN:-0}" != "1" ]; then
+  echo "== build (clang, ASan + UBSan, CPU only) =="
+  CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_DEBUG_INFO=lines -DDCP_SANITIZE=ON \
+    -DDCP_CUDA=OFF -DDCP_MPI=OFF -DDCP_BENCH=OFF -DDCP_FUZZ=ON
+  cmake --build build-asan -j "$jobs"
   echo "== tests under ASan + UBSan: cpu, fuzz =="
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -j 2 -L "cpu|fuzz")

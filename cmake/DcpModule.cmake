@@ -27,12 +27,15 @@ function(dcp_test name label)
   endif()
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main Threads::Threads)
-  # The test sources at -O1 in the optimised builds (the libraries they test keep the build type's
-  # -O2): GoogleTest's macro expansions are most of what they compile, and -O1 took their compile
-  # time from ~277 s to 181 s of CPU in build/ (gcc) and from 312 s to 282 s in build-asan/ (clang),
-  # with no test slower (2026-12-05, 2-core VM). -O0 would save 30 s more but made test_attn 6x slower
-  # (the CPU emulation of the CUDA kernels compiles into its test sources from headers).
-  target_compile_options(${name} PRIVATE $<$<CONFIG:RelWithDebInfo,Release>:-O1>)
+  # The C++ test sources at -O1 in the optimised builds (the libraries they test keep their own
+  # optimisation: the build type's -O2, -O3 for dcp_model): GoogleTest's macro expansions are most
+  # of what they compile, and -O1 took their compile time from ~277 s to 181 s of CPU in build/
+  # (gcc) and from 312 s to 282 s in build-asan/ (clang), with no test slower (2026-12-05, 2-core
+  # VM; the GPU tests, which skip there, untimed). -O0 would save 30 s more but made test_attn 6x
+  # slower (the CPU emulation of the CUDA kernels compiles into its test sources from headers).
+  # Results cannot move with it: no -march (SSE2, no FMA), no -ffast-math. C++ only, as nvcc
+  # refuses a second -O. (The MPI test executables, plain add_executable, keep -O2.)
+  target_compile_options(${name} PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:RelWithDebInfo,Release>>:-O1>)
   add_test(NAME ${name} COMMAND ${name} --gtest_brief=1)
   set_tests_properties(${name} PROPERTIES LABELS ${label} TIMEOUT 900)
 endfunction()
