@@ -89,7 +89,9 @@
 //   forward only with overlap_grad_reduce (--overlap-grad-reduce / --overlap-param-gather).
 //
 // Per iteration (serial, after the pipeline): the optimizer step ((optimizer_bytes_per_param x the
-// GPU's shard + grad bytes x the stage's params, the zeroed grad buffer) / HBM),
+// GPU's shard + grad bytes x the stage's params, the zeroed grad buffer, + 2 x grad bytes x the
+// stage's params when the pool has N > 1 ranks, the pass that scales that buffer by 1 / N or
+// 1 / tokens) / HBM),
 // iteration_overhead_s, and for every THD plan (the packing baseline and every dynamic plan; not
 // bshd) the scenario's data path: with Megatron's sequence-packing scheduler (data_path megatron)
 // two length all-gathers over the DP group ((DP-1) latencies each), the payload re-route (one

@@ -512,17 +512,26 @@ TEST(IterationCost, OptimizerShardFixedCostAndTheSequencePackingDataPath) {
   cm.hardware.intra_node_latency_s = 1e-5;
   const double p = 197504;
   auto it = iteration_time(cm, false, 4096);
-  // Whole model (no distributed optimizer), plus zeroing the fp32 grad buffer (4 B per param).
-  EXPECT_NEAR(it.optimizer_s, (10 * p + 4 * p) / 1e9, 1e-15);
+  // Whole model (no distributed optimizer), plus zeroing the fp32 grad buffer (4 B per param) and
+  // scaling it (read + write, 8 B per param: a pool of 2 ranks).
+  EXPECT_NEAR(it.optimizer_s, (10 * p + 4 * p + 8 * p) / 1e9, 1e-15);
   EXPECT_DOUBLE_EQ(it.fixed_s, 1e-3);
   EXPECT_EQ(it.data_s, 0.0);  // a padded (bshd) plan takes Megatron's ordinary data path
   cm.training.distributed_optimizer = true;
   it = iteration_time(cm, true, 4096);
-  // The Adam step on the shard of the pool of 2; the whole grad buffer is still zeroed.
-  EXPECT_NEAR(it.optimizer_s, (10 * p / 2 + 4 * p) / 1e9, 1e-15);
-  cm.training.grad_reduce_fp32 = false;  // bf16 grads: 2 B per param zeroed
-  EXPECT_NEAR(iteration_time(cm, true, 4096).optimizer_s, (10 * p / 2 + 2 * p) / 1e9, 1e-15);
+  // The Adam step on the shard of the pool of 2; the whole grad buffer is still zeroed and scaled.
+  EXPECT_NEAR(it.optimizer_s, (10 * p / 2 + 4 * p + 8 * p) / 1e9, 1e-15);
+  cm.training.grad_reduce_fp32 = false;  // bf16 grads: 2 B per param zeroed, 4 read and written
+  EXPECT_NEAR(iteration_time(cm, true, 4096).optimizer_s, (10 * p / 2 + 2 * p + 4 * p) / 1e9, 1e-15);
   cm.training.grad_reduce_fp32 = true;
+  {
+    // A pool of one rank: nothing divides the gradients (no --calculate-per-token-loss recorded),
+    // so only the zeroing pass is charged.
+    auto one = unit_model(1);
+    one.hardware.hbm_bytes_per_s = 1e9;
+    one.hardware.optimizer_bytes_per_param = 10;
+    EXPECT_NEAR(iteration_time(one, false, 4096).optimizer_s, (10 * p + 4 * p) / 1e9, 1e-15);
+  }
   // DP 2 (cp 1): two length all-gathers over the DP group, 1 latency each; the re-route's six
   // all-to-alls, 1 latency each, moving (DP-1)/DP of the 4096 received tokens x 28 B at 1e9 B/s;
   // the host part.
@@ -633,18 +642,24 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
   EXPECT_DOUBLE_EQ(logit_bytes_per_token(cm).saved, 4 * 1001 / 2.0);
   cm.cluster.tp = 1;
   cm.model.vocab = 1000;
+  // The head's saved inputs: the final norm's and the output layer's, 2h each in bf16, / tp.
+  EXPECT_DOUBLE_EQ(head_saved_bytes_per_token(cm), 4.0 * 128);
+  cm.cluster.tp = 2;
+  EXPECT_DOUBLE_EQ(head_saved_bytes_per_token(cm), 2.0 * 128);
+  cm.cluster.tp = 1;
   // Stage 0 is the last stage (pp 1): 3 micro-batches of 1000 tokens in flight, 2 layers, and
-  // the larger of the layer transient and the logits (never their sum, memory.h).
+  // the larger of the layer transient and the head's inputs + the logits (never their sum,
+  // memory.h).
   cm.hardware.memory_reserved_bytes = 1e6;
   const double base = static_memory(cm, 0).total() + 3 * 1000.0 * 256 * 2;
-  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * 6000);
-  cm.training.cross_entropy_te = true;  // 2000 per token: the backward's layer transient is larger
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * (512 + 6000));
+  cm.training.cross_entropy_te = true;  // 512 + 2000 per token: the backward's layer transient is larger
   EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * (2564 + 256));
   EXPECT_DOUBLE_EQ(static_memory(cm, 0).reserved_bytes, 1e6);
   // Stage 0's embedding gradient (V x h x 2 = 1000 x 128 x 2 = 256,000 B) and the gradient flowing
   // into it (2h = 256 B per token) after a micro-batch's backward, beside the other 2
   // micro-batches' stored layer inputs: the peak with micro-batches of 10 tokens (the running op:
-  // 3 x 10 x 512 + 10 x max(2820, 2000 logits) = 43,560 B).
+  // 3 x 10 x 512 + 10 x max(2820, 512 + 2000 head and logits) = 43,560 B).
   EXPECT_DOUBLE_EQ(embedding_grad_bytes(cm), 1000.0 * 128 * 2);
   EXPECT_DOUBLE_EQ(embedding_input_grad_bytes_per_token(cm), 2.0 * 128);
   cm.cluster.tp = 2;  // whole on every TP rank (the embedding's output is, before its reduction)
@@ -698,8 +713,8 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
     EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(no_recompute, 1), 0);
   }
   // The last stage (5 layers + the output layer of V x h) runs one micro-batch at a time: its
-  // peak adds the larger of one re-materialised layer and the logits, never both; TE's
-  // cross-entropy (run_hybrid_cp.sh USE_TE_CE=1) keeps 2 bytes per logit.
+  // peak adds the larger of one re-materialised layer and the head's inputs (4h) + the logits,
+  // never both; TE's cross-entropy (run_hybrid_cp.sh USE_TE_CE=1) keeps 2 bytes per logit.
   cm.training.cross_entropy_fusion = true;
   cm.training.cross_entropy_te = true;
   cm.model.vocab = 131200;  // the scenarios' padded vocabulary (llama13b-github.json)
@@ -707,7 +722,8 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
   ASSERT_GT(2 * v, activation_bytes_per_token_layer(cm));  // the logits are the larger here
   const auto last = static_memory(cm, 7);
   EXPECT_DOUBLE_EQ(stage_params(cm, 7), params + v * 5120 + 5120);  // untied: output weight + final norm
-  EXPECT_NEAR(uniform_peak_bytes(cm, 7, 1, 65536) - last.total(), 65536.0 * 5 * 2 * 5120 + 65536.0 * 2 * v, 1);
+  EXPECT_NEAR(uniform_peak_bytes(cm, 7, 1, 65536) - last.total(),
+              65536.0 * 5 * 2 * 5120 + 65536.0 * (4 * 5120 + 2 * v), 1);
 }
 
 TEST(Memory, TiedEmbeddingsKeepACopyOnTheLastStageWhenSplit) {
