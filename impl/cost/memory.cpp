@@ -83,13 +83,18 @@ LogitBytes logit_bytes_per_token(const CostModel& cm) {
           logits * (te ? hw.ce_te_peak_bytes_per_logit : hw.ce_fp32_peak_bytes_per_logit)};
 }
 
+double head_saved_bytes_per_token(const CostModel& cm) {
+  return 2.0 * 2.0 * static_cast<double>(cm.model.hidden) / cm.cluster.tp;
+}
+
 double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double tokens, int cp_size) {
   DCP_CHECK(s >= 0 && s < cm.cluster.pp, "stage ", s);
   double layers = 0;
   for (int chunk = 0; chunk < cm.cluster.vpp; ++chunk)
     layers += layers_of_virtual_stage(cm.model, cm.cluster, chunk * cm.cluster.pp + s);
   const double one = tokens * stored_bytes_per_token_layer(cm) * layers / cm.cluster.vpp;
-  const double logits = s == cm.cluster.pp - 1 ? logit_bytes_per_token(cm).peak : 0.0;
+  const double logits =
+      s == cm.cluster.pp - 1 ? head_saved_bytes_per_token(cm) + logit_bytes_per_token(cm).peak : 0.0;
   const double running = in_flight * one + tokens * std::max(layer_backward_transient_bytes_per_token(cm, cp_size), logits);
   const double embedding = s == 0 ? (in_flight - 1) * one + embedding_grad_bytes(cm) +
                                         tokens * embedding_input_grad_bytes_per_token(cm)

@@ -22,6 +22,12 @@
 //     (GPT: 32h + 4a, the paper's 34h minus its dropout masks). With full recompute only the layer
 //     input (2h) is stored, and the backward of a layer re-materialises that layer's activations
 //     for one micro-batch (the transient).
+//   head inputs (the last virtual stage only): the final norm keeps its input (the last layer's
+//     output, 2h) and the output layer its input (the norm's output, 2h), bf16, from that chunk's
+//     forward to its backward: 4h / tp per token. Megatron's TransformerBlock checkpoints only its
+//     layers (full recompute), so both are stored with or without recompute [derived: Megatron-LM
+//     3b309c627e transformer_block.py:702 checkpoints the layers, :765-766 runs final_layernorm
+//     after them; the output layer's linear saves its input for its weight gradient].
 //   logits (the last virtual stage only, which holds the output layer and the loss): T * V / tp
 //     * bytes per logit: `saved` kept from that chunk's forward to its backward (like the stored
 //     activations), `peak` live at once while the loss or its gradient runs (hardware.cpp derives
@@ -59,10 +65,10 @@
 //   (Megatron's theoretical_memory_usage.py and Korthikanti et al. leave both out.)
 //   Transients do not add up: the logits exist after the stage's last layer in the forward and
 //   are freed by the output layer's backward before full recompute re-materialises any layer, so
-//   a running op adds max(layer transient, logits), never their sum. The simulator's walk of a
-//   last-virtual-stage op: forward: live += stored; peak >= live + T max(layer, logits peak);
-//   live += T saved. Backward: peak >= live + T (peak - saved); live -= T saved;
-//   peak >= live + T layer (the backward's); live -= stored. Other ops: the layer transient
+//   a running op adds max(layer transient, head inputs + logits), never their sum. The simulator's
+//   walk of a last-virtual-stage op: forward: live += stored; peak >= live + T max(layer, head +
+//   logits peak); live += T (head + saved). Backward: peak >= live + T (peak - saved);
+//   live -= T (head + saved); peak >= live + T layer (the backward's); live -= stored. Other ops: the layer transient
 //   alone (the backward's in a backward), and after the first virtual stage's backward
 //   peak >= live + the embedding gradient + T x the gradient flowing into it.
 // In-flight micro-batches follow the schedule (1F1B: min(pp - s, M) on stage s; interleaved 1F1B:
@@ -118,10 +124,13 @@ struct LogitBytes {
   double peak = 0;
 };
 LogitBytes logit_bytes_per_token(const CostModel& cm);
+// The output head's saved inputs per token on the last virtual stage: 4h / tp (the final norm's
+// input and the output layer's, bf16), kept from its forward to its backward.
+double head_saved_bytes_per_token(const CostModel& cm);
 
 // Hand-checkable peak of stage s under 1F1B without VPP with `in_flight` micro-batches of
 // `tokens` tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s)
-// + tokens * max(backward layer transient at cp_size, logits peak on the last stage), and on
+// + tokens * max(backward layer transient at cp_size, head inputs + logits peak on the last stage), and on
 // stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient
 // + tokens * the gradient flowing into it.
 double uniform_peak_bytes(const CostModel& cm, int pp_stage, int in_flight, double tokens_per_rank, int cp_size = 1);

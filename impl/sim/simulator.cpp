@@ -121,8 +121,8 @@ void check_input(const ScheduleInput& in) {
 // Memory peak of every GPU: walk its stage's op order; a forward adds its chunk's stored
 // activations (tokens per rank x stored bytes per token per layer x layers of the chunk), the
 // matching backward releases them; the running op adds its transient (a backward's own, with the
-// MLP's gradients); on the last virtual stage the logits (cost/memory.h: saved from forward to
-// backward, their peak never on top of the layer transient); after a backward of virtual stage 0
+// MLP's gradients); on the last virtual stage the head's inputs and the logits (cost/memory.h:
+// saved from forward to backward, the logits' peak never on top of the layer transient); after a backward of virtual stage 0
 // the embedding's dense gradient.
 void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& order, ScheduleResult& r) {
   const int n = in.pool, pp = in.pp, stages = pp * in.vpp;
@@ -160,13 +160,14 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
         const double layer_t = tok * (op.bwd ? rank_bwd_transient : rank_transient)[at];
         const bool loss = v == stages - 1;
         const double saved = loss ? tok * in.logits_saved_bytes_per_token : 0.0;
+        const double head = loss ? tok * in.head_saved_bytes_per_token : 0.0;
         if (!op.bwd) {
           live += stored;
-          peak = std::max(peak, live + std::max(layer_t, loss ? tok * in.logits_peak_bytes_per_token : 0.0));
-          live += saved;
+          peak = std::max(peak, live + std::max(layer_t, loss ? head + tok * in.logits_peak_bytes_per_token : 0.0));
+          live += head + saved;
         } else {
           if (loss) peak = std::max(peak, live + tok * in.logits_peak_bytes_per_token - saved);
-          live -= saved;
+          live -= head + saved;
           peak = std::max(peak, live + layer_t);
           live -= stored;
           if (v == 0)
@@ -409,6 +410,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   in.embedding_input_grad_bytes_per_token = cost::embedding_input_grad_bytes_per_token(cm);
   in.logits_saved_bytes_per_token = cost::logit_bytes_per_token(cm).saved;
   in.logits_peak_bytes_per_token = cost::logit_bytes_per_token(cm).peak;
+  in.head_saved_bytes_per_token = cost::head_saved_bytes_per_token(cm);
   for (int v = 0; v < stages; ++v) in.layers.push_back(cost::layers_of_virtual_stage(cm.model, c, v));
   in.capacity_bytes = cost::capacity_bytes(cm);
   return in;

@@ -161,6 +161,7 @@ struct ScheduleInput {
   double embedding_grad_bytes = 0;             // after a backward of virtual stage 0
   double embedding_input_grad_bytes_per_token = 0;  // with it: the gradient flowing into it
   double logits_saved_bytes_per_token = 0;     // last virtual stage: forward -> backward
+  double head_saved_bytes_per_token = 0;       // the same: the final norm's and output layer's inputs
   double logits_peak_bytes_per_token = 0;      // last virtual stage: live during loss / its grad
   std::vector<int> layers;                     // [pp*vpp] layers of each virtual stage
   double capacity_bytes = 0;

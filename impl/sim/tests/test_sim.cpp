@@ -366,6 +366,16 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
   in.logits_saved_bytes_per_token = 0.9;
   in.logits_peak_bytes_per_token = 1.5;
   EXPECT_DOUBLE_EQ(simulate_schedule(in).gpu[1].peak_bytes, 7 + 6000 + 1500);
+  {
+    // The head's inputs (the final norm's and the output layer's, 0.3 B per token here) are saved
+    // beside the logits on the last virtual stage and live under their peak: F1 peaks at
+    // 6000 + 300 + 1500, B1 at 6000 + 300 + 900 + (1500 - 900), the same; stage 0 holds no head.
+    auto hd = in;
+    hd.head_saved_bytes_per_token = 0.3;
+    const auto h = simulate_schedule(hd);
+    EXPECT_DOUBLE_EQ(h.gpu[1].peak_bytes, 7 + 6000 + 300 + 1500);
+    EXPECT_DOUBLE_EQ(h.gpu[0].peak_bytes, simulate_schedule(in).gpu[0].peak_bytes);
+  }
   // A transient per group (its CP attention buffers) replaces the scalar for that group's ops:
   // micro-batch 1's 2 bytes per token make stage 0's F1 peak 6600 + 2000 and stage 1's F1
   // 6000 + max(2000, 1500).
@@ -380,6 +390,14 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
   const auto b = simulate_schedule(in);
   EXPECT_DOUBLE_EQ(b.gpu[0].peak_bytes, 5 + 6060 + 3000);
   EXPECT_DOUBLE_EQ(b.gpu[1].peak_bytes, 7 + 6000 + 3000);
+  {
+    // The head's inputs are freed with the logits, before the layers' backward: B1 still peaks at
+    // 6000 + 3000 with 0.3 B per token of them (not 6000 + 300 + 3000); F1's 6000 + max(2000,
+    // 300 + 1500) stays below.
+    auto hd = in;
+    hd.head_saved_bytes_per_token = 0.3;
+    EXPECT_DOUBLE_EQ(simulate_schedule(hd).gpu[1].peak_bytes, 7 + 6000 + 3000);
+  }
   // The embedding gradient after each backward of virtual stage 0 (stage 0 only): after B0
   // (live 6000: F1's), 6000 + 10,000 is stage 0's peak; stage 1 holds no embedding.
   in.embedding_grad_bytes = 10000;
