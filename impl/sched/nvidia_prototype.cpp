@@ -143,7 +143,11 @@ class PrototypeSolver {
       const int64_t upstream_c = c;
       const int64_t need = plan::cp_min(batch_.lengths[i], M, min_cp_) / min_cp_;  // deviation 3
       c = std::max(c, need);
-      const int ci = fit_slot_size(c);  // deviation 4
+      int ci = fit_slot_size(c);  // deviation 4
+      // No allowed size in [need, c] (a pool that is not a power of two: 6 ranks allow 1, 2 and
+      // 6): the smallest one above that holds the sample, as the whole pool can (helper-11's
+      // review: rounding down made the m infeasible and handed the batch to megatron-dev).
+      if (ci < need) ci = smallest_slot_size_at_least(need);
       if (ci < need || ci < 1) return std::nullopt;
       if (ci != upstream_c) same_path = false;
       counts[e] = ci;
@@ -343,6 +347,12 @@ class PrototypeSolver {
     for (int s : slot_sizes_)
       if (s <= c) best = s;
     return best;
+  }
+  // 0 if no allowed size is that large.
+  int smallest_slot_size_at_least(int64_t c) const {
+    for (int s : slot_sizes_)
+      if (s >= c) return s;
+    return 0;
   }
   void add_normal(Bucket& b, int s) const {
     b.fwd += fwd_[s];

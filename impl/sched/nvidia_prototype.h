@@ -42,7 +42,7 @@
 // Deviations (each needed for a valid plan or because the prototype's parts are not ours):
 //   1. Costs use TFLOPs() with the model dimensions in PlannerOptions::model when given (the
 //      harness passes the scenario's), else Llama-13B's (h 5120, FFN 13824, MHA, SwiGLU, full
-//      recompute: run_hybrid_cp.sh:42-45, 216-218).
+//      recompute: run_hybrid_cp.sh:42-45, 245, 216-218).
 //   2. Its pipeline simulator (simulate_time -> SplitFuseSchedule, 1717-1722) and its 70 GiB
 //      memory simulator check (2339-2340, 2372-2374) are replaced by PlannerOptions::estimate
 //      (our discrete-event simulator and memory model: the fitting plan with the smallest step
@@ -54,23 +54,30 @@
 //      (the prototype's length rule has no cap); an m that cannot hold the batch so is skipped.
 //   4. Group sizes: c is rounded down to a power of two (or kept when it is the whole pool) and
 //      limited to the sizes plan/geometry allows on this pool (the prototype's "buckets left" cap
-//      can give any integer).
+//      can give any integer); where no allowed size lies between the sample's need (deviation 3)
+//      and c (a pool that is not a power of two: 6 ranks allow 1, 2 and 6), the smallest allowed
+//      size above its need (the prototype would take c = 4 on 4 of the 6 slots, 1966 and
+//      1997-2011). Every shipped scenario's pool is a power of two, where neither case arises.
 //   5. An except bucket is placed at the same micro-batch index on all its slots (the first index
 //      free on all of them); the prototype appends it to each slot's list, which puts one CP
 //      group in different micro-batches when its slots already hold different numbers of buckets.
 //   6. An m whose micro-batch count is not a multiple of vpp_group is skipped (Megatron's VPP rule).
 //   7. If no m is feasible (fewer samples than slots * m * PP buckets for every m, an m on which
-//      the prototype raises (deviation 11), or the caps of deviations 3, 4 and 9), we return
+//      the prototype raises (deviation 11), or the caps of deviations 3 and 4), we return
 //      megatron-dev's plan (the prototype raises in the first two cases; under the caps it returns
 //      a plan above M, which is invalid here) (planner name kept as nvidia-prototype; the fallback
 //      is counted by nvidia_prototype_fallbacks()).
-//   8. "DP" slots are the pool N = dp*cp divided by min_cp (the prototype's DP with hybrid CP).
+//   8. "DP" slots are the pool N = dp*cp divided by min_cp (the prototype's DP with hybrid CP;
+//      a pool that is not a multiple of min_cp, which the prototype asserts against at 2113 and
+//      2155, leaves ranks empty on every m, so the batch goes to megatron-dev, deviation 7).
 //      Max split size = slots is our choice: run_hybrid_cp.sh:37 sets MAX_CP=8 outright (equal to
 //      the pool of our Llama-13B scenarios, so the same there); on larger pools we let a sample
 //      spread over the whole pool, as megatron-dev does, since a cap of 8 cannot hold a sample
 //      longer than 8 x M.
 //   9. An except sample whose best aligned interval has no free bucket left makes the m
-//      infeasible. The prototype goes on: when every aligned interval already holds a slot with a
+//      infeasible (a guard: on the path the port takes it cannot fire, since c never grows from
+//      one except sample to the next and the allowed sizes nest, so every aligned block of c slots
+//      is filled alike; helper-11's review). The prototype goes on: when every aligned interval already holds a slot with a
 //      negative free count, no interval is chosen (max_value -1, strict <, 1994-2011) and all c
 //      buckets land on the last slot through Python's index -1 (2018, 2037); transpose_2d_list
 //      (1841) then cuts the uneven per-slot lists to the shortest with zip, dropping samples;
@@ -93,13 +100,14 @@
 //      so max() of the empty list raises (2383). Counted per batch by
 //      nvidia_prototype_upstream_raises() and named in the plan's note (the results row's
 //      "note"), only while the port had followed the prototype's decisions on that m (no cap of
-//      deviations 3, 4 or 9 had changed one, and no except sample's power-of-two split, before
+//      deviations 3 or 4 had changed one, and no except sample's power-of-two split, before
 //      the "buckets left" cap, was above the 8 ranks run_hybrid_cp.sh allows, deviation 8; a
 //      conservative test: it also stops where that cap would have made both paths the same): a
-//      lower bound, for the prototype as that script configures it. Checked against the
-//      prototype's own code (stubbed, run by a read-only audit, 2026-11-27) on 200 batches drawn
-//      as in Megatron's example at 8 GPUs: it raised on 50, the port flagged 40 of those and no
-//      other.
+//      lower bound, for the prototype as that script configures it (an m skipped by deviation 6
+//      is not seen either: the prototype ignores VPP, compute_ratios 1541, and would run it).
+//      Checked against the prototype's own code (stubbed, run by a read-only audit, 2026-11-27)
+//      on 200 batches drawn as in Megatron's example at 8 GPUs: it raised on 50, the port flagged
+//      40 of those and no other.
 // Deterministic: no randomness; ties broken by index, as the prototype's strict comparisons do.
 #pragma once
 

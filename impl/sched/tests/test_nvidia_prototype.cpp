@@ -106,6 +106,32 @@ TEST(NvidiaPrototype, WholePoolGroupOnAPoolThatIsNotAPowerOfTwo) {
   EXPECT_EQ(p.microbatches[0].groups[0].samples.size(), 3u);
 }
 
+TEST(NvidiaPrototype, ExceptSampleRoundsUpToTheWholePoolWhenNoSizeBetweenFits) {
+  // Pool 6 (dp 6) allows groups of 1, 2 and 6 ranks. M = 1000, m = 1 (6 buckets): the
+  // 3500-token sample has ~3.9 x a bucket's target FLOPs, so c = nearest_pow2(4) = 4, and it needs
+  // cp_min = 4 ranks. No allowed size lies in [4, 4]: rounding down to 2 cannot hold it (the m
+  // was skipped and the batch went to megatron-dev); the whole pool of 6 can (5500 tokens <=
+  // 6 x 1000), and the prototype's own plan stands (helper-11's review of deviation 4).
+  plan::PlanConfig c;
+  c.dp = 6;
+  c.cp = 1;
+  c.max_seqlen_per_rank = 1000;
+  const plan::Batch b{{3500, 400, 400, 400, 400, 400}};
+  const int64_t before = nvidia_prototype_fallbacks();
+  const plan::Plan p = nvidia_prototype_plan(b, c, {}, /*search_space=*/1);
+  ASSERT_FALSE(plan::find_violation(p, b).has_value());
+  EXPECT_EQ(nvidia_prototype_fallbacks(), before);
+  EXPECT_EQ(p.planner, "nvidia-prototype");
+  ASSERT_EQ(p.microbatches.size(), 1u);
+  int found = 0;
+  for (const auto& g : p.microbatches[0].groups)
+    if (std::find(g.samples.begin(), g.samples.end(), 0) != g.samples.end()) {
+      EXPECT_EQ(g.cp_size, 6);
+      ++found;
+    }
+  EXPECT_EQ(found, 1);
+}
+
 TEST(NvidiaPrototype, ExceptThresholdIsOverTheWholePoolNotTheSlots) {
   // Pool 8, min_cp 2: 4 slots, m = 1, 4 buckets. The 11000-token sample has 1.19 x a bucket's
   // target FLOPs: above upstream's threshold 1.3 x total / (m * DP * PP) with DP = 8 ranks
