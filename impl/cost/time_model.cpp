@@ -423,7 +423,11 @@ double stage_params(const CostModel& cm, int s) {
 
 double pool_collective_bytes_per_s(const CostModel& cm, int s, int ranks) {
   if (!group_crosses_nodes(cm.cluster, s, 0, ranks)) return cm.hardware.intra_node_bytes_per_s;
-  return std::min(cm.hardware.intra_node_bytes_per_s, nics_per_node(cm) * cm.hardware.inter_node_bytes_per_s);
+  // NCCL stripes a ring over every NIC of the node; with tp > 1 each TP rank runs its own DP x CP
+  // collective of the same size at the same time, so the tp of them share those NICs (helper-13's
+  // review: the bandwidth was tp times too high; every shipped scenario has tp = 1).
+  return std::min(cm.hardware.intra_node_bytes_per_s,
+                  nics_per_node(cm) * cm.hardware.inter_node_bytes_per_s / cm.cluster.tp);
 }
 
 GradSyncTime grad_sync_time(const CostModel& cm, int s) {

@@ -84,9 +84,10 @@
 //   no distributed optimizer: one ring all-reduce, 2 (N-1)/N * params * grad_bytes;
 //   distributed optimizer: reduce-scatter (N-1)/N * params * grad_bytes, then the bf16 param
 //   all-gather (N-1)/N * params * 2 after the optimizer step;
-//   bandwidth NVLink inside a node, else min(NVLink, nics_per_node x NIC) (NCCL's rings use every
-//   NIC of a node); (N-1) latencies per collective. Overlapped with the last backward / first
-//   forward only with overlap_grad_reduce (--overlap-grad-reduce / --overlap-param-gather).
+//   bandwidth NVLink inside a node, else min(NVLink, nics_per_node x NIC / tp) (NCCL's rings use
+//   every NIC of a node, shared by the tp concurrent collectives of a pool rank's TP ranks);
+//   (N-1) latencies per collective. Overlapped with the last backward / first forward only with
+//   overlap_grad_reduce (--overlap-grad-reduce / --overlap-param-gather).
 //
 // Per iteration (serial, after the pipeline): the optimizer step ((optimizer_bytes_per_param x the
 // GPU's shard + grad bytes x the stage's params, the zeroed grad buffer, + 2 x grad bytes x the

@@ -339,6 +339,16 @@ TEST(TimeModel, GradSyncFromTheFlags) {
   EXPECT_NEAR(grad_sync_time(cm, 0).gather_s, 7.0 / 8 * p * 2 / 1e8, 1e-12);  // unit profile: 1 NIC per node
   cm.cluster.nics_per_node = 4;
   EXPECT_NEAR(grad_sync_time(cm, 0).gather_s, 7.0 / 8 * p * 2 / 4e8, 1e-12);
+  {
+    // TP 2 over 16 GPUs: the same pool of 8, each rank on 2 GPUs holding half the params; the two
+    // TP ranks' collectives run at once and share the node's 4 NICs: 2e8 B/s each.
+    auto t = cm;
+    t.cluster.tp = 2;
+    t.cluster.gpus = 16;
+    ASSERT_EQ(t.cluster.pool(), 8);
+    EXPECT_NEAR(pool_collective_bytes_per_s(t, 0, 8), 2e8, 1e-6);
+    EXPECT_NEAR(grad_sync_time(t, 0).gather_s, 7.0 / 8 * (p / 2) * 2 / 2e8, 1e-12);
+  }
   cm.cluster.nics_per_node = 64;  // capped by NVLink (1e9)
   EXPECT_NEAR(grad_sync_time(cm, 0).gather_s, 7.0 / 8 * p * 2 / 1e9, 1e-12);
   // Latency: (n-1) per collective, 2 (n-1) for the all-reduce.
