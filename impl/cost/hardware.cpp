@@ -301,7 +301,8 @@ HardwareProfile h100_sxm() {
   // the runs the scenarios reproduce (the Megatron example's README names the NeMo 26.02 rc5
   // container, from before TE 2.14's tag of 2026-04-06). With TE >= 2.14 (multi_tensor_scale_tensor, 06a23e364, 2026-03-11)
   // Megatron rescales every gradient every step (clip_grads.py, clip_coeff a tensor): +8, 46 bytes. (Zeroing the grad buffer writes every param of the stage, not
-  // only the shard: Megatron's zero_grad_buffer; cost::iteration_time charges it apart.)
+  // only the shard: Megatron's zero_grad_buffer; cost::iteration_time charges it apart, and the
+  // read + write that scales that buffer by 1/|DP x CP| or 1/tokens, which is not --clip-grad's.)
   p.optimizer_bytes_per_param = 38;
 
   // H100 SXM "80GB" HBM3 (datasheet): five 16 GiB stacks, 80 GiB (the driver reports ~79.6 GiB

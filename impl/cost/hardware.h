@@ -158,8 +158,9 @@ struct HardwareProfile {
   double thd_fused_fill_bwd_bytes_q = 0;
   double thd_fused_fill_bwd_bytes_kv = 0;
   double optimizer_bytes_per_param = 0;    // Adam step + grad-norm, per param of the GPU's
-                                           // optimizer shard (zeroing the whole grad buffer is
-                                           // charged apart, at the grad dtype's bytes per param)
+                                           // optimizer shard (zeroing the whole grad buffer, and
+                                           // the pass scaling it by 1/N or 1/tokens, are charged
+                                           // apart at the grad dtype's bytes per param)
 
   // ---- memory capacity (the memory model, memory.h) ----
   double memory_bytes = 0;           // usable device memory

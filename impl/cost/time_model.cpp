@@ -463,10 +463,11 @@ IterationTime iteration_time(const CostModel& cm, bool packed, double max_recv_t
     // (zero_grad_buffer), in the grad dtype; and one read + write of that whole buffer to scale
     // it when the pool has more than one rank [derived from the source, Megatron-LM 3b309c627e]:
     // without --calculate-per-token-loss DDP multiplies every bucket by 1 / |DP x CP| before its
-    // reduction (param_and_grad_buffer.py:361-363; distributed_data_parallel.py:286), with it (both
-    // upstream scripts: run_hybrid_cp.sh:283, benchmark_dcp.sh:129) finalize_model_grads scales
-    // the whole buffer by 1 / num_tokens after it (finalize_model_grads.py:483-496,
-    // param_and_grad_buffer.py:840-842 grad_data *= factor), distributed optimizer or not. (The
+    // reduction (param_and_grad_buffer.py:361-363; distributed_data_parallel.py:286), with it
+    // (both upstream scripts: run_hybrid_cp.sh:283, benchmark_dcp.sh:129 at dev d48bd6b)
+    // finalize_model_grads scales the whole buffer by 1 / num_tokens after it
+    // (finalize_model_grads.py:483-496, param_and_grad_buffer.py:840-842 grad_data *= factor),
+    // distributed optimizer or not. (The
     // latter's num_tokens broadcast over PP and all-reduce over DP x CP, one scalar each, are not
     // charged; nor the pass a pool of one rank makes with --calculate-per-token-loss, which the
     // scenarios do not record: none of them has a pool of one.)

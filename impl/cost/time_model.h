@@ -270,7 +270,8 @@ double pool_collective_bytes_per_s(const CostModel& cm, int pp_stage, int ranks)
 
 // ---- per iteration ------------------------------------------------------------------------
 struct IterationTime {
-  double optimizer_s = 0;  // Adam step over the GPU's shard (slowest stage)
+  double optimizer_s = 0;  // Adam + grad norm on the GPU's shard, zeroing and scaling the stage's
+                           // whole grad buffer (slowest stage)
   double fixed_s = 0;      // iteration_overhead_s
   double data_s = 0;       // sequence-packing plans: length all-gathers + re-route + host data path
   // In series: an upper estimate by the host time of the launches issued before the first sync.

@@ -99,7 +99,7 @@ class PrototypeSolver {
   // `raises` (if given) is set when the prototype itself raises on this m (deviation 11): its
   // first pass gives an except sample no bucket, the except samples take every bucket while
   // normal samples remain, or a normal bucket stays empty. Only while the port has followed the
-  // prototype's decisions so far (no cap of deviations 3, 4 or 9 changed one, and no except sample
+  // prototype's decisions so far (no cap of deviations 3 or 4 changed one, and no except sample
   // split wider than run_hybrid_cp.sh's MAX_CP, deviation 8): after such a change the prototype's
   // own path is not known.
   std::optional<plan::Plan> plan_for(int m, bool* raises = nullptr) const {

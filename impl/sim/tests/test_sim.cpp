@@ -375,6 +375,11 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
     const auto h = simulate_schedule(hd);
     EXPECT_DOUBLE_EQ(h.gpu[1].peak_bytes, 7 + 6000 + 300 + 1500);
     EXPECT_DOUBLE_EQ(h.gpu[0].peak_bytes, simulate_schedule(in).gpu[0].peak_bytes);
+    // The head sits under the logits' peak, not on top of the layer transient: with micro-batch
+    // 1's transient at 1.6 B per token (above the logits' 1.5, below head + logits 1.8), F1
+    // peaks at 6000 + max(1600, 300 + 1500) = 7800, not 6000 + 1600 + 300.
+    hd.transient_bytes_per_token = {{0.25}, {1.6}, {0.25}};
+    EXPECT_DOUBLE_EQ(simulate_schedule(hd).gpu[1].peak_bytes, 7 + 6000 + 1800);
   }
   // A transient per group (its CP attention buffers) replaces the scalar for that group's ops:
   // micro-batch 1's 2 bytes per token make stage 0's F1 peak 6600 + 2000 and stage 1's F1
