@@ -68,9 +68,9 @@
 //   a running op adds max(layer transient, head inputs + logits), never their sum. The simulator's
 //   walk of a last-virtual-stage op: forward: live += stored; peak >= live + T max(layer, head +
 //   logits peak); live += T (head + saved). Backward: peak >= live + T (peak - saved);
-//   live -= T (head + saved); peak >= live + T layer (the backward's); live -= stored. Other ops: the layer transient
-//   alone (the backward's in a backward), and after the first virtual stage's backward
-//   peak >= live + the embedding gradient + T x the gradient flowing into it.
+//   live -= T (head + saved); peak >= live + T layer (the backward's); live -= stored. Other ops:
+//   the layer transient alone (the backward's in a backward), and after the first virtual stage's
+//   backward peak >= live + the embedding gradient + T x the gradient flowing into it.
 // In-flight micro-batches follow the schedule (1F1B: min(pp - s, M) on stage s; interleaved 1F1B:
 // its warm-up), which the simulator walks op by op with each micro-batch's real token count.
 // Parameters per stage: cost::stage_params (with tied embeddings and pp > 1 the last stage keeps
@@ -130,8 +130,8 @@ double head_saved_bytes_per_token(const CostModel& cm);
 
 // Hand-checkable peak of stage s under 1F1B without VPP with `in_flight` micro-batches of
 // `tokens` tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s)
-// + tokens * max(backward layer transient at cp_size, head inputs + logits peak on the last stage), and on
-// stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient
+// + tokens * max(backward layer transient at cp_size, head inputs + logits peak on the last
+// stage), and on stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient
 // + tokens * the gradient flowing into it.
 double uniform_peak_bytes(const CostModel& cm, int pp_stage, int in_flight, double tokens_per_rank, int cp_size = 1);
 

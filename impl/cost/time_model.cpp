@@ -467,13 +467,14 @@ IterationTime iteration_time(const CostModel& cm, bool packed, double max_recv_t
     // (both upstream scripts: run_hybrid_cp.sh:283, benchmark_dcp.sh:129 at dev d48bd6b)
     // finalize_model_grads scales the whole buffer by 1 / num_tokens after it
     // (finalize_model_grads.py:483-496, param_and_grad_buffer.py:840-842 grad_data *= factor),
-    // distributed optimizer or not. (The
-    // latter's num_tokens broadcast over PP and all-reduce over DP x CP, one scalar each, are not
-    // charged; nor the pass a pool of one rank makes with --calculate-per-token-loss, which the
-    // scenarios do not record: none of them has a pool of one.)
+    // distributed optimizer or not. (The latter's num_tokens broadcast over PP and all-reduce over
+    // DP x CP, one scalar each, are not charged; nor the pass a pool of one rank makes with
+    // --calculate-per-token-loss, which the scenarios do not record: none of them has a pool of
+    // one.)
     const double grad_bytes = cm.training.grad_reduce_fp32 ? 4.0 : 2.0;
     const double scale_pass = n > 1 ? 2.0 * grad_bytes * worst : 0.0;
-    it.optimizer_s = (hw.optimizer_bytes_per_param * shard + grad_bytes * worst + scale_pass) / hw.hbm_bytes_per_s;
+    it.optimizer_s =
+        (hw.optimizer_bytes_per_param * shard + grad_bytes * worst + scale_pass) / hw.hbm_bytes_per_s;
   }
   it.fixed_s = hw.iteration_overhead_s;
   if (packed) {

@@ -77,8 +77,8 @@
 //   9. An except sample whose best aligned interval has no free bucket left makes the m
 //      infeasible (a guard: on the path the port takes it cannot fire, since c never grows from
 //      one except sample to the next and the allowed sizes nest, so every aligned block of c slots
-//      is filled alike; helper-11's review). The prototype goes on: when every aligned interval already holds a slot with a
-//      negative free count, no interval is chosen (max_value -1, strict <, 1994-2011) and all c
+//      is filled alike; helper-11's review). The prototype goes on: when every aligned interval
+//      already holds a slot with a negative free count, no interval is chosen (max_value -1, strict <, 1994-2011) and all c
 //      buckets land on the last slot through Python's index -1 (2018, 2037); transpose_2d_list
 //      (1841) then cuts the uneven per-slot lists to the shortest with zip, dropping samples;
 //      where a slot is left with no bucket at all, its bubble statistics divide by zero (2356-2357)

@@ -122,8 +122,8 @@ void check_input(const ScheduleInput& in) {
 // activations (tokens per rank x stored bytes per token per layer x layers of the chunk), the
 // matching backward releases them; the running op adds its transient (a backward's own, with the
 // MLP's gradients); on the last virtual stage the head's inputs and the logits (cost/memory.h:
-// saved from forward to backward, the logits' peak never on top of the layer transient); after a backward of virtual stage 0
-// the embedding's dense gradient.
+// saved from forward to backward, the logits' peak never on top of the layer transient); after a
+// backward of virtual stage 0 the embedding's dense gradient.
 void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& order, ScheduleResult& r) {
   const int n = in.pool, pp = in.pp, stages = pp * in.vpp;
   DCP_CHECK(static_cast<int>(in.static_bytes.size()) == pp &&
@@ -163,7 +163,8 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
         const double head = loss ? tok * in.head_saved_bytes_per_token : 0.0;
         if (!op.bwd) {
           live += stored;
-          peak = std::max(peak, live + std::max(layer_t, loss ? head + tok * in.logits_peak_bytes_per_token : 0.0));
+          const double head_and_logits = loss ? head + tok * in.logits_peak_bytes_per_token : 0.0;
+          peak = std::max(peak, live + std::max(layer_t, head_and_logits));
           live += head + saved;
         } else {
           if (loss) peak = std::max(peak, live + tok * in.logits_peak_bytes_per_token - saved);
