@@ -80,7 +80,12 @@ LogitBytes logit_bytes_per_token(const CostModel& cm) {
   const bool te = cm.training.cross_entropy_fusion && cm.training.cross_entropy_te;
   const double logits = static_cast<double>(cm.model.vocab) / cm.cluster.tp;
   return {logits * (te ? hw.ce_te_saved_bytes_per_logit : hw.ce_fp32_saved_bytes_per_logit),
-          logits * (te ? hw.ce_te_peak_bytes_per_logit : hw.ce_fp32_peak_bytes_per_logit)};
+          logits * (te ? hw.ce_te_peak_bytes_per_logit : hw.ce_fp32_peak_bytes_per_logit), logits * 2.0};
+}
+
+double tied_output_grad_bytes(const CostModel& cm) {
+  const bool held = cm.model.tied_embeddings && cm.cluster.pp == 1 && !cm.training.gradient_accumulation_fusion;
+  return held ? embedding_grad_bytes(cm) : 0.0;  // the same table: V / tp x h x 2
 }
 
 double head_saved_bytes_per_token(const CostModel& cm) {
@@ -93,11 +98,16 @@ double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double toke
   for (int chunk = 0; chunk < cm.cluster.vpp; ++chunk)
     layers += layers_of_virtual_stage(cm.model, cm.cluster, chunk * cm.cluster.pp + s);
   const double one = tokens * stored_bytes_per_token_layer(cm) * layers / cm.cluster.vpp;
-  const double logits =
-      s == cm.cluster.pp - 1 ? head_saved_bytes_per_token(cm) + logit_bytes_per_token(cm).peak : 0.0;
-  const double running = in_flight * one + tokens * std::max(layer_backward_transient_bytes_per_token(cm, cp_size), logits);
+  const bool last = s == cm.cluster.pp - 1;
+  const double head = last ? head_saved_bytes_per_token(cm) : 0.0;
+  const double logits = last ? head + logit_bytes_per_token(cm).peak : 0.0;
+  const double layer = layer_backward_transient_bytes_per_token(cm, cp_size);
+  double running = in_flight * one + tokens * std::max(layer, logits);
+  const double tied = tied_output_grad_bytes(cm);  // pp 1 only: stage 0 is the last
+  if (tied > 0)
+    running = std::max(running, in_flight * one + tied + tokens * std::max(layer, head + logit_bytes_per_token(cm).grad));
   const double embedding = s == 0 ? (in_flight - 1) * one + embedding_grad_bytes(cm) +
-                                        tokens * embedding_input_grad_bytes_per_token(cm)
+                                        tokens * embedding_input_grad_bytes_per_token(cm) + tied
                                   : 0.0;
   return static_memory(cm, s).total() + std::max(running, embedding);
 }

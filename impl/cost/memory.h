@@ -63,6 +63,23 @@
 //   at 65,536 tokens of Llama-13B. (A copy autograd may make of that
 //   gradient to make it contiguous after the embedding's transpose to [s, b, h] is not charged.)
 //   (Megatron's theoretical_memory_usage.py and Korthikanti et al. leave both out.)
+//   Tied embeddings on a one-stage pipeline (pp = 1: the output layer's weight is the embedding's
+//   table, one parameter): without gradient accumulation fusion the output layer's backward
+//   returns the weight's dense gradient (grad_output.t() @ input, bf16, V / tp x h x 2 bytes;
+//   Megatron-LM 192cbc3554 tensor_parallel/layers.py:642), which autograd keeps in that
+//   parameter's AccumulateGrad input buffer until its other input, the embedding's gradient,
+//   arrives at the end of the micro-batch's backward (the engine runs a node once all its inputs
+//   are in; Megatron's DDP hook, which adds param.grad into the main-grad buffer and frees it, is
+//   registered on that node: distributed_data_parallel.py:369-372). So from the output layer's
+//   backward on the stage holds one table more, and at the end two (autograd then adds the
+//   embedding's into the held one in place). At that output layer's weight-gradient GEMM the
+//   logits' gradient it reads is live beside the new table: bf16, 2 V / tp bytes per token (the
+//   fp32 path casts its gradient to bf16 first; TE's writes it into the bf16 logits).
+//   (The dgrad it wrote before, 2h per token, is not charged: under 2% of that.) With the
+//   fusion the layer returns a placeholder of the same shape instead (torch.empty, or
+//   TransformerEngine's get_dummy_wgrad buffer, cached across calls): not modelled, no shipped
+//   scenario ties its embeddings with the fusion on (Megatron's example turns it off, its
+//   benchmark_dcp.sh:130). With pp > 1 the last stage has its own copy (below): nothing is held.
 //   Transients do not add up: the logits exist after the stage's last layer in the forward and
 //   are freed by the output layer's backward before full recompute re-materialises any layer, so
 //   a running op adds max(layer transient, head inputs + logits), never their sum. The simulator's
@@ -70,7 +87,9 @@
 //   logits peak); live += T (head + saved). Backward: peak >= live + T (peak - saved);
 //   live -= T (head + saved); peak >= live + T layer (the backward's); live -= stored. Other ops:
 //   the layer transient alone (the backward's in a backward), and after the first virtual stage's
-//   backward peak >= live + the embedding gradient + T x the gradient flowing into it.
+//   backward peak >= live + the embedding gradient + T x the gradient flowing into it. With a held
+//   tied gradient (pp = 1, the one virtual stage is both): at the loss, also peak >= live - T saved
+//   + T logits' gradient + the table; then live += the table until after the embedding's peak.
 // In-flight micro-batches follow the schedule (1F1B: min(pp - s, M) on stage s; interleaved 1F1B:
 // its warm-up), which the simulator walks op by op with each micro-batch's real token count.
 // Parameters per stage: cost::stage_params (with tied embeddings and pp > 1 the last stage keeps
@@ -122,8 +141,13 @@ double embedding_input_grad_bytes_per_token(const CostModel& cm);
 struct LogitBytes {
   double saved = 0;
   double peak = 0;
+  double grad = 0;  // the bf16 gradient the output layer's backward reads: 2 V / tp
 };
 LogitBytes logit_bytes_per_token(const CostModel& cm);
+// The output weight's dense gradient autograd holds from the output layer's backward to the
+// embedding's with tied embeddings on a one-stage pipeline without gradient accumulation fusion
+// (V / tp x h x 2 bytes; formula above); 0 otherwise.
+double tied_output_grad_bytes(const CostModel& cm);
 // The output head's saved inputs per token on the last virtual stage: 4h / tp (the final norm's
 // input and the output layer's, bf16), kept from its forward to its backward.
 double head_saved_bytes_per_token(const CostModel& cm);
@@ -132,7 +156,9 @@ double head_saved_bytes_per_token(const CostModel& cm);
 // `tokens` tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s)
 // + tokens * max(backward layer transient at cp_size, head inputs + logits peak on the last
 // stage), and on stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient
-// + tokens * the gradient flowing into it.
+// + tokens * the gradient flowing into it. With a held tied gradient (pp = 1) also static +
+// in_flight * tokens * stored * layers + the table + tokens * max(backward layer transient,
+// head inputs + the logits' gradient), and the table on top of the embedding's term.
 double uniform_peak_bytes(const CostModel& cm, int pp_stage, int in_flight, double tokens_per_rank, int cp_size = 1);
 
 // Usable capacity: hardware.memory_bytes (the reserve is counted in static_memory).

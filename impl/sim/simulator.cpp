@@ -123,7 +123,8 @@ void check_input(const ScheduleInput& in) {
 // matching backward releases them; the running op adds its transient (a backward's own, with the
 // MLP's gradients); on the last virtual stage the head's inputs and the logits (cost/memory.h:
 // saved from forward to backward, the logits' peak never on top of the layer transient); after a
-// backward of virtual stage 0 the embedding's dense gradient.
+// backward of virtual stage 0 the embedding's dense gradient (with tied embeddings at pp 1 the
+// output weight's too, held from the loss's backward).
 void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& order, ScheduleResult& r) {
   const int n = in.pool, pp = in.pp, stages = pp * in.vpp;
   DCP_CHECK(static_cast<int>(in.static_bytes.size()) == pp &&
@@ -167,12 +168,17 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
           peak = std::max(peak, live + std::max(layer_t, head_and_logits));
           live += head + saved;
         } else {
+          // The tied output gradient (pp 1: v is 0 and the loss stage) from the output layer's
+          // weight-gradient GEMM on, beside the logits' gradient it reads.
+          const double tied = loss && v == 0 ? in.tied_output_grad_bytes : 0.0;
           if (loss) peak = std::max(peak, live + tok * in.logits_peak_bytes_per_token - saved);
-          live -= head + saved;
+          if (tied > 0) peak = std::max(peak, live - saved + tok * in.logits_grad_bytes_per_token + tied);
+          live += tied - head - saved;
           peak = std::max(peak, live + layer_t);
           live -= stored;
           if (v == 0)
             peak = std::max(peak, live + in.embedding_grad_bytes + tok * in.embedding_input_grad_bytes_per_token);
+          live -= tied;  // added into the main-grad buffer with the embedding's
         }
       }
       GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
@@ -411,6 +417,8 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   in.embedding_input_grad_bytes_per_token = cost::embedding_input_grad_bytes_per_token(cm);
   in.logits_saved_bytes_per_token = cost::logit_bytes_per_token(cm).saved;
   in.logits_peak_bytes_per_token = cost::logit_bytes_per_token(cm).peak;
+  in.logits_grad_bytes_per_token = cost::logit_bytes_per_token(cm).grad;
+  in.tied_output_grad_bytes = cost::tied_output_grad_bytes(cm);
   in.head_saved_bytes_per_token = cost::head_saved_bytes_per_token(cm);
   for (int v = 0; v < stages; ++v) in.layers.push_back(cost::layers_of_virtual_stage(cm.model, c, v));
   in.capacity_bytes = cost::capacity_bytes(cm);

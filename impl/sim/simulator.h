@@ -163,6 +163,10 @@ struct ScheduleInput {
   double logits_saved_bytes_per_token = 0;     // last virtual stage: forward -> backward
   double head_saved_bytes_per_token = 0;       // the same: the final norm's and output layer's inputs
   double logits_peak_bytes_per_token = 0;      // last virtual stage: live during loss / its grad
+  double logits_grad_bytes_per_token = 0;      // the same: the gradient the output layer reads
+  // Tied embeddings at pp 1 (cost::tied_output_grad_bytes): held from the loss's backward until
+  // after the embedding's; 0 = none.
+  double tied_output_grad_bytes = 0;
   std::vector<int> layers;                     // [pp*vpp] layers of each virtual stage
   double capacity_bytes = 0;
 };

@@ -667,6 +667,38 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
   cm.cluster.tp = 1;
   EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 10),
                    static_memory(cm, 0).total() + 2 * 10.0 * 256 * 2 + 256000 + 10 * 256.0);
+
+  // Tied embeddings at pp 1 without gradient accumulation fusion (Megatron's example): the output
+  // weight's dense gradient, the same 256,000 B as the embedding's table, is held from the output
+  // layer's backward until the embedding's gradient is added to it (memory.h).
+  auto tied = cm;
+  tied.model.tied_embeddings = true;
+  EXPECT_DOUBLE_EQ(tied_output_grad_bytes(tied), 0);  // with the fusion: not modelled
+  tied.training.gradient_accumulation_fusion = false;
+  EXPECT_DOUBLE_EQ(tied_output_grad_bytes(tied), 256000);
+  EXPECT_DOUBLE_EQ(tied_output_grad_bytes(unit_model(2, 2)), 0);  // untied
+  {
+    auto split = unit_model(2, 2);  // pp 2: the last stage has its own copy, nothing is held
+    split.model.tied_embeddings = true;
+    split.training.gradient_accumulation_fusion = false;
+    EXPECT_DOUBLE_EQ(tied_output_grad_bytes(split), 0);
+  }
+  EXPECT_DOUBLE_EQ(logit_bytes_per_token(tied).grad, 2000);  // bf16, whatever the loss keeps
+  const double tied_static = static_memory(tied, 0).total();
+  // 10 tokens: after the backward, two tables (the held one and the embedding's) beside the other
+  // 2 micro-batches' inputs and the gradient flowing into the embedding: 2 x 10 x 512 + 2 x
+  // 256,000 + 10 x 256 = 524,800 (the layers' backward with the held table: 3 x 10 x 512 +
+  // 256,000 + 10 x 2820 = 299,560, below).
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(tied, 0, 3, 10), tied_static + 524800);
+  // 1000 tokens: the held table on top of the layers' backward: 3 x 1000 x 512 + 256,000 + 1000
+  // x max(2820, 512 + 2000) = 4,612,000 (untied: 4,356,000; the end of the backward: 1,792,000).
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(tied, 0, 3, 1000), tied_static + 4612000);
+  // A wider vocabulary (2000: the table 512,000 B, the logits' gradient 4000 B per token): the
+  // output layer's weight-gradient GEMM is the peak, the held table beside the logits' gradient
+  // and the head's inputs: 1,536,000 + 512,000 + 1000 x (512 + 4000) = 6,560,000 (the loss alone,
+  // TE's 2 bytes per logit: 1,536,000 + 1000 x (512 + 4000) = 6,048,000).
+  tied.model.vocab = 2000;
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(tied, 0, 3, 1000), static_memory(tied, 0).total() + 6560000);
 }
 
 TEST(Memory, Llama13bPipelineStageOfThePrototype) {

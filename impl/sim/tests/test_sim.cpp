@@ -418,6 +418,46 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
   EXPECT_DOUBLE_EQ(f.gpu[1].peak_bytes, 7 + 6000 + 3000);
 }
 
+// Tied embeddings on a one-stage pipeline without gradient accumulation fusion: the walk holds
+// the output weight's gradient from the loss's backward to the embedding's, as memory.h's closed
+// form does, in each of its three regimes (the embedding's end of the backward at 10 tokens, the
+// layers' backward at 1000, the output layer's weight-gradient GEMM at 1000 with a vocabulary of
+// 2000).
+TEST(Step, MemoryPeakHoldsTheTiedOutputGradientOnOneStage) {
+  auto cm = unit_cm2(1, 1);
+  cm.model.layers = 4;
+  cm.model.vocab = 1000;
+  cm.model.tied_embeddings = true;
+  cm.training.recompute_full = true;
+  cm.training.cross_entropy_fusion = true;
+  cm.training.cross_entropy_te = true;
+  cm.hardware.ce_te_saved_bytes_per_logit = 2;
+  cm.hardware.ce_te_peak_bytes_per_logit = 2;
+  for (const int64_t vocab : {1000, 2000})
+    for (const int64_t tokens : {10, 1000}) {
+      cm.model.vocab = vocab;
+      plan::Plan p;
+      p.planner = "t";
+      p.config.dp = 1;
+      p.config.max_seqlen_per_rank = 4096;
+      plan::Batch batch;
+      for (int mb = 0; mb < 3; ++mb) {
+        p.microbatches.push_back({{{0, 1, {mb}}}});
+        batch.lengths.push_back(tokens);
+      }
+      auto fused = cm;
+      fused.training.gradient_accumulation_fusion = true;
+      auto held = cm;
+      held.training.gradient_accumulation_fusion = false;
+      const double with = simulate_step(p, batch, held).schedule.gpu[0].peak_bytes;
+      const double without = simulate_step(p, batch, fused).schedule.gpu[0].peak_bytes;
+      const auto d = static_cast<double>(tokens);
+      EXPECT_DOUBLE_EQ(with, cost::uniform_peak_bytes(held, 0, 1, d)) << vocab << " " << tokens;
+      EXPECT_DOUBLE_EQ(without, cost::uniform_peak_bytes(fused, 0, 1, d)) << vocab << " " << tokens;
+      EXPECT_GT(with, without) << vocab << " " << tokens;  // the held table shows in each regime
+    }
+}
+
 // Interleaved with M == pp: Megatron's warm-up is (pp - s - 1) * 2 + (vpp - 1) * G capped at
 // M * vpp (get_pp_rank_microbatches, d48bd6be0a schedules.py:878-931); the last stage does not
 // run every forward first (a rule Megatron dropped in 4295be1a6c, which the simulator had kept).
