@@ -66,7 +66,7 @@
 //   Tied embeddings on a one-stage pipeline (pp = 1: the output layer's weight is the embedding's
 //   table, one parameter): without gradient accumulation fusion the output layer's backward
 //   returns the weight's dense gradient (grad_output.t() @ input, bf16, V / tp x h x 2 bytes;
-//   Megatron-LM 192cbc3554 tensor_parallel/layers.py:642), which autograd keeps in that
+//   Megatron-LM 192cbc3554 tensor_parallel/layers.py:651), which autograd keeps in that
 //   parameter's AccumulateGrad input buffer until its other input, the embedding's gradient,
 //   arrives at the end of the micro-batch's backward (the engine runs a node once all its inputs
 //   are in; Megatron's DDP hook, which adds param.grad into the main-grad buffer and frees it, is
