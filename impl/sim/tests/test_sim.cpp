@@ -306,6 +306,20 @@ TEST(Step, PaddedPlanRunsTheBshdRing) {
   EXPECT_DOUBLE_EQ(simulate_step(p, batch, cm).step_s, same.step_s);  // THD's ring steps
 }
 
+// A plan on one rank (dp 1): `mbs` micro-batches of one sample of `tokens` each; the lengths go
+// to `batch`.
+plan::Plan one_sample_microbatches(int mbs, int64_t tokens, plan::Batch& batch) {
+  plan::Plan p;
+  p.planner = "t";
+  p.config.dp = 1;
+  p.config.max_seqlen_per_rank = 4096;
+  for (int mb = 0; mb < mbs; ++mb) {
+    p.microbatches.push_back({{{0, 1, {mb}}}});
+    batch.lengths.push_back(tokens);
+  }
+  return p;
+}
+
 // The simulator's memory walk against memory.h's closed form: 1F1B with pp 4 and 8 equal
 // micro-batches keeps min(pp - s, M) of them in flight on stage s.
 TEST(Step, MemoryPeakFollowsTheMicroBatchesInFlight) {
@@ -314,15 +328,8 @@ TEST(Step, MemoryPeakFollowsTheMicroBatchesInFlight) {
   cm.model.vocab = 1000;
   cm.hardware.ce_fp32_saved_bytes_per_logit = 4;
   cm.hardware.ce_fp32_peak_bytes_per_logit = 6;
-  plan::Plan p;
-  p.planner = "t";
-  p.config.dp = 1;
-  p.config.max_seqlen_per_rank = 4096;
   plan::Batch batch;
-  for (int mb = 0; mb < 8; ++mb) {
-    p.microbatches.push_back({{{0, 1, {mb}}}});
-    batch.lengths.push_back(1000);
-  }
+  const plan::Plan p = one_sample_microbatches(8, 1000, batch);
   const auto r = simulate_step(p, batch, cm);
   ASSERT_EQ(r.schedule.gpu.size(), 4u);
   for (int s = 0; s < 4; ++s)
@@ -436,15 +443,8 @@ TEST(Step, MemoryPeakHoldsTheTiedOutputGradientOnOneStage) {
   for (const int64_t vocab : {1000, 2000})
     for (const int64_t tokens : {10, 1000}) {
       cm.model.vocab = vocab;
-      plan::Plan p;
-      p.planner = "t";
-      p.config.dp = 1;
-      p.config.max_seqlen_per_rank = 4096;
       plan::Batch batch;
-      for (int mb = 0; mb < 3; ++mb) {
-        p.microbatches.push_back({{{0, 1, {mb}}}});
-        batch.lengths.push_back(tokens);
-      }
+      const plan::Plan p = one_sample_microbatches(3, tokens, batch);
       auto fused = cm;
       fused.training.gradient_accumulation_fusion = true;
       auto held = cm;
