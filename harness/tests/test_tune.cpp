@@ -148,6 +148,30 @@ TEST(Tune, SearchSpaceHoldsThePublishedSettingAndOnlyLegalKnobs) {
   for (const auto& x : dyn) EXPECT_GE(4 * x.max_seqlen_per_rank, 4096);
 }
 
+// The second pass of --tune: M between the octaves around the best setting, at its cp and VPP,
+// within the first pass's range and max_seqlen rule.
+TEST(Tune, RefinementTriesMBetweenTheOctavesAroundTheBest) {
+  json j = tiny_json();
+  j["training"]["global_batch"] = 64;
+  const Scenario s = parse_scenario(j, "t.json");  // M0 2048, max_seqlen 4096, pool 4, cp 2
+  auto ms = [](const std::vector<Setting>& v) {
+    std::vector<int64_t> out;
+    for (const auto& x : v) out.push_back(x.max_seqlen_per_rank);
+    return out;
+  };
+  const auto dyn = tune_refinement(s, Setting{2048, 2, 2}, true);
+  EXPECT_EQ(ms(dyn), (std::vector<int64_t>{1280, 1536, 1792, 2560, 3072, 3584}));
+  for (const auto& x : dyn) {
+    EXPECT_EQ(x.cp, 2);
+    EXPECT_EQ(x.vpp, 2);
+  }
+  // Static at cp 2: 2 x M must hold the 4096-token sample, so nothing below 2048.
+  EXPECT_EQ(ms(tune_refinement(s, Setting{2048, 2, 1}, false)), (std::vector<int64_t>{2560, 3072, 3584}));
+  // At the top of the range (max(2 M0, max_seqlen) = 4096) nothing above it.
+  EXPECT_EQ(ms(tune_refinement(s, Setting{4096, 1, 1}, false)), (std::vector<int64_t>{}));
+  EXPECT_EQ(ms(tune_refinement(s, Setting{4096, 2, 1}, false)), (std::vector<int64_t>{2560, 3072, 3584}));
+}
+
 // A static planner at a tuned cp pads as Megatron does at that cp (2 x cp, 1 at cp 1) when the
 // scenario's pad_multiple is Megatron's 2 x cp at its own cp; a multiple of the scenario's own
 // choosing stays; dynamic planners keep pad_multiple_dynamic.
