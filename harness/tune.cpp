@@ -144,10 +144,10 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
       }
     };
     for (const auto& setting : tune_space(s, p.cm.model.layers, dynamic)) try_setting(setting);
-    // Then M between the octaves around the best M of each (cp, VPP) (tune.h): the grid's factor
+    // Then M within the octaves around the best M of each (cp, VPP) (tune.h): the grid's factor
     // of 2 had left the baselines, whose micro-batch counts and group sizes move with M, up to
-    // 10-17% behind their best on Megatron's example while dcp, which searches its own
-    // micro-batch count, is flat in M (helper-17's audit).
+    // 4-14% behind their best on Megatron's example, while dcp, which searches its own
+    // micro-batch count, reaches its plateau on the grid (helper-17's audit).
     const auto first_pass = best_per_cp_vpp;
     for (const auto& [knobs, best_there] : first_pass)
       for (const auto& setting : tune_refinement(s, best_there.second, dynamic)) try_setting(setting);

@@ -170,7 +170,8 @@ TEST(Tune, RefinementTriesMBetweenTheOctavesAroundTheBest) {
   }
   // Static at cp 2: 2 x M must hold the 4096-token sample, so nothing below 2048.
   EXPECT_EQ(ms(tune_refinement(s, Setting{2048, 2, 1}, false)), (std::vector<int64_t>{2560, 3072, 3584}));
-  // At the top of the range (max(2 M0, max_seqlen) = 4096) nothing above it.
+  // At the top of the range (max(2 M0, max_seqlen) = 4096) nothing above it, and at cp 1 nothing
+  // below (one rank must hold the 4096-token sample).
   EXPECT_EQ(ms(tune_refinement(s, Setting{4096, 1, 1}, false)), (std::vector<int64_t>{}));
   EXPECT_EQ(ms(tune_refinement(s, Setting{4096, 2, 1}, false)), (std::vector<int64_t>{2560, 3072, 3584}));
 }

@@ -75,11 +75,12 @@
 //   embedding's into the held one in place). At that output layer's weight-gradient GEMM the
 //   logits' gradient it reads is live beside the new table: bf16, 2 V / tp bytes per token (the
 //   fp32 path casts its gradient to bf16 first; TE's writes it into the bf16 logits).
-//   (The dgrad it wrote before, 2h per token, is not charged: under 2% of that.) With the
-//   fusion the layer returns a placeholder of the same shape instead (torch.empty, or
-//   TransformerEngine's get_dummy_wgrad buffer, cached across calls): not modelled, no shipped
-//   scenario ties its embeddings with the fusion on (Megatron's example turns it off, its
-//   benchmark_dcp.sh:130). With pp > 1 the last stage has its own copy (below): nothing is held.
+//   (The dgrad it wrote before, 2h per token, is not charged: h tp / V of that, 1.6% in
+//   Megatron's example.) With the fusion the layer returns a placeholder of the same shape
+//   instead (torch.empty, or TransformerEngine's get_dummy_wgrad buffer, cached across calls):
+//   not modelled, no shipped scenario ties its embeddings with the fusion on (Megatron's example
+//   turns it off, its benchmark_dcp.sh:130). With pp > 1 the last stage has its own copy
+//   (below): nothing is held.
 //   Transients do not add up: the logits exist after the stage's last layer in the forward and
 //   are freed by the output layer's backward before full recompute re-materialises any layer, so
 //   a running op adds max(layer transient, head inputs + logits), never their sum. The simulator's
