@@ -415,9 +415,10 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   in.layer_transient_bytes_per_token = cost::layer_transient_bytes_per_token(cm);
   in.embedding_grad_bytes = cost::embedding_grad_bytes(cm);
   in.embedding_input_grad_bytes_per_token = cost::embedding_input_grad_bytes_per_token(cm);
-  in.logits_saved_bytes_per_token = cost::logit_bytes_per_token(cm).saved;
-  in.logits_peak_bytes_per_token = cost::logit_bytes_per_token(cm).peak;
-  in.logits_grad_bytes_per_token = cost::logit_bytes_per_token(cm).grad;
+  const cost::LogitBytes logits = cost::logit_bytes_per_token(cm);
+  in.logits_saved_bytes_per_token = logits.saved;
+  in.logits_peak_bytes_per_token = logits.peak;
+  in.logits_grad_bytes_per_token = logits.grad;
   in.tied_output_grad_bytes = cost::tied_output_grad_bytes(cm);
   in.head_saved_bytes_per_token = cost::head_saved_bytes_per_token(cm);
   for (int v = 0; v < stages; ++v) in.layers.push_back(cost::layers_of_virtual_stage(cm.model, c, v));
