@@ -16,10 +16,11 @@
 // rule), min and max; for the speedup of summed step times ("speedup", aggregate.h) and of
 // Megatron's 10%-trimmed mean ("trimmed_speedup"). A draw where the strategy or the reference has
 // an invalid or oom step gives no value; "oom_draws" and "invalid_draws" count the draws where the
-// strategy had such a step (a tuned setting picked on draw 0 may not fit other batches).
+// strategy had such a step (a tuned setting picked on the selection batches may not fit other batches).
 // "ranking_held" counts the draws whose ranking by total step time (summarize_speedups, tune.h;
 // exact ties by name) equals draw 0's, "first_held" those whose fastest strategy is draw 0's.
-// The tuned settings were picked on draw 0's batches, so draw 0 favours them; draws 1.. do not.
+// The tuned settings were picked on held-out selection batches (tune.h), so no draw favours them
+// (until 2026-12-06 they were picked on draw 0's batches, which favoured them there).
 // Cost: about K times the published run, plus K - 1 runs at the tuned settings with --tune (not
 // K searches); memory: draw 0's batches and one further draw's at a time.
 #pragma once

@@ -121,7 +121,7 @@ void write_draws_table(std::ostream& os, const ResultsFile& results, const Evalu
   if (lines.empty()) return;
   os << "\n## Over other draws of the batches (`run --draws`)\n\n"
      << "Each scenario re-run on further independent draws of its global batches (draw 0 = the tables above; "
-        "tuned settings held fixed at those picked on draw 0). \"with numbers\": draws where " << o.focus
+        "tuned settings held fixed at those picked on the held-out selection batches). \"with numbers\": draws where " << o.focus
      << " has a speedup (its plans and the reference's valid and fitting on every step); \"fastest\": those where no "
         "strategy with numbers has a shorter summed step time (ties count); then the " << o.focus
      << " step time against each peer, median (5th to 95th percentile) over the draws where both have numbers.\n\n"

@@ -3,12 +3,14 @@
 
 #include "core/error.h"
 #include "harness/aggregate.h"
+#include "core/rng.h"
 #include "core/text.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -110,16 +112,24 @@ std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic) {
   return out;
 }
 
+uint64_t tune_selection_seed(uint64_t seed) { return hash_u64(seed, kTuneSelectionSalt); }
+
 std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& options,
                                  const plan::PlannerRegistry& registry) {
   const Scenario& s = *p.scenario;
   RunOptions quiet = options;
   quiet.detail = false;
+  // The batches the settings are compared on: as many steps as the run, drawn from the data
+  // stream of another seed, so held out from the batches the rows report (and from every draw
+  // of --draws) (tune.h).
+  PreparedScenario sel = p;
+  sel.sampler.seed = tune_selection_seed(p.sampler.seed);
+  sample_batches(sel);
   std::vector<ResultRow> out;
   for (const auto& strategy : p.strategies) {
     const auto t0 = std::chrono::steady_clock::now();
     const bool dynamic = registry.make(strategy)->dynamic();
-    std::vector<ResultRow> best;
+    std::optional<Setting> best;
     double best_t = 0;
     int tried = 0;
     std::set<std::tuple<int64_t, int, int>> seen;
@@ -129,7 +139,7 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
       std::vector<ResultRow> rows;
       quiet.phase = "--tune " + setting.to_json().dump();
       try {
-        rows = run_strategy(p, p.cm, strategy, setting, "tuned", quiet, registry);
+        rows = run_strategy(sel, sel.cm, strategy, setting, "tuned", quiet, registry);
       } catch (const InputError&) {
         return;  // an impossible setting (cp not dividing the pool, ...)
       }
@@ -138,8 +148,8 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
       const double t = total_time(rows);
       const auto [at, fresh] = best_per_cp_vpp.try_emplace({setting.cp, setting.vpp}, t, setting);
       if (!fresh && t < at->second.first) at->second = {t, setting};
-      if (best.empty() || t < best_t) {
-        best = std::move(rows);
+      if (!best || t < best_t) {
+        best = setting;
         best_t = t;
       }
     };
@@ -151,15 +161,19 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
     const auto first_pass = best_per_cp_vpp;
     for (const auto& [knobs, best_there] : first_pass)
       for (const auto& setting : tune_refinement(s, best_there.second, dynamic)) try_setting(setting);
-    const bool none_fits = best.empty();
-    if (none_fits) best = run_strategy(p, p.cm, strategy, published_setting(s), "tuned", quiet, registry);
+    const bool none_fits = !best;
+    quiet.phase = "--tune: the pick on the run's batches";
+    std::vector<ResultRow> rows =
+        run_strategy(p, p.cm, strategy, none_fits ? published_setting(s) : *best, "tuned", quiet, registry);
+    std::string said = none_fits ? "none with numbers on every step of the selection batches (out of memory or no "
+                                   "valid plan): the published setting's rows kept, "
+                                 : "picked ";
+    said += rows.front().knobs.dump();
+    if (!none_fits && !every_step_has_numbers(rows))
+      said += ", which has a step without numbers (out of memory or no valid plan) on the run's batches";
     progress_line(options, "dcpbench run --tune: " + s.name + " " + strategy + ": " + std::to_string(tried) +
-                               " settings (" + elapsed_text(t0) + "), " +
-                               (none_fits ? "none with numbers on every step (out of memory or no valid plan): the "
-                                            "published setting's rows kept, "
-                                          : "best ") +
-                               best.front().knobs.dump());
-    out.insert(out.end(), std::make_move_iterator(best.begin()), std::make_move_iterator(best.end()));
+                               " settings on the selection batches (" + elapsed_text(t0) + "), " + said);
+    out.insert(out.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
   }
   return out;
 }
