@@ -4,7 +4,7 @@
 // The file is validated first, so the script only ever sees schema-valid JSON. The script
 // draws into a staging folder beside DIR; only when it succeeds are the PNGs moved into DIR
 // (core/files.h publish_dir: DIR is a folder or a new path, each PNG replaces only a regular file),
-// so a failed plot writes nothing; an interrupt (SIGINT, SIGTERM, SIGHUP) kills the script and
+// so a failed plot (one that exits non-zero, or draws no .png) writes nothing; an interrupt (SIGINT, SIGTERM, SIGHUP) kills the script and
 // removes the staging folder before plot ends by the signal. The script's output is captured: a failure is one line (its
 // last line of output), exit 2 for a --script given by the user, 1 for the built-in script.
 // The script (plot_results.py or plot_converge.py) is looked up, in order: --script; <source
@@ -260,12 +260,21 @@ int run_plot(const PlotArgs& a) {
     fs::remove_all(staging, ec);
     throw;
   }
-  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  if (!ok) {
+  const bool exited_0 = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  // A script that exits 0 having drawn no chart is a failure too: `plot` had left an empty DIR
+  // and said nothing (helper-20, 2026-12-06).
+  bool drew = false;
+  if (exited_0) {
+    std::error_code ec;
+    for (fs::directory_iterator it(staging, ec), end; !ec && it != end && !drew; it.increment(ec))
+      drew = it->path().extension() == ".png" && it->is_regular_file(ec);
+  }
+  if (!exited_0 || !drew) {
     std::error_code ec;
     fs::remove_all(staging, ec);
-    const std::string why = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
-                                              : "was killed by signal " + std::to_string(WTERMSIG(status));
+    const std::string why = !WIFEXITED(status)  ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                            : !exited_0         ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                                : "exited with status 0 but drew no chart (no .png in the output folder)";
     const std::string line = last_line(err);
     const std::string msg = "plot: " + quote(script, 120) + " " + why + (line.empty() ? "" : ": " + quote(line, 160));
     // The user's script or interpreter failing is bad input (exit 2); the built-in pair, exit 1.

@@ -36,6 +36,41 @@ void validate_converge_report(const json& j, const std::string& what) {
   if (!j.contains("strategies") || !j["strategies"].is_object()) bad("no \"strategies\" object");
   if (!j["strategies"].contains("reference")) bad("no \"reference\" strategy");
   const int64_t steps = j["steps"].get<int64_t>();
+  // What `plot` draws besides the losses (plot_converge.py), checked here so that a report it
+  // cannot draw is refused with its field named instead of failing inside the script or drawing
+  // a wrong chart (helper-20, 2026-12-06).
+  const auto per_step = [&](const json& a) {  // one number (or null: not finite) per step
+    if (!a.is_array() || static_cast<int64_t>(a.size()) != steps) return false;
+    for (const auto& v : a)
+      if (!v.is_number() && !v.is_null()) return false;
+    return true;
+  };
+  const std::string per_step_text = "an array of " + std::to_string(steps) + " numbers (null: not finite)";
+  for (const char* k : {"context", "pool"})
+    if (j.contains(k) && !j[k].is_object()) bad("\"" + std::string(k) + "\" is not an object");
+  if (j.contains("step_kinds")) {
+    const json& kinds = j["step_kinds"];
+    bool ok = kinds.is_array() && static_cast<int64_t>(kinds.size()) == steps;
+    for (const auto& k : ok ? kinds : json::array()) ok = ok && k.is_string();
+    if (!ok) bad("\"step_kinds\" is not an array of " + std::to_string(steps) + " strings");
+  }
+  if (j.contains("strategy_order")) {
+    const json& order = j["strategy_order"];
+    if (!order.is_array()) bad("\"strategy_order\" is not an array");
+    for (const auto& n : order)
+      if (!n.is_string() || !j["strategies"].contains(n.get<std::string>()))
+        bad("\"strategy_order\" names " + n.dump() + ", which is not a strategy of the report");
+  }
+  if (!j.contains("bounds") || !j["bounds"].is_object()) bad("no \"bounds\" object");
+  for (auto it = j["bounds"].begin(); it != j["bounds"].end(); ++it) {
+    const std::string& k = it.key();
+    if (k.size() > 9 && k.compare(k.size() - 9, 9, "_per_step") == 0) {
+      if (!per_step(it.value())) bad("\"bounds." + k + "\" is not " + per_step_text);
+    } else if (k != "why" && k != "grad_measure" && !it.value().is_number() &&
+               !it.value().is_null()) {
+      bad("\"bounds." + k + "\" is not a number");
+    }
+  }
   for (auto it = j["strategies"].begin(); it != j["strategies"].end(); ++it) {
     const json& s = it.value();
     if (!s.is_object()) bad("strategy \"" + it.key() + "\" is not an object");
@@ -45,9 +80,15 @@ void validate_converge_report(const json& j, const std::string& what) {
     // null: a loss that was not finite (a diverged run; JSON has no NaN or inf, nlohmann writes null)
     for (const auto& v : s["losses"])
       if (!v.is_number() && !v.is_null()) bad("strategy \"" + it.key() + "\" has a loss that is not a number or null");
-    if (it.key() != "reference" && it.key() != "reference_f64")
+    if (it.key() != "reference" && it.key() != "reference_f64") {
       for (const char* k : {"max_abs_dloss", "max_rel_grad_diff", "bitwise_repeat", "bound", "pass"})
         if (!s.contains(k)) bad("strategy \"" + it.key() + "\" has no \"" + std::string(k) + "\"");
+      for (const char* k : {"dloss_rel", "grad_rel_diff"})  // the two difference charts
+        if (!s.contains(k) || !per_step(s[k]))
+          bad("strategy \"" + it.key() + "\" has no \"" + std::string(k) + "\" that is " + per_step_text);
+    }
+    if (s.contains("dmtp_loss_rel") && !per_step(s["dmtp_loss_rel"]))
+      bad("strategy \"" + it.key() + "\" has a \"dmtp_loss_rel\" that is not " + per_step_text);
     if (s.contains("planning")) {  // optional (README "Async planning"): what converge_table prints
       const json& p = s["planning"];
       bool ok = p.is_object() && p.value("mode", json()).is_string();

@@ -35,8 +35,9 @@ fi
 # A file written before 0b0a667 (fractions as means of the steps' ratios) is drawn with the
 # aggregates table, gate and evaluate use (a copy with them); today's file goes to the script as is.
 cat > "$work/capture.py" <<'PY'
-import json, sys
+import json, os, sys
 open(sys.argv[-1] + ".seen", "w").write(json.dumps({"path": sys.argv[-1], "aggregates": json.load(open(sys.argv[-1]))["aggregates"]}))
+open(os.path.join(sys.argv[sys.argv.index("--out") + 1], "seen.png"), "wb").close()  # plot wants a chart
 PY
 /usr/bin/python3 - "$results" "$work/legacy.json" <<'PY' || exit 1
 import json, sys

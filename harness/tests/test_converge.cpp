@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -352,17 +353,40 @@ TEST(ConvergeRun, AStrategyThatCannotPlanTheScenarioIsAnInputErrorBeforeTraining
 
 TEST(ConvergeReport, SchemaCheckRejectsBrokenReports) {
   json r = {{"schema", "dcpbench.converge.v1"}, {"context", json::object()}, {"dtype", "f64"}, {"steps", 2},
-            {"strategies", {{"reference", {{"losses", {1.0, 0.9}}}}}}};
+            {"bounds", {{"loss_rel", 1e-12}, {"loss_rel_per_step", {1e-12, 1e-12}}, {"why", "float64"}}},
+            {"step_kinds", {"main", "edge:one"}}, {"strategy_order", {"reference", "dcp"}},
+            {"strategies",
+             {{"reference", {{"losses", {1.0, 0.9}}}},
+              {"dcp",
+               {{"losses", {1.0, nullptr}}, {"dloss_rel", {0.0, nullptr}}, {"grad_rel_diff", {0.0, 1e-15}},
+                {"max_abs_dloss", 0.0}, {"max_rel_grad_diff", 1e-15}, {"bitwise_repeat", true}, {"bound", 1e-12},
+                {"pass", false}}}}}};
   EXPECT_NO_THROW(validate_converge_report(r, "r"));
-  json bad = r;
-  bad["strategies"]["reference"]["losses"] = {1.0};
-  EXPECT_THROW(validate_converge_report(bad, "r"), InputError);
-  bad = r;
-  bad["strategies"]["dcp"] = {{"losses", {1.0, 0.9}}};
-  EXPECT_THROW(validate_converge_report(bad, "r"), InputError);  // no bound/pass/...
-  bad = r;
-  bad["schema"] = "dcpbench.results.v1";
-  EXPECT_THROW(validate_converge_report(bad, "r"), InputError);
+  // Each broken field is refused with its name (what plot_converge.py would have crashed on or
+  // drawn wrong, helper-20).
+  const auto refused = [&](const std::function<void(json&)>& mutate, const std::string& says) {
+    json bad = r;
+    mutate(bad);
+    try {
+      validate_converge_report(bad, "r");
+      ADD_FAILURE() << "accepted; expected: " << says;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused([](json& b) { b["strategies"]["reference"]["losses"] = {1.0}; }, "\"losses\" array of 2");
+  refused([](json& b) { b["strategies"]["dcp"].erase("pass"); }, "has no \"pass\"");
+  refused([](json& b) { b["schema"] = "dcpbench.results.v1"; }, "\"schema\"");
+  refused([](json& b) { b.erase("bounds"); }, "no \"bounds\" object");
+  refused([](json& b) { b["bounds"]["loss_rel"] = "x"; }, "\"bounds.loss_rel\" is not a number");
+  refused([](json& b) { b["bounds"]["loss_rel_per_step"] = {1e-12}; }, "\"bounds.loss_rel_per_step\" is not an array of 2");
+  refused([](json& b) { b["step_kinds"] = 5; }, "\"step_kinds\" is not an array of 2 strings");
+  refused([](json& b) { b["step_kinds"] = {"main", 1}; }, "\"step_kinds\" is not an array of 2 strings");
+  refused([](json& b) { b["strategy_order"] = {"reference", "foo"}; }, "\"strategy_order\" names \"foo\"");
+  refused([](json& b) { b["strategies"]["dcp"].erase("dloss_rel"); }, "has no \"dloss_rel\"");
+  refused([](json& b) { b["strategies"]["dcp"]["grad_rel_diff"] = {"x", 0.0}; }, "has no \"grad_rel_diff\"");
+  refused([](json& b) { b["strategies"]["dcp"]["dloss_rel"] = {true, 0.0}; }, "has no \"dloss_rel\"");
+  refused([](json& b) { b["pool"] = "x"; }, "\"pool\" is not an object");
 }
 
 }  // namespace
