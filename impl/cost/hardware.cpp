@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string_view>
 
 namespace dcp::cost {
 namespace {
@@ -552,8 +553,26 @@ void validate_profile(const HardwareProfile& p) {
               ": intra_node_bytes_per_s=", p.intra_node_bytes_per_s, " must be > 0");
   DCP_REQUIRE(p.inter_node_bytes_per_s > 0, "profile ", p.name,
               ": inter_node_bytes_per_s=", p.inter_node_bytes_per_s, " must be > 0");
-  for (const auto& [k, f] : scalar_fields())
-    DCP_REQUIRE(std::isfinite(p.*f) && p.*f >= 0, "profile ", p.name, ": ", k, "=", p.*f, " must be >= 0");
+  // Every rate divides a volume (HBM bytes, link bytes, FLOPs) and must be > 0, but for
+  // hbm_bytes_per_s, where 0 switches the memory-bound ops off (hardware.h; the "unit" test
+  // profile's setting; a calibration file may not set it, apply_calibration). Upper limits, one per
+  // unit, far above any GPU, link or host (so a typo such as 1e300 is refused, not printed as a
+  // 300-digit step time): 1e18 per second for a rate (1 EFLOP/s or 1 EB/s for one GPU or link),
+  // an hour for a time, 2^50 bytes (1 PiB) for a GPU's memory, 10^6 for a byte count per token,
+  // logit or parameter (the built-in ones are 2 to 52).
+  for (const auto& [k, f] : scalar_fields()) {
+    const auto ends = [&](std::string_view suffix) {
+      return k.size() >= suffix.size() && k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    const bool rate = ends("_per_s") && k != "hbm_bytes_per_s";
+    const double max = ends("_per_s")                                       ? 1e18
+                       : ends("_s")                                         ? 3600.0
+                       : (k == "memory_bytes" || k == "memory_reserved_bytes") ? 0x1p50
+                                                                            : 1e6;
+    DCP_REQUIRE(std::isfinite(p.*f) && (rate ? p.*f > 0 : p.*f >= 0), "profile ", p.name, ": ", k, "=", p.*f,
+                rate ? " must be > 0" : " must be >= 0");
+    DCP_REQUIRE(p.*f <= max, "profile ", p.name, ": ", k, "=", p.*f, " is above the maximum ", max);
+  }
   DCP_REQUIRE(p.memory_bytes > p.memory_reserved_bytes, "profile ", p.name, ": memory_bytes=", p.memory_bytes,
               " must exceed memory_reserved_bytes=", p.memory_reserved_bytes);
   DCP_REQUIRE(p.gpus_per_node >= 1, "profile ", p.name, ": gpus_per_node=", p.gpus_per_node,
@@ -600,6 +619,11 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
                        "value on a one-stage pipeline): set those instead");
     } else if (field != scalar_fields().end()) {
       DCP_REQUIRE(value.is_number(), at, "=", value.dump(), " must be a number");
+      // 0 switches the memory-bound ops off (validate_profile): the unit test profile's setting,
+      // never a measurement; from a file it read as "memory traffic is free" and shortened the
+      // simulated step (helper-20, 2026-12-06).
+      DCP_REQUIRE(key != "hbm_bytes_per_s" || value.get<double>() > 0, at, "=", value.dump(),
+                  " must be > 0 (0 would leave every memory-bound op uncharged)");
       p.*(field->second) = value.get<double>();
     } else if (key == "gpus_per_node" || key == "nics_per_node") {
       // range-checked, never wrapped (a JSON 2^40 would become 0)

@@ -210,6 +210,22 @@ def main():
                "gpus_per_node": 2**40}
         write(w("cal-2p40.json"), json.dumps(cal))
         scenario("cal-2p40-scenario.json", lambda s: s.__setitem__("calibration", "cal-2p40.json"))
+        # A rate of 0 read as "free" (a faster step), a time of 1e300 printed with 300 digits (helper-20).
+        write(w("cal-hbm-0.json"), json.dumps(dict(cal, gpus_per_node=8, hbm_bytes_per_s=0)))
+        scenario("cal-hbm-0-scenario.json", lambda s: s.__setitem__("calibration", "cal-hbm-0.json"))
+        write(w("cal-1e300.json"), json.dumps(dict(cal, gpus_per_node=8, iteration_overhead_s=1e300)))
+        scenario("cal-1e300-scenario.json", lambda s: s.__setitem__("calibration", "cal-1e300.json"))
+        # Convergence reports whose charted fields plot_converge.py cannot draw: refused before it runs.
+        conv_report = json.load(open(os.path.join(repo, "results/converge-moby.json")))
+        for name, mutate in [("step-kinds-int", lambda r: r.__setitem__("step_kinds", 5)),
+                             ("dloss-strings", lambda r: r["strategies"]["dcp"].__setitem__(
+                                 "dloss_rel", ["x"] * r["steps"])),
+                             ("order-unknown", lambda r: r.__setitem__("strategy_order", ["foo"])),
+                             ("bounds-list", lambda r: r.__setitem__("bounds", [1]))]:
+            r = json.loads(json.dumps(conv_report))
+            mutate(r)
+            write(w(f"conv-{name}.json"), json.dumps(r))
+        write(w("draws-nothing.py"), "print('hello')\n")
         targets = {"link.json": "is a symbolic link", "folder": "is a directory", "fifo": "is a FIFO",
                    "": "empty path", "missing/x.json": "does not exist", "folder/": "names a folder"}
         if os.geteuid() == 0:
@@ -430,6 +446,16 @@ def main():
         case("text/strategy-100k", ["run", "strategy-long.json", "--out", "r.json"], ["(100000 bytes)"])
         case("text/plot-bad-script", ["plot", "results.json", "--out", "charts-new", "--script", "bad.py"],
              ["exited with status 1", "second line"])
+        case("text/plot-script-draws-nothing", ["plot", "results.json", "--out", "charts-new", "--script",
+                                                "draws-nothing.py"], ["drew no chart", "hello"])
+        for name, says in [("step-kinds-int", '"step_kinds" is not an array of'),
+                           ("dloss-strings", 'strategy "dcp" has no "dloss_rel" that is an array of'),
+                           ("order-unknown", '"strategy_order" names "foo"'), ("bounds-list", 'no "bounds" object')]:
+            case(f"value/plot-converge-{name}", ["plot", f"conv-{name}.json", "--out", "charts-new"], [says])
+        case("value/calibration-rate-0", ["run", "cal-hbm-0-scenario.json", "--out", "r.json"],
+             ['"hbm_bytes_per_s"=0 must be > 0'])
+        case("value/calibration-time-1e300", ["run", "cal-1e300-scenario.json", "--out", "r.json"],
+             ["iteration_overhead_s=1e+300 is above the maximum 3600"])
         case("text/unknown-command", ["frob"], ['unknown command "frob"'])
         case("text/unknown-option-before-command", ["--frob"], ['unknown option "--frob" before the command'])
         case("text/no-command", [], ["subcommand is required"])

@@ -164,6 +164,22 @@ TEST(Hardware, CalibrationRejectsBadInput) {
   EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"attention_tables": [{"backend": "fa3",
       "lengths": [128, 256], "fwd_causal": [[0.5]], "fwd_full": [[0.5]], "bwd": [[0.5]]}]})"), "x"), InputError);
   EXPECT_THROW(apply_calibration(base, nlohmann::json::parse(R"({"ring_step_fwd_s": -1})"), "x"), InputError);
+  // Every rate divides a volume: 0 would make that traffic free (helper-20: hbm_bytes_per_s 0 gave
+  // a faster step); and every scalar has a ceiling of its unit, so a typo is refused, not printed.
+  for (const std::string& key : profile_scalar_keys()) {
+    const bool rate = key.size() > 6 && key.compare(key.size() - 6, 6, "_per_s") == 0;
+    nlohmann::json j;
+    j[key] = 0;
+    if (rate) {
+      EXPECT_THROW(apply_calibration(base, j, "x"), InputError) << key;
+    } else if (key != "memory_bytes") {  // (memory must exceed the reserve)
+      EXPECT_NO_THROW(apply_calibration(base, j, "x")) << key;
+    }
+    j[key] = 1e300;
+    EXPECT_THROW(apply_calibration(base, j, "x"), InputError) << key;
+    j[key] = profile_scalar(base, key);  // the built-in value is within its limits
+    EXPECT_NO_THROW(apply_calibration(base, j, "x")) << key;
+  }
   // The key split on 2026-11-28: a file written before would charge its whole value on every
   // virtual stage and the first and last stages' parts again; refused, naming its successors.
   try {
