@@ -299,7 +299,8 @@ void add_plot_command(CLI::App& app, int& exit_code) {
                   "Output folder for the PNGs: an existing folder (not a symlink) or a new one in an existing "
                   "folder; a PNG replaces only a regular file")
       ->required();
-  cmd->add_option("--script", args->script, "Path of the plot script (default: plot_results.py or plot_converge.py, found automatically)");
+  cmd->add_option("--script", args->script, "Path of the plot script (default: plot_results.py or plot_converge.py, found automatically)")
+      ->check([](const std::string& v) { return v.empty() ? std::string("empty path") : std::string(); });
   cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
   cmd->callback([args, &exit_code] { exit_code = run_plot(*args); });
 }

@@ -40,6 +40,15 @@ int report_parse_error(const std::string& message) {
   return dcp::harness::report_error(message, 2);
 }
 
+// CLI11 says "--cp: At Most 1 required but received 2" for an option given twice; say so plainly
+// (helper-20). Other messages pass through.
+std::string plain_parse_error(const std::string& message) {
+  static const std::string kMark = ": At Most 1 required but received ";
+  const size_t at = message.find(kMark);
+  if (at == std::string::npos) return message;
+  return message.substr(0, at) + " is given " + message.substr(at + kMark.size()) + " times; give it once";
+}
+
 // `dcpbench frob`: CLI11 would say only "A subcommand is required"; name the word instead.
 // `dcpbench --frob` (an option before any command, other than --help / --help-all): name it too.
 std::string unknown_command(const CLI::App& app, int argc, char** argv) {
@@ -86,7 +95,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForAllHelp& e) {
       return app.exit(e);
     } catch (const CLI::ParseError& e) {
-      return report_parse_error(e.what());
+      return report_parse_error(plain_parse_error(e.what()));
     }
     return exit_code;
   } catch (...) {

@@ -588,6 +588,35 @@ std::string check_rows_agree(const ResultsFile& f, const json& j) {
                quote(want, 40);
     }
   }
+  // The step-0 detail the charts draw per pool rank (rank_busy_s: one entry per rank; plan: groups
+  // of ranks [first_rank, first_rank + cp_size)) fits its scenario's pool (helper-20: a
+  // rank_busy_s of 1 entry, or a group of 400 ranks, on a pool of 4 was drawn).
+  {
+    std::map<std::string, int64_t> pools;
+    for (const auto& sc : f.scenarios)
+      if (sc.is_object() && sc.contains("name") && sc["name"].is_string() && sc.contains("pool") &&
+          sc["pool"].is_number_integer() && sc["pool"].get<int64_t>() > 0)
+        pools.emplace(sc["name"].get<std::string>(), sc["pool"].get<int64_t>());
+    for (size_t i = 0; i < f.rows.size(); ++i) {
+      const ResultRow& r = f.rows[i];
+      const auto p = pools.find(r.scenario);
+      if (p == pools.end()) continue;
+      const int64_t pool = p->second;
+      const std::string at = "row " + std::to_string(i) + " (scenario " + quote(r.scenario, 60) + ", " +
+                             quote(r.strategy, 40) + ", step " + std::to_string(r.step) + ")";
+      if (!r.rank_busy_s.empty() && static_cast<int64_t>(r.rank_busy_s.size()) != pool)
+        return at + ": \"rank_busy_s\" has " + std::to_string(r.rank_busy_s.size()) + " entries, its pool " +
+               std::to_string(pool) + " ranks";
+      if (r.plan.is_array())
+        for (const auto& mb : r.plan)
+          for (const auto& g : mb) {  // (is_plan_picture: four integers in [0, kMaxRowCount])
+            const int64_t first = g[0].get<int64_t>(), size = g[1].get<int64_t>();
+            if (size < 1 || first + size > pool)
+              return at + ": \"plan\" has a group of ranks [" + std::to_string(first) + ", " +
+                     std::to_string(first + size) + ") outside its pool of " + std::to_string(pool) + " ranks";
+          }
+    }
+  }
   // Each row's speedup is its reference row's step time over its own (fill_speedups), and every
   // step of a strategy and setting has the same knobs (the aggregate carries the first step's):
   // an edited speedup or knob was read, the table printed it and the gate passed (stop 44).

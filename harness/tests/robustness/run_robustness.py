@@ -199,6 +199,12 @@ def main():
         r = json.loads(json.dumps(results))
         r["scenarios"][0]["gpus"] = "many"
         write(w("facts-type.json"), json.dumps(r))
+        r = json.loads(json.dumps(results))
+        r["rows"][0]["rank_busy_s"] = [1.0]  # the pool has 4 ranks (helper-20: drawn as one)
+        write(w("busy-short.json"), json.dumps(r))
+        r = json.loads(json.dumps(results))
+        r["rows"][0]["plan"] = [[[0, 400, 8, 2184]]]
+        write(w("plan-group-outside.json"), json.dumps(r))
         # Output targets that must never be replaced.
         write(w("existing.json"), "keep me\n")
         os.symlink("existing.json", w("link.json"))
@@ -456,6 +462,10 @@ def main():
              ['"hbm_bytes_per_s"=0 must be > 0'])
         case("value/calibration-time-1e300", ["run", "cal-1e300-scenario.json", "--out", "r.json"],
              ["iteration_overhead_s=1e+300 is above the maximum 3600"])
+        case("option/plot-script-empty", ["plot", "results.json", "--out", "charts-new", "--script", ""],
+             ["--script: empty path"])
+        case("option/given-twice", ["plot", "results.json", "--out", "charts-new", "--out", "charts-other"],
+             ["--out is given 2 times; give it once"])
         case("text/unknown-command", ["frob"], ['unknown command "frob"'])
         case("text/unknown-option-before-command", ["--frob"], ['unknown option "--frob" before the command'])
         case("text/no-command", [], ["subcommand is required"])
@@ -510,6 +520,9 @@ def main():
                                                    "--tolerance", "0.02abc"], ['--tolerance: "0.02abc" is not a number'])
         case("int/table-tokens-1e300", ["table", "tokens-1e300.json"], ['"tokens" is not an integer'])
         case("int/table-facts-type", ["table", "facts-type.json"], ['scenarios[0]."gpus" is not an integer'])
+        case("value/table-busy-short", ["table", "busy-short.json"], ['"rank_busy_s" has 1 entries, its pool 4 ranks'])
+        case("value/plot-plan-group-outside", ["plot", "plan-group-outside.json", "--out", "charts-new"],
+             ['group of ranks [0, 400) outside its pool of 4 ranks'])
         case("int/scenario-global-batch-2p63", ["run", "gb-2p63.json", "--out", "r.json"], ["is above the maximum 262144"])
         case("int/scenario-seed-2p64", ["run", "seed-2p64.json", "--out", "r.json"], ['"training.seed"=18446744073709551615'])
         case("value/pp-over-layers", ["run", "pp-over-layers.json", "--out", "r.json"],
