@@ -172,6 +172,16 @@ void write_json_atomic(const std::string& path, const nlohmann::json& j, int ind
 }
 
 std::string json_excerpt(const nlohmann::json& value, size_t max_chars) {
+  // A long string: a prefix in its quotes and its byte count, as core/text.h quote() says a flag's
+  // value (the cut dump had lost its closing quote and its length, helper-20).
+  if (value.is_string() && value.get_ref<const std::string&>().size() > max_chars) {
+    const auto& s = value.get_ref<const std::string&>();
+    size_t cut = max_chars;  // not inside a UTF-8 sequence
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    const nlohmann::json prefix = s.substr(0, cut);
+    return escape_bytes(prefix.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false) + "...(" +
+           std::to_string(s.size()) + " bytes)";
+  }
   std::string out;
   excerpt_into(value, out, max_chars, 0);
   if (out.size() > max_chars) {

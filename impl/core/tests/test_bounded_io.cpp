@@ -169,7 +169,9 @@ TEST(JsonLimits, ExcerptAndCheckedIntegers) {
   for (int i = 0; i < 1000; ++i) deep = nlohmann::json::array({deep});
   const std::string ex = json_excerpt(deep, 64);
   EXPECT_LE(ex.size(), 67u);
-  EXPECT_EQ(json_excerpt(nlohmann::json(std::string(10000, 'z')), 10), "\"zzzzzzzzz...");
+  // A long string keeps its quotes and says its length (as quote() does for a flag's value).
+  EXPECT_EQ(json_excerpt(nlohmann::json(std::string(10000, 'z')), 10), "\"zzzzzzzzzz\"...(10000 bytes)");
+  EXPECT_EQ(json_excerpt(nlohmann::json("\xc3\xa9\xc3\xa9"), 3), "\"\xc3\xa9\"...(4 bytes)");  // not inside a UTF-8 sequence
   EXPECT_EQ(json_excerpt(nlohmann::json("a\nb")), "\"a\\nb\"");
   const auto big = nlohmann::json::parse("9223372036854775808");  // 2^63: stored unsigned
   EXPECT_EQ(error_of([&] { json_int(big, 0, kMaxI64, "\"step\""); }),
