@@ -6,6 +6,7 @@
 #include "core/text.h"
 #include "harness/aggregate.h"
 #include "harness/draws.h"
+#include "harness/tune.h"
 
 #include <algorithm>
 #include <cmath>
@@ -69,6 +70,16 @@ std::string state(const Aggregate* a) {
 // focus is the fastest strategy (ties count as fastest) and its gain over each strong peer across
 // the draws. Gain of a draw = 1 - peer speedup / focus speedup (both over the same reference on
 // the same batches, so = 1 - focus time / peer time), over the draws where both have a value.
+// How the tuned settings of the file(s) were picked (results context "tune_pick", tune.h).
+std::string tune_pick_phrase(const nlohmann::json& context) {
+  const std::string v = context.value("tune_pick", "in-sample");
+  if (v == kTunePickHeldOut)
+    return "picked on held-out selection batches (another seed's steps), so it may be slower than the published "
+           "one on these batches";
+  if (v.find(kTunePickHeldOut) != std::string::npos) return "picked on held-out batches in some files, in-sample in others";
+  return "picked as the fastest on these same batches (in-sample; results written before 2026-12-06)";
+}
+
 void write_draws_table(std::ostream& os, const ResultsFile& results, const EvaluationOptions& o) {
   if (!results.draws.is_object() || !results.draws.contains("scenarios")) return;
   std::vector<std::string> lines;
@@ -121,7 +132,7 @@ void write_draws_table(std::ostream& os, const ResultsFile& results, const Evalu
   if (lines.empty()) return;
   os << "\n## Over other draws of the batches (`run --draws`)\n\n"
      << "Each scenario re-run on further independent draws of its global batches (draw 0 = the tables above; "
-        "tuned settings held fixed at those picked on the held-out selection batches). \"with numbers\": draws where " << o.focus
+        "tuned settings held fixed at those " << tune_pick_phrase(results.context) << "). \"with numbers\": draws where " << o.focus
      << " has a speedup (its plans and the reference's valid and fitting on every step); \"fastest\": those where no "
         "strategy with numbers has a shorter summed step time (ties count); then the " << o.focus
      << " step time against each peer, median (5th to 95th percentile) over the draws where both have numbers.\n\n"
@@ -188,9 +199,11 @@ void merge_results(ResultsFile& into, ResultsFile more, const std::string& path)
     }
     return out;
   };
-  for (const char* k : {"git_sha", "date", "cost_model", "calibration"}) {
-    std::vector<std::string> all = parts(into.context.value(k, "unknown"));
-    for (const auto& p : parts(more.context.value(k, "unknown")))
+  for (const char* k : {"git_sha", "date", "cost_model", "calibration", "tune_pick"}) {
+    // (a file without "tune_pick" was written before 2026-12-06, when --tune picked in-sample)
+    const char* absent = std::string(k) == "tune_pick" ? "in-sample" : "unknown";
+    std::vector<std::string> all = parts(into.context.value(k, absent));
+    for (const auto& p : parts(more.context.value(k, absent)))
       if (std::find(all.begin(), all.end(), p) == all.end()) all.push_back(p);
     std::string joined;
     for (const auto& p : all) joined += (joined.empty() ? "" : " + ") + p;
@@ -289,7 +302,8 @@ void write_evaluation_markdown(std::ostream& os, const ResultsFile& results, con
        << "` with calibration `" << ctx.value("calibration", "?") << "`, not a measurement";
   os << ". Step times are means over the scenario's sampled global batches; speedups are peer time / "
      << o.focus << " time on the same batches. \"published\" = the setting the scenario's upstream script "
-     << "sets; \"tuned\" = each strategy's best setting under the memory model (`run --tune`).\n\n"
+     << "sets; \"tuned\" = each strategy's setting " << tune_pick_phrase(results.context)
+     << " under the memory model (`run --tune`).\n\n"
      << "The breakdown splits peer step − " << o.focus
      << " step exactly into the simulator's components (compute incl. recompute, exposed CP and DP "
         "communication, host/launch and per-micro-batch/iteration overhead, pipeline bubble, imbalance = "

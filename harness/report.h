@@ -3,7 +3,7 @@
 // table of a committed results file can be reprinted without re-running anything.
 //
 // One block per scenario: a row per strategy as the scenario sets it ("published" setting) and,
-// after `run --tune`, a row per strategy at its best setting ("tuned", with its knobs); speedups
+// after `run --tune`, a row per strategy at its tuned setting ("tuned", with its knobs); speedups
 // are against the scenario's reference strategy in the same setting. Then our numbers beside the
 // published ones (absolute and speedups, with the hardware we assume), and the sensitivity
 // section when the file has one. The "how obtained" line is derived from the rows' sources.

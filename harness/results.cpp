@@ -411,6 +411,8 @@ std::vector<std::string> validate_results(const json& j) {
     for (const char* k : kContextKeys)
       if (!j["context"].contains(k) || !j["context"][k].is_string())
         errs.push_back(std::string("\"context.") + k + "\" is missing or not a string");
+    if (j["context"].contains("tune_pick") && !j["context"]["tune_pick"].is_string())
+      errs.push_back("\"context.tune_pick\" is not a string");
   }
   if (!j.contains("rows") || !j["rows"].is_array()) {
     errs.push_back("\"rows\" is missing or not an array");
@@ -611,7 +613,7 @@ std::string check_rows_agree(const ResultsFile& f, const json& j) {
         for (const auto& mb : r.plan)
           for (const auto& g : mb) {  // (is_plan_picture: four integers in [0, kMaxRowCount])
             const int64_t first = g[0].get<int64_t>(), size = g[1].get<int64_t>();
-            if (size < 1 || first + size > pool)
+            if (size < 1 || first > pool - size)  // (first + size may overflow: each is up to kMaxRowCount)
               return at + ": \"plan\" has a group of ranks [" + std::to_string(first) + ", " +
                      std::to_string(first + size) + ") outside its pool of " + std::to_string(pool) + " ranks";
           }

@@ -591,6 +591,10 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
     note_progress(options.heartbeat, p.scenario->name + (several ? ", checking that its batches can be drawn"
                                                                   : ", sampling " + std::to_string(p.steps) +
                                                                         " global batches"));
+    if (options.tune) {  // --tune's selection batches too (tune.h), let go at once
+      sample_selection_batches(p);
+      std::vector<data::SampledBatch>().swap(p.batches);
+    }
     sample_batches(p);
     if (several) std::vector<data::SampledBatch>().swap(p.batches);
   }
@@ -598,6 +602,7 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
 
   ResultsFile out;
   out.context = make_context("none (simulated on the host CPU)", cost::kCostModelName, calibration, options.command);
+  if (options.tune) out.context["tune_pick"] = kTunePickHeldOut;  // how the tuned settings were picked (tune.h)
   json sensitivity = json::array(), draws = json::array();
   for (auto& p : prepared) {
     const Scenario& s = *p.scenario;

@@ -114,42 +114,65 @@ std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic) {
 
 uint64_t tune_selection_seed(uint64_t seed) { return hash_u64(seed, kTuneSelectionSalt); }
 
-std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& options,
+void sample_selection_batches(PreparedScenario& p) {
+  const uint64_t seed = p.sampler.seed;
+  p.sampler.seed = tune_selection_seed(seed);
+  try {
+    sample_batches(p);
+  } catch (const InputError& e) {
+    p.sampler.seed = seed;
+    throw InputError(std::string("--tune's selection batches (seed ") + std::to_string(tune_selection_seed(seed)) +
+                     "): " + e.what());
+  }
+  p.sampler.seed = seed;
+}
+
+std::vector<ResultRow> run_tuned(PreparedScenario& p, const RunOptions& options,
                                  const plan::PlannerRegistry& registry) {
   const Scenario& s = *p.scenario;
   RunOptions quiet = options;
   quiet.detail = false;
   // The batches the settings are compared on: as many steps as the run, drawn from the data
   // stream of another seed, so held out from the batches the rows report (and from every draw
-  // of --draws) (tune.h).
-  PreparedScenario sel = p;
-  sel.sampler.seed = tune_selection_seed(p.sampler.seed);
-  sample_batches(sel);
-  std::vector<ResultRow> out;
+  // of --draws) (tune.h). They take the place of p's own in p during the search (no copy of the
+  // scenario's length source, one set of batches held at a time).
+  struct Restore {
+    PreparedScenario& p;
+    std::vector<data::SampledBatch> own;
+    ~Restore() {
+      if (!own.empty()) p.batches = std::move(own);
+    }
+  } restore{p, std::move(p.batches)};
+  sample_selection_batches(p);
+  struct Pick {
+    std::optional<Setting> setting;  // none: no setting had numbers on every selection batch
+    int tried = 0;
+    std::string elapsed;
+  };
+  std::vector<Pick> picks;
   for (const auto& strategy : p.strategies) {
     const auto t0 = std::chrono::steady_clock::now();
     const bool dynamic = registry.make(strategy)->dynamic();
-    std::optional<Setting> best;
+    Pick pick;
     double best_t = 0;
-    int tried = 0;
     std::set<std::tuple<int64_t, int, int>> seen;
     std::map<std::pair<int, int>, std::pair<double, Setting>> best_per_cp_vpp;  // first pass
     const auto try_setting = [&](const Setting& setting) {
       if (!seen.insert({setting.max_seqlen_per_rank, setting.cp, setting.vpp}).second) return;
       std::vector<ResultRow> rows;
-      quiet.phase = "--tune " + setting.to_json().dump();
+      quiet.phase = "--tune " + setting.to_json().dump() + " on the selection batches";
       try {
-        rows = run_strategy(sel, sel.cm, strategy, setting, "tuned", quiet, registry);
+        rows = run_strategy(p, p.cm, strategy, setting, "tuned", quiet, registry);
       } catch (const InputError&) {
         return;  // an impossible setting (cp not dividing the pool, ...)
       }
-      ++tried;
+      ++pick.tried;
       if (!every_step_has_numbers(rows)) return;
       const double t = total_time(rows);
       const auto [at, fresh] = best_per_cp_vpp.try_emplace({setting.cp, setting.vpp}, t, setting);
       if (!fresh && t < at->second.first) at->second = {t, setting};
-      if (!best || t < best_t) {
-        best = setting;
+      if (!pick.setting || t < best_t) {
+        pick.setting = setting;
         best_t = t;
       }
     };
@@ -161,18 +184,26 @@ std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& op
     const auto first_pass = best_per_cp_vpp;
     for (const auto& [knobs, best_there] : first_pass)
       for (const auto& setting : tune_refinement(s, best_there.second, dynamic)) try_setting(setting);
-    const bool none_fits = !best;
+    pick.elapsed = elapsed_text(t0);
+    picks.push_back(std::move(pick));
+  }
+  // The picks on the run's own batches: the rows reported.
+  p.batches = std::move(restore.own);
+  restore.own.clear();
+  std::vector<ResultRow> out;
+  for (size_t i = 0; i < p.strategies.size(); ++i) {
+    const std::string& strategy = p.strategies[i];
+    const Pick& pick = picks[i];
     quiet.phase = "--tune: the pick on the run's batches";
     std::vector<ResultRow> rows =
-        run_strategy(p, p.cm, strategy, none_fits ? published_setting(s) : *best, "tuned", quiet, registry);
-    std::string said = none_fits ? "none with numbers on every step of the selection batches (out of memory or no "
-                                   "valid plan): the published setting's rows kept, "
-                                 : "picked ";
+        run_strategy(p, p.cm, strategy, pick.setting ? *pick.setting : published_setting(s), "tuned", quiet, registry);
+    std::string said = pick.setting ? "picked " : "none with numbers on every step of the selection batches (out of "
+                                                  "memory or no valid plan): the published setting's rows kept, ";
     said += rows.front().knobs.dump();
-    if (!none_fits && !every_step_has_numbers(rows))
+    if (pick.setting && !every_step_has_numbers(rows))
       said += ", which has a step without numbers (out of memory or no valid plan) on the run's batches";
-    progress_line(options, "dcpbench run --tune: " + s.name + " " + strategy + ": " + std::to_string(tried) +
-                               " settings on the selection batches (" + elapsed_text(t0) + "), " + said);
+    progress_line(options, "dcpbench run --tune: " + s.name + " " + strategy + ": " + std::to_string(pick.tried) +
+                               " settings on the selection batches (" + pick.elapsed + "), " + said);
     out.insert(out.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
   }
   return out;

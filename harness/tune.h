@@ -26,10 +26,12 @@
 //   Llama-13B). A pick without numbers on a step of the run's batches (out of memory, no valid
 //   plan) is reported so, as `--draws` reports the pick on further draws.
 //   M's resolution still favours dcp a little: on a 128-token grid packing at CP 4 on Megatron's
-//   example is up to 2.4% / 3.2% faster than its tuned row at 32 / 64 GPUs (helper-18).
-// The best setting's rows are added with setting "tuned" and its knobs; speedups of tuned rows
-// are against the reference strategy's tuned rows. A strategy with no fitting setting gets its
-// published-setting rows labelled tuned (oom or invalid).
+//   example was up to 2.4% / 3.2% faster than its (then in-sample) tuned row at 32 / 64 GPUs
+//   (helper-18).
+// The picked setting's rows on the run's batches are added with setting "tuned" and its knobs
+// (results context "tune_pick": "held-out"); speedups of tuned rows are against the reference
+// strategy's tuned rows. A strategy with no setting that has numbers on every selection batch
+// gets its published-setting rows labelled tuned.
 //
 // --sensitivity: every uncertain cost-model parameter (sensitivity_parameters()) is scaled by 0.8
 // and by 1.2, one at a time (efficiencies capped at 1), and the scenario re-simulated at the
@@ -67,9 +69,16 @@ inline constexpr uint64_t kTuneSelectionSalt = 0x74756e652d73656cull;  // "tune-
 uint64_t tune_selection_seed(uint64_t seed);
 
 // Tuned rows of every strategy of the prepared scenario (speedups not filled): each strategy's
-// setting picked on the selection batches, run on p's batches.
-std::vector<ResultRow> run_tuned(const PreparedScenario& p, const RunOptions& options,
+// setting picked on the selection batches, run on p's batches. p.batches holds the selection
+// batches during the search (one scenario's batches at a time, as the limits assume) and p's own
+// again on return, also when it throws.
+std::vector<ResultRow> run_tuned(PreparedScenario& p, const RunOptions& options,
                                  const plan::PlannerRegistry& registry);
+// Draws the selection batches into p.batches (steps 0 .. p.steps - 1 of the selection seed's
+// stream); an error names them.
+void sample_selection_batches(PreparedScenario& p);
+// The results context's "tune_pick" of a run with --tune.
+inline constexpr const char* kTunePickHeldOut = "held-out";
 
 struct SensitivityParameter {
   std::string name;

@@ -218,6 +218,7 @@ TEST(Tune, TunedRowsAreNeverWorseWhereTheSettingWasPicked) {
   RunOptions opt;
   opt.tune = true;
   const ResultsFile f = run_scenarios({s}, opt, reg);
+  EXPECT_EQ(f.context.value("tune_pick", ""), kTunePickHeldOut);  // evaluate and table say how it was picked
   for (const std::string st : {"packing", "bshd"}) {
     int tuned_rows = 0;
     for (const auto& r : f.rows) {
@@ -307,7 +308,10 @@ TEST(Tune, TunedRowsAreTheBestOfBothPassesOnHeldOutBatches) {
   // The two picks differ here, so a pick on the run's own batches fails the checks below.
   ASSERT_NE(chosen.to_json(), in_sample.to_json());
   opt.tune = true;
+  const auto own_lengths = p.batches.front().real_lengths;
   const auto rows = run_tuned(p, opt, reg);
+  ASSERT_EQ(p.batches.size(), static_cast<size_t>(p.steps));  // p holds its own batches again
+  EXPECT_EQ(p.batches.front().real_lengths, own_lengths);
   const auto published = run_strategy(p, p.cm, "packing", published_setting(s), "published", opt, reg);
   ASSERT_EQ(rows.size(), published.size());
   double tuned = 0;

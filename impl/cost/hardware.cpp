@@ -546,6 +546,24 @@ HardwareProfile hardware_preset(const std::string& name) {
 
 std::vector<std::string> hardware_preset_names() { return {"h100-sxm", "unit"}; }
 
+namespace {
+// The largest value a calibration file may set for a scalar, one per unit, far above any GPU, link
+// or host, so that a typo such as 1e300 is refused rather than printed as a 300-digit step time
+// (helper-20, 2026-12-06): 1e18 per second for a rate (1 EFLOP/s or 1 EB/s for one GPU or link), an
+// hour for a time, 2^50 bytes (1 PiB) for a GPU's memory, 10^6 for a byte count per token, logit or
+// parameter (the built-in ones are 2 to 52). Only a file's values are held to it: the --sensitivity
+// variants scale the profile by 1.2 after it is read (helper-21).
+double scalar_ceiling(const std::string& k) {
+  const auto ends = [&](std::string_view suffix) {
+    return k.size() >= suffix.size() && k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends("_per_s")) return 1e18;
+  if (ends("_s")) return 3600.0;
+  if (k == "memory_bytes" || k == "memory_reserved_bytes") return 0x1p50;
+  return 1e6;
+}
+}  // namespace
+
 void validate_profile(const HardwareProfile& p) {
   DCP_REQUIRE(p.peak_flops_per_s > 0, "profile ", p.name, ": peak_flops_per_s=", p.peak_flops_per_s,
               " must be > 0");
@@ -555,23 +573,12 @@ void validate_profile(const HardwareProfile& p) {
               ": inter_node_bytes_per_s=", p.inter_node_bytes_per_s, " must be > 0");
   // Every rate divides a volume (HBM bytes, link bytes, FLOPs) and must be > 0, but for
   // hbm_bytes_per_s, where 0 switches the memory-bound ops off (hardware.h; the "unit" test
-  // profile's setting; a calibration file may not set it, apply_calibration). Upper limits, one per
-  // unit, far above any GPU, link or host (so a typo such as 1e300 is refused, not printed as a
-  // 300-digit step time): 1e18 per second for a rate (1 EFLOP/s or 1 EB/s for one GPU or link),
-  // an hour for a time, 2^50 bytes (1 PiB) for a GPU's memory, 10^6 for a byte count per token,
-  // logit or parameter (the built-in ones are 2 to 52).
+  // profile's setting; a calibration file may not set it, apply_calibration, which also holds each
+  // value a file sets to the ceiling of its unit, scalar_ceiling).
   for (const auto& [k, f] : scalar_fields()) {
-    const auto ends = [&](std::string_view suffix) {
-      return k.size() >= suffix.size() && k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
-    const bool rate = ends("_per_s") && k != "hbm_bytes_per_s";
-    const double max = ends("_per_s")                                       ? 1e18
-                       : ends("_s")                                         ? 3600.0
-                       : (k == "memory_bytes" || k == "memory_reserved_bytes") ? 0x1p50
-                                                                            : 1e6;
+    const bool rate = k.size() > 6 && k.compare(k.size() - 6, 6, "_per_s") == 0 && k != "hbm_bytes_per_s";
     DCP_REQUIRE(std::isfinite(p.*f) && (rate ? p.*f > 0 : p.*f >= 0), "profile ", p.name, ": ", k, "=", p.*f,
                 rate ? " must be > 0" : " must be >= 0");
-    DCP_REQUIRE(p.*f <= max, "profile ", p.name, ": ", k, "=", p.*f, " is above the maximum ", max);
   }
   DCP_REQUIRE(p.memory_bytes > p.memory_reserved_bytes, "profile ", p.name, ": memory_bytes=", p.memory_bytes,
               " must exceed memory_reserved_bytes=", p.memory_reserved_bytes);
@@ -624,6 +631,8 @@ HardwareProfile apply_calibration(const HardwareProfile& base, const nlohmann::j
       // simulated step (helper-20, 2026-12-06).
       DCP_REQUIRE(key != "hbm_bytes_per_s" || value.get<double>() > 0, at, "=", value.dump(),
                   " must be > 0 (0 would leave every memory-bound op uncharged)");
+      DCP_REQUIRE(value.get<double>() <= scalar_ceiling(key), at, "=", value.dump(), " is above the maximum ",
+                  json_excerpt(nlohmann::json(scalar_ceiling(key))));
       p.*(field->second) = value.get<double>();
     } else if (key == "gpus_per_node" || key == "nics_per_node") {
       // range-checked, never wrapped (a JSON 2^40 would become 0)

@@ -461,7 +461,7 @@ def main():
         case("value/calibration-rate-0", ["run", "cal-hbm-0-scenario.json", "--out", "r.json"],
              ['"hbm_bytes_per_s"=0 must be > 0'])
         case("value/calibration-time-1e300", ["run", "cal-1e300-scenario.json", "--out", "r.json"],
-             ["iteration_overhead_s=1e+300 is above the maximum 3600"])
+             ['"iteration_overhead_s"=1e+300 is above the maximum 3600'])
         case("option/plot-script-empty", ["plot", "results.json", "--out", "charts-new", "--script", ""],
              ["--script: empty path"])
         case("option/given-twice", ["plot", "results.json", "--out", "charts-new", "--out", "charts-other"],

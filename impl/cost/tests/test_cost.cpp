@@ -180,6 +180,11 @@ TEST(Hardware, CalibrationRejectsBadInput) {
     j[key] = profile_scalar(base, key);  // the built-in value is within its limits
     EXPECT_NO_THROW(apply_calibration(base, j, "x")) << key;
   }
+  // The ceilings hold a file's values, not a profile: --sensitivity scales a value read at its
+  // ceiling by 1.2, and that variant must still simulate (helper-21).
+  HardwareProfile scaled = apply_calibration(base, nlohmann::json::parse(R"({"intra_node_bytes_per_s": 1e18})"), "x");
+  scaled.intra_node_bytes_per_s *= 1.2;
+  EXPECT_NO_THROW(validate_profile(scaled));
   // The key split on 2026-11-28: a file written before would charge its whole value on every
   // virtual stage and the first and last stages' parts again; refused, naming its successors.
   try {
