@@ -25,9 +25,10 @@
 //   whose step time moves most with the knobs and for scenarios with few steps (3 for
 //   Llama-13B). A pick without numbers on a step of the run's batches (out of memory, no valid
 //   plan) is reported so, as `--draws` reports the pick on further draws.
-//   M's resolution still favours dcp a little: on a 128-token grid packing at CP 4 on Megatron's
-//   example was up to 2.4% / 3.2% faster than its (then in-sample) tuned row at 32 / 64 GPUs
-//   (helper-18).
+//   M's resolution: on Megatron's example at 32 / 64 GPUs packing at CP 4 picked on a 128-token
+//   grid of M over the same selection batches is 1.2% faster / 0.7% slower on the run's batches
+//   than its tuned row, dcp 0.1% faster at 32 (2026-12-06; in-sample the grid had read 2.4% / 3.2%
+//   for packing, helper-18).
 // The picked setting's rows on the run's batches are added with setting "tuned" and its knobs
 // (results context "tune_pick": "held-out"); speedups of tuned rows are against the reference
 // strategy's tuned rows. A strategy with no setting that has numbers on every selection batch

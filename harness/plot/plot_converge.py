@@ -138,6 +138,9 @@ def main():
               "Relative loss difference from the reference", "converge_dloss.png")
     plot_diff(doc, a.out, "grad_rel_diff", "grad_rel", "max |g - g_ref| / max |g_ref| (per tensor)",
               "Relative gradient difference from the reference", "converge_grad.png")
+    written = ["converge_loss.png", "converge_dloss.png", "converge_grad.png"]
+    # (as plot_results.py says it: dcpbench plot passes the line on, naming DIR)
+    print(f"plot_converge.py: wrote {len(written)} charts to {a.out}: " + ", ".join(written))
 
 
 if __name__ == "__main__":
