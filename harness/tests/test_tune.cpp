@@ -256,73 +256,77 @@ TEST(Tune, TunedRowsAreNeverWorseWhereTheSettingWasPicked) {
 // --tune picks on held-out batches (tune.h): the fastest setting over both passes (the
 // power-of-two grid and, at each (cp, VPP)'s best M of it, the refinement; recomputed here setting
 // by setting) on the selection batches (another seed's steps), then reports that setting's rows
-// on the run's own batches. On Megatron's 8-GPU example packing's pick is a refinement (cp 4, M
-// 2560 on 2026-12-06), which the grid alone misses, and differs from the pick on the run's
-// batches (cp 4, M 4096).
+// on the run's own batches. The test needs a case where that pick is a refinement (the grid alone
+// misses it) and differs from the pick on the run's own batches, so that an in-sample pick or a
+// grid-only search fails it: the first of Megatron's examples (8, 4, 16 GPUs) where packing's is
+// (on 2026-12-06 the 8-GPU one: cp 4, M 2560, against M 4096 on the run's batches).
 TEST(Tune, TunedRowsAreTheBestOfBothPassesOnHeldOutBatches) {
   const auto repo = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
-  Scenario s = load_scenario((repo / "scenarios" / "megatron-example-8gpu.json").string());
-  s.strategies = {"packing"};
   const auto reg = registry();
   RunOptions opt;
-  PreparedScenario p = prepare_scenario(s, opt, reg);
-  sample_batches(p);
-  PreparedScenario sel = p;
-  sel.sampler.seed = tune_selection_seed(p.sampler.seed);
-  ASSERT_NE(sel.sampler.seed, p.sampler.seed);
-  sample_batches(sel);
   const double none = std::numeric_limits<double>::infinity();
-  auto total = [&](const PreparedScenario& q, const Setting& x) {  // none: no numbers, or impossible
-    double t = 0;
-    try {
-      for (const auto& r : run_strategy(q, q.cm, "packing", x, "tuned", opt, reg)) {
-        if (!r.has_metrics()) return none;
-        t += r.step_time_s;
+  for (const char* gpus : {"8", "4", "16"}) {
+    SCOPED_TRACE(std::string("megatron-example-") + gpus + "gpu");
+    Scenario s = load_scenario((repo / "scenarios" / (std::string("megatron-example-") + gpus + "gpu.json")).string());
+    s.strategies = {"packing"};
+    PreparedScenario p = prepare_scenario(s, opt, reg);
+    sample_batches(p);
+    PreparedScenario sel = p;
+    sel.sampler.seed = tune_selection_seed(p.sampler.seed);
+    ASSERT_NE(sel.sampler.seed, p.sampler.seed);
+    sample_batches(sel);
+    auto total = [&](const PreparedScenario& q, const Setting& x) {  // none: no numbers, or impossible
+      double t = 0;
+      try {
+        for (const auto& r : run_strategy(q, q.cm, "packing", x, "tuned", opt, reg)) {
+          if (!r.has_metrics()) return none;
+          t += r.step_time_s;
+        }
+      } catch (const InputError&) {
+        return none;
       }
-    } catch (const InputError&) {
-      return none;
+      return t;
+    };
+    // Both passes, in run_tuned's order (the first strictly faster setting wins), on batches `q`.
+    auto pick = [&](const PreparedScenario& q, double* grid_best) {
+      std::map<std::pair<int, int>, std::pair<double, Setting>> first;
+      double best_t = none;
+      Setting best;
+      for (const auto& x : tune_space(s, q.cm.model.layers, false)) {
+        const double t = total(q, x);
+        if (t == none) continue;
+        if (t < best_t) best_t = t, best = x;
+        auto [at, fresh] = first.try_emplace({x.cp, x.vpp}, t, x);
+        if (!fresh && t < at->second.first) at->second = {t, x};
+      }
+      *grid_best = best_t;
+      for (const auto& [knobs, b] : first)
+        for (const auto& x : tune_refinement(s, b.second, false))
+          if (const double t = total(q, x); t < best_t) best_t = t, best = x;
+      return best;
+    };
+    double grid_sel = none, grid_own = none;
+    const Setting chosen = pick(sel, &grid_sel);
+    const Setting in_sample = pick(p, &grid_own);
+    if (chosen.to_json() == in_sample.to_json() || !(total(sel, chosen) < grid_sel)) continue;  // not telling
+    opt.tune = true;
+    const auto own_lengths = p.batches.front().real_lengths;
+    const auto rows = run_tuned(p, opt, reg);
+    ASSERT_EQ(p.batches.size(), static_cast<size_t>(p.steps));  // p holds its own batches again
+    EXPECT_EQ(p.batches.front().real_lengths, own_lengths);
+    const auto published = run_strategy(p, p.cm, "packing", published_setting(s), "published", opt, reg);
+    ASSERT_EQ(rows.size(), published.size());
+    double tuned = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(rows[i].knobs, chosen.to_json());
+      EXPECT_EQ(rows[i].tokens, published[i].tokens);  // the run's batches, not the selection's
+      tuned += rows[i].step_time_s;
     }
-    return t;
-  };
-  // Both passes, in run_tuned's order (the first strictly faster setting wins), on batches `q`.
-  auto pick = [&](const PreparedScenario& q, double* grid_best) {
-    std::map<std::pair<int, int>, std::pair<double, Setting>> first;
-    double best_t = none;
-    Setting best;
-    for (const auto& x : tune_space(s, q.cm.model.layers, false)) {
-      const double t = total(q, x);
-      if (t == none) continue;
-      if (t < best_t) best_t = t, best = x;
-      auto [at, fresh] = first.try_emplace({x.cp, x.vpp}, t, x);
-      if (!fresh && t < at->second.first) at->second = {t, x};
-    }
-    *grid_best = best_t;
-    for (const auto& [knobs, b] : first)
-      for (const auto& x : tune_refinement(s, b.second, false))
-        if (const double t = total(q, x); t < best_t) best_t = t, best = x;
-    return best;
-  };
-  double grid_sel = none, grid_own = none;
-  const Setting chosen = pick(sel, &grid_sel);
-  const Setting in_sample = pick(p, &grid_own);
-  // The two picks differ here, so a pick on the run's own batches fails the checks below.
-  ASSERT_NE(chosen.to_json(), in_sample.to_json());
-  opt.tune = true;
-  const auto own_lengths = p.batches.front().real_lengths;
-  const auto rows = run_tuned(p, opt, reg);
-  ASSERT_EQ(p.batches.size(), static_cast<size_t>(p.steps));  // p holds its own batches again
-  EXPECT_EQ(p.batches.front().real_lengths, own_lengths);
-  const auto published = run_strategy(p, p.cm, "packing", published_setting(s), "published", opt, reg);
-  ASSERT_EQ(rows.size(), published.size());
-  double tuned = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    EXPECT_EQ(rows[i].knobs, chosen.to_json());
-    EXPECT_EQ(rows[i].tokens, published[i].tokens);  // the run's batches, not the selection's
-    tuned += rows[i].step_time_s;
+    EXPECT_DOUBLE_EQ(tuned, total(p, chosen));
+    return;
   }
-  EXPECT_DOUBLE_EQ(tuned, total(p, chosen));
-  // The second pass found a faster setting on the selection batches than the grid alone.
-  EXPECT_LT(total(sel, chosen), grid_sel);
+  FAIL() << "no Megatron example where packing's held-out pick is a refinement and differs from the in-sample "
+            "pick: the test needs another case";
 }
 
 TEST(Sensitivity, SummaryRanksByTimeAndDropsStrategiesWithoutNumbers) {
