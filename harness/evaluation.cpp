@@ -66,10 +66,6 @@ std::string state(const Aggregate* a) {
   return {};
 }
 
-// With a draws section (`run --draws`, draws.h): per scenario and setting, in how many draws the
-// focus is the fastest strategy (ties count as fastest) and its gain over each strong peer across
-// the draws. Gain of a draw = 1 - peer speedup / focus speedup (both over the same reference on
-// the same batches, so = 1 - focus time / peer time), over the draws where both have a value.
 // How the tuned settings of the file(s) were picked (results context "tune_pick", tune.h).
 std::string tune_pick_phrase(const nlohmann::json& context) {
   const std::string v = context.value("tune_pick", "in-sample");
@@ -80,6 +76,10 @@ std::string tune_pick_phrase(const nlohmann::json& context) {
   return "picked as the fastest on these same batches (in-sample; results written before 2026-12-06)";
 }
 
+// With a draws section (`run --draws`, draws.h): per scenario and setting, in how many draws the
+// focus is the fastest strategy (ties count as fastest) and its gain over each strong peer across
+// the draws. Gain of a draw = 1 - peer speedup / focus speedup (both over the same reference on
+// the same batches, so = 1 - focus time / peer time), over the draws where both have a value.
 void write_draws_table(std::ostream& os, const ResultsFile& results, const EvaluationOptions& o) {
   if (!results.draws.is_object() || !results.draws.contains("scenarios")) return;
   std::vector<std::string> lines;
