@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
-#include <string_view>
 
 namespace dcp::cost {
 namespace {
@@ -554,11 +553,8 @@ namespace {
 // parameter (the built-in ones are 2 to 52). Only a file's values are held to it: the --sensitivity
 // variants scale the profile by 1.2 after it is read (helper-21).
 double scalar_ceiling(const std::string& k) {
-  const auto ends = [&](std::string_view suffix) {
-    return k.size() >= suffix.size() && k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (ends("_per_s")) return 1e18;
-  if (ends("_s")) return 3600.0;
+  if (k.ends_with("_per_s")) return 1e18;
+  if (k.ends_with("_s")) return 3600.0;
   if (k == "memory_bytes" || k == "memory_reserved_bytes") return 0x1p50;
   return 1e6;
 }
@@ -576,7 +572,7 @@ void validate_profile(const HardwareProfile& p) {
   // profile's setting; a calibration file may not set it, apply_calibration, which also holds each
   // value a file sets to the ceiling of its unit, scalar_ceiling).
   for (const auto& [k, f] : scalar_fields()) {
-    const bool rate = k.size() > 6 && k.compare(k.size() - 6, 6, "_per_s") == 0 && k != "hbm_bytes_per_s";
+    const bool rate = k.ends_with("_per_s") && k != "hbm_bytes_per_s";
     DCP_REQUIRE(std::isfinite(p.*f) && (rate ? p.*f > 0 : p.*f >= 0), "profile ", p.name, ": ", k, "=", p.*f,
                 rate ? " must be > 0" : " must be >= 0");
   }

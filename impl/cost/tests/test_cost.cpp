@@ -167,7 +167,7 @@ TEST(Hardware, CalibrationRejectsBadInput) {
   // Every rate divides a volume: 0 would make that traffic free (helper-20: hbm_bytes_per_s 0 gave
   // a faster step); and every scalar has a ceiling of its unit, so a typo is refused, not printed.
   for (const std::string& key : profile_scalar_keys()) {
-    const bool rate = key.size() > 6 && key.compare(key.size() - 6, 6, "_per_s") == 0;
+    const bool rate = key.ends_with("_per_s");
     nlohmann::json j;
     j[key] = 0;
     if (rate) {
