@@ -153,7 +153,12 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
     }
   } else {
     // All-gather KV (k-1 ring hops), then the rank's causal share (its L/k queries against the
-    // whole sequence), not overlapped; backward re-gathers KV and reduce-scatters dKV.
+    // whole sequence), not overlapped; backward re-gathers KV and reduce-scatters dKV. Not
+    // charged: TE's reorder of the gathered K/V into sequence order (and back in the backward),
+    // thd_cp_rank_order_to_sequence_order (context_parallel.py d0067d0 3222-3223,
+    // AttnFuncWithCPAndKVAllGather.forward), HBM traffic of ~2 k T K/V rows per pass. No shipped
+    // scenario or strategy runs this path (only the cost tests set CpComm::all_gather); charge it
+    // before one does.
     double fwd = 0, bwd = 0;
     for (int64_t l : lengths) {
       const double local = static_cast<double>(l) / k;
