@@ -476,6 +476,17 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
     j["repeat_steps"] = repeat;
     j["bound"] = strategy_bound;
     j["planning"] = planning_json(got, mode);
+    // The planners' notes on the plans trained (plan::Plan::note), each with the steps that carry
+    // it: e.g. nvidia-prototype returning megatron-dev's plan where its search holds no m
+    // (deviation 7 of sched/nvidia_prototype.h), so that those steps are not read as its own.
+    std::map<std::string, std::vector<int>> notes;
+    for (size_t i = 0; i < first.plans.size(); ++i)
+      if (!first.plans[i].note.empty()) notes[first.plans[i].note].push_back(static_cast<int>(i));
+    if (!notes.empty()) {
+      json pn = json::array();
+      for (const auto& [note, with] : notes) pn.push_back({{"note", note}, {"steps", with}});
+      j["planner_notes"] = pn;
+    }
     j["pass"] = over_l < 0 && over_m < 0 && over_g < 0 && rep < 0;
     if (over_l >= 0)
       out.failures.push_back(name + " step " + std::to_string(over_l) + " (" + specs[over_l].kind +

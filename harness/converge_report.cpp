@@ -169,6 +169,18 @@ std::string converge_table(const json& r) {
                   sizes_str(s["cp_sizes"]).c_str(), mean_of(s["microbatches"]), result.c_str());
     os << line;
   }
+  // The planners' notes on the plans trained, with how many steps carry each.
+  for (const std::string& name : order) {
+    const json& s = st[name];
+    if (!s.contains("planner_notes") || !s["planner_notes"].is_array()) continue;
+    for (const json& n : s["planner_notes"]) {
+      if (!n.is_object() || !n.contains("note") || !n["note"].is_string() || !n.contains("steps") ||
+          !n["steps"].is_array())
+        continue;
+      os << "planner note: " << name << ", " << n["steps"].size() << " of " << s["losses"].size()
+         << " steps: " << n["note"].get<std::string>() << "\n";
+    }
+  }
   // Planning times (measured, rank 0): how much of each strategy's planning the training hid.
   bool planning_header = false;
   for (const std::string& name : order) {

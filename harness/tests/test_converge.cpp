@@ -8,6 +8,7 @@
 #include <functional>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "attn/compare.h"
@@ -276,6 +277,39 @@ TEST(ConvergeRun, AnImpossibleBoundFailsNamingStrategyStepAndQuantity) {
   EXPECT_TRUE(named) << "failures: " << out.report["failures"].dump();
   EXPECT_FALSE(out.report["pass"].get<bool>());
   EXPECT_NE(converge_table(out.report).find("FAIL"), std::string::npos);
+}
+
+// nvidia-prototype returns megatron-dev's plan where its search holds no m (deviation 7 of
+// sched/nvidia_prototype.h): the report names those steps (planner_notes), they train exactly as
+// megatron-dev's (bitwise), and a batch it can plan is not among them.
+TEST(ConvergeRun, PlannerNotesNameTheStepsWherePrototypeFellBack) {
+  json j = small();
+  j["strategies"] = {"megatron-dev", "nvidia-prototype"};
+  // Three samples for four slots' buckets: the prototype raises, the port falls back. Twelve
+  // short ones: it plans them itself.
+  j["edge_cases"] = json::array({json{{"name", "three"}, {"lengths", {60, 3, 3}}},
+                                 json{{"name", "twelve"}, {"lengths", {5, 6, 7, 8, 9, 10, 5, 6, 7, 8, 9, 10}}}});
+  const ConvergeScenario s = load_converge_scenario(write_tmp(j, "notes"));
+  ConvergeOptions o;
+  o.quiet = true;
+  const ConvergeOutcome out = run_small(s, o);
+  EXPECT_TRUE(out.pass()) << out.report["failures"].dump();
+  const json& proto = out.report["strategies"]["nvidia-prototype"];
+  const json& dev = out.report["strategies"]["megatron-dev"];
+  ASSERT_TRUE(proto.contains("planner_notes")) << proto.dump();
+  std::set<int> noted;
+  for (const json& n : proto["planner_notes"]) {
+    EXPECT_NE(n["note"].get<std::string>().find("megatron-dev's plan used (deviation 7)"), std::string::npos);
+    for (int step : n["steps"]) noted.insert(step);
+  }
+  EXPECT_TRUE(noted.count(3)) << "edge case 'three' (step 3, after the 3 main steps)";
+  EXPECT_FALSE(noted.count(4)) << "edge case 'twelve' (step 4)";
+  for (int step : noted) EXPECT_EQ(proto["grad_hashes"][step], dev["grad_hashes"][step]) << "step " << step;
+  EXPECT_NE(proto["grad_hashes"][4], dev["grad_hashes"][4]);
+  EXPECT_FALSE(dev.contains("planner_notes"));
+  EXPECT_NE(converge_table(out.report).find("planner note: nvidia-prototype, " + std::to_string(noted.size()) + " of 5 steps"),
+            std::string::npos)
+      << converge_table(out.report);
 }
 
 // The gradient is compared tensor by tensor: a tensor whose gradients are 1e-7 of the largest
