@@ -579,26 +579,6 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
 
 }  // namespace
 
-template <typename T>
-TensorDiff tensor_rel_diff(std::span<const T> got, std::span<const double> ref,
-                           const std::vector<model::ParamInfo>& tensors) {
-  DCP_CHECK(got.size() == ref.size(), "tensor_rel_diff: ", got.size(), " values against ", ref.size());
-  TensorDiff d;
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const auto off = static_cast<size_t>(tensors[t].offset), n = static_cast<size_t>(tensors[t].size);
-    DCP_CHECK(off + n <= got.size(), "tensor_rel_diff: tensor ", tensors[t].name, " ends at ", off + n,
-              ", the buffers hold ", got.size());
-    const attn::Comparison c = attn::compare_to_ref<T>(ref.subspan(off, n), got.subspan(off, n), 0);
-    const double r = c.nonfinite_mismatches > 0 ? std::numeric_limits<double>::infinity() : c.rel_err;
-    if (d.tensor < 0 || r > d.rel) d = {r, static_cast<int>(t)};
-  }
-  return d;
-}
-template TensorDiff tensor_rel_diff<float>(std::span<const float>, std::span<const double>,
-                                           const std::vector<model::ParamInfo>&);
-template TensorDiff tensor_rel_diff<double>(std::span<const double>, std::span<const double>,
-                                            const std::vector<model::ParamInfo>&);
-
 void check_strategies_plan(const ConvergeScenario& s) {
   const StepList list = step_list(load_text_corpus(s), s, 1);  // the first main step, every edge case
   const plan::PlannerRegistry& reg = builtin_planners();

@@ -74,17 +74,9 @@ ConvergeOutcome run_converge(comm::Communicator& world, const ConvergeScenario& 
 // before any backend starts (exit 2 on every process), not a FAIL after the reference has trained.
 void check_strategies_plan(const ConvergeScenario& s);
 
-// The largest relative difference of `got` from `ref` over the model's tensors (`tensors`, the
-// ParamStore layout both flat buffers share): per tensor max |got - ref| / max |ref| (attn/compare.h;
-// the absolute difference where the tensor's reference is all zero), infinity on any non-finite
-// mismatch. `tensor` is the index of the worst one.
-struct TensorDiff {
-  double rel = 0;
-  int tensor = -1;
-};
-template <typename T>
-TensorDiff tensor_rel_diff(std::span<const T> got, std::span<const double> ref,
-                           const std::vector<model::ParamInfo>& tensors);
+// Per-tensor relative difference of two flat gradient buffers (model/params.h).
+using model::TensorDiff;
+using model::tensor_rel_diff;
 
 // The fixed-width agreement table of a report.
 std::string converge_table(const nlohmann::json& report);

@@ -78,4 +78,18 @@ class ParamStore {
 // The initial value of element `index` of the parameter `name` (T-independent, in double).
 double init_value(uint64_t seed, const std::string& name, int64_t index, const ParamInit& init);
 
+// The largest relative difference of `got` from `ref` over the model's tensors (`tensors`, the
+// ParamStore layout both flat buffers share): per tensor max |got - ref| / max |ref| (attn/compare.h;
+// the absolute difference where the tensor's reference is all zero), infinity on any non-finite
+// mismatch; `tensor` is the index of the worst one. Over the whole flat buffer the embedding and
+// output tensors would set the scale, and a small tensor's gradient (Mamba's A_log, dt_bias: ~1e-7
+// of it) could be wholly wrong and pass. Used by `dcpbench converge` and the model and executor
+// tests.
+struct TensorDiff {
+  double rel = 0;
+  int tensor = -1;
+};
+template <typename T>
+TensorDiff tensor_rel_diff(std::span<const T> got, std::span<const double> ref, const std::vector<ParamInfo>& tensors);
+
 }  // namespace dcp::model

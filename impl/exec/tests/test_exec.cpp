@@ -12,7 +12,6 @@
 #include "exec/tests/exec_fixtures.h"
 #include "model/tests/fd_check.h"
 #include "plan/planner.h"
-#include "sched/nvidia_prototype.h"
 #include "sched/planners.h"
 
 namespace dcp::exec {
@@ -98,10 +97,10 @@ TEST_P(ExecEquivalence, TwoStepsOnEightRanksEqualTheSingleRankReference) {
   pc.cp = GetParam().cp;
   pc.max_seqlen_per_rank = 16;
   pc.max_seqlen = 64;
-  const int64_t fallbacks = sched::nvidia_prototype_fallbacks();
   const plan::Plan plan = planners().make(GetParam().planner)->plan(batch.lengths(), pc);
-  // nvidia-prototype's own plan, not megatron-dev's that it returns where it cannot plan.
-  EXPECT_EQ(sched::nvidia_prototype_fallbacks(), fallbacks);
+  // nvidia-prototype's own plan, not megatron-dev's that it returns, with a note, where it cannot
+  // plan (deviation 7).
+  EXPECT_EQ(plan.note.find("deviation 7"), std::string::npos) << plan.note;
   int largest_group = 0;  // CP across ranks, not only packing
   for (const auto& mb : plan.microbatches)
     for (const auto& g : mb.groups) largest_group = std::max(largest_group, g.cp_size);

@@ -91,21 +91,11 @@ inline double rel_diff(const std::vector<double>& ref, const std::vector<double>
   return c.nonfinite_mismatches > 0 ? std::numeric_limits<double>::infinity() : c.rel_err;
 }
 
-// rel_diff within each parameter tensor, the largest over the tensors: the measure `dcpbench
-// converge` bounds (harness/converge.h, README "Convergence"). Over the whole flat gradient the
-// embedding and output tensors set the scale, and a small tensor's gradient (Mamba's A_log and
-// dt_bias, ~1e-7 of it) could be wholly wrong and still pass a bound of 1e-5.
+// rel_diff within each parameter tensor, the largest over the tensors (model::tensor_rel_diff, the
+// measure `dcpbench converge` bounds).
 inline double tensor_rel_diff(const std::vector<double>& ref, const std::vector<double>& got,
                               const std::vector<ParamInfo>& tensors) {
-  if (ref.size() != got.size() || tensors.empty()) return std::numeric_limits<double>::infinity();
-  double worst = 0;
-  for (const ParamInfo& t : tensors) {
-    const auto off = static_cast<size_t>(t.offset), n = static_cast<size_t>(t.size);
-    if (off + n > ref.size()) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, rel_diff(std::vector<double>(ref.begin() + off, ref.begin() + off + n),
-                                     std::vector<double>(got.begin() + off, got.begin() + off + n)));
-  }
-  return worst;
+  return model::tensor_rel_diff<double>(got, ref, tensors).rel;
 }
 
 }  // namespace dcp::model::testing
