@@ -88,6 +88,21 @@ void validate_converge_report(const json& j, const std::string& what) {
     }
     if (s.contains("dmtp_loss_rel") && !per_step(s["dmtp_loss_rel"]))
       bad("strategy \"" + it.key() + "\" has a \"dmtp_loss_rel\" that is not " + per_step_text);
+    if (s.contains("planner_notes")) {  // optional: [{note, steps}], steps increasing in [0, steps)
+      bool ok = s["planner_notes"].is_array();
+      for (const auto& n : ok ? s["planner_notes"] : json::array()) {
+        ok = ok && n.is_object() && n.contains("note") && n["note"].is_string() && n.contains("steps") &&
+             n["steps"].is_array() && !n["steps"].empty();
+        int64_t last = -1;
+        for (const auto& i : ok ? n["steps"] : json::array()) {
+          ok = ok && i.is_number_integer() && i.get<int64_t>() > last && i.get<int64_t>() < steps;
+          if (ok) last = i.get<int64_t>();
+        }
+      }
+      if (!ok)
+        bad("strategy \"" + it.key() + "\" has a \"planner_notes\" that is not an array of {note, steps: " +
+            "increasing step indices below " + std::to_string(steps) + "}");
+    }
     if (s.contains("planning")) {  // optional (README "Async planning"): what converge_table prints
       const json& p = s["planning"];
       bool ok = p.is_object() && p.value("mode", json()).is_string();
@@ -173,10 +188,7 @@ std::string converge_table(const json& r) {
   for (const std::string& name : order) {
     const json& s = st[name];
     if (!s.contains("planner_notes") || !s["planner_notes"].is_array()) continue;
-    for (const json& n : s["planner_notes"]) {
-      if (!n.is_object() || !n.contains("note") || !n["note"].is_string() || !n.contains("steps") ||
-          !n["steps"].is_array())
-        continue;
+    for (const json& n : s["planner_notes"]) {  // its shape: validate_converge_report
       os << "planner note: " << name << ", " << n["steps"].size() << " of " << s["losses"].size()
          << " steps: " << n["note"].get<std::string>() << "\n";
     }

@@ -12,11 +12,11 @@ set -uo pipefail
 dcpbench=$1 mpiexec=$2 scenario=$3 work=$4 attention=$5
 mkdir -p "$work"
 rm -f "$work/threads.json" "$work/mpi.json" "$work/scenario.json"
-# Both runs on a copy of the scenario that repeats one step instead of all seven (2026-12-05, ring:
+# Both runs on a copy of the scenario that repeats one step instead of all eight (2026-12-05, ring:
 # 35 s -> 27 s for the test alone on 2 cores). The repeat checks that a run is deterministic:
 # dcpbench_converge_short repeats every step on the thread backend with ring attention; here the
 # all-gather attention and the MPI backend repeat only the first step, and the two backends
-# agreeing bitwise over all seven steps would be unlikely if either were not deterministic.
+# agreeing bitwise over all eight steps (2 main, 6 edge cases) would be unlikely if either were not deterministic.
 # The copy's text_dir is made absolute, as the scenario's own is relative to its folder.
 python3 - "$scenario" "$work/scenario.json" <<'PY' || exit 1
 import json, os, sys
@@ -24,6 +24,9 @@ src, dst = sys.argv[1:3]
 s = json.load(open(src))
 s["data"]["text_dir"] = os.path.join(os.path.dirname(os.path.abspath(src)), s["data"]["text_dir"])
 s["training"]["repeat_steps"] = 1
+# nvidia-prototype trains megatron-dev's plans on the 2 main steps (deviation 7) and the backends'
+# agreement does not depend on the planner: left out to keep CI inside its 20 minutes.
+s["strategies"] = [n for n in s["strategies"] if n != "nvidia-prototype"]
 with open(dst, "w") as f:
     json.dump(s, f, indent=1)
 PY
