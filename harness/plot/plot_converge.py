@@ -21,11 +21,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_results import short_sha  # noqa: E402  (this folder: the script's own, first on sys.path)
+from plot_results import COLORS as STRATEGY_COLORS, short_sha  # noqa: E402  (this folder, first on sys.path)
 
 SCHEMA = "dcpbench.converge.v1"
-COLORS = {"reference": "#000000", "reference_f64": "#777777", "bshd": "#9e9e9e", "packing": "#4c72b0",
-          "megatron-pr2000": "#dd8452", "megatron-dev": "#55a868", "dcp": "#c44e52"}
+COLORS = {"reference": "#000000", "reference_f64": "#777777", **STRATEGY_COLORS}
 # Zero differences cannot be drawn on a log axis; they are drawn at this floor and said so.
 ZERO_FLOOR = 1e-18
 
@@ -63,6 +62,28 @@ def footer(fig, doc):
     fig.text(0.01, 0.01, text, fontsize=7, color="#555555")
 
 
+def same_as(doc, key, names):
+    """For each strategy, a legend suffix naming the earlier strategy whose `key` series it equals
+    bitwise on the most steps, if that is at least 90% of them (its line would hide the earlier
+    one's: e.g. nvidia-prototype trains megatron-dev's plans where its search holds no m), else "".
+    (Strategies whose sums happen to round alike agree on some steps, about half here: not said.)"""
+    out, seen = {}, []
+    for n in names:
+        series = doc["strategies"][n].get(key)
+        best, best_same = None, 0
+        for m, other in seen:
+            if series is None or other is None or len(other) != len(series):
+                continue
+            same = sum(1 for a, b in zip(series, other) if a == b)
+            if same > best_same:
+                best, best_same = m, same
+        out[n] = ""
+        if best is not None and series and 10 * best_same >= 9 * len(series):
+            out[n] = f" (= {best}" + ("" if best_same == len(series) else f" on {best_same} of {len(series)} steps") + ")"
+        seen.append((n, series))
+    return out
+
+
 def mark_edges(ax, doc):
     for i, kind in enumerate(doc.get("step_kinds", [])):
         if kind.startswith("edge:"):
@@ -73,12 +94,14 @@ def mark_edges(ax, doc):
 
 def plot_loss(doc, out):
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for n in order(doc):
+    names = order(doc)
+    twins = same_as(doc, "losses", names)
+    for n in names:
         s = doc["strategies"][n]
         ref = n.startswith("reference")
-        ax.plot(range(len(s["losses"])), [float("nan") if v is None else v for v in s["losses"]], label=n,
-                color=COLORS.get(n),
-                lw=2.2 if ref else 1.0, ls="-" if ref else "--", alpha=0.9)
+        ax.plot(range(len(s["losses"])), [float("nan") if v is None else v for v in s["losses"]],
+                label=n + twins[n], color=COLORS.get(n),
+                lw=2.2 if ref else 1.0, ls="-" if ref else (":" if twins[n] else "--"), alpha=0.9)
     mark_edges(ax, doc)
     ax.set_xlabel("step")
     ax.set_ylabel("per-token LM loss (nats)")
@@ -93,7 +116,9 @@ def plot_loss(doc, out):
 def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     zeros = gaps = False
-    for n in order(doc):
+    names = order(doc)
+    twins = same_as(doc, key, names)
+    for n in names:
         s = doc["strategies"][n]
         if key not in s:
             continue
@@ -101,7 +126,10 @@ def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
         vals = [float("nan") if v is None else (v if v > 0 else ZERO_FLOOR) for v in s[key]]
         zeros = zeros or any(v is not None and v <= 0 for v in s[key])
         gaps = gaps or any(v is None for v in s[key])
-        ax.plot(range(len(vals)), vals, label=n, color=COLORS.get(n), lw=1.0, marker=".", ms=3)
+        # A series equal to an earlier one's on most steps is drawn dotted, without markers (the
+        # earlier line shows through), and said so in the legend.
+        ax.plot(range(len(vals)), vals, label=n + twins[n], color=COLORS.get(n), lw=1.0,
+                marker=None if twins[n] else ".", ms=3, ls=":" if twins[n] else "-")
     bounds = doc.get("bounds", {})
     per_step = bounds.get(bound_key + "_per_step")
     bound = bounds.get(bound_key)
