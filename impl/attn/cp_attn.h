@@ -19,8 +19,8 @@
 // travel with its K/V and reach their owner after the last step: 2 cp - 1 transfers (cp - 1 K/V,
 // cp dK/dV, the last one not overlapped). TransformerEngine's backward instead starts from the
 // K/V its forward received last and runs the ring in reverse (to r - 1), ending on the diagonal:
-// 2 (cp - 1) transfers (TE d0067d0 context_parallel.py, AttnFuncWithCPAndKVP2P.backward,
-// 2087, 2229-2230, 2487-2492). Same results; this reference keeps no forward buffers. The cost
+// 2 (cp - 1) transfers (TE d0067d0 context_parallel.py, AttnFuncWithCPAndKVP2P: forward 2087
+// keeps the last K/V; backward 2229-2230, 2487-2492). Same results; this reference keeps no forward buffers. The cost
 // model charges TE's pattern (cost/time_model.cpp, layer_times).
 // All-gather: K and V are all-gathered and put back in sequence order; each rank computes its
 // front and back chunk against their causal prefixes; backward reduce-scatters dK/dV.

@@ -154,11 +154,11 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
   } else {
     // All-gather KV (k-1 ring hops), then the rank's causal share (its L/k queries against the
     // whole sequence), not overlapped; backward re-gathers KV and reduce-scatters dKV. Not
-    // charged: TE's reorder of the gathered K/V into sequence order (and back in the backward),
-    // thd_cp_rank_order_to_sequence_order (context_parallel.py d0067d0 3222-3223,
-    // AttnFuncWithCPAndKVAllGather.forward), HBM traffic of ~2 k T K/V rows per pass. No shipped
-    // scenario or strategy runs this path (only the cost tests set CpComm::all_gather); charge it
-    // before one does.
+    // charged: TE's reorders (context_parallel.py d0067d0, AttnFuncWithCPAndKVAllGather) of the
+    // gathered K/V into sequence order (forward 3222-3223, backward again 3796-3797) and of dK/dV
+    // back into rank order (4105-4106), HBM traffic of a few gathered K/V copies (k x the rank's
+    // tokens each) per pass. No shipped scenario or strategy runs this path (only the cost and
+    // bound tests set CpComm::all_gather); charge it before one does.
     double fwd = 0, bwd = 0;
     for (int64_t l : lengths) {
       const double local = static_cast<double>(l) / k;
