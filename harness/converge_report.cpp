@@ -188,7 +188,7 @@ std::string converge_table(const json& r) {
   for (const std::string& name : order) {
     const json& s = st[name];
     if (!s.contains("planner_notes") || !s["planner_notes"].is_array()) continue;
-    for (const json& n : s["planner_notes"]) {  // its shape: validate_converge_report
+    for (const json& n : s["planner_notes"]) {  // as converge.cpp writes them (validate_converge_report checks files)
       os << "planner note: " << name << ", " << n["steps"].size() << " of " << s["losses"].size()
          << " steps: " << n["note"].get<std::string>() << "\n";
     }

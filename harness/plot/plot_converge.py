@@ -66,7 +66,7 @@ def same_as(doc, key, names):
     """For each strategy, a legend suffix naming the earlier strategy whose `key` series it equals
     bitwise on the most steps, if that is at least 90% of them (its line would hide the earlier
     one's: e.g. nvidia-prototype trains megatron-dev's plans where its search holds no m), else "".
-    (Strategies whose sums happen to round alike agree on some steps, about half here: not said.)"""
+    (Strategies whose sums happen to round alike agree on many steps, 50-70% here: not said.)"""
     out, seen = {}, []
     for n in names:
         series = doc["strategies"][n].get(key)
