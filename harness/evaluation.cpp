@@ -66,16 +66,6 @@ std::string state(const Aggregate* a) {
   return {};
 }
 
-// How the tuned settings of the file(s) were picked (results context "tune_pick", tune.h).
-std::string tune_pick_phrase(const nlohmann::json& context) {
-  const std::string v = context.value("tune_pick", "in-sample");
-  if (v == kTunePickHeldOut)
-    return "picked on held-out selection batches (another seed's steps), so it may be slower than the published "
-           "one on these batches";
-  if (v.find(kTunePickHeldOut) != std::string::npos) return "picked on held-out batches in some files, in-sample in others";
-  return "picked as the fastest on these same batches (in-sample; results written before 2026-12-06)";
-}
-
 // With a draws section (`run --draws`, draws.h): per scenario and setting, in how many draws the
 // focus is the fastest strategy (ties count as fastest) and its gain over each strong peer across
 // the draws. Gain of a draw = 1 - peer speedup / focus speedup (both over the same reference on

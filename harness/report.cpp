@@ -356,11 +356,9 @@ void print_table(std::ostream& os, const ResultsFile& results) {
        << " a measured row's are its share's, which differ between strategies: compare measured speed by the"
        << " speedup column.\n";
   os
-     << "#   published = the strategy as the scenario sets it (the upstream script's values); tuned = the setting\n"
-     << "#   `run --tune` picked under the memory model"
-     << (ctx.value("tune_pick", "") == kTunePickHeldOut ? " on held-out batches (it may be slower here than published)"
-                                                         : " as the fastest on these batches (in-sample)")
-     << ". oom = does not fit the GPU's memory.\n"
+     << "#   published = the strategy as the scenario sets it (the upstream script's values); tuned = its setting\n"
+     << "#   under the memory model (`run --tune`), " << tune_pick_phrase(ctx) << ".\n"
+     << "#   oom = does not fit the GPU's memory.\n"
      << (how == "simulated" ? "#   solve (ms, host) is the one measured column: the planner's wall-clock time on this host's CPU.\n"
                             : "#   solve (ms, host): the planner's wall-clock time on this host's CPU.\n")
      << "#   git " << ctx.value("git_sha", "unknown") << ", " << ctx.value("date", "") << "\n";

@@ -114,6 +114,15 @@ std::vector<Setting> tune_space(const Scenario& s, int layers, bool dynamic) {
 
 uint64_t tune_selection_seed(uint64_t seed) { return hash_u64(seed, kTuneSelectionSalt); }
 
+std::string tune_pick_phrase(const nlohmann::json& context) {
+  const std::string v = context.value("tune_pick", "in-sample");
+  if (v == kTunePickHeldOut)
+    return "picked on held-out selection batches (another seed's steps), so it may be slower than the published "
+           "one on these batches";
+  if (v.find(kTunePickHeldOut) != std::string::npos) return "picked on held-out batches in some files, in-sample in others";
+  return "picked as the fastest on these same batches (in-sample; results written before 2026-12-06)";
+}
+
 void sample_selection_batches(PreparedScenario& p) {
   const uint64_t seed = p.sampler.seed;
   p.sampler.seed = tune_selection_seed(seed);

@@ -80,6 +80,10 @@ std::vector<ResultRow> run_tuned(PreparedScenario& p, const RunOptions& options,
 void sample_selection_batches(PreparedScenario& p);
 // The results context's "tune_pick" of a run with --tune.
 inline constexpr const char* kTunePickHeldOut = "held-out";
+// How a results context's tuned settings were picked, as the table and the evaluation say it
+// ("picked on held-out ..."): held-out, in-sample (no "tune_pick": written before 2026-12-06), or
+// both (merged files).
+std::string tune_pick_phrase(const nlohmann::json& context);
 
 struct SensitivityParameter {
   std::string name;
