@@ -36,6 +36,10 @@ using Clock = std::chrono::steady_clock;
 struct StepSpec {
   std::string kind;              // "main" or "edge:<name>"
   std::optional<int> vpp_group;  // edge cases only
+  // An edge case trains from the initial model (Executor::restart) in every run, reference and
+  // strategies alike: each is judged as one step from the same parameters, so it neither
+  // inherits the main steps' float32 drift nor passes a fault on to the next edge case.
+  bool fresh() const { return kind != "main"; }
 };
 
 // What one run (reference or strategy) records per step.
@@ -100,18 +104,20 @@ void record(Trace& t, int i, const exec::StepStats& st, exec::Executor<T>& ex, c
   if (progress) progress->step(i, st.loss);
 }
 
-// Trains plans[0..steps) on `pool` (every rank of the pool calls it); returns the trace.
-// after_step (may be empty) runs after every step: the references' heartbeat.
+// Trains plans[0..steps) on `pool` (every rank of the pool calls it); returns the trace. A step
+// whose spec is fresh() starts from the initial model. after_step (may be empty) runs after every
+// step: the references' heartbeat.
 template <typename T>
 Trace train(comm::Communicator& pool, const ConvergeScenario& s, const std::vector<plan::Plan>& plans,
-            const std::vector<exec::GlobalBatch>& batches, int steps, const StepHook<T>& hook,
-            Progress* progress, const std::function<void()>& after_step = {}) {
+            const std::vector<exec::GlobalBatch>& batches, const std::vector<StepSpec>& specs, int steps,
+            const StepHook<T>& hook, Progress* progress, const std::function<void()>& after_step = {}) {
   comm::GroupRegistry reg(pool);
   auto k = model::make_cpu_kernels<T>();
   model::Model<T> m(s.model, *k);
   exec::Executor<T> ex(m, pool, reg, s.adam);
   Trace t;
   for (int i = 0; i < steps; ++i) {
+    if (specs[i].fresh()) ex.restart();
     const exec::StepStats st = ex.step(plans[i], batches[i]);
     record(t, i, st, ex, hook, progress);
     if (after_step) after_step();
@@ -204,6 +210,8 @@ PlannedTrace train_strategy(comm::Communicator& pool, const ConvergeScenario& s,
         out.trace.plan_s.push_back(p.timing.plan_s);
         out.trace.wait_s.push_back(p.timing.wait_s);
         out.plans.push_back(p.plan);
+        const size_t next = static_cast<size_t>(p.step) + 1;
+        if (next < specs.size() && specs[next].fresh()) ex.restart();  // as train() does
       });
   out.failure = run.failure;
   return out;
@@ -343,15 +351,15 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
     if (root) {
       const std::function<void()> alive = [&] { beat(1); };
       progress.start(std::string("reference (1 rank, ") + (f32 ? "float32" : "float64") + ")", steps);
-      ref = train<T>(*solo, s, ref_plans, batches, steps,
+      ref = train<T>(*solo, s, ref_plans, batches, specs, steps,
                      [&](int i, std::span<const T> g) { ref_grads[i].assign(g.begin(), g.end()); }, &progress,
                      alive);
       progress.start("reference repeat (bitwise check)", repeat);
-      const Trace again = train<T>(*solo, s, ref_plans, batches, repeat, nullptr, &progress, alive);
+      const Trace again = train<T>(*solo, s, ref_plans, batches, specs, repeat, nullptr, &progress, alive);
       ref_repeat_diff = first_bitwise_difference(ref, again, repeat);
       if (f32) {
         progress.start("reference (1 rank, float64: the float32 drift)", steps);
-        ref64 = train<double>(*solo, s, ref_plans, batches, steps,
+        ref64 = train<double>(*solo, s, ref_plans, batches, specs, steps,
                               [&](int i, std::span<const double> g) { ref64_grads[i].assign(g.begin(), g.end()); },
                               &progress, alive);
       }
@@ -430,7 +438,7 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
     Trace got = std::move(first.trace);
     // The repeat trains the same plans again (planning is deterministic; the repeat checks training).
     if (root) progress.start(name + " repeat (bitwise check)", repeat);
-    const Trace again = train<T>(world, s, first.plans, batches, repeat, nullptr, root ? &progress : nullptr);
+    const Trace again = train<T>(world, s, first.plans, batches, specs, repeat, nullptr, root ? &progress : nullptr);
     if (!root) continue;
     got.grad_rel = t.grad_rel;
     got.grad_tensor = t.grad_tensor;

@@ -19,7 +19,8 @@ namespace dcp::harness {
 // converge-moby, so 10000 steps stay near 2.5 GB.
 inline constexpr int kConvergeMaxSteps = 10000;
 
-// One extra training step whose batch exercises a scheduler edge case (reference §7, §2.4).
+// One extra training step whose batch exercises a scheduler edge case (reference §7, §2.4); it
+// starts from the initial model (converge.h).
 struct ConvergeEdgeCase {
   std::string name;
   std::string why;                 // what the case exercises, for the output

@@ -6,7 +6,8 @@ Usage: /usr/bin/python3 harness/plot/plot_converge.py CONVERGE.json --out DIR
 
 Writes into DIR:
   converge_loss.png    per-token LM loss per step of the reference and every strategy (they lie on
-                       top of each other when the run passes), edge-case steps marked
+                       top of each other when the run passes), edge-case steps marked (each
+                       starts from the initial model, so its loss is the untrained model's)
   converge_dloss.png   |loss - reference loss| / reference loss per step, log scale, with the bound
   converge_grad.png    max |g - g_ref| / max |g_ref| per step, log scale, with the bound
 Every chart's footer says the numbers were executed (not simulated): dtype, ranks, backend, git sha.

@@ -262,6 +262,59 @@ TEST(ConvergeRun, PlanningOneStepAheadTrainsBitwiseTheSameAsPlanningInTheLoop) {
   EXPECT_THROW(validate_converge_report(broken, "r"), InputError);
 }
 
+// Each edge case trains from the initial model in every run (Executor::restart): its losses and
+// gradients do not depend on how many main steps, or which edge case, came before it. An edge
+// case's batch depends only on its own lengths and position, so a different first edge case
+// leaves the second's batch as it was.
+TEST(ConvergeRun, EachEdgeCaseTrainsFromTheInitialModel) {
+  json base = small();
+  base["edge_cases"] = json::array({json{{"name", "tied"}, {"lengths", {20, 20, 20, 20}}},
+                                    json{{"name", "short"}, {"lengths", {10, 12, 14}}}});
+  json other_first = base;
+  other_first["edge_cases"][0] = json{{"name", "other"}, {"lengths", {30, 5, 25}}};
+  const ConvergeScenario a = load_converge_scenario(write_tmp(base, "fresh_a"));
+  const ConvergeScenario b = load_converge_scenario(write_tmp(other_first, "fresh_b"));
+  ConvergeOptions o;
+  o.quiet = true;
+  o.dtype = "f32";
+  const ConvergeOutcome three = run_small(a, o);  // 3 main steps, tied, short
+  o.steps = 1;
+  const ConvergeOutcome one = run_small(a, o);    // 1 main step, tied, short
+  const ConvergeOutcome swapped = run_small(b, o);  // 1 main step, other, short
+  for (const auto& f : three.failures) ADD_FAILURE() << f;
+  // One main step cannot show the reference's loss drop; nothing else may fail.
+  for (const ConvergeOutcome* out : {&one, &swapped}) {
+    ASSERT_EQ(out->failures.size(), 1u);
+    EXPECT_NE(out->failures[0].find("loss fell by"), std::string::npos) << out->failures[0];
+  }
+  ASSERT_EQ(three.report["steps"], 5);
+  ASSERT_EQ(one.report["steps"], 3);
+  for (const char* name : {"reference", "reference_f64", "packing", "megatron-dev", "dcp"}) {
+    SCOPED_TRACE(name);
+    const json& x = three.report["strategies"][name];
+    const json& y = one.report["strategies"][name];
+    const json& z = swapped.report["strategies"][name];
+    for (const char* k : {"losses", "mtp_losses", "grad_norms", "grad_hashes"}) {
+      SCOPED_TRACE(k);
+      // JSON doubles carry 17 significant digits: equal text <=> equal bits.
+      EXPECT_EQ(x[k][3].dump(), y[k][1].dump()) << "tied after 3 main steps vs after 1";
+      EXPECT_EQ(x[k][4].dump(), y[k][2].dump()) << "short after 3 main steps vs after 1";
+      EXPECT_EQ(y[k][2].dump(), z[k][2].dump()) << "short after tied vs after another edge case";
+      EXPECT_NE(y[k][1].dump(), z[k][1].dump()) << "the first edge cases differ";
+    }
+    // The main steps train on: the last main step is not the first one again.
+    EXPECT_NE(x["losses"][2].dump(), y["losses"][0].dump());
+  }
+  // In float32 an edge case's bounds are those of one step from the initial model: its
+  // reference's drift from float64 is not the main steps' accumulated one.
+  const json& bd = three.report["bounds"];
+  for (const int i : {3, 4}) {
+    SCOPED_TRACE(i);
+    EXPECT_LT(bd["f32_drift_grad_rel_per_step"][i].get<double>(),
+              10 * bd["f32_drift_grad_rel_per_step"][0].get<double>() + 1e-7);
+  }
+}
+
 TEST(ConvergeRun, AnImpossibleBoundFailsNamingStrategyStepAndQuantity) {
   const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "fail"));
   ConvergeOptions o;

@@ -61,6 +61,14 @@ class Executor {
   // Runs one training step of `plan` on `batch` and updates the parameters.
   StepStats step(const plan::Plan& plan, const GlobalBatch& batch);
 
+  // Returns the model's parameters and the optimizer to their initial state (the values of the
+  // model's seed, AdamW moments and step count 0): the next step trains bitwise as the first
+  // step of a fresh executor (dcpbench converge starts each edge case here).
+  void restart() {
+    m_.params().reinitialize();
+    opt_.reset();
+  }
+
   // The reduced gradient of the last step (what the optimizer used), identical on every rank.
   std::span<const T> last_grads() const { return m_.params().grads(); }
   model::Model<T>& model() { return m_; }

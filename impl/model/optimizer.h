@@ -3,6 +3,7 @@
 // (norm weights) in the no-weight-decay group; here every parameter with >= 2 dimensions decays.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "model/kernels.h"
@@ -24,6 +25,12 @@ class AdamW {
     }
   }
   int steps() const { return t_; }
+  // Moments to 0 and the step count to 0: the next step() is a fresh optimizer's first.
+  void reset() {
+    std::fill(m_.begin(), m_.end(), T(0));
+    std::fill(v_.begin(), v_.end(), T(0));
+    t_ = 0;
+  }
   const AdamWHyper& hyper() const { return h_; }
 
  private:

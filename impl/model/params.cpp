@@ -38,12 +38,18 @@ ParamId ParamStore<T>::add(const std::string& name, std::vector<int64_t> shape, 
 template <typename T>
 void ParamStore<T>::finalize() {
   DCP_CHECK(!finalized_, "ParamStore::finalize() twice");
+  finalized_ = true;
+  reinitialize();
+}
+
+template <typename T>
+void ParamStore<T>::reinitialize() {
+  DCP_CHECK(finalized_, "ParamStore::reinitialize() before finalize()");
   values_.assign(total_, T(0));
   grads_.assign(total_, T(0));
   for (const auto& p : infos_)
     for (int64_t i = 0; i < p.size; ++i)
       values_[p.offset + i] = static_cast<T>(init_value(seed_, p.name, i, p.init));
-  finalized_ = true;
 }
 
 template <typename T>

@@ -49,6 +49,9 @@ class ParamStore {
   // Allocates the buffers and initialises every value; gradients start at 0.
   void finalize();
   bool finalized() const { return finalized_; }
+  // Every value back to its initial one (the same function of seed, name and index as
+  // finalize()); gradients to 0. A run restarted here is bitwise a fresh one.
+  void reinitialize();
 
   std::span<T> value(ParamId id) { return {values_.data() + info(id).offset, static_cast<size_t>(info(id).size)}; }
   std::span<const T> value(ParamId id) const { return {values_.data() + info(id).offset, static_cast<size_t>(info(id).size)}; }

@@ -140,6 +140,43 @@ TEST(Exec, TwoIdenticalRunsAreBitwiseEqual) {
   EXPECT_EQ(a.params, b.params);
 }
 
+// restart() returns the model and AdamW to their initial state: a step after it is bitwise the
+// first step of a fresh executor (loss, reduced gradient and updated parameters), however far
+// training had gone (dcpbench converge starts every edge case so).
+TEST(Exec, RestartTrainsBitwiseAsAFreshExecutor) {
+  const GlobalBatch batch = make_batch({30, 5, 12, 19, 2, 8, 40, 11}, 4);
+  plan::PlanConfig pc;
+  pc.dp = 4;
+  pc.cp = 2;
+  pc.max_seqlen_per_rank = 8;
+  const plan::Plan plan = planners().make("megatron-dev")->plan(batch.lengths(), pc);
+  const RunResult fresh = train(plan, batch, 8, 1);
+  RunResult restarted, trained_on;
+  comm::run_threads(8, [&](comm::Communicator& world) {
+    comm::GroupRegistry reg(world);
+    auto k = model::make_cpu_kernels<double>();
+    model::Model<double> m(config(), *k);
+    model::AdamWHyper h;
+    h.lr = 1e-2;
+    Executor<double> ex(m, world, reg, h);
+    RunResult r, on;
+    ex.step(plan, batch);
+    on.losses.push_back(ex.step(plan, batch).loss);  // the second step of a run that goes on
+    ex.restart();
+    r.losses.push_back(ex.step(plan, batch).loss);
+    r.grads.emplace_back(ex.last_grads().begin(), ex.last_grads().end());
+    r.params.assign(m.params().values().begin(), m.params().values().end());
+    if (world.rank() == 0) {
+      restarted = r;
+      trained_on = on;
+    }
+  });
+  EXPECT_NE(trained_on.losses, fresh.losses) << "training moved the model before the restart";
+  EXPECT_EQ(restarted.losses, fresh.losses);
+  EXPECT_EQ(restarted.grads, fresh.grads);
+  EXPECT_EQ(restarted.params, fresh.params);  // AdamW's moments and step count were reset too
+}
+
 TEST(Exec, RefusesAnInvalidPlanAndAPlanForAnotherPool) {
   const GlobalBatch batch = make_batch({10, 6, 4, 9}, 5);
   plan::Plan p = single_rank_plan(batch);
