@@ -85,11 +85,17 @@ def same_as(doc, key, names):
     return out
 
 
-def mark_edges(ax, doc):
+def edge_steps(doc):
+    """The indices of the edge-case steps (step_kinds "edge:<name>")."""
+    return {i for i, k in enumerate(doc.get("step_kinds", [])) if isinstance(k, str) and k.startswith("edge:")}
+
+
+def mark_edges(ax, doc, bottom=False):
     for i, kind in enumerate(doc.get("step_kinds", [])):
         if kind.startswith("edge:"):
             ax.axvline(i, color="#bbbbbb", lw=0.8, ls=":")
-            ax.text(i, 1.0, kind[5:], rotation=90, fontsize=6, va="top", ha="right",
+            ax.text(i, 0.02 if bottom else 1.0, kind[5:], rotation=90, fontsize=6,
+                    va="bottom" if bottom else "top", ha="right",
                     transform=ax.get_xaxis_transform(), color="#777777")
 
 
@@ -97,13 +103,24 @@ def plot_loss(doc, out):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     names = order(doc)
     twins = same_as(doc, "losses", names)
+    # Each edge case starts again from the initial model (converge.h): its loss is a point of its
+    # own, not joined to the main steps' curve or to the other edge cases.
+    edge = edge_steps(doc)
     for n in names:
         s = doc["strategies"][n]
         ref = n.startswith("reference")
-        ax.plot(range(len(s["losses"])), [float("nan") if v is None else v for v in s["losses"]],
-                label=n + twins[n], color=COLORS.get(n),
+        vals = [float("nan") if v is None else v for v in s["losses"]]
+        main = [float("nan") if i in edge else v for i, v in enumerate(vals)]
+        ax.plot(range(len(main)), main, label=n + twins[n], color=COLORS.get(n),
                 lw=2.2 if ref else 1.0, ls="-" if ref else (":" if twins[n] else "--"), alpha=0.9)
-    mark_edges(ax, doc)
+        if edge:
+            xs = sorted(i for i in edge if i < len(vals))
+            ax.plot(xs, [vals[i] for i in xs], ls="none", marker="o" if ref else "x",
+                    ms=6 if ref else 4, color=COLORS.get(n), alpha=0.9)
+    if edge:
+        ax.text(0.99, 0.6, "edge cases: one step each\nfrom the initial model", transform=ax.transAxes,
+                ha="right", va="center", fontsize=7, color="#777777")
+    mark_edges(ax, doc, bottom=True)  # the edge cases' losses are near the top
     ax.set_xlabel("step")
     ax.set_ylabel("per-token LM loss (nats)")
     ax.set_title("Loss per step: every strategy vs the single-rank reference")
@@ -119,6 +136,7 @@ def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
     zeros = gaps = False
     names = order(doc)
     twins = same_as(doc, key, names)
+    edge = edge_steps(doc)
     for n in names:
         s = doc["strategies"][n]
         if key not in s:
@@ -128,9 +146,14 @@ def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
         zeros = zeros or any(v is not None and v <= 0 for v in s[key])
         gaps = gaps or any(v is None for v in s[key])
         # A series equal to an earlier one's on most steps is drawn dotted, without markers (the
-        # earlier line shows through), and said so in the legend.
-        ax.plot(range(len(vals)), vals, label=n + twins[n], color=COLORS.get(n), lw=1.0,
+        # earlier line shows through), and said so in the legend. The edge cases (each one step
+        # from the initial model) are points, not joined to the main steps' line.
+        main = [float("nan") if i in edge else v for i, v in enumerate(vals)]
+        ax.plot(range(len(main)), main, label=n + twins[n], color=COLORS.get(n), lw=1.0,
                 marker=None if twins[n] else ".", ms=3, ls=":" if twins[n] else "-")
+        xs = sorted(i for i in edge if i < len(vals))
+        if xs and not twins[n]:
+            ax.plot(xs, [vals[i] for i in xs], ls="none", marker=".", ms=5, color=COLORS.get(n))
     bounds = doc.get("bounds", {})
     per_step = bounds.get(bound_key + "_per_step")
     bound = bounds.get(bound_key)
