@@ -4,7 +4,9 @@
 //   dcpbench.schedule(seqlens, planner="megatron-dev", *, dp, cp, max_seqlen_per_dp_cp_rank,
 //                     min_cp=1, vpp_group=None, max_seqlen=None) -> list
 //       Megatron's own format: per micro-batch, per rank (N = dp*cp), the list of sample ids
-//       (sample i has length seqlens[i]); every rank gets its own list object.
+//       (sample i has length seqlens[i]); every rank gets its own list object. Megatron schedules
+//       lengths padded to a multiple of 2*dp*cp (sft_dataset.py _calculate_padding_divisor): pass
+//       those to reproduce its plan; nothing is padded here (docs/megatron.md).
 //   dcpbench.plan(...same arguments...) -> dcpbench.Plan (groups, summary, solve_ms, to_json())
 //   dcpbench.find_violation(plan, seqlens, *, dp=None, cp=None, max_seqlen_per_dp_cp_rank=None,
 //                           min_cp=None, vpp_group=None) -> str | None
@@ -15,7 +17,8 @@
 // Megatron's format (then dp, cp and max_seqlen_per_dp_cp_rank are required).
 //
 // Errors: bad input raises ValueError with the one line `dcpbench schedule` prints for the same
-// input (dcp::InputError), an argument of the wrong type (a plan, micro-batch, rank list, length
+// options, naming the CLI's flags (--max-seqlen-per-rank for max_seqlen_per_dp_cp_rank; a bad
+// length names the sample, not a file) (dcp::InputError), an argument of the wrong type (a plan, micro-batch, rank list, length
 // or option that is not a sequence or integer) TypeError; an internal error raises RuntimeError. The GIL is released while the
 // planner runs, so other Python threads (a data loader) keep running.
 #include "core/checked_int.h"
@@ -365,7 +368,10 @@ PYBIND11_MODULE(dcpbench, m) {
       py::arg("seqlens"), py::arg("planner") = "megatron-dev", py::kw_only(), py::arg("dp"), py::arg("cp"),
       py::arg("max_seqlen_per_dp_cp_rank"), py::arg("min_cp") = 1, py::arg("vpp_group") = py::none(),
       py::arg("max_seqlen") = py::none(),
-      "Plan one global batch; returns Megatron's format: per micro-batch, per rank (dp*cp), the sample ids.");
+      "Plan one global batch; returns Megatron's format: per micro-batch, per rank (dp*cp), the sample ids.\n"
+      "seqlens are planned as given: Megatron schedules lengths padded to a multiple of 2*dp*cp, so pad\n"
+      "them first to reproduce its plan. Errors name the CLI's flags (--max-seqlen-per-rank for\n"
+      "max_seqlen_per_dp_cp_rank, --min-cp, --vpp-group, --max-seqlen, --dp, --cp).");
   m.def(
       "plan",
       [](const py::object& seqlens, const std::string& planner, const py::object& dp, const py::object& cp,
@@ -375,7 +381,8 @@ PYBIND11_MODULE(dcpbench, m) {
       },
       py::arg("seqlens"), py::arg("planner") = "megatron-dev", py::kw_only(), py::arg("dp"), py::arg("cp"),
       py::arg("max_seqlen_per_dp_cp_rank"), py::arg("min_cp") = 1, py::arg("vpp_group") = py::none(),
-      py::arg("max_seqlen") = py::none(), "Plan one global batch; returns a dcpbench.Plan.");
+      py::arg("max_seqlen") = py::none(),
+      "Plan one global batch; returns a dcpbench.Plan (seqlens as in schedule(): planned as given).");
   m.def(
       "find_violation",
       [](const py::object& plan_obj, const py::object& seqlens, const py::object& dp, const py::object& cp,
