@@ -9,7 +9,8 @@
 //   4. each group size k is allowed: min_cp <= k, and k is a power of two, the whole pool N,
 //      or the static cp (static-CP baselines);
 //   5. tokens per rank of each group: sum(L)/k <= M (exact: sum(L) <= M*k);
-//   6. with a VPP group V the micro-batch count is a multiple of V;
+//   6. with a VPP group V the micro-batch count is a multiple of V (Megatron's planners' rule;
+//      vpp_group_violation below);
 //   7. a padded plan (pad_to > 0, bshd) has pad_to a multiple of 2 x cp when cp > 1 (zigzag
 //      chunks: the executor lays out exactly pad_to rows), pad_to = max_seqlen when max_seqlen is
 //      set and no sample longer than pad_to, and rule 5 counts every sample at pad_to tokens.
@@ -26,10 +27,13 @@
 namespace dcp::plan {
 
 // Empty if valid, else a one-line description of the first violation.
-// Interleaved 1F1B's micro-batch rule (Megatron's microbatch_group_size_per_vp_stage, schedules.py
-// forward_backward_pipelining_with_interleaving): the count must be a multiple of the VPP group
-// and, where the pipeline depth is known (pp > 0: the simulator; a plan does not know pp), the
-// group at least pp. The one place the rule is written: validity (rule 6) and the simulator call it.
+// The VPP micro-batch rule (Megatron's microbatch_group_size_per_vp_stage G): the count must be a
+// multiple of G, as Megatron's packing schedulers make it (align_sample_id_groups,
+// data_schedule.py:439-445 at d48bd6be0a), and, where the pipeline depth is known (pp > 0: the
+// simulator; a plan does not know pp), G >= pp, as the interleaved schedule requires
+// (schedules.py:1254-1262). The schedule itself also runs a count with a remainder >= pp (a short
+// last group, schedules.py:1264-1275); no planner here makes one, so none is accepted. The one
+// place the rule is written: validity (rule 6) and the simulator call it.
 std::optional<std::string> vpp_group_violation(int64_t microbatches, int group, int pp = 0);
 
 std::optional<std::string> find_violation(const Plan& plan, const Batch& batch);
