@@ -8,12 +8,19 @@
 //     (forward_backward_pipelining_with_interleaving, micro-batch groups of vpp_group, default pp)
 //     when vpp > 1. Events are ops (pool rank, micro-batch, virtual stage, fwd|bwd).
 //   * Dependencies: previous op on the same GPU; F(mb, v) after F(mb, v-1) + p2p; B(mb, v) after
-//     B(mb, v+1) + p2p (and after F(mb, v) on the same GPU by schedule order).
+//     B(mb, v+1) + p2p (and after F(mb, v) on the same GPU by schedule order). Transfers do not
+//     block: the sender goes on when its op ends and only the receiving op waits. Megatron's 1F1B
+//     without VPP sends and receives in batched, blocking calls matched with the neighbour's
+//     (p2p_communication.py:411-440 at d48bd6be0a), so a stage may also wait for its neighbour
+//     to post: a replay found steps 0.2-2.1% longer that way (README "What the pipeline model
+//     leaves out").
 //   * CP coupling: all members of a CP group start an op together (at the latest of their ready
 //     times) and finish together (identical work).
 //   * DP x CP sync after each stage's last backward: all-reduce, or reduce-scatter + all-gather with
 //     the distributed optimizer, overlapped with the last backward / first forward only when
-//     overlap_grad_reduce (exposed = excess only).
+//     overlap_grad_reduce (exposed = excess only). With VPP Megatron reduces each model chunk
+//     after that chunk's last backward and exposes chunk 0's (schedules.py:1540-1558, 2160-2170);
+//     not modelled (~0.2-0.4% of a Llama-3-8B step, README).
 //   * Per iteration, after the slowest GPU: optimizer step, fixed iteration cost and, for plans
 //     that go through Megatron's sequence-packing scheduler (every THD plan: packing and the
 //     dynamic planners; not bshd), its data path (cost::iteration_time), serial.
