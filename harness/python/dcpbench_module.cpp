@@ -9,7 +9,7 @@
 //       those to reproduce its plan; nothing is padded here (docs/megatron.md).
 //   dcpbench.plan(...same arguments...) -> dcpbench.Plan (groups, summary, solve_ms, to_json())
 //   dcpbench.find_violation(plan, seqlens, *, dp=None, cp=None, max_seqlen_per_dp_cp_rank=None,
-//                           min_cp=None, vpp_group=None) -> str | None
+//                           min_cp=None, vpp_group=None, max_seqlen=None) -> str | None
 //   dcpbench.validate(...same...) -> None, or raises dcpbench.InvalidPlanError (a ValueError)
 //   dcpbench.planners() -> list of the registry's planner names
 // `plan` in find_violation/validate is a dcpbench.Plan, a dcpbench.plan.v1 dict (json.load of a
@@ -247,6 +247,7 @@ std::optional<std::string> violation_of_own(const plan::Plan& p, const plan::Bat
   cfg.max_seqlen_per_rank = given.max_seqlen_per_rank;
   if (!a.min_cp.is_none()) cfg.min_cp = given.min_cp;
   if (!a.vpp_group.is_none()) cfg.vpp_group = given.vpp_group;
+  if (!a.max_seqlen.is_none()) cfg.max_seqlen = given.max_seqlen;
   plan::check_config(batch, cfg);
   return plan::find_violation(p, batch, cfg);
 }
@@ -386,23 +387,27 @@ PYBIND11_MODULE(dcpbench, m) {
   m.def(
       "find_violation",
       [](const py::object& plan_obj, const py::object& seqlens, const py::object& dp, const py::object& cp,
-         const py::object& max_seqlen_per_dp_cp_rank, const py::object& min_cp, const py::object& vpp_group) {
-        return violation_of(plan_obj, seqlens, ConfigArgs{dp, cp, max_seqlen_per_dp_cp_rank, min_cp, vpp_group, py::none()});
+         const py::object& max_seqlen_per_dp_cp_rank, const py::object& min_cp, const py::object& vpp_group,
+         const py::object& max_seqlen) {
+        return violation_of(plan_obj, seqlens, ConfigArgs{dp, cp, max_seqlen_per_dp_cp_rank, min_cp, vpp_group, max_seqlen});
       },
       py::arg("plan"), py::arg("seqlens"), py::kw_only(), py::arg("dp") = py::none(), py::arg("cp") = py::none(),
       py::arg("max_seqlen_per_dp_cp_rank") = py::none(), py::arg("min_cp") = py::none(),
-      py::arg("vpp_group") = py::none(), "The first violation of the validity rules, or None if the plan is valid.");
+      py::arg("vpp_group") = py::none(), py::arg("max_seqlen") = py::none(),
+      "The first violation of the validity rules, or None if the plan is valid.");
   m.def(
       "validate",
       [](const py::object& plan_obj, const py::object& seqlens, const py::object& dp, const py::object& cp,
-         const py::object& max_seqlen_per_dp_cp_rank, const py::object& min_cp, const py::object& vpp_group) {
-        if (auto v = violation_of(plan_obj, seqlens, ConfigArgs{dp, cp, max_seqlen_per_dp_cp_rank, min_cp, vpp_group, py::none()})) {
+         const py::object& max_seqlen_per_dp_cp_rank, const py::object& min_cp, const py::object& vpp_group,
+         const py::object& max_seqlen) {
+        if (auto v = violation_of(plan_obj, seqlens, ConfigArgs{dp, cp, max_seqlen_per_dp_cp_rank, min_cp, vpp_group, max_seqlen})) {
           PyErr_SetString(invalid_plan.ptr(), v->c_str());
           throw py::error_already_set();
         }
       },
       py::arg("plan"), py::arg("seqlens"), py::kw_only(), py::arg("dp") = py::none(), py::arg("cp") = py::none(),
       py::arg("max_seqlen_per_dp_cp_rank") = py::none(), py::arg("min_cp") = py::none(),
-      py::arg("vpp_group") = py::none(), "Raises dcpbench.InvalidPlanError (a ValueError) with the first violation.");
+      py::arg("vpp_group") = py::none(), py::arg("max_seqlen") = py::none(),
+      "Raises dcpbench.InvalidPlanError (a ValueError) with the first violation.");
   m.def("planners", [] { return dcp::harness::builtin_planners().names(); }, "Names of every built-in planner.");
 }

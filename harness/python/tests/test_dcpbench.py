@@ -632,3 +632,19 @@ def test_negative_and_empty_inputs():
     assert dcpbench.schedule([], dp=2, cp=1, max_seqlen_per_dp_cp_rank=100) == []
     with pytest.raises(TypeError):
         dcpbench.schedule([1, 2], 7, dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
+
+
+def test_validate_takes_max_seqlen_as_check_does():
+    # find_violation/validate take max_seqlen as `dcpbench check --max-seqlen` does: a plan made
+    # for another max_seqlen is refused naming both configs; a sample longer than it is bad input.
+    seqlens = [100, 30, 50, 20]
+    p = dcpbench.plan(seqlens, "bshd", dp=2, cp=1, max_seqlen_per_dp_cp_rank=200, max_seqlen=100)
+    assert dcpbench.find_violation(p, seqlens) is None
+    assert dcpbench.find_violation(p, seqlens, max_seqlen=100) is None
+    v = dcpbench.find_violation(p, seqlens, max_seqlen=128)
+    assert v is not None and "max_seqlen 100" in v and "max_seqlen 128" in v, v
+    with pytest.raises(dcpbench.InvalidPlanError):
+        dcpbench.validate(p, seqlens, max_seqlen=128)
+    groups = dcpbench.schedule(seqlens, dp=2, cp=1, max_seqlen_per_dp_cp_rank=200)
+    with pytest.raises(ValueError, match="^sample 0 has length 100 > --max-seqlen 64$"):
+        dcpbench.find_violation(groups, seqlens, dp=2, cp=1, max_seqlen_per_dp_cp_rank=200, max_seqlen=64)
