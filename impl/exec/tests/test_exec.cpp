@@ -32,8 +32,9 @@ struct RunResult {
   std::vector<model::ParamInfo> tensors;
 };
 
-// Trains `steps` steps of `plan` (the same plan each step) on `pool` thread ranks.
-RunResult train(const plan::Plan& plan, const GlobalBatch& batch, int pool, int steps) {
+// Trains `steps` steps of `plan` (the same plan each step) on `pool` thread ranks; before step
+// `restart_at` (if any) the executor restarts from the initial model.
+RunResult train(const plan::Plan& plan, const GlobalBatch& batch, int pool, int steps, int restart_at = -1) {
   RunResult out;
   comm::run_threads(pool, [&](comm::Communicator& world) {
     comm::GroupRegistry reg(world);
@@ -44,6 +45,7 @@ RunResult train(const plan::Plan& plan, const GlobalBatch& batch, int pool, int 
     Executor<double> ex(m, world, reg, h);
     RunResult r;
     for (int s = 0; s < steps; ++s) {
+      if (s == restart_at) ex.restart();
       const StepStats st = ex.step(plan, batch);
       r.losses.push_back(st.loss);
       r.grads.emplace_back(ex.last_grads().begin(), ex.last_grads().end());
@@ -127,14 +129,21 @@ INSTANTIATE_TEST_SUITE_P(Exec, ExecEquivalence,
                            return n;
                          });
 
+// Eight ranks (dp 4, cp 2), one batch and megatron-dev's plan of it.
+struct DevCase {
+  GlobalBatch batch = make_batch({30, 5, 12, 19, 2, 8, 40, 11}, 4);
+  plan::Plan plan = [this] {
+    plan::PlanConfig pc;
+    pc.dp = 4;
+    pc.cp = 2;
+    pc.max_seqlen_per_rank = 8;
+    return planners().make("megatron-dev")->plan(batch.lengths(), pc);
+  }();
+};
+
 TEST(Exec, TwoIdenticalRunsAreBitwiseEqual) {
-  const GlobalBatch batch = make_batch({30, 5, 12, 19, 2, 8, 40, 11}, 4);
-  plan::PlanConfig pc;
-  pc.dp = 4;
-  pc.cp = 2;
-  pc.max_seqlen_per_rank = 8;
-  const plan::Plan plan = planners().make("megatron-dev")->plan(batch.lengths(), pc);
-  const RunResult a = train(plan, batch, 8, 2), b = train(plan, batch, 8, 2);
+  const DevCase c;
+  const RunResult a = train(c.plan, c.batch, 8, 2), b = train(c.plan, c.batch, 8, 2);
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_EQ(a.grads, b.grads);
   EXPECT_EQ(a.params, b.params);
@@ -144,36 +153,12 @@ TEST(Exec, TwoIdenticalRunsAreBitwiseEqual) {
 // first step of a fresh executor (loss, reduced gradient and updated parameters), however far
 // training had gone (dcpbench converge starts every edge case so).
 TEST(Exec, RestartTrainsBitwiseAsAFreshExecutor) {
-  const GlobalBatch batch = make_batch({30, 5, 12, 19, 2, 8, 40, 11}, 4);
-  plan::PlanConfig pc;
-  pc.dp = 4;
-  pc.cp = 2;
-  pc.max_seqlen_per_rank = 8;
-  const plan::Plan plan = planners().make("megatron-dev")->plan(batch.lengths(), pc);
-  const RunResult fresh = train(plan, batch, 8, 1);
-  RunResult restarted, trained_on;
-  comm::run_threads(8, [&](comm::Communicator& world) {
-    comm::GroupRegistry reg(world);
-    auto k = model::make_cpu_kernels<double>();
-    model::Model<double> m(config(), *k);
-    model::AdamWHyper h;
-    h.lr = 1e-2;
-    Executor<double> ex(m, world, reg, h);
-    RunResult r, on;
-    ex.step(plan, batch);
-    on.losses.push_back(ex.step(plan, batch).loss);  // the second step of a run that goes on
-    ex.restart();
-    r.losses.push_back(ex.step(plan, batch).loss);
-    r.grads.emplace_back(ex.last_grads().begin(), ex.last_grads().end());
-    r.params.assign(m.params().values().begin(), m.params().values().end());
-    if (world.rank() == 0) {
-      restarted = r;
-      trained_on = on;
-    }
-  });
-  EXPECT_NE(trained_on.losses, fresh.losses) << "training moved the model before the restart";
-  EXPECT_EQ(restarted.losses, fresh.losses);
-  EXPECT_EQ(restarted.grads, fresh.grads);
+  const DevCase c;
+  const RunResult fresh = train(c.plan, c.batch, 8, 1);
+  const RunResult restarted = train(c.plan, c.batch, 8, 3, /*restart_at=*/2);
+  EXPECT_NE(restarted.losses[1], fresh.losses[0]) << "training moved the model before the restart";
+  EXPECT_EQ(restarted.losses[2], fresh.losses[0]);
+  EXPECT_EQ(restarted.grads[2], fresh.grads[0]);
   EXPECT_EQ(restarted.params, fresh.params);  // AdamW's moments and step count were reset too
 }
 
