@@ -543,6 +543,7 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
     edges.push_back({{"name", e.name}, {"why", e.why}, {"lengths", e.lengths},
                      {"vpp_group", e.vpp_group ? json(*e.vpp_group) : json()}});
   rep["edge_cases"] = edges;
+  rep["edge_case_start"] = "initial_model";  // each edge case: one step from the initial model (StepSpec::fresh)
   json mixers = json::array();
   for (auto m : s.model.mixers) mixers.push_back(model::mixer_name(m));
   rep["model"] = {{"vocab", s.model.vocab}, {"hidden", s.model.hidden}, {"ffn", s.model.ffn},

@@ -55,6 +55,9 @@ void validate_converge_report(const json& j, const std::string& what) {
     for (const auto& k : ok ? kinds : json::array()) ok = ok && k.is_string();
     if (!ok) bad("\"step_kinds\" is not an array of " + std::to_string(steps) + " strings");
   }
+  // Absent in reports written before 2026-12-06, whose edge cases trained on after the main steps.
+  if (j.contains("edge_case_start") && j["edge_case_start"] != "initial_model")
+    bad("\"edge_case_start\" is " + j["edge_case_start"].dump() + ", not \"initial_model\"");
   if (j.contains("strategy_order")) {
     const json& order = j["strategy_order"];
     if (!order.is_array()) bad("\"strategy_order\" is not an array");
@@ -132,7 +135,11 @@ std::string converge_table(const json& r) {
   const json& st = r["strategies"];
   os << "dcpbench converge: " << r.value("scenario", "?") << ", " << r["steps"].get<int>() << " steps ("
      << r.value("main_steps", 0) << " main + " << r.value("steps", 0) - r.value("main_steps", 0)
-     << " edge-case, each from the initial model), " << (r["dtype"] == "f32" ? "float32" : "float64") << ", pool "
+     << " edge-case"
+     << (r.value("edge_case_start", "") == "initial_model" && r.value("steps", 0) > r.value("main_steps", 0)
+             ? ", each from the initial model"
+             : "")
+     << "), " << (r["dtype"] == "f32" ? "float32" : "float64") << ", pool "
      << r["pool"].value("ranks", 0) << " ranks (" << r["pool"].value("backend", "?") << "), model "
      << r["model"].value("parameters", 0) << " parameters\n";
   const json& b = r["bounds"];

@@ -63,11 +63,12 @@ def footer(fig, doc):
     fig.text(0.01, 0.01, text, fontsize=7, color="#555555")
 
 
-def same_as(doc, key, names):
+def same_as(doc, key, names, twin=None):
     """For each strategy, a legend suffix naming the earlier strategy whose `key` series it equals
     bitwise on the most steps, if that is at least 90% of them (its line would hide the earlier
     one's: e.g. nvidia-prototype trains megatron-dev's plans where its search holds no m), else "".
-    (Strategies whose sums happen to round alike agree on many steps, 50-70% here: not said.)"""
+    (Strategies whose sums happen to round alike agree on many steps, 50-70% here: not said.)
+    `twin` (a dict), if given, receives that earlier strategy's name for each strategy with a suffix."""
     out, seen = {}, []
     for n in names:
         series = doc["strategies"][n].get(key)
@@ -81,6 +82,8 @@ def same_as(doc, key, names):
         out[n] = ""
         if best is not None and series and 10 * best_same >= 9 * len(series):
             out[n] = f" (= {best}" + ("" if best_same == len(series) else f" on {best_same} of {len(series)} steps") + ")"
+            if twin is not None:
+                twin[n] = best
         seen.append((n, series))
     return out
 
@@ -117,7 +120,7 @@ def plot_loss(doc, out):
             xs = sorted(i for i in edge if i < len(vals))
             ax.plot(xs, [vals[i] for i in xs], ls="none", marker="o" if ref else "x",
                     ms=6 if ref else 4, color=COLORS.get(n), alpha=0.9)
-    if edge:
+    if edge and doc.get("edge_case_start") == "initial_model":
         ax.text(0.99, 0.6, "edge cases: one step each\nfrom the initial model", transform=ax.transAxes,
                 ha="right", va="center", fontsize=7, color="#777777")
     mark_edges(ax, doc, bottom=True)  # the edge cases' losses are near the top
@@ -135,7 +138,8 @@ def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     zeros = gaps = False
     names = order(doc)
-    twins = same_as(doc, key, names)
+    twin = {}
+    twins = same_as(doc, key, names, twin)
     edge = edge_steps(doc)
     for n in names:
         s = doc["strategies"][n]
@@ -151,9 +155,13 @@ def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
         main = [float("nan") if i in edge else v for i, v in enumerate(vals)]
         ax.plot(range(len(main)), main, label=n + twins[n], color=COLORS.get(n), lw=1.0,
                 marker=None if twins[n] else ".", ms=3, ls=":" if twins[n] else "-")
-        xs = sorted(i for i in edge if i < len(vals))
-        if xs and not twins[n]:
-            ax.plot(xs, [vals[i] for i in xs], ls="none", marker=".", ms=5, color=COLORS.get(n))
+        # A twin's edge points are drawn where they differ from its twin's (nvidia-prototype's
+        # own plan on many_documents), hollow; the others are the twin's and show through.
+        other = doc["strategies"][twin[n]][key] if n in twin else None
+        xs = sorted(i for i in edge if i < len(vals) and (other is None or s[key][i] != other[i]))
+        if xs:
+            ax.plot(xs, [vals[i] for i in xs], ls="none", marker="o" if other is not None else ".", ms=5,
+                    mfc="none" if other is not None else None, color=COLORS.get(n))
     bounds = doc.get("bounds", {})
     per_step = bounds.get(bound_key + "_per_step")
     bound = bounds.get(bound_key)

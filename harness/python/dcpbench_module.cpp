@@ -235,7 +235,10 @@ plan::RankLists to_rank_lists(const py::handle& obj) {
 // A plan with its own config (a dcpbench.Plan, or a dcpbench.plan.v1 dict as `dcpbench schedule`
 // writes it) checked against that config, the arguments given overriding it (as `dcpbench check`
 // does).
-std::optional<std::string> violation_of_own(const plan::Plan& p, const plan::Batch& batch, const ConfigArgs& a) {
+// records_max_seqlen false: a plan.v1 document, which does not record max_seqlen; it is checked
+// against the value asked for, never refused for not carrying one (as `dcpbench check` does).
+std::optional<std::string> violation_of_own(const plan::Plan& p, const plan::Batch& batch, const ConfigArgs& a,
+                                            bool records_max_seqlen = true) {
   plan::PlanConfig cfg = p.config;
   ConfigArgs full = a;
   if (a.dp.is_none()) full.dp = py::int_(cfg.dp);
@@ -249,7 +252,10 @@ std::optional<std::string> violation_of_own(const plan::Plan& p, const plan::Bat
   if (!a.vpp_group.is_none()) cfg.vpp_group = given.vpp_group;
   if (!a.max_seqlen.is_none()) cfg.max_seqlen = given.max_seqlen;
   plan::check_config(batch, cfg);
-  return plan::find_violation(p, batch, cfg);
+  if (records_max_seqlen) return plan::find_violation(p, batch, cfg);
+  plan::Plan as_asked = p;
+  as_asked.config.max_seqlen = cfg.max_seqlen;
+  return plan::find_violation(as_asked, batch, cfg);
 }
 
 // The first violation of `plan` (a Plan, a plan.v1 dict or Megatron's format) for `seqlens` and the
@@ -276,7 +282,7 @@ std::optional<std::string> violation_of(const py::object& plan_obj, const py::ha
     const plan::conformance::Outcome answer = dcp::harness::read_plan_answer(j);
     if (answer.kind != plan::conformance::Outcome::kPlan || !answer.plan)
       value_error("plan dict: " + answer.message);
-    if (auto v = violation_of_own(*answer.plan, batch, a)) return v;
+    if (auto v = violation_of_own(*answer.plan, batch, a, /*records_max_seqlen=*/false)) return v;
     return plan::summary_violation(j, *answer.plan, batch);
   }
   const plan::RankLists lists = to_rank_lists(plan_obj);  // a plan of the wrong type first (TypeError)

@@ -226,6 +226,15 @@ TEST(ConvergeRun, EveryStrategyAgreesWithTheReference) {
     }
     const std::string table = converge_table(r);
     EXPECT_NE(table.find("every strategy within its bound"), std::string::npos) << table;
+    // The loss column is the loss after the main steps (3 here), not the edge case's, which
+    // starts again from the initial model; the header and the report say so.
+    EXPECT_EQ(r["edge_case_start"], "initial_model");
+    EXPECT_NE(table.find("1 edge-case, each from the initial model"), std::string::npos) << table;
+    char main_loss[32];
+    std::snprintf(main_loss, sizeof main_loss, "%9.5f", r["strategies"]["reference"]["losses"][2].get<double>());
+    const size_t row = table.find("\nreference ");
+    ASSERT_NE(row, std::string::npos);
+    EXPECT_EQ(table.substr(row + 1, table.find('\n', row + 1) - row - 1).find(main_loss), 17u) << table;
     EXPECT_LT(table.find("\nreference "), table.find("\npacking ")) << "reference first, then the scenario's order";
   }
 }
@@ -470,6 +479,8 @@ TEST(ConvergeReport, SchemaCheckRejectsBrokenReports) {
   refused([](json& b) { b["bounds"]["loss_rel_per_step"] = {1e-12}; }, "\"bounds.loss_rel_per_step\" is not an array of 2");
   refused([](json& b) { b["step_kinds"] = 5; }, "\"step_kinds\" is not an array of 2 strings");
   refused([](json& b) { b["step_kinds"] = {"main", 1}; }, "\"step_kinds\" is not an array of 2 strings");
+  refused([](json& b) { b["edge_case_start"] = "after_main_steps"; },
+          "\"edge_case_start\" is \"after_main_steps\", not \"initial_model\"");
   refused([](json& b) { b["strategy_order"] = {"reference", "foo"}; }, "\"strategy_order\" names \"foo\"");
   refused([](json& b) { b["strategies"]["dcp"].erase("dloss_rel"); }, "has no \"dloss_rel\"");
   refused([](json& b) { b["strategies"]["dcp"]["grad_rel_diff"] = {"x", 0.0}; }, "has no \"grad_rel_diff\"");

@@ -19,8 +19,8 @@
 //   * DP x CP sync after each stage's last backward: all-reduce, or reduce-scatter + all-gather with
 //     the distributed optimizer, overlapped with the last backward / first forward only when
 //     overlap_grad_reduce (exposed = excess only). With VPP Megatron reduces each model chunk
-//     after that chunk's last backward and exposes chunk 0's (schedules.py:1540-1558, 2160-2170);
-//     not modelled (~0.2-0.4% of a Llama-3-8B step, README).
+//     after that chunk's last backward and exposes chunk 0's (schedules.py:1540-1558, 2165-2171);
+//     not modelled (~0.1-0.4% of a Llama-3-8B step, README).
 //   * Per iteration, after the slowest GPU: optimizer step, fixed iteration cost and, for plans
 //     that go through Megatron's sequence-packing scheduler (every THD plan: packing and the
 //     dynamic planners; not bshd), its data path (cost::iteration_time), serial.

@@ -645,6 +645,13 @@ def test_validate_takes_max_seqlen_as_check_does():
     assert v is not None and "max_seqlen 100" in v and "max_seqlen 128" in v, v
     with pytest.raises(dcpbench.InvalidPlanError):
         dcpbench.validate(p, seqlens, max_seqlen=128)
+    # A plan.v1 dict does not record max_seqlen: checked against the value asked for, as
+    # `dcpbench check --max-seqlen` checks a plan file (a padded plan still needs pad_to = it).
+    d = json.loads(p.to_json())
+    assert dcpbench.find_violation(d, seqlens, max_seqlen=100) is None
+    assert "pad_to" in dcpbench.find_violation(d, seqlens, max_seqlen=128)
+    dev = json.loads(dcpbench.plan(seqlens, dp=2, cp=1, max_seqlen_per_dp_cp_rank=200).to_json())
+    assert dcpbench.find_violation(dev, seqlens, max_seqlen=128) is None
     groups = dcpbench.schedule(seqlens, dp=2, cp=1, max_seqlen_per_dp_cp_rank=200)
     with pytest.raises(ValueError, match="^sample 0 has length 100 > --max-seqlen 64$"):
         dcpbench.find_violation(groups, seqlens, dp=2, cp=1, max_seqlen_per_dp_cp_rank=200, max_seqlen=64)
