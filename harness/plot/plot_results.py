@@ -10,16 +10,22 @@ this script does not aggregate rows again. Rows are read only for the step-0 pic
 Writes into DIR:
   tflops.png               useful TFLOPS/GPU per strategy and scenario (time-weighted over steps):
                            as published (solid), tuned by `run --tune` (dotted hatch, "(tuned)"),
-                           and the published numbers of others (hatched "//", their source named)
+                           and the published numbers of others (hatched "//", "(their number)",
+                           their sources named in the title)
   speedup.png              speedup over the scenario's reference strategy (default packing):
-                           ours as published, ours tuned, and published speedups; with the
-                           file's "draws" section (`run --draws`) a whisker on each of ours from
-                           the 5th to the 95th percentile over the draws
+                           ours as the scenario sets it (over the reference as set), ours tuned
+                           (over the reference tuned), and published speedups (sources in the
+                           note); the ratio of mean step times, or of 10%-trimmed means where the
+                           scenario's published numbers are trimmed (Megatron's example); with
+                           the file's "draws" section (`run --draws`) a whisker on each of ours
+                           from the 5th to the 95th percentile over the draws, same statistic
   breakdown.png            mean step time split into compute / exposed comm / overhead (host floor,
                            micro-batch and iteration costs) / pipeline bubble / imbalance wait,
                            per strategy as published, one panel per scenario
-  rank_busy_<scenario>.png busy time per DP x CP rank in step 0, one panel per strategy
-  plan_<scenario>.png      step-0 plan: ranks x micro-batches, each group coloured by its CP size
+  rank_busy_<scenario>.png busy time per DP x CP rank in step 0 (as the scenario sets it), one
+                           panel per strategy
+  plan_<scenario>.png      step-0 plan (as the scenario sets it): ranks x micro-batches, each
+                           group coloured by its CP size, the same colour per size in every chart
 Every chart says in its title or footer that the numbers are simulated and with which cost model
 and calibration (the rows' "source").
 """
@@ -37,6 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PatchCollection  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 SCHEMA = "dcpbench.results.v1"
 STRATEGY_ORDER = ["bshd", "packing", "megatron-pr2000", "megatron-dev", "nvidia-prototype", "dcp"]
@@ -128,6 +135,13 @@ def color(s):
     return COLORS.get(s, "#8172b3")
 
 
+def cp_color(k):
+    """One colour per CP size in every plan chart, tab10 by log2(k) (CP 1, 2, 4, ... 512; a static
+    size that is not a power of two takes its floor's): a size's colour had been re-assigned per
+    chart, CP 4 yellow in one and green in the next."""
+    return plt.get_cmap("tab10")(int(math.log2(max(1, k))) % 10)
+
+
 def safe(name):
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
@@ -203,9 +217,10 @@ def published_of(doc):
     return pub
 
 
-def draw_spreads(doc):
+def draw_spreads(doc, statistic="speedup"):
     """(scenario, setting, strategy) -> (p5, p95) of the speedup over the draws of `run --draws`
-    (the summed-step-time statistic, as the bars), and the number of draws (0: no section)."""
+    (`statistic`: "speedup", of summed step times, or "trimmed_speedup", of 10%-trimmed mean step
+    times: the bars' own), and the number of draws (0: no section)."""
     d = doc.get("draws")
     if not isinstance(d, dict):
         return {}, 0
@@ -215,14 +230,25 @@ def draw_spreads(doc):
             if not isinstance(study, dict):
                 continue
             for st, v in (study.get("strategies") or {}).items():
-                sp = (v or {}).get("speedup") or {}
+                sp = (v or {}).get(statistic) or {}
                 if "p5" in sp and "p95" in sp:
                     out[(sc.get("scenario"), setting, st)] = (sp["p5"], sp["p95"])
     return out, d.get("draws", 0)
 
 
-def short_source(src):
-    return src.split("(")[0].strip()[:60]
+def trimmed_scenarios(doc):
+    """The scenarios whose published numbers are 10%-trimmed means (Megatron's example computes its
+    iteration time so): their speedups are drawn as trimmed means too, like for like."""
+    return {sc for sc, p in published_of(doc).items() if p.get("statistic") == "trimmed_mean_10"}
+
+
+def short_source(src, most=70):
+    """A source's name: the text before its first "(", cut after a whole word at `most` characters."""
+    s = src.split("(")[0].strip()
+    if len(s) <= most:
+        return s
+    cut = s.rfind(" ", 0, most)
+    return s[:cut if cut > 0 else most] + "…"
 
 
 def plot_tflops(doc, agg, order, out):
@@ -236,7 +262,7 @@ def plot_tflops(doc, agg, order, out):
         strategies = sorted({k[1] for k in order if k[0] == sc}, key=strategy_key)
         bars[sc] = [(s + ("\n(tuned)" if setting == "tuned" else ""), s, agg[(sc, s, setting)], setting)
                     for s in strategies for setting in ("published", "tuned") if (sc, s, setting) in agg]
-        bars[sc] += [(v["strategy"] + "\n(published)", v["strategy"], v["tflops_per_gpu"], "theirs")
+        bars[sc] += [(v["strategy"] + "\n(their number)", v["strategy"], v["tflops_per_gpu"], "theirs")
                      for v in (pub.get(sc, {}).get("values") or []) if "tflops_per_gpu" in v]
     cols = min(4, len(scenarios))
     rows = math.ceil(len(scenarios) / cols)
@@ -267,8 +293,11 @@ def plot_tflops(doc, agg, order, out):
             ax.set_ylabel("useful TFLOPS/GPU", fontsize=8)
     for n in range(len(scenarios), rows * cols):
         axes[n // cols][n % cols].axis("off")
-    what = ("ours simulated as published (solid) and tuned (dotted); hatched // = published by others (their "
-            "hardware)") if kind_of(doc) == "simulated" else (
+    sources = sorted({short_source(p.get("source", "?")) for sc, p in pub.items() if sc in scenarios
+                      and any("tflops_per_gpu" in v for v in (p.get("values") or []))})
+    what = ("ours simulated as the scenario's script sets it (solid) and tuned (dotted); hatched // = their number, "
+            "published by others on their hardware" + (" (" + "; ".join(sources) + ")" if sources else "")
+            ) if kind_of(doc) == "simulated" else (
             f"ours {kind_of(doc)}; a measured bar is one rank's share of the step on one stage (README)")
     finish(fig, doc, os.path.join(out, "tflops.png"), 110,
            "Useful TFLOPS per GPU (Megatron formula, real lengths, no recompute): " + what, 9)
@@ -280,24 +309,29 @@ def plot_speedup(doc, agg, order, out):
     strategies = [s for s in sorted({k[1] for k in order}, key=strategy_key)
                   if not all(s == refs[sc] for sc in scenarios)]
     pub = published_of(doc)
+    trimmed = trimmed_scenarios(doc)
     spreads, draws = draw_spreads(doc)
+    trimmed_spreads, _ = draw_spreads(doc, "trimmed_speedup")
     fig, ax = plt.subplots(figsize=(min(18, 4 + 1.6 * len(scenarios)), 5.5))
     bars = [(s, setting) for s in strategies for setting in ("published", "tuned")]
     width = 0.8 / (len(bars) + 1)
-    seen, left_out = set(), []
+    seen, left_out, sources = set(), [], {}
     for i, sc in enumerate(scenarios):
         for j, (s, setting) in enumerate(bars):
             a = agg.get((sc, s, setting))
-            if not a or not a.get("valid") or a.get("speedup_vs_reference") is None or s == refs[sc]:
+            # Where the published numbers are trimmed means, ours are drawn as trimmed means too.
+            key = "trimmed_speedup_vs_reference" if sc in trimmed else "speedup_vs_reference"
+            if not a or not a.get("valid") or a.get(key) is None or s == refs[sc]:
                 continue
             x = i + (j - len(bars) / 2) * width
             lab = s + (" (tuned)" if setting == "tuned" else "")
-            ax.bar(x, a["speedup_vs_reference"], width, color=color(s), hatch=".." if setting == "tuned" else None,
+            ax.bar(x, a[key], width, color=color(s), hatch=".." if setting == "tuned" else None,
                    edgecolor="white" if setting == "tuned" else None, label=lab if lab not in seen else None)
             seen.add(lab)
-            ax.text(x, a["speedup_vs_reference"], f"{a['speedup_vs_reference']:.2f}", ha="center", va="bottom", fontsize=5)
-            if (sc, setting, s) in spreads:  # draw 0 (the bar) may lie outside its own p5-p95
-                lo, hi = spreads[(sc, setting, s)]
+            ax.text(x, a[key], f"{a[key]:.2f}", ha="center", va="bottom", fontsize=5)
+            own = trimmed_spreads if sc in trimmed else spreads
+            if (sc, setting, s) in own:  # draw 0 (the bar) may lie outside its own p5-p95
+                lo, hi = own[(sc, setting, s)]
                 ax.vlines(x, lo, hi, color="black", lw=0.7)
                 ax.hlines([lo, hi], x - width / 4, x + width / 4, color="black", lw=0.7)
         # Published speedups are over packing (the scenario's "published" values carry
@@ -308,11 +342,17 @@ def plot_speedup(doc, agg, order, out):
             continue
         x = i + (len(bars) / 2) * width
         drawn = set()  # one bar per published speedup (a scenario may set it beside two of ours)
+        source = short_source(pub[sc].get("source", "?")) if theirs else ""
         for v in theirs:
             if v["speedup_vs_packing"] not in drawn:
                 drawn.add(v["speedup_vs_packing"])
-                lab = "published (their hardware)" if "pub" not in seen else None
+                # One legend entry per strategy of ours it stands beside (its colour); the sources
+                # are named in the note under the title.
+                tag = ("pub", v["strategy"])
+                lab = f"published, beside our {v['strategy']}" if tag not in seen else None
+                seen.add(tag)
                 seen.add("pub")
+                sources.setdefault(source, None)
                 ax.bar(x, v["speedup_vs_packing"], width, color=color(v["strategy"]), hatch="//",
                        edgecolor="black", alpha=0.55, label=lab)
                 ax.text(x, v["speedup_vs_packing"], f"{v['speedup_vs_packing']:.2f}", ha="center", va="bottom", fontsize=6)
@@ -328,14 +368,22 @@ def plot_speedup(doc, agg, order, out):
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0)
     ax.grid(axis="y", alpha=0.3)
     ref_names = sorted(set(refs.values()))
-    note = None
+    notes = []
+    if sources:
+        named = "; ".join(sources)
+        notes.append("Published (//, their hardware and setting): " + named + ("" if named.endswith("…") else "."))
     if left_out:
-        note = ("Published speedups (over packing) left out for " + ", ".join(left_out) + ": ours there are over " +
-                ", ".join(sorted({refs[sc] for sc in left_out})) + ".")
+        notes.append("Published speedups (over packing) left out for " + ", ".join(left_out) + ": ours there are over " +
+                     ", ".join(sorted({refs[sc] for sc in left_out})) + ".")
+    note = " ".join(notes) or None
+    statistic = ("ratio of mean step times" + (" (10%-trimmed means for " + ", ".join(sc for sc in scenarios if sc in trimmed) +
+                                               ", as their published numbers)" if trimmed else ""))
     finish(fig, doc, os.path.join(out, "speedup.png"), 120,
-           "Speedup over " + ", ".join(ref_names) + f" ({kind_of(doc)}): as published (solid), tuned (dotted)" +
-           (", published by others (//)" if "pub" in seen else "") +
-           (f"; whiskers: p5-p95 over {draws} draws of the batches" if draws else ""), 9, note=note)
+           "Speedup over " + ", ".join(ref_names) + f" ({kind_of(doc)}; {statistic}): as the scenario's script sets "
+           "it (solid, over the reference as set), each strategy tuned (dotted, over the reference tuned)" +
+           (", published by others (//, their hardware and setting)" if "pub" in seen else "") +
+           (f"; whiskers: p5-p95 over {draws} draws of the batches (a bar, one draw, may lie outside)"
+            if draws else ""), 9, note=note)
 
 
 def plot_breakdown(doc, agg, order, out):
@@ -406,7 +454,9 @@ def plot_rank_busy(doc, scenario, out):
     axes[-1, 0].set_xlabel("DP x CP rank (busy = compute + exposed CP comm, DP gradient sync excluded; mean over its "
                            "PP stages)", fontsize=8)
     path = os.path.join(out, f"rank_busy_{safe(scenario)}.png")
-    finish(fig, doc, path, 110, f"{scenario}: per-rank busy time, step 0 ({kind_of(doc)})", 10)
+    steps = len({r.get("step") for r in doc["rows"] if r["scenario"] == scenario})
+    finish(fig, doc, path, 110, f"{scenario}: per-rank busy time, step 0 of {steps}, as the scenario sets it "
+           f"({kind_of(doc)})", 10)
     return path
 
 
@@ -415,8 +465,7 @@ def plot_plan(doc, scenario, out):
     if not rs:
         return None
     sizes = sorted({g[1] for r in rs for mb in r["plan"] for g in mb})
-    cmap = plt.get_cmap("viridis", max(2, len(sizes)))
-    size_color = {k: cmap(i / max(1, len(sizes) - 1)) for i, k in enumerate(sizes)}
+    size_color = {k: cp_color(k) for k in sizes}  # the same colour for a CP size in every chart
     fig, axes = plt.subplots(len(rs), 1, figsize=(11, 1.9 * len(rs) + 1.0), squeeze=False)
     for ax, r in zip(axes[:, 0], rs):
         patches, colors = [], []
@@ -426,18 +475,27 @@ def plot_plan(doc, scenario, out):
                 patches.append(Rectangle((m, first), 1, k))
                 colors.append(size_color[k])
                 pool = max(pool, first + k)
-        pc = PatchCollection(patches, facecolor=colors, edgecolor="white", linewidth=0.4 if len(r["plan"]) < 200 else 0)
+        # Group edges: white on small pools; on larger ones faint dark hairlines (white edges made
+        # the CP 1 cells of a 64-rank pool look pink); none on very long plans.
+        small = pool <= 16
+        pc = PatchCollection(patches, facecolor=colors, edgecolor="white" if small else (0, 0, 0, 0.35),
+                             linewidth=0 if len(r["plan"]) >= 200 else (0.4 if small else 0.2))
         ax.add_collection(pc)
         ax.set_xlim(0, max(1, len(r["plan"])))
         ax.set_ylim(pool, 0)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("rank", fontsize=7)
-        ax.set_title(f"{r['strategy']}: {len(r['plan'])} micro-batches", fontsize=8)
+        count = len(r["plan"])
+        ax.set_title(f"{r['strategy']}: {count} micro-batch{'' if count == 1 else 'es'}", fontsize=8)
         ax.tick_params(labelsize=7)
     axes[-1, 0].set_xlabel("micro-batch (schedule order)")
     handles = [Patch(facecolor=size_color[k], label=f"CP {k}") for k in sizes]
     legend = fig.legend(handles=handles, loc="upper right", fontsize=7, ncol=min(len(handles), 8))
     path = os.path.join(out, f"plan_{safe(scenario)}.png")
-    finish(fig, doc, path, 110, f"{scenario}: plan of step 0 (groups coloured by CP size)", 10, legend=legend)
+    steps = len({r.get("step") for r in doc["rows"] if r["scenario"] == scenario})
+    finish(fig, doc, path, 110, f"{scenario}: plan of step 0 of {steps}, as the scenario sets it (groups coloured "
+           "by CP size)", 10, legend=legend)
     return path
 
 
