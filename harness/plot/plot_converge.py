@@ -57,8 +57,9 @@ def order(doc):
 def footer(fig, doc):
     ctx = doc.get("context", {})
     pool = doc.get("pool", {})
+    # context.device says where it ran (e.g. "cpu, thread backend, 8 ranks": ranks are not GPUs)
     text = (f"executed, not simulated: {'float32' if doc.get('dtype') == 'f32' else 'float64'}, "
-            f"{pool.get('ranks', '?')} ranks ({pool.get('backend', '?')} backend), "
+            f"{ctx.get('device') or str(pool.get('ranks', '?')) + ' ranks (' + str(pool.get('backend', '?')) + ' backend)'}, "
             f"scenario {doc.get('scenario', '?')}, git {short_sha(ctx.get('git_sha', '?'))}, {ctx.get('date', '')}")
     fig.text(0.01, 0.01, text, fontsize=7, color="#555555")
 
