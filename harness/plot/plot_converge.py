@@ -57,7 +57,7 @@ def order(doc):
 def footer(fig, doc):
     ctx = doc.get("context", {})
     pool = doc.get("pool", {})
-    # context.device says where it ran (e.g. "cpu, thread backend, 8 ranks": ranks are not GPUs)
+    # context.device says where it ran (e.g. "cpu, threads backend, 8 ranks": ranks are not GPUs)
     text = (f"executed, not simulated: {'float32' if doc.get('dtype') == 'f32' else 'float64'}, "
             f"{ctx.get('device') or str(pool.get('ranks', '?')) + ' ranks (' + str(pool.get('backend', '?')) + ' backend)'}, "
             f"scenario {doc.get('scenario', '?')}, git {short_sha(ctx.get('git_sha', '?'))}, {ctx.get('date', '')}")

@@ -9,7 +9,8 @@ this script does not aggregate rows again. Rows are read only for the step-0 pic
 
 Writes into DIR:
   tflops.png               useful TFLOPS/GPU per strategy and scenario (time-weighted over steps):
-                           as published (solid), tuned by `run --tune` (dotted hatch, "(tuned)"),
+                           as the scenario's script sets it (solid), tuned by `run --tune` (dotted
+                           hatch, "(tuned)"), time-weighted over all steps,
                            and the published numbers of others (hatched "//", "(their number)",
                            their sources named in the title)
   speedup.png              speedup over the scenario's reference strategy (default packing):
@@ -21,7 +22,7 @@ Writes into DIR:
                            from the 5th to the 95th percentile over the draws, same statistic
   breakdown.png            mean step time split into compute / exposed comm / overhead (host floor,
                            micro-batch and iteration costs) / pipeline bubble / imbalance wait,
-                           per strategy as published, one panel per scenario
+                           per strategy as the scenario sets it, one panel per scenario
   rank_busy_<scenario>.png busy time per DP x CP rank in step 0 (as the scenario sets it), one
                            panel per strategy
   plan_<scenario>.png      step-0 plan (as the scenario sets it): ranks x micro-batches, each
@@ -136,10 +137,11 @@ def color(s):
 
 
 def cp_color(k):
-    """One colour per CP size in every plan chart, tab10 by log2(k) (CP 1, 2, 4, ... 512; a static
-    size that is not a power of two takes its floor's): a size's colour had been re-assigned per
-    chart, CP 4 yellow in one and green in the next."""
-    return plt.get_cmap("tab10")(int(math.log2(max(1, k))) % 10)
+    """One colour per CP size in every plan chart, from tab20 by log2(k): its ten dark hues for CP 1
+    to 512, then their light ones up to 2^19 (sizes are powers of two, scenario.cpp). A size's colour
+    had been re-assigned per chart, CP 4 yellow in one and green in the next."""
+    i = int(math.log2(max(1, k))) % 20
+    return plt.get_cmap("tab20")((2 * i) % 20 + i // 10)
 
 
 def safe(name):
@@ -295,7 +297,9 @@ def plot_tflops(doc, agg, order, out):
         axes[n // cols][n % cols].axis("off")
     sources = sorted({short_source(p.get("source", "?")) for sc, p in pub.items() if sc in scenarios
                       and any("tflops_per_gpu" in v for v in (p.get("values") or []))})
-    what = ("ours simulated as the scenario's script sets it (solid) and tuned (dotted); hatched // = their number, "
+    tuned_drawn = any(b[3] == "tuned" for sc in scenarios for b in bars[sc])
+    what = ("ours simulated as the scenario's script sets it (solid)" + (" and tuned (dotted)" if tuned_drawn else "") +
+            ", time-weighted over all steps (not trimmed); hatched // = their number, "
             "published by others on their hardware" + (" (" + "; ".join(sources) + ")" if sources else "")
             ) if kind_of(doc) == "simulated" else (
             f"ours {kind_of(doc)}; a measured bar is one rank's share of the step on one stage (README)")
@@ -309,7 +313,11 @@ def plot_speedup(doc, agg, order, out):
     strategies = [s for s in sorted({k[1] for k in order}, key=strategy_key)
                   if not all(s == refs[sc] for sc in scenarios)]
     pub = published_of(doc)
-    trimmed = trimmed_scenarios(doc)
+    # Trimmed where the published numbers are and every aggregate of ours has the trimmed value
+    # (aggregate.cpp writes it beside the plain one; a file without it is drawn plain, and says so).
+    trimmed = {sc for sc in trimmed_scenarios(doc) & set(scenarios)
+               if all(a.get("trimmed_speedup_vs_reference") is not None for k, a in agg.items()
+                      if k[0] == sc and a.get("valid") and a.get("speedup_vs_reference") is not None)}
     spreads, draws = draw_spreads(doc)
     trimmed_spreads, _ = draw_spreads(doc, "trimmed_speedup")
     fig, ax = plt.subplots(figsize=(min(18, 4 + 1.6 * len(scenarios)), 5.5))
@@ -371,17 +379,19 @@ def plot_speedup(doc, agg, order, out):
     notes = []
     if sources:
         named = "; ".join(sources)
-        notes.append("Published (//, their hardware and setting): " + named + ("" if named.endswith("…") else "."))
+        notes.append("Published (//, on their hardware): " + named + ("" if named.endswith("…") else "."))
     if left_out:
         notes.append("Published speedups (over packing) left out for " + ", ".join(left_out) + ": ours there are over " +
                      ", ".join(sorted({refs[sc] for sc in left_out})) + ".")
     note = " ".join(notes) or None
     statistic = ("ratio of mean step times" + (" (10%-trimmed means for " + ", ".join(sc for sc in scenarios if sc in trimmed) +
-                                               ", as their published numbers)" if trimmed else ""))
+                                               ", the statistic Megatron publishes)" if trimmed else ""))
+    tuned_drawn = any(isinstance(x, str) and x.endswith(" (tuned)") for x in seen)
     finish(fig, doc, os.path.join(out, "speedup.png"), 120,
            "Speedup over " + ", ".join(ref_names) + f" ({kind_of(doc)}; {statistic}): as the scenario's script sets "
-           "it (solid, over the reference as set), each strategy tuned (dotted, over the reference tuned)" +
-           (", published by others (//, their hardware and setting)" if "pub" in seen else "") +
+           "it (solid, over the reference as set)" +
+           (", each strategy tuned (dotted, over the reference tuned)" if tuned_drawn else "") +
+           (", published by others (//, on their hardware)" if "pub" in seen else "") +
            (f"; whiskers: p5-p95 over {draws} draws of the batches (a bar, one draw, may lie outside)"
             if draws else ""), 9, note=note)
 
