@@ -402,9 +402,12 @@ def plot_breakdown(doc, agg, order, out):
     rows = math.ceil(len(scenarios) / cols)
     most = max(len({k[1] for k in order if k[0] == sc}) for sc in scenarios)
     fig, axes = plt.subplots(rows, cols, figsize=(max(5.2, 1.0 + 0.75 * most) * cols, 3.6 * rows + 0.9), squeeze=False)
-    parts = [("compute_s", "compute (incl. recompute)", "#4c72b0"), ("comm_s", "exposed comm", "#dd8452"),
-             ("overhead_s", "overhead (host floor, micro-batch, iteration)", "#8172b3"),
-             ("bubble_s", "pipeline bubble", "#c7c7c7"), ("imbalance_s", "imbalance wait", "#c44e52")]
+    # Colours of their own (Okabe-Ito), none a strategy's: compute had been packing's blue, comm
+    # megatron-pr2000's orange, imbalance dcp's red.
+    parts = [("compute_s", "compute (incl. recompute)", "#0072b2"), ("comm_s", "exposed comm", "#e69f00"),
+             ("overhead_s", "overhead (host floor, micro-batch, iteration)", "#cc79a7"),
+             ("bubble_s", "pipeline bubble", "#c7c7c7"),
+             ("imbalance_s", "imbalance wait (idle beyond the bubble: waiting for slower ranks)", "#505050")]
     for n, sc in enumerate(scenarios):
         ax = axes[n // cols][n % cols]
         strategies = sorted({k[1] for k in order if k[0] == sc}, key=strategy_key)
@@ -435,8 +438,8 @@ def plot_breakdown(doc, agg, order, out):
     for n in range(len(scenarios), rows * cols):
         axes[n // cols][n % cols].axis("off")
     finish(fig, doc, os.path.join(out, "breakdown.png"), 110,
-           f"Step time breakdown ({kind_of(doc)}; strategies as the scenarios set them; a measured step is one GPU's "
-           "busy time, all compute)", 11)
+           f"Step time breakdown ({kind_of(doc)}; strategies as the scenarios set them; mean over the scenario's steps"
+           + ("; a measured step is one GPU's busy time, all compute)" if "measured" in kind_of(doc) else ")"), 11)
 
 
 def step0_rows(doc, scenario):
