@@ -324,6 +324,7 @@ def plot_speedup(doc, agg, order, out):
     bars = [(s, setting) for s in strategies for setting in ("published", "tuned")]
     width = 0.8 / (len(bars) + 1)
     seen, left_out, sources = set(), [], {}
+    tuned_drawn = False
     for i, sc in enumerate(scenarios):
         for j, (s, setting) in enumerate(bars):
             a = agg.get((sc, s, setting))
@@ -336,6 +337,7 @@ def plot_speedup(doc, agg, order, out):
             ax.bar(x, a[key], width, color=color(s), hatch=".." if setting == "tuned" else None,
                    edgecolor="white" if setting == "tuned" else None, label=lab if lab not in seen else None)
             seen.add(lab)
+            tuned_drawn = tuned_drawn or setting == "tuned"
             ax.text(x, a[key], f"{a[key]:.2f}", ha="center", va="bottom", fontsize=5)
             own = trimmed_spreads if sc in trimmed else spreads
             if (sc, setting, s) in own:  # draw 0 (the bar) may lie outside its own p5-p95
@@ -386,7 +388,6 @@ def plot_speedup(doc, agg, order, out):
     note = " ".join(notes) or None
     statistic = ("ratio of mean step times" + (" (10%-trimmed means for " + ", ".join(sc for sc in scenarios if sc in trimmed) +
                                                ", the statistic Megatron publishes)" if trimmed else ""))
-    tuned_drawn = any(isinstance(x, str) and x.endswith(" (tuned)") for x in seen)
     finish(fig, doc, os.path.join(out, "speedup.png"), 120,
            "Speedup over " + ", ".join(ref_names) + f" ({kind_of(doc)}; {statistic}): as the scenario's script sets "
            "it (solid, over the reference as set)" +
@@ -442,6 +443,11 @@ def plot_breakdown(doc, agg, order, out):
            + ("; a measured step is one GPU's busy time, all compute)" if "measured" in kind_of(doc) else ")"), 11)
 
 
+def step_count(doc, scenario):
+    """How many steps the scenario's rows hold (the step-0 charts say "step 0 of N")."""
+    return len({r.get("step") for r in doc["rows"] if r["scenario"] == scenario})
+
+
 def step0_rows(doc, scenario):
     rs = [r for r in doc["rows"] if r["scenario"] == scenario and r.get("step") == 0
           and r.get("setting", "published") == "published"]
@@ -467,7 +473,7 @@ def plot_rank_busy(doc, scenario, out):
     axes[-1, 0].set_xlabel("DP x CP rank (busy = compute + exposed CP comm, DP gradient sync excluded; mean over its "
                            "PP stages)", fontsize=8)
     path = os.path.join(out, f"rank_busy_{safe(scenario)}.png")
-    steps = len({r.get("step") for r in doc["rows"] if r["scenario"] == scenario})
+    steps = step_count(doc, scenario)
     finish(fig, doc, path, 110, f"{scenario}: per-rank busy time, step 0 of {steps}, as the scenario sets it "
            f"({kind_of(doc)})", 10)
     return path
@@ -506,7 +512,7 @@ def plot_plan(doc, scenario, out):
     handles = [Patch(facecolor=size_color[k], label=f"CP {k}") for k in sizes]
     legend = fig.legend(handles=handles, loc="upper right", fontsize=7, ncol=min(len(handles), 8))
     path = os.path.join(out, f"plan_{safe(scenario)}.png")
-    steps = len({r.get("step") for r in doc["rows"] if r["scenario"] == scenario})
+    steps = step_count(doc, scenario)
     finish(fig, doc, path, 110, f"{scenario}: plan of step 0 of {steps}, as the scenario sets it (groups coloured "
            "by CP size)", 10, legend=legend)
     return path
