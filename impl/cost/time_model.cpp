@@ -312,6 +312,7 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
     const double bw = inter ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
     const double lat = inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
     st.p2p_s = tokens * static_cast<double>(cm.model.hidden) * kBf16Bytes / cm.cluster.tp / bw + lat;
+    st.p2p_shape_s = format == QkvFormat::thd ? lat : 0.0;  // StageTimes::p2p_shape_s
   }
   return st;
 }

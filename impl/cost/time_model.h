@@ -201,6 +201,13 @@ struct StageTimes {
   PassTime bwd;   // includes the recompute forward when recompute_full
   double p2p_s = 0;  // transfer over the link between this stage and the next one (activations
                      // forward, their gradients backward: the same link both ways)
+  // A packed (THD) plan's blocking shape exchange before each transfer on that link: Megatron
+  // sets variable_seq_lengths with sequence packing (d48bd6be0a transformer_config.py:3688;
+  // 3b309c627e arguments.py:815-816), and _communicate then first swaps the tensors' shapes
+  // (three int64 each) in a batched call that waits for its requests and synchronises the
+  // device (p2p_communication.py:186-273, 322-325): one small-message latency of the link. 0 for
+  // a padded (bshd) plan, whose shapes are fixed.
+  double p2p_shape_s = 0;
 };
 
 // The layout TE's ring attention runs on (its qkv_format): thd for a packed plan, bshd for a

@@ -3,7 +3,9 @@
 // Every pool rank runs the same static op order per pipeline stage, so the simulation walks the
 // per-stage op lists in dependency order: an op (micro-batch, virtual stage, fwd|bwd) is
 // processed for all pool ranks at once when its upstream op is done; within it each CP group
-// starts at the latest ready time of its members (coupling) and all members end together.
+// starts at the latest ready time of its members (coupling) and all members end together. 1F1B
+// without VPP walks each stage's list of ops and Megatron's blocking P2P calls instead: a call is
+// processed when both its stage and the neighbour have reached it (simulator.h).
 // Cost: O(pp * ops_per_stage * N) plus the time model's O(V * samples).
 // Schedules follow Megatron-LM megatron/core/pipeline_parallel/schedules.py:
 //   1F1B: warmup = min(pp - s - 1, M) forwards, steady (F, B) pairs, cooldown backwards;
@@ -88,6 +90,58 @@ std::vector<Op> stage_order(int s, int pp, int vpp, int group, int m) {
   }
   for (int k = total - warm; k < total; ++k) order.push_back(op_of(k, true));
   return order;
+}
+
+// One of Megatron's batched, blocking P2P calls of 1F1B without VPP (simulator.h): the
+// micro-batches whose activation it sends / receives and whose gradient it sends / receives to
+// or from one neighbouring stage; -1 = none.
+struct Call {
+  int peer = 0;
+  int send_f = -1;
+  int recv_f = -1;
+  int send_b = -1;
+  int recv_b = -1;
+};
+
+struct Item {
+  bool is_call = false;
+  Op op{};
+  Call call{};
+};
+
+// Stage s's ops and calls in the order of forward_backward_pipelining_without_interleaving
+// (d48bd6be0a schedules.py:2279 on, the same at 3b309c627e): the ops are stage_order(s, pp, 1, .., m).
+std::vector<Item> blocking_1f1b_items(int s, int pp, int m) {
+  const bool first = s == 0, last = s == pp - 1;
+  const int warm = std::min(pp - s - 1, m), rem = m - warm;
+  std::vector<Item> items;
+  const auto op = [&](int mb, bool bwd) { items.push_back({false, {mb, 0, bwd}, {}}); };
+  const auto call = [&](int peer, int send_f, int recv_f, int send_b, int recv_b) {
+    items.push_back({true, {}, {peer, send_f, recv_f, send_b, recv_b}});
+  };
+  for (int i = 0; i < warm; ++i) {
+    if (!first) call(s - 1, -1, i, -1, -1);  // recv_forward
+    op(i, false);
+    if (!last) call(s + 1, i, -1, -1, -1);  // send_forward
+  }
+  if (rem > 0 && !first) call(s - 1, -1, warm, -1, -1);  // recv_forward
+  for (int i = 0; i < rem; ++i) {
+    op(warm + i, false);
+    if (!last) call(s + 1, warm + i, -1, -1, i);  // send_forward_recv_backward
+    op(i, true);
+    if (!first) {
+      if (i == rem - 1)
+        call(s - 1, -1, -1, i, -1);  // send_backward
+      else
+        call(s - 1, -1, warm + i + 1, i, -1);  // send_backward_recv_forward
+    }
+  }
+  for (int i = rem; i < m; ++i) {
+    if (!last) call(s + 1, -1, -1, -1, i);  // recv_backward
+    op(i, true);
+    if (!first) call(s - 1, -1, -1, i, -1);  // send_backward
+  }
+  return items;
 }
 
 void check_input(const ScheduleInput& in) {
@@ -221,55 +275,113 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   std::vector<double> last_bwd_s(static_cast<size_t>(pp) * n, 0.0);
   std::vector<double> first_fwd_s(static_cast<size_t>(pp) * n, -1.0);
 
-  std::vector<size_t> next(pp, 0);
-  size_t remaining = 0;
-  for (const auto& o : order) remaining += o.size();
-  while (remaining > 0) {
-    bool progress = false;
-    for (int s = 0; s < pp; ++s) {
-      while (next[s] < order[s].size()) {
-        const Op op = order[s][next[s]];
-        const int v = op.chunk * pp + s;
-        // Upstream op: F(mb, v-1) / B(mb, v+1) / none.
-        int up_v = -1;
-        if (!op.bwd && v > 0) up_v = v - 1;
-        if (op.bwd && v < stages - 1) up_v = v + 1;
-        if (up_v >= 0 && !done[key(op.mb, up_v, op.bwd)]) break;
-        const auto& groups = in.groups[op.mb];
-        for (size_t g = 0; g < groups.size(); ++g) {
-          const auto& gs = groups[g];
-          const OpCost& c = in.cost[op.mb][g][v];
-          // p2p_s of virtual stage u is the link u -> u+1: forward F(v-1) -> F(v) uses stage
-          // v-1's, backward B(v+1) -> B(v) crosses the same link v <-> v+1, i.e. stage v's.
-          const double p2p = up_v >= 0 ? in.cost[op.mb][g][op.bwd ? v : up_v].p2p_s : 0.0;
-          double start = 0;
-          for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
-            double ready = free_at[static_cast<size_t>(s) * n + j];
-            if (up_v >= 0) ready = std::max(ready, end[key(op.mb, up_v, op.bwd) * n + j] + p2p);
-            start = std::max(start, ready);
-          }
-          const double dur = op.bwd ? c.bwd_s : c.fwd_s;
-          for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
-            const size_t gi = static_cast<size_t>(s) * n + j;
-            end[key(op.mb, v, op.bwd) * n + j] = start + dur;
-            free_at[gi] = start + dur;
-            GpuTime& t = r.gpu[gi];
-            t.compute_s += op.bwd ? c.bwd_compute_s : c.fwd_compute_s;
-            t.recompute_s += op.bwd ? c.recompute_s : 0.0;
-            t.comm_s += op.bwd ? c.bwd_comm_s : c.fwd_comm_s;
-            t.overhead_s += op.bwd ? c.bwd_overhead_s : c.fwd_overhead_s;
-            if (op.bwd) last_bwd_s[gi] = dur;
-            if (!op.bwd && first_fwd_s[gi] < 0) first_fwd_s[gi] = dur;
-          }
-          r.events += gs.size;
-        }
-        done[key(op.mb, v, op.bwd)] = 1;
-        ++next[s];
-        --remaining;
-        progress = true;
+  // Runs op on stage s for every CP group: each group starts at the latest ready time of its
+  // members (their free time and, with up_v >= 0, the upstream op's end + its transfer).
+  const auto run_op = [&](int s, const Op& op, int up_v) {
+    const int v = op.chunk * pp + s;
+    const auto& groups = in.groups[op.mb];
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const auto& gs = groups[g];
+      const OpCost& c = in.cost[op.mb][g][v];
+      // p2p_s of virtual stage u is the link u -> u+1: forward F(v-1) -> F(v) uses stage
+      // v-1's, backward B(v+1) -> B(v) crosses the same link v <-> v+1, i.e. stage v's.
+      const double p2p = up_v >= 0 ? in.cost[op.mb][g][op.bwd ? v : up_v].p2p_s : 0.0;
+      double start = 0;
+      for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
+        double ready = free_at[static_cast<size_t>(s) * n + j];
+        if (up_v >= 0) ready = std::max(ready, end[key(op.mb, up_v, op.bwd) * n + j] + p2p);
+        start = std::max(start, ready);
       }
+      const double dur = op.bwd ? c.bwd_s : c.fwd_s;
+      for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
+        const size_t gi = static_cast<size_t>(s) * n + j;
+        end[key(op.mb, v, op.bwd) * n + j] = start + dur;
+        free_at[gi] = start + dur;
+        GpuTime& t = r.gpu[gi];
+        t.compute_s += op.bwd ? c.bwd_compute_s : c.fwd_compute_s;
+        t.recompute_s += op.bwd ? c.recompute_s : 0.0;
+        t.comm_s += op.bwd ? c.bwd_comm_s : c.fwd_comm_s;
+        t.overhead_s += op.bwd ? c.bwd_overhead_s : c.fwd_overhead_s;
+        if (op.bwd) last_bwd_s[gi] = dur;
+        if (!op.bwd && first_fwd_s[gi] < 0) first_fwd_s[gi] = dur;
+      }
+      r.events += gs.size;
     }
-    DCP_CHECK(progress, "pipeline schedule deadlocked (internal error)");
+    done[key(op.mb, v, op.bwd)] = 1;
+  };
+
+  if (vpp == 1 && pp > 1 && in.blocking_p2p) {
+    // Blocking calls (simulator.h): a stage's ops wait only for its own calls, which end at
+    // max(the two sides' posts) + the transfer, per pool rank.
+    std::vector<int> group_of(static_cast<size_t>(m) * n);
+    for (int mb = 0; mb < m; ++mb)
+      for (size_t g = 0; g < in.groups[mb].size(); ++g)
+        for (int j = in.groups[mb][g].first_rank; j < in.groups[mb][g].first_rank + in.groups[mb][g].size; ++j)
+          group_of[static_cast<size_t>(mb) * n + j] = static_cast<int>(g);
+    // The transfer of micro-batch mb's data over the link u <-> u+1 for pool rank j.
+    const auto transfer = [&](int mb, int u, int j) {
+      if (mb < 0) return 0.0;
+      const OpCost& c = in.cost[mb][group_of[static_cast<size_t>(mb) * n + j]][u];
+      return c.p2p_s + c.p2p_shape_s;
+    };
+    std::vector<std::vector<Item>> items(pp);
+    size_t remaining = 0;
+    for (int s = 0; s < pp; ++s) remaining += (items[s] = blocking_1f1b_items(s, pp, m)).size();
+    std::vector<size_t> at(pp, 0);
+    while (remaining > 0) {
+      bool progress = false;
+      for (int s = 0; s < pp; ++s) {
+        while (at[s] < items[s].size()) {
+          const Item& it = items[s][at[s]];
+          if (!it.is_call) {
+            run_op(s, it.op, -1);
+          } else {
+            const int p = it.call.peer;
+            if (at[p] >= items[p].size() || !items[p][at[p]].is_call || items[p][at[p]].call.peer != s)
+              break;  // the neighbour has not posted its side yet
+            const Call& lo = s < p ? it.call : items[p][at[p]].call;  // the stage before the link
+            const Call& hi = s < p ? items[p][at[p]].call : it.call;
+            DCP_CHECK(lo.send_f == hi.recv_f && lo.recv_b == hi.send_b, "pipeline calls of stages ",
+                      std::min(s, p), " and ", std::max(s, p), " do not match (internal error)");
+            const int u = std::min(s, p);
+            for (int j = 0; j < n; ++j) {
+              double& a = free_at[static_cast<size_t>(s) * n + j];
+              double& b = free_at[static_cast<size_t>(p) * n + j];
+              a = b = std::max(a, b) + std::max(transfer(lo.send_f, u, j), transfer(lo.recv_b, u, j));
+            }
+            ++at[p];
+            --remaining;
+          }
+          ++at[s];
+          --remaining;
+          progress = true;
+        }
+      }
+      DCP_CHECK(progress, "pipeline schedule deadlocked (internal error)");
+    }
+  } else {
+    std::vector<size_t> next(pp, 0);
+    size_t remaining = 0;
+    for (const auto& o : order) remaining += o.size();
+    while (remaining > 0) {
+      bool progress = false;
+      for (int s = 0; s < pp; ++s) {
+        while (next[s] < order[s].size()) {
+          const Op op = order[s][next[s]];
+          const int v = op.chunk * pp + s;
+          // Upstream op: F(mb, v-1) / B(mb, v+1) / none.
+          int up_v = -1;
+          if (!op.bwd && v > 0) up_v = v - 1;
+          if (op.bwd && v < stages - 1) up_v = v + 1;
+          if (up_v >= 0 && !done[key(op.mb, up_v, op.bwd)]) break;
+          run_op(s, op, up_v);
+          ++next[s];
+          --remaining;
+          progress = true;
+        }
+      }
+      DCP_CHECK(progress, "pipeline schedule deadlocked (internal error)");
+    }
   }
 
   // DP x CP gradient sync per stage: a collective over the pool, after the slowest rank.
@@ -342,6 +454,7 @@ OpCost OpCost::of(const cost::StageTimes& st) {
   o.fwd_overhead_s = st.fwd.overhead_s;
   o.bwd_overhead_s = st.bwd.overhead_s;
   o.p2p_s = st.p2p_s;
+  o.p2p_shape_s = st.p2p_shape_s;
   return o;
 }
 
@@ -356,6 +469,7 @@ OpCost& OpCost::operator+=(const OpCost& o) {
   fwd_overhead_s += o.fwd_overhead_s;
   bwd_overhead_s += o.bwd_overhead_s;
   p2p_s += o.p2p_s;
+  p2p_shape_s += o.p2p_shape_s;
   return *this;
 }
 

@@ -8,12 +8,26 @@
 //     (forward_backward_pipelining_with_interleaving, micro-batch groups of vpp_group, default pp)
 //     when vpp > 1. Events are ops (pool rank, micro-batch, virtual stage, fwd|bwd).
 //   * Dependencies: previous op on the same GPU; F(mb, v) after F(mb, v-1) + p2p; B(mb, v) after
-//     B(mb, v+1) + p2p (and after F(mb, v) on the same GPU by schedule order). Transfers do not
-//     block: the sender goes on when its op ends and only the receiving op waits. Megatron's 1F1B
-//     without VPP sends and receives in batched, blocking calls matched with the neighbour's
-//     (p2p_communication.py:411-440 at d48bd6be0a), so a stage may also wait for its neighbour
-//     to post: a replay found steps 0.2-2.1% longer that way (README "What the pipeline model
-//     leaves out").
+//     B(mb, v+1) + p2p (and after F(mb, v) on the same GPU by schedule order).
+//   * Pipeline transfers, 1F1B without VPP (blocking_p2p, the default): Megatron switches
+//     overlap_p2p_comm off without the interleaved schedule (arguments.py:1055-1058 at
+//     d48bd6be0a; 3b309c627e arguments.py:650), so batch_p2p_comm is on and every transfer is a
+//     batched call that waits for its requests and synchronises the device
+//     (p2p_communication.py:411-440). Each stage runs its calls in the order of
+//     forward_backward_pipelining_without_interleaving (schedules.py, 2279 on: warm-up
+//     recv_forward / send_forward, then recv_forward, steady send_forward_recv_backward /
+//     send_backward_recv_forward (send_backward after the last), cool-down recv_backward /
+//     send_backward; none on the first stage's receive-forward / send-backward side or the last
+//     stage's send-forward / receive-backward side). A call and its neighbour's (the k-th call of
+//     stage s towards s+1 and the k-th of s+1 towards s carry the same micro-batches) both end
+//     at max(the two posts) + the longer of its transfers (both directions at once) + a packed
+//     plan's shape exchange (cost::StageTimes::p2p_shape_s); the next op starts after it. So
+//     the sender waits too, until its neighbour posts. Per pool rank j (the pipeline of rank j);
+//     the CP group of an op still starts at the latest of its members.
+//   * With VPP (Megatron's default --overlap-p2p-communication) or blocking_p2p = false,
+//     transfers do not block: the sender goes on when its op ends and only the receiving op
+//     waits. Left out there: the interleaved schedule's blocking shape exchange with sequence
+//     packing (p2p_communication.py:322-325, unquantified).
 //   * CP coupling: all members of a CP group start an op together (at the latest of their ready
 //     times) and finish together (identical work).
 //   * DP x CP sync after each stage's last backward: all-reduce, or reduce-scatter + all-gather with
@@ -28,7 +42,7 @@
 // exactly into
 //   compute (useful + recompute) + exposed comm + overhead (host floor, micro-batch and iteration
 //   costs) + pipeline bubble + imbalance wait,
-// (PP p2p transfers delay the dependent op; that wait shows up as idle time, not as comm)
+// (PP p2p transfers, and the waits of blocking calls, show up as idle time, not as comm)
 // where bubble = min(idle, busy * (pp-1) / (M * vpp)) (the 1F1B bubble a perfectly balanced
 // pipeline with this GPU's work would have) and imbalance wait = the rest of the idle time.
 //
@@ -131,6 +145,7 @@ struct OpCost {
                               // overhead inside the op
   double bwd_overhead_s = 0;
   double p2p_s = 0;           // delay on the edge between this stage and the next: F(v)->F(v+1) and B(v+1)->B(v)
+  double p2p_shape_s = 0;     // blocking_p2p only: the shape exchange before each call on that edge
   // The durations and their parts of a cost::group_stage_times result.
   static OpCost of(const cost::StageTimes& st);
   OpCost& operator+=(const OpCost& o);
@@ -153,6 +168,9 @@ struct ScheduleInput {
   std::vector<double> grad_reduce_s;  // [pp] all-reduce or reduce-scatter (empty = 0)
   std::vector<double> grad_gather_s;  // [pp] param all-gather (empty = 0)
   bool overlap_grad_reduce = false;
+  // vpp == 1 and pp > 1: Megatron's batched, blocking P2P calls (see top); false: transfers that
+  // delay only the receiving op. No effect with vpp > 1 or pp == 1.
+  bool blocking_p2p = true;
   double iteration_s = 0;  // serial per-iteration cost after the slowest GPU
 
   // Memory (optional: empty static_bytes = not checked).

@@ -332,6 +332,14 @@ TEST(TimeModel, LayersAndLogitsPerVirtualStage) {
   EXPECT_NEAR(last.fwd.compute_s, 2 * layer_fwd + 256000e-12, 1e-15);
   // p2p: T*h*2 bytes = 1000*128*2 = 256,000 B at 1e9 B/s.
   EXPECT_NEAR(first.p2p_s, 2.56e-4, 1e-15);
+  // A packed plan's blocking shape exchange costs one latency of the link, a padded one's none.
+  cm.hardware.intra_node_latency_s = 1e-5;
+  const auto thd = group_stage_times(cm, l, 1, 0, 0, QkvFormat::thd);
+  const auto bshd = group_stage_times(cm, l, 1, 0, 0, QkvFormat::bshd);
+  EXPECT_NEAR(thd.p2p_s, 2.56e-4 + 1e-5, 1e-15);
+  EXPECT_EQ(thd.p2p_shape_s, 1e-5);
+  EXPECT_NEAR(bshd.p2p_s, 2.56e-4 + 1e-5, 1e-15);
+  EXPECT_EQ(bshd.p2p_shape_s, 0.0);
 }
 
 TEST(TimeModel, GradSyncFromTheFlags) {

@@ -84,6 +84,80 @@ TEST(Schedule, P2pDelaysTheDependentStage) {
   EXPECT_DOUBLE_EQ(r.busiest_idle_s, 3.0);  // each stage busy 2 s of the 5
 }
 
+TEST(Schedule, BlockingCallsMakeTheSenderWaitForItsNeighbour) {
+  // pp = 2, m = 2, every op 1 s, every transfer 0.5 s. Megatron's calls (stage 0: F0 send_f(0)
+  // F1 send_f_recv_b(1, 0) B0 recv_b(1) B1; stage 1: recv_f(0) F0 B0 send_b_recv_f(0, 1) F1 B1
+  // send_b(1)): s0 F0 [0, 1], its send and s1's receive end at 1.5; s0 F1 [1.5, 2.5]; s1 F0
+  // [1.5, 2.5] B0 [2.5, 3.5]; the exchange ends at max(2.5, 3.5) + 0.5 = 4; s0 B0 [4, 5]; s1 F1
+  // [4, 5] B1 [5, 6]; its send_b(1) ends at max(6, 5) + 0.5; s0 B1 [6.5, 7.5].
+  ScheduleInput in = singles(1, 2, 1, 2, op(1, 1, 0.5));
+  EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 7.5);
+  // Non-blocking, stage 1's F1 starts when its B0 ends (3.5 >= 2.5 + 0.5): s1 F1 [3.5, 4.5]
+  // B1 [4.5, 5.5]; s0 B0 [4, 5] B1 [6, 7].
+  in.blocking_p2p = false;
+  EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 7.0);
+  // A packed plan's shape exchange (0.25 s here) before each call: every call 0.75 s; s0 F1
+  // [1.75, 2.75]; s1 F0 [1.75, 2.75] B0 [2.75, 3.75]; exchange ends 4.5; s1 F1 [4.5, 5.5] B1
+  // [5.5, 6.5]; send_b(1) ends 7.25; s0 B1 [7.25, 8.25]. The non-blocking model has none.
+  for (auto& c : in.cost) c[0][0].p2p_shape_s = c[0][1].p2p_shape_s = 0.25;
+  in.blocking_p2p = true;
+  EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 8.25);
+  in.blocking_p2p = false;
+  EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 7.0);
+}
+
+// Blocking calls only add waits (every non-blocking constraint holds, plus the sender's), never
+// change what a GPU computes, and leave the interleaved schedule (Megatron overlaps its P2P) and
+// pp = 1 alone. Random groups and costs; pp 1-8, m 1-12 (m < pp too). The calls' pairing is
+// checked inside simulate_schedule on every case.
+TEST(Schedule, BlockingCallsOnlyAddWaits) {
+  Rng rng(2027);
+  int slower = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int pool = static_cast<int>(rng.uniform_int(1, 4));
+    const int pp = static_cast<int>(rng.uniform_int(1, 8));
+    const int vpp = pp > 2 && rng.uniform() < 0.25 ? 2 : 1;
+    const int m = vpp > 1 ? pp * static_cast<int>(rng.uniform_int(1, 3)) : static_cast<int>(rng.uniform_int(1, 12));
+    ScheduleInput in;
+    in.pool = pool;
+    in.pp = pp;
+    in.vpp = vpp;
+    for (int mb = 0; mb < m; ++mb) {
+      auto& g = in.groups.emplace_back();
+      auto& k = in.cost.emplace_back();
+      for (int j = 0; j < pool;) {
+        const int size = static_cast<int>(rng.uniform_int(1, pool - j));
+        g.push_back({j, size});
+        auto& per_stage = k.emplace_back();
+        for (int v = 0; v < pp * vpp; ++v) {
+          OpCost c = op(rng.uniform(0.1, 2.0), rng.uniform(0.2, 4.0), rng.uniform(0.0, 0.5));
+          c.p2p_shape_s = rng.uniform(0.0, 0.05);
+          per_stage.push_back(c);
+        }
+        j += size;
+      }
+    }
+    in.grad_reduce_s.assign(static_cast<size_t>(pp), 0.3);
+    const auto blocking = simulate_schedule(in);
+    in.blocking_p2p = false;
+    const auto free = simulate_schedule(in);
+    const std::string at = "trial " + std::to_string(trial) + " pool " + std::to_string(pool) + " pp " +
+                           std::to_string(pp) + " vpp " + std::to_string(vpp) + " m " + std::to_string(m);
+    ASSERT_EQ(blocking.gpu.size(), free.gpu.size()) << at;
+    for (size_t i = 0; i < free.gpu.size(); ++i) {
+      EXPECT_GE(blocking.gpu[i].finish_s, free.gpu[i].finish_s - 1e-9) << at << " gpu " << i;
+      EXPECT_NEAR(blocking.gpu[i].compute_s, free.gpu[i].compute_s, 1e-9) << at;
+    }
+    EXPECT_EQ(blocking.events, free.events) << at;
+    expect_breakdown_sums(blocking);
+    if (vpp > 1 || pp == 1) {
+      EXPECT_EQ(blocking.step_s, free.step_s) << at;
+    }
+    if (blocking.step_s > free.step_s + 1e-9) ++slower;
+  }
+  EXPECT_GT(slower, 100);  // the sender's waits do show on most pipelined cases
+}
+
 TEST(Schedule, TwoRanksImbalance) {
   ScheduleInput in = singles(2, 1, 1, 2, op(1, 2));
   in.cost[0][1][0] = op(2, 4);
