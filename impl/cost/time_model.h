@@ -205,8 +205,9 @@ struct StageTimes {
   // sets variable_seq_lengths with sequence packing (d48bd6be0a transformer_config.py:3688;
   // 3b309c627e arguments.py:815-816), and _communicate then first swaps the tensors' shapes
   // (three int64 each) in a batched call that waits for its requests and synchronises the
-  // device (p2p_communication.py:186-273, 322-325): one small-message latency of the link. 0 for
-  // a padded (bshd) plan, whose shapes are fixed.
+  // device (p2p_communication.py:186-273, 322-325): charged as one small-message latency of the
+  // link, a lower bound (its host copies, the device sync and .tolist() are not counted). 0 for
+  // a padded (bshd) plan, whose shapes are fixed (variable_seq_lengths stays False).
   double p2p_shape_s = 0;
 };
 

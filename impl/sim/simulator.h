@@ -10,7 +10,8 @@
 //   * Dependencies: previous op on the same GPU; F(mb, v) after F(mb, v-1) + p2p; B(mb, v) after
 //     B(mb, v+1) + p2p (and after F(mb, v) on the same GPU by schedule order).
 //   * Pipeline transfers, 1F1B without VPP (blocking_p2p, the default): Megatron switches
-//     overlap_p2p_comm off without the interleaved schedule (arguments.py:1055-1058 at
+//     overlap_p2p_comm (on by default, --no-overlap-p2p-communication turns it off,
+//     arguments.py:4116-4119) off without the interleaved schedule (arguments.py:1055-1058 at
 //     d48bd6be0a; 3b309c627e arguments.py:650), so batch_p2p_comm is on and every transfer is a
 //     batched call that waits for its requests and synchronises the device
 //     (p2p_communication.py:411-440). Each stage runs its calls in the order of
@@ -24,7 +25,7 @@
 //     plan's shape exchange (cost::StageTimes::p2p_shape_s); the next op starts after it. So
 //     the sender waits too, until its neighbour posts. Per pool rank j (the pipeline of rank j);
 //     the CP group of an op still starts at the latest of its members.
-//   * With VPP (Megatron's default --overlap-p2p-communication) or blocking_p2p = false,
+//   * With VPP (overlap_p2p_comm on, Megatron's default) or blocking_p2p = false,
 //     transfers do not block: the sender goes on when its op ends and only the receiving op
 //     waits. Left out there: the interleaved schedule's blocking shape exchange with sequence
 //     packing (p2p_communication.py:322-325, unquantified).
@@ -32,7 +33,10 @@
 //     times) and finish together (identical work).
 //   * DP x CP sync after each stage's last backward: all-reduce, or reduce-scatter + all-gather with
 //     the distributed optimizer, overlapped with the last backward / first forward only when
-//     overlap_grad_reduce (exposed = excess only). With VPP Megatron reduces each model chunk
+//     overlap_grad_reduce (exposed = excess only). Without VPP and pp > 1 only stage 0's reduce
+//     overlaps: Megatron's default align_grad_reduce makes every later stage launch its reduce
+//     after its cool-down (simulator.cpp reduce_after_cooldown), fully exposed on that stage
+//     (the param gather still hides behind the first forward). With VPP Megatron reduces each model chunk
 //     after that chunk's last backward and exposes chunk 0's (schedules.py:1540-1558, 2165-2171);
 //     not modelled (~0.1-0.4% of a Llama-3-8B step, README).
 //   * Per iteration, after the slowest GPU: optimizer step, fixed iteration cost and, for plans
@@ -71,7 +75,8 @@
 //                    layers(s) * (host_layer + ring(k)) + add_host(s))
 //              + (m_min - 1) * host(s)
 //   bound_s  = max_s [ max(work(s), crit(s)) + m_min * fixed(s)
-//                      + (overlap_grad_reduce ? 0 : grad reduce + param gather of stage s) ]
+//                      + (overlap_grad_reduce ? (reduced after the cool-down ? grad reduce : 0)
+//                                             : grad reduce + param gather of stage s) ]
 //              + optimizer step + iteration_overhead_s,
 //   fixed(s) = the micro-batch's fixed host cost summed over the stage's virtual stages
 //              (cost::microbatch_overhead: the embedding's on the first, the loss's on the last).

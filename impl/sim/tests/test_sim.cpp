@@ -106,6 +106,51 @@ TEST(Schedule, BlockingCallsMakeTheSenderWaitForItsNeighbour) {
   EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 7.0);
 }
 
+TEST(Schedule, BlockingCallsOfAMiddleStageUseEachLinksOwnTransfer) {
+  // pp = 3, m = 2, every op 1 s; link 0<->1 0.5 s, link 1<->2 0.25 s (the last stage's own p2p_s,
+  // a link that does not exist, is 9 s and must never be read). Calls (simulator.h): stage 0 F0
+  // send_f(0) F1 send_f(1) recv_b(0) B0 recv_b(1) B1; stage 1 recv_f(0) F0 send_f(0) recv_f(1)
+  // F1 send_f_recv_b(1, 0) B0 send_b(0) recv_b(1) B1 send_b(1); stage 2 recv_f(0) F0 B0
+  // send_b_recv_f(0, 1) F1 B1 send_b(1). Times: s0 F0 [0, 1], call 1.5; s0 F1 [1.5, 2.5];
+  // s1 F0 [1.5, 2.5], send_f(0) to s2 2.75, recv_f(1) max(2.75, 2.5) + 0.5 = 3.25; s2 F0
+  // [2.75, 3.75] B0 [3.75, 4.75]; s1 F1 [3.25, 4.25], exchange with s2 max(4.25, 4.75) + 0.25 = 5;
+  // s1 B0 [5, 6], send_b(0) 6.5; s0 B0 [6.5, 7.5]; s2 F1 [5, 6] B1 [6, 7], send_b(1) 7.25;
+  // s1 B1 [7.25, 8.25], send_b(1) max(8.25, 7.5) + 0.5 = 8.75; s0 B1 [8.75, 9.75].
+  ScheduleInput in = singles(1, 3, 1, 2, op(1, 1));
+  for (auto& mb : in.cost) {
+    mb[0][0].p2p_s = 0.5;
+    mb[0][1].p2p_s = 0.25;
+    mb[0][2].p2p_s = 9;
+  }
+  const auto r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.step_s, 9.75);
+  EXPECT_DOUBLE_EQ(r.gpu[1].finish_s, 8.75);  // stage 1 waits for its send_b(1) to stage 0
+  EXPECT_DOUBLE_EQ(r.gpu[2].finish_s, 7.25);
+}
+
+// With --overlap-grad-reduce and no VPP, Megatron's default align_grad_reduce hides only the first
+// stage's reduce behind its last backward; every later stage launches it after its cool-down.
+TEST(Schedule, AlignedGradReduceIsExposedAfterTheFirstStage) {
+  // pp = 2, m = 1, ops 1 s, no transfer time: s0 F0 [0, 1]; s1 F0 [1, 2] B0 [2, 3]; s0 B0 [3, 4].
+  ScheduleInput in = singles(1, 2, 1, 1, op(1, 1));
+  in.grad_reduce_s = {0.5, 2.0};
+  in.overlap_grad_reduce = true;
+  auto r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.gpu[0].sync_s, 0.0);  // 0.5 s behind stage 0's last (1 s) backward
+  EXPECT_DOUBLE_EQ(r.gpu[1].sync_s, 2.0);  // launched after the cool-down
+  EXPECT_DOUBLE_EQ(r.step_s, 5.0);         // stage 1: 3 + 2
+  in.overlap_grad_reduce = false;
+  r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.gpu[0].sync_s, 0.5);
+  EXPECT_DOUBLE_EQ(r.step_s, 5.0);
+  // With VPP every stage still hides its reduce behind its last backward (not aligned here).
+  ScheduleInput v = singles(1, 2, 2, 2, op(1, 1));
+  v.grad_reduce_s = {0.5, 0.5};
+  v.overlap_grad_reduce = true;
+  r = simulate_schedule(v);
+  EXPECT_DOUBLE_EQ(r.gpu[0].sync_s + r.gpu[1].sync_s, 0.0);
+}
+
 // Blocking calls only add waits (every non-blocking constraint holds, plus the sender's), never
 // change what a GPU computes, and leave the interleaved schedule (Megatron overlaps its P2P) and
 // pp = 1 alone. Random groups and costs; pp 1-8, m 1-12 (m < pp too). The calls' pairing is
@@ -347,6 +392,33 @@ TEST(Step, PaddedPlanIsChargedAtThePaddedLength) {
 
 // A padded plan's CP groups run TE's bshd ring (cost::QkvFormat::bshd): its host cost per call and step
 // and side-kernel bytes, not THD's; the same groups unpadded run THD's.
+// A packed plan's pipeline calls carry the shape exchange (one latency of the link), a padded
+// plan's none; the step pays it only through the blocking calls.
+TEST(Step, PackedPlansPayTheShapeExchangeOnEveryPipelineCall) {
+  auto cm = unit_cm2(4, 2);
+  cm.hardware.intra_node_latency_s = 1e-3;
+  plan::Plan p;
+  p.planner = "two";
+  p.config.dp = 2;
+  p.config.max_seqlen_per_rank = 4096;
+  p.microbatches.push_back({{{0, 1, {0}}, {1, 1, {1}}}});
+  p.microbatches.push_back({{{0, 1, {2}}, {1, 1, {3}}}});
+  const plan::Batch batch{{1000, 1000, 1000, 1000}};
+  const ScheduleInput thd = build_schedule_input(p, batch, cm);
+  p.pad_to = 1000;  // the same lengths, padded layout
+  const ScheduleInput bshd = build_schedule_input(p, batch, cm);
+  for (const auto& mb : thd.cost)
+    for (const auto& g : mb) EXPECT_EQ(g[0].p2p_shape_s, 1e-3);
+  for (const auto& mb : bshd.cost)
+    for (const auto& g : mb) EXPECT_EQ(g[0].p2p_shape_s, 0.0);
+  // Blocking calls: 2 micro-batches, 4 calls per stage on the path; each costs the latency more.
+  ScheduleInput no_shape = thd;
+  for (auto& mb : no_shape.cost)
+    for (auto& g : mb)
+      for (auto& c : g) c.p2p_shape_s = 0;
+  EXPECT_GT(simulate_schedule(thd).step_s, simulate_schedule(no_shape).step_s + 1e-3);
+}
+
 TEST(Step, PaddedPlanRunsTheBshdRing) {
   auto cm = unit_cm2(2, 1);
   cm.hardware.host_layer_fwd_s = 1e-2;  // host-bound: the ring's host cost sets the pass

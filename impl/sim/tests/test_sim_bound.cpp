@@ -32,7 +32,11 @@ TEST(Step, BoundIsTheBusiestStage) {
   }
   ASSERT_GT(head, 0.0);
   const double per_layer = (all - head) / 2;
-  const double expect = std::max(all / 2, per_layer + head) / 2;  // pool N = 2
+  // Pool N = 2. The overlapped reduce of the last stage is still exposed: without VPP it is
+  // launched after the cool-down (Megatron's align_grad_reduce, simulator.cpp).
+  const double reduce_last = cost::grad_sync_time(cm, 1).reduce_s;
+  ASSERT_GT(reduce_last, 0.0);
+  const double expect = std::max(all / 2 / 2, (per_layer + head) / 2 + reduce_last);
   EXPECT_NEAR(lower_bound_s(batch, cm, m), expect, 1e-15);
   EXPECT_GT(lower_bound_s(batch, cm, m), all / 4 * (1 + 1e-9));  // tighter than the even split
   // pp = 1: everything on one stage.
