@@ -420,7 +420,7 @@ def plot_breakdown(doc, agg, order, out):
             bottom = 0.0
             for k, label, c in parts:
                 v = a.get(k, 0) or 0
-                ax.bar(j, v, 0.6, bottom=bottom, color=c, label=label if j == 0 else None)
+                ax.bar(j, v, 0.6, bottom=bottom, color=c)
                 bottom += v
         ax.set_xticks(range(len(strategies)))
         ax.set_xticklabels([hyphen_wrapped(s) for s in strategies], fontsize=7)
@@ -434,13 +434,15 @@ def plot_breakdown(doc, agg, order, out):
         if len(times) > 2 and ymax > 4 * times[-2]:  # e.g. padded layouts: clip so the others stay readable
             ax.set_ylim(0, 1.6 * times[-2])
             ax.text(0.01, 0.97, "slowest bar clipped", transform=ax.transAxes, fontsize=6, va="top")
-        if n == 0:
-            ax.legend(fontsize=6)
     for n in range(len(scenarios), rows * cols):
         axes[n // cols][n % cols].axis("off")
+    # One legend for the figure, at its top right: inside the first panel it could cover a bar.
+    legend = fig.legend(handles=[Patch(facecolor=c, label=label) for _k, label, c in parts], loc="upper right",
+                        fontsize=7, ncol=1 if cols < 2 else 2)
     finish(fig, doc, os.path.join(out, "breakdown.png"), 110,
            f"Step time breakdown ({kind_of(doc)}; strategies as the scenarios set them; mean over the scenario's steps"
-           + ("; a measured step is one GPU's busy time, all compute)" if "measured" in kind_of(doc) else ")"), 11)
+           + ("; a measured step is one GPU's busy time, all compute)" if "measured" in kind_of(doc) else ")"), 11,
+           legend=legend)
 
 
 def step_count(doc, scenario):
@@ -469,7 +471,9 @@ def plot_rank_busy(doc, scenario, out):
         ax.set_title(f"{r['strategy']}: max/mean {max(busy) / mean if mean else 0:.2f}, "
                      f"step {r['step_time_s']:.3f} s", fontsize=8)
         ax.tick_params(labelsize=7)
-    axes[0, 0].legend(fontsize=6, loc="lower right")
+    # Above the first panel's right end, outside it: inside, it covered the last ranks' bars.
+    axes[0, 0].legend(fontsize=6, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False,
+                      borderaxespad=0.1)
     axes[-1, 0].set_xlabel("DP x CP rank (busy = compute + exposed CP comm, DP gradient sync excluded; mean over its "
                            "PP stages)", fontsize=8)
     path = os.path.join(out, f"rank_busy_{safe(scenario)}.png")

@@ -124,6 +124,12 @@ def layout_problems(fig, name):
             check_inside("annotation", t)
         if ax.get_legend() is not None:
             check_inside("legend", ax.get_legend())
+            # A legend must not hide data: no bar of its panel under it.
+            lb = ax.get_legend().get_window_extent(r)
+            for p in ax.patches:
+                if p.get_visible() and p.get_height() > 0 and overlap(lb, p.get_window_extent(r)):
+                    bad.append(f"{name}: the legend of {ax.get_title()[:40]!r} covers a bar")
+                    break
         xl = shown_ticklabels(ax, "x")
         for a, b in itertools.combinations(xl, 2):
             if overlap(a.get_window_extent(r), b.get_window_extent(r)):
