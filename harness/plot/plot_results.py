@@ -325,6 +325,7 @@ def plot_speedup(doc, agg, order, out):
     width = 0.8 / (len(bars) + 1)
     seen, left_out, sources = set(), [], {}
     tuned_drawn = False
+    label_top = 0.0
     for i, sc in enumerate(scenarios):
         for j, (s, setting) in enumerate(bars):
             a = agg.get((sc, s, setting))
@@ -338,12 +339,17 @@ def plot_speedup(doc, agg, order, out):
                    edgecolor="white" if setting == "tuned" else None, label=lab if lab not in seen else None)
             seen.add(lab)
             tuned_drawn = tuned_drawn or setting == "tuned"
-            ax.text(x, a[key], f"{a[key]:.2f}", ha="center", va="bottom", fontsize=5)
             own = trimmed_spreads if sc in trimmed else spreads
+            top = a[key]
             if (sc, setting, s) in own:  # draw 0 (the bar) may lie outside its own p5-p95
                 lo, hi = own[(sc, setting, s)]
                 ax.vlines(x, lo, hi, color="black", lw=0.7)
                 ax.hlines([lo, hi], x - width / 4, x + width / 4, color="black", lw=0.7)
+                top = max(top, hi)
+            # Upright, above the bar and its whisker: level labels of ~100 bars ran into each other
+            # and into the whiskers.
+            ax.text(x, top, f" {a[key]:.2f}", ha="center", va="bottom", fontsize=5, rotation=90)
+            label_top = max(label_top, top)
         # Published speedups are over packing (the scenario's "published" values carry
         # speedup_vs_packing): beside ours only where ours are over packing too.
         theirs = [v for v in (pub.get(sc, {}).get("values") or []) if "speedup_vs_packing" in v]
@@ -365,8 +371,12 @@ def plot_speedup(doc, agg, order, out):
                 sources.setdefault(source, None)
                 ax.bar(x, v["speedup_vs_packing"], width, color=color(v["strategy"]), hatch="//",
                        edgecolor="black", alpha=0.55, label=lab)
-                ax.text(x, v["speedup_vs_packing"], f"{v['speedup_vs_packing']:.2f}", ha="center", va="bottom", fontsize=6)
+                ax.text(x, v["speedup_vs_packing"], f" {v['speedup_vs_packing']:.2f}", ha="center", va="bottom",
+                        fontsize=6, rotation=90)
+                label_top = max(label_top, v["speedup_vs_packing"])
     ax.axhline(1.0, color="black", lw=0.8)
+    if label_top > 0:  # room for the upright labels above the highest bar or whisker
+        ax.set_ylim(top=max(ax.get_ylim()[1], 1.14 * label_top))
     ax.set_xticks(range(len(scenarios)))
     # Level and broken after hyphens (slanted, a long first name ran off the figure's left edge);
     # vertical where there are many.
@@ -423,6 +433,7 @@ def plot_breakdown(doc, agg, order, out):
                 ax.bar(j, v, 0.6, bottom=bottom, color=c)
                 bottom += v
         ax.set_xticks(range(len(strategies)))
+        ax.set_xlim(-0.6, len(strategies) - 0.4)  # every slot, also an oom one at the end (a label, no bar)
         ax.set_xticklabels([hyphen_wrapped(s) for s in strategies], fontsize=7)
         ax.set_ylabel("seconds per step (mean over GPUs)", fontsize=7)
         ax.set_title(sc, fontsize=9)
