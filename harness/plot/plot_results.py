@@ -325,6 +325,7 @@ def plot_speedup(doc, agg, order, out):
     width = 0.8 / (len(bars) + 1)
     seen, left_out, sources = set(), [], {}
     tuned_drawn = False
+    label_top = 0.0
     for i, sc in enumerate(scenarios):
         for j, (s, setting) in enumerate(bars):
             a = agg.get((sc, s, setting))
@@ -338,12 +339,17 @@ def plot_speedup(doc, agg, order, out):
                    edgecolor="white" if setting == "tuned" else None, label=lab if lab not in seen else None)
             seen.add(lab)
             tuned_drawn = tuned_drawn or setting == "tuned"
-            ax.text(x, a[key], f"{a[key]:.2f}", ha="center", va="bottom", fontsize=5)
             own = trimmed_spreads if sc in trimmed else spreads
+            top = a[key]
             if (sc, setting, s) in own:  # draw 0 (the bar) may lie outside its own p5-p95
                 lo, hi = own[(sc, setting, s)]
                 ax.vlines(x, lo, hi, color="black", lw=0.7)
                 ax.hlines([lo, hi], x - width / 4, x + width / 4, color="black", lw=0.7)
+                top = max(top, hi)
+            # Upright, above the bar and its whisker: level labels of ~100 bars ran into each other
+            # and into the whiskers.
+            ax.text(x, top, f" {a[key]:.2f}", ha="center", va="bottom", fontsize=5, rotation=90)
+            label_top = max(label_top, top)
         # Published speedups are over packing (the scenario's "published" values carry
         # speedup_vs_packing): beside ours only where ours are over packing too.
         theirs = [v for v in (pub.get(sc, {}).get("values") or []) if "speedup_vs_packing" in v]
@@ -365,8 +371,12 @@ def plot_speedup(doc, agg, order, out):
                 sources.setdefault(source, None)
                 ax.bar(x, v["speedup_vs_packing"], width, color=color(v["strategy"]), hatch="//",
                        edgecolor="black", alpha=0.55, label=lab)
-                ax.text(x, v["speedup_vs_packing"], f"{v['speedup_vs_packing']:.2f}", ha="center", va="bottom", fontsize=6)
+                ax.text(x, v["speedup_vs_packing"], f" {v['speedup_vs_packing']:.2f}", ha="center", va="bottom",
+                        fontsize=6, rotation=90)
+                label_top = max(label_top, v["speedup_vs_packing"])
     ax.axhline(1.0, color="black", lw=0.8)
+    if label_top > 0:  # room for the upright labels above the highest bar or whisker
+        ax.set_ylim(top=max(ax.get_ylim()[1], 1.14 * label_top))
     ax.set_xticks(range(len(scenarios)))
     # Level and broken after hyphens (slanted, a long first name ran off the figure's left edge);
     # vertical where there are many.
@@ -420,9 +430,10 @@ def plot_breakdown(doc, agg, order, out):
             bottom = 0.0
             for k, label, c in parts:
                 v = a.get(k, 0) or 0
-                ax.bar(j, v, 0.6, bottom=bottom, color=c, label=label if j == 0 else None)
+                ax.bar(j, v, 0.6, bottom=bottom, color=c)
                 bottom += v
         ax.set_xticks(range(len(strategies)))
+        ax.set_xlim(-0.6, len(strategies) - 0.4)  # every slot, also an oom one at the end (a label, no bar)
         ax.set_xticklabels([hyphen_wrapped(s) for s in strategies], fontsize=7)
         ax.set_ylabel("seconds per step (mean over GPUs)", fontsize=7)
         ax.set_title(sc, fontsize=9)
@@ -434,13 +445,15 @@ def plot_breakdown(doc, agg, order, out):
         if len(times) > 2 and ymax > 4 * times[-2]:  # e.g. padded layouts: clip so the others stay readable
             ax.set_ylim(0, 1.6 * times[-2])
             ax.text(0.01, 0.97, "slowest bar clipped", transform=ax.transAxes, fontsize=6, va="top")
-        if n == 0:
-            ax.legend(fontsize=6)
     for n in range(len(scenarios), rows * cols):
         axes[n // cols][n % cols].axis("off")
+    # One legend for the figure, at its top right: inside the first panel it could cover a bar.
+    legend = fig.legend(handles=[Patch(facecolor=c, label=label) for _k, label, c in parts], loc="upper right",
+                        fontsize=7, ncol=1 if cols < 2 else 2)
     finish(fig, doc, os.path.join(out, "breakdown.png"), 110,
            f"Step time breakdown ({kind_of(doc)}; strategies as the scenarios set them; mean over the scenario's steps"
-           + ("; a measured step is one GPU's busy time, all compute)" if "measured" in kind_of(doc) else ")"), 11)
+           + ("; a measured step is one GPU's busy time, all compute)" if "measured" in kind_of(doc) else ")"), 11,
+           legend=legend)
 
 
 def step_count(doc, scenario):
@@ -469,7 +482,9 @@ def plot_rank_busy(doc, scenario, out):
         ax.set_title(f"{r['strategy']}: max/mean {max(busy) / mean if mean else 0:.2f}, "
                      f"step {r['step_time_s']:.3f} s", fontsize=8)
         ax.tick_params(labelsize=7)
-    axes[0, 0].legend(fontsize=6, loc="lower right")
+    # Above the first panel's right end, outside it: inside, it covered the last ranks' bars.
+    axes[0, 0].legend(fontsize=6, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False,
+                      borderaxespad=0.1)
     axes[-1, 0].set_xlabel("DP x CP rank (busy = compute + exposed CP comm, DP gradient sync excluded; mean over its "
                            "PP stages)", fontsize=8)
     path = os.path.join(out, f"rank_busy_{safe(scenario)}.png")

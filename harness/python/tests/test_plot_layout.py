@@ -122,8 +122,23 @@ def layout_problems(fig, name):
             check_inside("tick label", t)
         for t in ax.texts:
             check_inside("annotation", t)
+            # A value label stays inside its panel (above the highest bar there is room for it).
+            if t.get_visible() and t.get_text() and t.get_transform() == ax.transData and \
+                    not inside(t.get_window_extent(r), ax.get_window_extent(r)):
+                bad.append(f"{name}: annotation {t.get_text()[:30]!r} runs out of its panel {ax.get_title()[:40]!r}")
+        shown = [t for t in ax.texts if t.get_visible() and t.get_text()]
+        for a, b in itertools.combinations(shown, 2):
+            if overlap(a.get_window_extent(r), b.get_window_extent(r)):
+                bad.append(f"{name}: annotations {a.get_text()[:30]!r} and {b.get_text()[:30]!r} overlap")
+                break
         if ax.get_legend() is not None:
             check_inside("legend", ax.get_legend())
+            # A legend must not hide data: no bar of its panel under it.
+            lb = ax.get_legend().get_window_extent(r)
+            for p in ax.patches:
+                if p.get_visible() and p.get_height() > 0 and overlap(lb, p.get_window_extent(r)):
+                    bad.append(f"{name}: the legend of {ax.get_title()[:40]!r} covers a bar")
+                    break
         xl = shown_ticklabels(ax, "x")
         for a, b in itertools.combinations(xl, 2):
             if overlap(a.get_window_extent(r), b.get_window_extent(r)):
@@ -223,6 +238,15 @@ def test_charts_of_a_dcpbench_run(tmp_path, monkeypatch, args):
     r = subprocess.run([DCPBENCH, "run", os.path.join(SOURCE, "scenarios", "megatron-example-4gpu.json"), "--steps",
                         "1", "--quiet", "--out", str(path)] + args, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    problems, _ = draw_all(tmp_path, monkeypatch, path)
+    assert not problems, "\n".join(problems)
+
+
+def test_charts_of_the_committed_demo(tmp_path, monkeypatch):
+    """The charts a reviewer sees: results/demo.json as committed (nine scenarios, tuned, draws)."""
+    path = os.path.join(SOURCE, "results", "demo.json")
+    if not os.path.exists(path):
+        pytest.skip(f"no {path}")
     problems, _ = draw_all(tmp_path, monkeypatch, path)
     assert not problems, "\n".join(problems)
 
