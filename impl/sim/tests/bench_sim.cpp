@@ -116,6 +116,20 @@ void BM_SimulateScheduleOnly(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateScheduleOnly)->Unit(benchmark::kMicrosecond);
 
+// The same schedule with transfers that do not block (the model before 2026-12-06, and the one
+// VPP keeps): what walking Megatron's blocking calls costs.
+void BM_SimulateScheduleOnlyNonBlocking(benchmark::State& state) {
+  const auto cm = llama13b(64);
+  const auto batch = make_batch(2048, 131072, 42);
+  auto in = sim::build_schedule_input(make_plan(batch, 8, 1, 65536), batch, cm);
+  in.blocking_p2p = false;
+  for (auto _ : state) {
+    const auto r = sim::simulate_schedule(in);
+    benchmark::DoNotOptimize(r.step_s);
+  }
+}
+BENCHMARK(BM_SimulateScheduleOnlyNonBlocking)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 
 int main(int argc, char** argv) {
