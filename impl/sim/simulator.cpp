@@ -56,14 +56,14 @@ double max_received_tokens(const plan::Plan& plan, const plan::Batch& batch, int
   return *std::max_element(per_rank.begin(), per_rank.end());
 }
 
-// With --overlap-grad-reduce and 1F1B without VPP, whether stage s launches its gradient reduce
-// only after its cool-down, fully exposed: Megatron's align_grad_reduce (default True,
-// d48bd6be0a training/config/common_config.py:83) installs grad_sync_func (training.py:4073-4076),
-// and then only the first pipeline stage enables the grad sync in its last backward
-// (schedules.py:2576-2578 on a stage without warm-up, 2603-2605 in the cool-down); the others call
-// grad_sync_func after the schedule (2621-2624). (The interleaved schedule's per-chunk launches
-// are not modelled, simulator.h.)
-bool reduce_after_cooldown(bool overlap, int pp, int vpp, int s) { return overlap && vpp == 1 && pp > 1 && s > 0; }
+// With --overlap-grad-reduce (the callers check it) and 1F1B without VPP, whether stage s
+// launches its gradient reduce only after its cool-down, fully exposed: Megatron's
+// align_grad_reduce (default True, d48bd6be0a training/config/common_config.py:83) installs
+// grad_sync_func (training.py:4073-4076), and then only the first pipeline stage enables the
+// grad sync in its last backward (schedules.py:2576-2578 on a stage without warm-up, 2603-2605 in
+// the cool-down); the others call grad_sync_func after the schedule (2621-2624). (The interleaved
+// schedule's per-chunk launches are not modelled, simulator.h.)
+bool reduce_after_cooldown(int pp, int vpp, int s) { return vpp == 1 && pp > 1 && s > 0; }
 
 struct Op {
   int mb;
@@ -406,7 +406,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
     const size_t si = static_cast<size_t>(s) * n + slow;
     double exposed = rs + ag;
     if (in.overlap_grad_reduce) {
-      const double behind = reduce_after_cooldown(true, pp, vpp, s) ? 0.0 : last_bwd_s[si];
+      const double behind = reduce_after_cooldown(pp, vpp, s) ? 0.0 : last_bwd_s[si];
       exposed = std::max(0.0, rs - behind) + std::max(0.0, ag - std::max(0.0, first_fwd_s[si]));
     }
     const double finish = free_at[si] + exposed;
@@ -660,7 +660,7 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     const cost::GradSyncTime g = cost::grad_sync_time(cm, s);
     // Overlapped it may hide entirely, except a reduce launched after the cool-down.
     const double sync = !g.overlap ? g.reduce_s + g.gather_s
-                                   : (reduce_after_cooldown(true, c.pp, c.vpp, s) ? g.reduce_s : 0.0);
+                                   : (reduce_after_cooldown(c.pp, c.vpp, s) ? g.reduce_s : 0.0);
     double critical = std::numeric_limits<double>::infinity();
     for (const LongestAt& a : longest_at) {
       // The ring per layer at k in the plan's layout (a padded plan's bshd ring reads its halves as

@@ -133,8 +133,11 @@ def layout_problems(fig, name):
                 break
         if ax.get_legend() is not None:
             check_inside("legend", ax.get_legend())
-            # A legend must not hide data: no bar of its panel under it.
+            # A legend must not hide data: no bar of its panel under it, nor its panel's title
+            # (rank_busy's sits in the title row, right of the title).
             lb = ax.get_legend().get_window_extent(r)
+            if ax.get_title() and overlap(lb, ax.title.get_window_extent(r)):
+                bad.append(f"{name}: the legend of {ax.get_title()[:40]!r} covers its title")
             for p in ax.patches:
                 if p.get_visible() and p.get_height() > 0 and overlap(lb, p.get_window_extent(r)):
                     bad.append(f"{name}: the legend of {ax.get_title()[:40]!r} covers a bar")
