@@ -274,10 +274,14 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   std::vector<std::vector<Op>> order(pp);
   for (int s = 0; s < pp; ++s) order[s] = stage_order(s, pp, vpp, group, m);
 
-  // End times per (mb, v, dir) for every pool rank; done flags per (mb, v, dir).
+  // Megatron's blocking calls (1F1B without VPP, simulator.h) or transfers that only delay the
+  // receiving op.
+  const bool blocking = vpp == 1 && pp > 1 && in.blocking_p2p;
+  // End times per (mb, v, dir) for every pool rank; done flags per (mb, v, dir): the upstream
+  // dependencies of non-blocking transfers (a blocking call carries its own; not kept then).
   auto key = [&](int mb, int v, bool bwd) { return (static_cast<size_t>(mb) * stages + v) * 2 + bwd; };
-  std::vector<double> end(static_cast<size_t>(m) * stages * 2 * n, 0.0);
-  std::vector<char> done(static_cast<size_t>(m) * stages * 2, 0);
+  std::vector<double> end(blocking ? 0 : static_cast<size_t>(m) * stages * 2 * n, 0.0);
+  std::vector<char> done(blocking ? 0 : static_cast<size_t>(m) * stages * 2, 0);
   std::vector<double> free_at(static_cast<size_t>(pp) * n, 0.0);
   ScheduleResult r;
   r.gpu.assign(static_cast<size_t>(pp) * n, GpuTime{});
@@ -304,7 +308,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
       const double dur = op.bwd ? c.bwd_s : c.fwd_s;
       for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
         const size_t gi = static_cast<size_t>(s) * n + j;
-        end[key(op.mb, v, op.bwd) * n + j] = start + dur;
+        if (!blocking) end[key(op.mb, v, op.bwd) * n + j] = start + dur;
         free_at[gi] = start + dur;
         GpuTime& t = r.gpu[gi];
         t.compute_s += op.bwd ? c.bwd_compute_s : c.fwd_compute_s;
@@ -316,10 +320,10 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
       }
       r.events += gs.size;
     }
-    done[key(op.mb, v, op.bwd)] = 1;
+    if (!blocking) done[key(op.mb, v, op.bwd)] = 1;
   };
 
-  if (vpp == 1 && pp > 1 && in.blocking_p2p) {
+  if (blocking) {
     // Blocking calls (simulator.h): a stage's ops wait only for its own calls, which end at
     // max(the two sides' posts) + the transfer, per pool rank.
     std::vector<int> group_of(static_cast<size_t>(m) * n);

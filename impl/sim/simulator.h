@@ -131,8 +131,10 @@
 namespace dcp::sim {
 
 // Largest schedule simulate_schedule() takes: micro-batches x (pp x vpp) x (pool + 8) entries.
-// It keeps an end time per (micro-batch, virtual stage, direction, pool rank) (16 B per entry
-// with the fwd/bwd pair; the + 8 stands for the per-op bookkeeping), so 2^27 is ~2 GiB. Checked
+// With non-blocking transfers it keeps an end time per (micro-batch, virtual stage, direction,
+// pool rank) (16 B per entry with the fwd/bwd pair; the + 8 stands for the per-op bookkeeping),
+// so 2^27 is ~2 GiB (Megatron's blocking calls keep a group index per (micro-batch, pool rank)
+// and a call list per stage instead, less). Checked
 // before allocating (InputError); measured here: 2^27 (bshd, 1024 micro-batches on 2^17 ranks)
 // ran in 3 s and 2.1 GB; 2^30 took 49 s and 16.9 GB.
 inline constexpr int64_t kMaxScheduleEntries = int64_t{1} << 27;
