@@ -27,8 +27,11 @@
 //     the CP group of an op still starts at the latest of its members.
 //   * With VPP (overlap_p2p_comm on, Megatron's default) or blocking_p2p = false,
 //     transfers do not block: the sender goes on when its op ends and only the receiving op
-//     waits. Left out there: the interleaved schedule's blocking shape exchange with sequence
-//     packing (p2p_communication.py:322-325, unquantified).
+//     waits. Left out there (unquantified, README "What the pipeline model leaves out"): the
+//     interleaved schedule's warm-up and cool-down calls, which block by default
+//     (overlap_p2p_comm_warmup_flush off: schedules.py:1757-1759, 2155-2157), and the blocking
+//     shape exchange before every call with sequence packing (p2p_communication.py:256-263,
+//     322-325).
 //   * CP coupling: all members of a CP group start an op together (at the latest of their ready
 //     times) and finish together (identical work).
 //   * DP x CP sync after each stage's last backward: all-reduce, or reduce-scatter + all-gather with
