@@ -2,6 +2,7 @@
 // each rank, plus the failure behaviour (deadline, abort of a world when one rank throws).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 
@@ -39,23 +40,54 @@ TEST_P(ThreadComm, CollectivesMatchDirectComputation) {
   const int n = GetParam();
   run_threads(n, [n](Communicator& c) {
     const int r = c.rank();
-    // all_reduce sum / max / min in float64 and float32
-    std::vector<double> a(5);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = val(r, i);
+    // all_reduce sum / max / min in float64, float32 and int64. The rank holding an element's
+    // maximum (minimum) moves with the element and the sign alternates, so neither the first
+    // nor the last rank's value is the answer everywhere (a reduction that kept one rank's
+    // buffer would pass a test where the values grow with the rank).
+    const auto mixed = [n](int q, size_t i) {
+      return (i % 2 ? 1.0 : -1.0) * val((q + static_cast<int>(i)) % n, i);
+    };
+    const size_t len = 7;
+    std::vector<double> a(len);
+    std::vector<float> af(len);
+    std::vector<int64_t> ai(len);
+    for (size_t i = 0; i < len; ++i) {
+      a[i] = mixed(r, i);
+      af[i] = static_cast<float>(mixed(r, i));
+      ai[i] = static_cast<int64_t>(mixed(r, i) * 2);
+    }
     auto s = a, mx = a, mn = a;
+    auto sf = af, mxf = af, mnf = af;
+    auto si = ai, mxi = ai, mni = ai;
     c.all_reduce(std::span<double>(s));
     c.all_reduce(std::span<double>(mx), ReduceOp::max);
     c.all_reduce(std::span<double>(mn), ReduceOp::min);
-    std::vector<float> f(5);
-    for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(r + 1);
-    c.all_reduce(std::span<float>(f));
-    for (size_t i = 0; i < a.size(); ++i) {
-      double want = 0;
-      for (int q = 0; q < n; ++q) want += val(q, i);
-      ASSERT_EQ(s[i], want);
-      ASSERT_EQ(mx[i], val(n - 1, i));
-      ASSERT_EQ(mn[i], val(0, i));
-      ASSERT_EQ(f[i], static_cast<float>(n * (n + 1) / 2));
+    c.all_reduce(std::span<float>(sf));
+    c.all_reduce(std::span<float>(mxf), ReduceOp::max);
+    c.all_reduce(std::span<float>(mnf), ReduceOp::min);
+    c.all_reduce(std::span<int64_t>(si));
+    c.all_reduce(std::span<int64_t>(mxi), ReduceOp::max);
+    c.all_reduce(std::span<int64_t>(mni), ReduceOp::min);
+    for (size_t i = 0; i < len; ++i) {
+      double sum = 0, hi = mixed(0, i), lo = mixed(0, i);
+      float sumf = 0;
+      int64_t sumi = 0;
+      for (int q = 0; q < n; ++q) {
+        sum += mixed(q, i);
+        sumf += static_cast<float>(mixed(q, i));  // the values are exact in float: any order
+        sumi += static_cast<int64_t>(mixed(q, i) * 2);
+        hi = std::max(hi, mixed(q, i));
+        lo = std::min(lo, mixed(q, i));
+      }
+      ASSERT_EQ(s[i], sum);
+      ASSERT_EQ(mx[i], hi);
+      ASSERT_EQ(mn[i], lo);
+      ASSERT_EQ(sf[i], sumf);
+      ASSERT_EQ(mxf[i], static_cast<float>(hi));
+      ASSERT_EQ(mnf[i], static_cast<float>(lo));
+      ASSERT_EQ(si[i], sumi);
+      ASSERT_EQ(mxi[i], static_cast<int64_t>(hi * 2));
+      ASSERT_EQ(mni[i], static_cast<int64_t>(lo * 2));
     }
     // all_gather
     std::vector<int64_t> mine = {r, 10 * r};
@@ -105,12 +137,26 @@ TEST_P(ThreadComm, SplitOrdersByKeyAndIsolatesTraffic) {
     int64_t want = 0;
     for (int q = r % 2; q < n; q += 2) want += q;
     ASSERT_EQ(x, want);
-    // Traffic on the parent with the same tag does not leak into the child.
-    int32_t a = r, b = -1;
-    auto s1 = c.isend(std::span<const int32_t>(&a, 1), (r + 1) % n, 0);
-    auto r1 = c.irecv(std::span<int32_t>(&b, 1), (r + n - 1) % n, 0);
+    // Traffic on the parent with the same tag between the same two threads does not leak into
+    // the child, nor the child's into the parent: each rank sends on the parent first, then on
+    // the child, to the thread of its next child rank, and receives the child's message first.
+    // (Sharing one context, the child's receive would take the parent's message, which is
+    // first in the queue of that pair and tag.)
+    const int m = sub->size(), k = sub->rank();
+    const auto world_of = [&](int child_rank) { return 2 * (m - 1 - child_rank) + r % 2; };
+    const int cnext = (k + 1) % m, cprev = (k + m - 1) % m;
+    const int32_t on_parent = 1000 + r, on_child = 2000 + r;
+    int32_t got_parent = -1, got_child = -1;
+    auto s1 = c.isend(std::span<const int32_t>(&on_parent, 1), world_of(cnext), 0);
+    auto s2 = sub->isend(std::span<const int32_t>(&on_child, 1), cnext, 0);
+    auto r2 = sub->irecv(std::span<int32_t>(&got_child, 1), cprev, 0);
+    auto r1 = c.irecv(std::span<int32_t>(&got_parent, 1), world_of(cprev), 0);
+    r2->wait();
     r1->wait();
-    ASSERT_EQ(b, (r + n - 1) % n);
+    s1->wait();
+    s2->wait();
+    ASSERT_EQ(got_child, 2000 + world_of(cprev));
+    ASSERT_EQ(got_parent, 1000 + world_of(cprev));
     auto none = c.split(r == 0 ? -1 : 0, 0);
     ASSERT_EQ(none == nullptr, r == 0);
   });

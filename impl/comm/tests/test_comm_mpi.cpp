@@ -3,6 +3,8 @@
 // test; a failing assertion on any rank makes mpirun exit non-zero.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "comm/group_registry.h"
 #include "comm/mpi_comm.h"
 
@@ -32,21 +34,35 @@ TEST(MpiComm, RingSendRecv) {
 TEST(MpiComm, Collectives) {
   auto c = world();
   const int r = c->rank(), n = c->size();
-  std::vector<double> a(4);
-  for (size_t i = 0; i < a.size(); ++i) a[i] = val(r, i);
-  auto mx = a;
+  // The rank holding an element's maximum / minimum moves with the element and the sign
+  // alternates (values that grow with the rank would pass a reduction keeping one rank's buffer).
+  const auto mixed = [n](int q, size_t i) {
+    return (i % 2 ? 1.0 : -1.0) * val((q + static_cast<int>(i)) % n, i);
+  };
+  std::vector<double> a(5);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = mixed(r, i);
+  auto mx = a, mn = a;
   c->all_reduce(std::span<double>(a));
   c->all_reduce(std::span<double>(mx), ReduceOp::max);
+  c->all_reduce(std::span<double>(mn), ReduceOp::min);
   for (size_t i = 0; i < a.size(); ++i) {
-    double want = 0;
-    for (int q = 0; q < n; ++q) want += val(q, i);
+    double want = 0, hi = mixed(0, i), lo = mixed(0, i);
+    for (int q = 0; q < n; ++q) {
+      want += mixed(q, i);
+      hi = std::max(hi, mixed(q, i));
+      lo = std::min(lo, mixed(q, i));
+    }
     ASSERT_EQ(a[i], want);
-    ASSERT_EQ(mx[i], val(n - 1, i));
+    ASSERT_EQ(mx[i], hi);
+    ASSERT_EQ(mn[i], lo);
   }
   std::vector<float> all(static_cast<size_t>(n) * 2);
   const float mine[2] = {static_cast<float>(r), static_cast<float>(-r)};
   c->all_gather(std::span<const float>(mine, 2), std::span<float>(all));
-  for (int q = 0; q < n; ++q) ASSERT_EQ(all[2 * q + 1], static_cast<float>(-q));
+  for (int q = 0; q < n; ++q) {
+    ASSERT_EQ(all[2 * q], static_cast<float>(q));
+    ASSERT_EQ(all[2 * q + 1], static_cast<float>(-q));
+  }
   std::vector<double> blocks(n), out(1);
   for (int q = 0; q < n; ++q) blocks[q] = val(r, q);
   c->reduce_scatter(std::span<const double>(blocks), std::span<double>(out));
@@ -58,11 +74,12 @@ TEST(MpiComm, Collectives) {
   for (int q = 0; q < n; ++q) {
     sc[q] = q + 1;
     rc[q] = r + 1;
-    for (int k = 0; k <= q; ++k) send.push_back(100 * r + q);
+    for (int k = 0; k <= q; ++k) send.push_back(100000 * k + 100 * r + q);  // copy k of r -> q
   }
   c->all_to_all_v(std::span<const int64_t>(send), std::span<const size_t>(sc),
                   std::span<int64_t>(recv), std::span<const size_t>(rc));
-  for (int q = 0; q < n; ++q) ASSERT_EQ(recv[q * (r + 1)], 100 * q + r);
+  for (int q = 0; q < n; ++q)
+    for (int k = 0; k <= r; ++k) ASSERT_EQ(recv[q * (r + 1) + k], 100000 * k + 100 * q + r);
   c->barrier();
 }
 
