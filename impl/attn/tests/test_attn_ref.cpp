@@ -134,10 +134,16 @@ TEST(AttnRef, PaddingContentNeverMatters) {
   attn_bwd_ref(b, s, z.q, z.k, z.v, z.out, z.lse, z.dout, z.dq, z.dk, z.dv);
   EXPECT_EQ(a.out, z.out);
   EXPECT_EQ(a.dq, z.dq);
-  for (int64_t t = 0; t < b.total_tokens(); ++t) {
-    if (real[t]) continue;
-    for (int e = 0; e < 4; ++e) ASSERT_EQ(z.dv[t * 4 + e], 0.0);
-  }
+  for (int64_t t = 0; t < b.total_tokens(); ++t)
+    for (int e = 0; e < 4; ++e) {
+      if (real[t]) {  // real keys' gradients do not see the padding either
+        ASSERT_EQ(z.dk[t * 4 + e], a.dk[t * 4 + e]) << "row " << t;
+        ASSERT_EQ(z.dv[t * 4 + e], a.dv[t * 4 + e]) << "row " << t;
+      } else {
+        ASSERT_EQ(z.dk[t * 4 + e], 0.0) << "row " << t;
+        ASSERT_EQ(z.dv[t * 4 + e], 0.0) << "row " << t;
+      }
+    }
 }
 
 // Rectangular problems (queries and keys from different batches) against the square reference:
