@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
+#include <set>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "baselines/planners.h"
@@ -56,7 +59,8 @@ std::vector<plan::Batch> seeded_batches(uint64_t seed, int bad_step) {
   return out;
 }
 
-// The global batch padded so every global batch divides dp = 2 (packing and bshd require it).
+// The global batch padded so it divides dp = 2, for the static planners (packing and bshd require
+// it); the dynamic ones plan the awkward sizes as they are.
 plan::Batch even(plan::Batch b) {
   if (b.size() % 2) b.lengths.push_back(5);
   return b;
@@ -70,8 +74,9 @@ TEST(AsyncPlanning, EveryRegisteredPlannerGivesTheSynchronousPlansInOrder) {
       SCOPED_TRACE(name + " seed " + std::to_string(seed));
       const int bad_step = static_cast<int>(seed) + 1;  // 2, 3, 4
       std::vector<plan::Batch> batches = seeded_batches(seed, bad_step);
-      for (auto& b : batches) b = even(std::move(b));
       const auto planner = reg.make(name);
+      if (!planner->dynamic())
+        for (auto& b : batches) b = even(std::move(b));
       // The synchronous path: the planner called in order, in this thread.
       std::vector<std::optional<plan::Plan>> want;
       std::vector<std::string> want_error;
@@ -85,6 +90,12 @@ TEST(AsyncPlanning, EveryRegisteredPlannerGivesTheSynchronousPlansInOrder) {
         }
       }
       ASSERT_FALSE(want[static_cast<size_t>(bad_step)].has_value()) << "the 600-token sample must not fit";
+      // A dynamic planner plans every other step, odd batch sizes (1, 7, 33 samples) included, so
+      // the async path is compared on plans, not only on refusals (the static ones refuse the
+      // 512-token samples too: static CP 4 holds 256).
+      if (planner->dynamic())
+        for (size_t i = 0; i < batches.size(); ++i)
+          if (static_cast<int>(i) != bad_step) EXPECT_TRUE(want[i].has_value()) << "step " << i << ": " << want_error[i];
       plan::AsyncPlanner ap(*planner, pool_config(), [&](int64_t step) -> std::optional<plan::Batch> {
         if (step >= static_cast<int64_t>(batches.size())) return std::nullopt;
         return batches[static_cast<size_t>(step)];
@@ -119,6 +130,7 @@ struct Trained {
   std::vector<std::vector<double>> grads;
   int64_t steps = 0;
   std::optional<PlanFailure> failure;
+  std::set<int> cp_sizes;  // group sizes of the plans trained
 };
 
 // Trains every batch on 8 thread ranks, planning with `planner` either one step ahead
@@ -139,7 +151,9 @@ Trained train_all(const std::string& planner_name, const std::vector<GlobalBatch
     h.lr = 1e-2;
     Executor<double> ex(m, world, reg, h);
     Trained t;
-    auto keep = [&](const StepStats& st) {
+    auto keep = [&](const plan::Plan& p, const StepStats& st) {
+      for (const auto& mb : p.microbatches)
+        for (const auto& g : mb.groups) t.cp_sizes.insert(g.cp_size);
       t.losses.push_back(st.loss);
       t.mtp_losses.push_back(st.mtp_loss);
       t.grads.emplace_back(ex.last_grads().begin(), ex.last_grads().end());
@@ -151,7 +165,7 @@ Trained train_all(const std::string& planner_name, const std::vector<GlobalBatch
       });
       const PlannedRun run = train_planned<double>(
           ex, ap, [&](int64_t i) -> const GlobalBatch& { return batches[static_cast<size_t>(i)]; },
-          [&](const plan::PlannedStep&, const StepStats& st) { keep(st); });
+          [&](const plan::PlannedStep& ps, const StepStats& st) { keep(ps.plan, st); });
       t.steps = run.steps_trained;
       t.failure = run.failure;
     } else {
@@ -163,7 +177,7 @@ Trained train_all(const std::string& planner_name, const std::vector<GlobalBatch
           t.failure = PlanFailure{t.steps, e.what()};
           break;
         }
-        keep(ex.step(p, b));
+        keep(p, ex.step(p, b));
         ++t.steps;
       }
     }
@@ -195,6 +209,13 @@ TEST(AsyncPlanning, TrainingWithPlansMadeOneStepAheadIsBitwiseTheSynchronousTrai
     EXPECT_TRUE(bitwise_equal(a.mtp_losses, s.mtp_losses));
     for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(bitwise_equal(a.grads[i], s.grads[i])) << "step " << i;
     EXPECT_LT(a.losses[3], a.losses[0]);  // it trains
+    EXPECT_EQ(a.cp_sizes, s.cp_sizes);
+    if (std::string(name) == "packing") {
+      EXPECT_EQ(a.cp_sizes, std::set<int>{4});
+    } else {  // dynamic: more than one group size, CP across ranks among them
+      EXPECT_GE(a.cp_sizes.size(), 2u);
+      EXPECT_GT(*a.cp_sizes.rbegin(), 1);
+    }
   }
 }
 
