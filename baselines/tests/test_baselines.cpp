@@ -8,6 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+
 namespace dcp::baselines {
 namespace {
 
@@ -115,8 +120,12 @@ TEST(Bshd, RejectsPaddingOverBudgetAndRaggedBatches) {
 }
 
 TEST(Baselines, RandomInputsGiveValidPlansOrInputErrors) {
+  // Each planner's answer is checked against its documented rules, computed here on their own:
+  // a valid plan where the rules allow one, an InputError for the reason they give otherwise
+  // (a planner that refused inputs it should plan had passed while the other one planned
+  // enough for both).
   Rng rng(123);
-  int valid = 0;
+  int packing_valid = 0, bshd_valid = 0, packing_refused = 0, bshd_refused = 0;
   for (int t = 0; t < 2000; ++t) {
     const int dp = 1 << rng.uniform_int(0, 4);
     const int cp = static_cast<int>(rng.uniform_int(1, 8));
@@ -125,19 +134,58 @@ TEST(Baselines, RandomInputsGiveValidPlansOrInputErrors) {
     const int g = static_cast<int>(rng.uniform_int(1, 200));
     for (int i = 0; i < g; ++i) b.lengths.push_back(std::max<int64_t>(1, static_cast<int64_t>(rng.lognormal(5, 1.5))));
     auto c = cfg(dp, cp, m, rng.uniform() < 0.3 ? std::optional<int>(1 << rng.uniform_int(1, 3)) : std::nullopt);
-    const PackingPlanner packing;
-    const BshdPlanner bshd;
-    for (const plan::Planner* planner : {static_cast<const plan::Planner*>(&packing), static_cast<const plan::Planner*>(&bshd)}) {
+    SCOPED_TRACE("case " + std::to_string(t));
+    const int64_t longest = *std::max_element(b.lengths.begin(), b.lengths.end());
+    const int64_t multiple = int64_t{dp} * c.vpp_group.value_or(1);
+    const bool divides = b.size() % multiple == 0;
+    const auto outcome = [&](const plan::Planner& planner) -> std::optional<std::string> {
       try {
-        const auto p = planner->plan(b, c);
+        const auto p = planner.plan(b, c);
         const auto v = plan::find_violation(p, b);
-        ASSERT_FALSE(v.has_value()) << planner->name() << ": " << *v;
-        ++valid;
-      } catch (const InputError&) {
+        EXPECT_FALSE(v.has_value()) << planner.name() << ": " << *v;
+        return std::nullopt;
+      } catch (const InputError& e) {
+        return std::string(e.what());
       }
+    };
+    const auto has = [](const std::string& what, const char* part) { return what.find(part) != std::string::npos; };
+    // packing: a sample over cp x M is refused; otherwise the next-fit packs are split up to a
+    // multiple of dp x vpp_group, which always works when the sample count is one, and never
+    // when there are fewer samples than that multiple.
+    if (const auto why = outcome(PackingPlanner())) {
+      ++packing_refused;
+      if (longest > cp * m) {
+        EXPECT_TRUE(has(*why, "largest length that fits static CP")) << *why;
+      } else {
+        EXPECT_FALSE(divides) << "packing refused a batch whose size divides dp x vpp_group: " << *why;
+        EXPECT_TRUE(has(*why, "cannot fill a multiple of dp*vpp_group")) << *why;
+      }
+    } else {
+      ++packing_valid;
+      EXPECT_LE(longest, cp * m);
+      EXPECT_GE(b.size(), multiple);
+    }
+    // bshd: every sample padded to the longest, rounded up to 2 x cp chunks (cp > 1); refused
+    // when that is over cp x M or the sample count is not a multiple of dp x vpp_group.
+    const int64_t chunks = cp > 1 ? 2 * int64_t{cp} : 1;
+    const int64_t padded = (longest + chunks - 1) / chunks * chunks;
+    const bool bshd_ok = padded <= cp * m && divides;
+    if (const auto why = outcome(BshdPlanner())) {
+      ++bshd_refused;
+      EXPECT_FALSE(bshd_ok) << "bshd refused a batch it can plan: " << *why;
+      EXPECT_TRUE(padded > cp * m ? has(*why, "exceeds max_seqlen_per_rank") : has(*why, "is not a multiple of dp*vpp_group")) << *why;
+    } else {
+      ++bshd_valid;
+      EXPECT_TRUE(bshd_ok);
     }
   }
-  EXPECT_GT(valid, 500);
+  // Both answers occur often for both planners (counts of this seed: each side well above these).
+  EXPECT_GT(packing_valid, 300);
+  EXPECT_GT(bshd_valid, 100);
+  EXPECT_GT(packing_refused, 100);
+  EXPECT_GT(bshd_refused, 100);
+  std::printf("random baselines: packing %d valid / %d refused, bshd %d / %d\n", packing_valid, packing_refused,
+              bshd_valid, bshd_refused);
 }
 
 }  // namespace
