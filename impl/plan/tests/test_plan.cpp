@@ -17,6 +17,9 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
+
+#include <unistd.h>
 
 namespace dcp::plan {
 namespace {
@@ -404,7 +407,9 @@ TEST(PlanJson, MissingOrMistypedKeyAndForeignSchemaAreNamed) {
 
 // A conformance case that is not an object named an empty key: `x.json: "" the file is not ...`.
 TEST(ConformanceCase, FileThatIsNotAnObjectIsNamedWithItsValue) {
-  const std::filesystem::path file = std::filesystem::temp_directory_path() / "dcp_conformance_array.json";
+  // Named by pid: two test_plan runs on one machine (two build trees) would share a fixed name.
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("dcp_conformance_array_" + std::to_string(getpid()) + ".json");
   const auto error_of = [&file](const char* text) -> std::string {
     std::ofstream(file) << text;
     try {
