@@ -14,6 +14,7 @@
 #include "sched/megatron_common.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <optional>
@@ -29,6 +30,33 @@ struct Call {
   Lists ids;  // [N] sample ids per rank
   std::vector<SeqItem> leftovers;
 };
+
+// Own translations of the Python helpers (not the ports' megatron_common, so that a defect in a
+// shared helper cannot make both sides agree; helper-34 found a tie order changed in the ports'
+// sorted_desc passed the 3000-case comparison).
+// dcp_gpus_needed (d48bd6be0a data_schedule_utils.py:933-936): max(min_cp, max(1, 2 ** ceil(log2(L / M)))).
+inline int64_t gpus_needed(int64_t len, int64_t m, int min_cp) {
+  const double raw = std::max(1.0, std::pow(2.0, std::ceil(std::log2(static_cast<double>(len) / static_cast<double>(m)))));
+  return std::max<int64_t>(min_cp, static_cast<int64_t>(raw));
+}
+// workload (data_schedule_utils.py:623-624): (seq_len * seq_len) / cp_size, int square, true division.
+inline double workload(int64_t len, int64_t k) { return static_cast<double>(len * len) / static_cast<double>(k); }
+// sum() of a list of floats, left to right from 0 (CPython <= 3.11).
+inline double python_sum(const std::vector<double>& v) {
+  double total = 0;
+  for (size_t i = 0; i < v.size(); ++i) total = total + v[i];
+  return total;
+}
+// sorted(..., key=lambda x: x[1], reverse=True) over (id, length) in id order: descending length,
+// equal lengths in ascending id (Python's sort is stable and reverse=True keeps that order).
+inline std::vector<SeqItem> sorted_desc(const plan::Batch& batch) {
+  std::vector<SeqItem> items;
+  for (size_t i = 0; i < batch.lengths.size(); ++i) items.push_back(SeqItem{static_cast<int>(i), batch.lengths[i]});
+  std::sort(items.begin(), items.end(), [](const SeqItem& a, const SeqItem& b) {
+    return a.len != b.len ? a.len > b.len : a.id < b.id;
+  });
+  return items;
+}
 
 // fill_with_full_dpxcp_group, literally: the selected ids on every rank.
 inline Call fill_full_call(const std::vector<SeqItem>& in, int n, int64_t m) {
@@ -102,15 +130,16 @@ inline std::vector<plan::Group> finish(const std::optional<Call>& call, const st
       deviations->first = at + " returns an invalid micro-batch: " + w.value_or("?");
     }
   }
-  auto fb = megatron::fill_with_full_dpxcp_group(input, n, m);
+  Call fb = fill_full_call(input, n, m);
+  DCP_REQUIRE(!fb.ids.empty() && !fb.ids[0].empty(), "reference: the fallback places no sample");
   *leftovers = fb.leftovers;
-  return fb.groups;
+  return {plan::Group{0, n, fb.ids[0]}};
 }
 
 // ---------------------------------------------------------------- PR2000 next_hdp_group
 inline std::optional<Call> pr2000_call(const std::vector<SeqItem>& in, int n, int64_t m, int min_cp) {
-  auto needed = [&](int64_t len) { return megatron::cp_min_float(len, m, min_cp); };
-  auto est = [&](int64_t len) { return megatron::workload(len, needed(len)); };
+  auto needed = [&](int64_t len) { return gpus_needed(len, m, min_cp); };
+  auto est = [&](int64_t len) { return workload(len, needed(len)); };
   // dcp_make_buckets_equal
   std::vector<int64_t> distinct;
   std::vector<double> work;
@@ -119,7 +148,7 @@ inline std::optional<Call> pr2000_call(const std::vector<SeqItem>& in, int n, in
     work.push_back(est(s.len));
   }
   const long k = static_cast<long>(distinct.size());
-  const double target = megatron::python_sum(work) / static_cast<double>(k);
+  const double target = python_sum(work) / static_cast<double>(k);
   std::vector<std::deque<SeqItem>> buckets;
   std::deque<SeqItem> cur;
   double cur_work = 0.0;
@@ -268,7 +297,7 @@ inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, i
     sizes = plan::group_sizes(n, min_cp);
   }
   auto cp_min = [&](int64_t len) {
-    const int64_t k = megatron::cp_min_float(len, m, min_cp);
+    const int64_t k = gpus_needed(len, m, min_cp);
     if (legacy) return k;
     for (int s : sizes)
       if (s >= k) return static_cast<int64_t>(s);
@@ -284,7 +313,7 @@ inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, i
   std::vector<double> pack;
   auto place = [&](int g, const SeqItem& s, int64_t k) {
     for (int r : members[g]) {
-      exec[r] += megatron::workload(s.len, k);
+      exec[r] += workload(s.len, k);
       ids[r].push_back(s.id);
     }
   };
@@ -319,7 +348,7 @@ inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, i
     };
     for (int k : sizes) {
       if (k < need) continue;
-      const double c = megatron::workload(s.len, k);
+      const double c = workload(s.len, k);
       for (size_t g = 0; g < gsize.size(); ++g) {
         if (gsize[g] != k) continue;
         if (pack[g] + static_cast<double>(s.len) / k > static_cast<double>(m)) continue;
@@ -411,7 +440,7 @@ inline std::optional<Call> dev_call(std::vector<SeqItem> in, int n, int64_t m, i
 template <typename CallFn>
 std::vector<std::vector<plan::Group>> run(const plan::Batch& batch, int n, int64_t m, int min_cp, CallFn call,
                                           Deviations* deviations) {
-  std::vector<SeqItem> remaining = megatron::sorted_desc(batch);
+  std::vector<SeqItem> remaining = sorted_desc(batch);
   std::vector<std::vector<plan::Group>> out;
   while (!remaining.empty()) {
     DCP_CHECK(out.size() <= batch.lengths.size(), "reference made no progress");
