@@ -62,16 +62,23 @@ TEST(Flops, NonSwigluTinyModel) {
   EXPECT_DOUBLE_EQ(c.per_token_sq, 768.0);
 }
 
-TEST(Flops, ForwardPiecesAreOneThirdOfTraining) {
-  for (const auto& name : model_preset_names()) {
-    const auto m = model_preset(name);
-    validate_model(m);
-    const auto c = train_flops_coefficients(m);
-    EXPECT_DOUBLE_EQ(c.per_token,
-                     3 * (m.layers * fwd_layer_gemm_flops_per_token(m) + fwd_logits_flops_per_token(m)))
-        << name;
-    EXPECT_DOUBLE_EQ(c.per_token_sq, 3 * m.layers * fwd_layer_attn_flops_per_token_sq(m)) << name;
-  }
+TEST(Flops, LlamaPresetsByHand) {
+  // Training = 3 x forward. Forward GEMMs per token and layer: 2 x (QKV h(h + 2 kv_dim) + proj h^2
+  // + SwiGLU MLP 3 h ffn); logits 2 h V; attention per token^2 and layer 2 h (QK^T and PV, causal
+  // half). (This test had repeated the implementation's own formula, so a wrong per-layer piece
+  // changed both sides.)
+  //   llama-13b: 2 (5120*15360 + 5120^2 + 3*5120*13824) = 634,388,480; 2*5120*32000 = 327,680,000;
+  //              3 (40 * 634,388,480 + 327,680,000) = 77,109,657,600; 3*40*2*5120 = 1,228,800.
+  //   llama3-8b (GQA, kv_dim 1024): 2 (4096*6144 + 4096^2 + 3*4096*14336) = 436,207,616;
+  //              2*4096*128256 = 1,050,673,152; 3 (32 * 436,207,616 + 1,050,673,152) =
+  //              45,027,950,592; 3*32*2*4096 = 786,432.
+  const auto a = train_flops_coefficients(model_preset("llama-13b"));
+  EXPECT_DOUBLE_EQ(a.per_token, 77109657600.0);
+  EXPECT_DOUBLE_EQ(a.per_token_sq, 1228800.0);
+  const auto b = train_flops_coefficients(model_preset("llama3-8b"));
+  EXPECT_DOUBLE_EQ(b.per_token, 45027950592.0);
+  EXPECT_DOUBLE_EQ(b.per_token_sq, 786432.0);
+  for (const auto& name : model_preset_names()) validate_model(model_preset(name));
 }
 
 TEST(Flops, PresetsAndParams) {

@@ -155,8 +155,6 @@ TEST_P(AsyncPlannerModes, PlansComeBackInStepOrderWhateverEachStepCosts) {
     EXPECT_EQ(p->plan.microbatches[0].groups[0].samples.size(), static_cast<size_t>(1 + i % 5));
     EXPECT_GE(p->timing.plan_s, 0.0);
     EXPECT_GE(p->timing.wait_s, 0.0);
-    EXPECT_GE(p->timing.hidden_s(), 0.0);
-    EXPECT_LE(p->timing.hidden_s(), p->timing.plan_s);
     EXPECT_EQ(ap.steps_returned(), i + 1);
   }
   EXPECT_FALSE(ap.next().has_value());

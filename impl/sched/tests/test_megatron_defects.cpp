@@ -51,7 +51,8 @@ TEST(MegatronDefects, B_FillEmptyGpusPastPoolEnd) {
 }
 
 // (c) PR2000's fill aliases one list over the expanded ranks and counts only the first sample's
-// work. The ports keep one sample list per group; an expanded group lists every sample on every rank.
+// work. The ports keep one sample list per group; an expanded group lists every sample on every
+// rank (this test checks megatron-dev's plan only).
 TEST(MegatronDefects, C_ExpandedGroupKeepsAllSamples) {
   const auto c = testing_cases::load("s7c-expanded-group-keeps-all-samples");
   const auto p = megatron_dev_plan(c.batch, c.config);
