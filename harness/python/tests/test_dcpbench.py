@@ -397,26 +397,49 @@ def test_conform_catches_wrong_toy_schedulers(bug, filt, expect):
         assert ": 0 passed," in out, out
 
 
-def test_interrupting_conform_leaves_no_scheduler_running():
+def test_interrupting_conform_leaves_no_scheduler_running(tmp_path):
     # The scheduler runs in its own process group (out of the terminal's SIGINT); conform kills
     # that group before it ends on SIGINT / SIGTERM. It had left the hanging scheduler running.
-    tag = f"conform-interrupt-{os.getpid()}"
-    cmd = f"{sys.executable} {TOY} --bug hang --tag {tag}"
+    # The scheduler writes its pid once it hangs: waiting for a process whose command line holds a
+    # tag found conform itself (the tag is in its --planner-cmd), so the signal could come before
+    # any scheduler ran and "none left" proved nothing.
+    def running(pid, pid_file):
+        # a zombie (its parent gone, not yet reaped) has an empty command line, and a pid reused by
+        # another process has another one: neither is our scheduler
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return str(pid_file).encode() in f.read()
+        except OSError:
+            return False
+
     for sig in (signal.SIGINT, signal.SIGTERM):
+        pid_file = tmp_path / f"scheduler-{sig.name}.pid"
+        cmd = f"{sys.executable} {TOY} --bug hang --pid-file {pid_file}"
         # SIGINT at its default in conform even when this test runs with it ignored (a background
         # job of a non-interactive shell), as in a terminal
         p = subprocess.Popen([DCPBENCH, "conform", "--planner-cmd", cmd, "--filter", "s7f", "--timeout", "60"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        deadline = time.time() + 30
-        while time.time() < deadline and not subprocess.run(["pgrep", "-f", tag], capture_output=True).stdout:
-            time.sleep(0.1)
-        assert subprocess.run(["pgrep", "-f", tag], capture_output=True).stdout, "the scheduler never started"
+        deadline = time.time() + 60
+        while time.time() < deadline and p.poll() is None and not pid_file.exists():
+            time.sleep(0.05)
+        if not pid_file.exists():
+            p.kill()
+            p.wait()
+        assert pid_file.exists(), "the scheduler never reached its hang"
+        pid = int(pid_file.read_text())
+        assert running(pid, pid_file)
         p.send_signal(sig)
         assert p.wait(timeout=30) == -sig  # conform itself ends by the signal, as before
-        time.sleep(0.5)
-        left = subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True).stdout
-        assert not left, f"scheduler still running after {sig.name}: {left}"
+        # SIGKILL to the group comes before conform ends, but the kernel may take a moment to end
+        # a process on a loaded machine: a bounded wait
+        deadline = time.time() + 10
+        while time.time() < deadline and running(pid, pid_file):
+            time.sleep(0.05)
+        left = running(pid, pid_file)
+        if left:
+            os.kill(pid, signal.SIGKILL)  # not an hour's sleeper left behind by a failed test
+        assert not left, f"scheduler (pid {pid}) still running after {sig.name}"
 
 
 def test_interrupting_plot_leaves_no_staging_folder(tmp_path):

@@ -6,6 +6,7 @@ conform catches each one). They speak the protocol of scenarios/conformance/READ
     python3 toy_scheduler.py --bug negative-index  # a fill loop that reads ranks[i - 1] at i = 0 (ranks[-1])
     python3 toy_scheduler.py --bug reorder         # valid plans, but the pack order differs from Megatron's
     python3 toy_scheduler.py --bug hang            # never answers on VPP cases
+    python3 toy_scheduler.py --bug hang --pid-file F   # ... and writes its pid to F before it sleeps
     python3 toy_scheduler.py --bug traceback       # an uncaught IndexError on non-power-of-two pools
     python3 toy_scheduler.py --bug accept-all      # plans even inputs that must be rejected (length 0)
     python3 toy_scheduler.py --bug segfault        # killed by SIGSEGV after reading its input
@@ -24,14 +25,21 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bug", default="none",
                         choices=["none", "negative-index", "reorder", "hang", "traceback", "accept-all", "segfault"])
-    parser.add_argument("--tag", default="", help="ignored: lets a test find this process")
-    bug = parser.parse_args().bug
+    parser.add_argument("--pid-file", default="",
+                        help="with --bug hang: write this process's pid here before sleeping, so a test "
+                             "knows that the scheduler runs (and which process must be gone)")
+    args = parser.parse_args()
+    bug = args.bug
     case = json.load(sys.stdin)
     seqlens = case["seqlens"]
     n = case["dp"] * case["cp"]
     if bug == "segfault":  # under /bin/sh -c the shell reports it: exit 139, "Segmentation fault"
         os.kill(os.getpid(), signal.SIGSEGV)
     if bug == "hang" and case["vpp_group"]:
+        if args.pid_file:  # whole or absent (renamed into place): the test never reads half a pid
+            with open(args.pid_file + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(args.pid_file + ".tmp", args.pid_file)
         time.sleep(3600)
     if bug == "traceback" and n & (n - 1):
         empty = []
