@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -38,6 +39,8 @@
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <thread>
 
 namespace dcp::harness {
 namespace {
@@ -215,15 +218,66 @@ TEST(Measured, RowsAreMeasuredRowsOfTheSameRun) {
   EXPECT_NE(table.str().find("(error -"), std::string::npos) << table.str();  // the fake took 1.5x the prediction
 }
 
+// A stream whose every write is slow and split in two around a pause (a slow terminal or pipe):
+// two threads that write without a common lock overlap whenever their writes meet, which one
+// write per line to an ostringstream (too quick to be caught mid-write) practically never showed.
+// Counts the writes that began while another was under way, and the ticker's lines.
+class SlowStreamBuf : public std::streambuf {
+ public:
+  std::atomic<int> overlaps{0};
+  std::atomic<int> ticker_writes{0};
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return text_;
+  }
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    if (writers_.fetch_add(1) > 0) ++overlaps;
+    if (std::string_view(s, static_cast<size_t>(n)).find("still running") != std::string_view::npos) ++ticker_writes;
+    append(s, n / 2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    append(s + n / 2, n - n / 2);
+    --writers_;
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    const char ch = traits_type::to_char_type(c);
+    xsputn(&ch, 1);
+    return c;
+  }
+
+ private:
+  void append(const char* s, std::streamsize n) {
+    std::lock_guard<std::mutex> lock(mutex_);  // (the text itself intact even when writes overlap)
+    text_.append(s, static_cast<size_t>(n));
+  }
+  std::atomic<int> writers_{0};
+  std::mutex mutex_;
+  std::string text_;
+};
+
 // The replay's progress lines and the run's ticker share one stream and one lock: with a ticker
-// every millisecond, every line is whole (a replay line or a ticker line, never one inside the
-// other), and there is one replay line per measured row.
+// every millisecond, no replay line is written while a ticker line is (or the reverse), every
+// line is whole, and there is one replay line per measured row. Each replay waits for a ticker
+// line to begin, so its own line comes while that one is still being written: without the
+// common lock they overlap on nearly every row.
 TEST(Measured, ReplayLinesAndTheTickerNeverShareALine) {
   const Scenario s = small_scenario();
-  std::ostringstream out;
+  SlowStreamBuf buf;
+  std::ostream out(&buf);
   FakeMeasurer fake;
   MeasureOptions m;
-  m.measurer = fake.fn();
+  // (30 s for all the waits together: a ticker that never prints fails the test below, not slowly)
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  m.measurer = [inner = fake.fn(), &buf, give_up](const sim::RankShare& share, const cost::CostModel& cm, int reps,
+                                                  const std::string& label) {
+    const int ticks = buf.ticker_writes.load();
+    while (buf.ticker_writes.load() == ticks && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    return inner(share, cm, reps, label);
+  };
   m.device = "Fake GPU";
   m.progress = &out;
   RunOptions opt;
@@ -233,9 +287,11 @@ TEST(Measured, ReplayLinesAndTheTickerNeverShareALine) {
     opt.heartbeat = &tick;
     measure_scenarios({s}, opt, builtin_planners(), m);
   }
-  std::istringstream lines(out.str());
-  int replays = 0;
+  EXPECT_EQ(buf.overlaps.load(), 0) << "writes that began while another was under way";
+  std::istringstream lines(buf.text());
+  int replays = 0, ticks = 0;
   for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("dcpbench run: still running (", 0) == 0) ++ticks;
     const size_t at = line.find("--backend cuda: ");
     if (at == std::string::npos) continue;
     EXPECT_EQ(line.rfind("dcpbench run --backend cuda: ", 0), 0u) << line;
@@ -244,6 +300,7 @@ TEST(Measured, ReplayLinesAndTheTickerNeverShareALine) {
   }
   EXPECT_EQ(replays, *fake.calls);
   EXPECT_GE(replays, 6);
+  EXPECT_GE(ticks, 1) << "no ticker line: nothing to share a line with";
 }
 
 // A measured file is not a simulated one: the gate refuses to compare them (a rank share's rate
