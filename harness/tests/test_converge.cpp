@@ -3,6 +3,8 @@
 // impossible bound, which must fail naming the strategy, the step and the quantity.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -43,16 +45,25 @@ json small() {
   return j;
 }
 
-std::string write_tmp(const json& j, const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("dcp_converge_" + name + ".json");
+// Loads j from a file named for this process (two test_harness processes on one machine had
+// written and read each other's dcp_converge_<name>.json), removed once read, loaded or not.
+ConvergeScenario load_tmp(const json& j, const std::string& name) {
+  const fs::path p =
+      fs::temp_directory_path() / ("dcp_converge_" + name + "_" + std::to_string(::getpid()) + ".json");
   std::ofstream(p) << j.dump();
-  return p.string();
+  struct Remove {
+    fs::path p;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove(p, ec);
+    }
+  } remove{p};
+  return load_converge_scenario(p.string());
 }
 
 void expect_converge_error(const json& j, const std::vector<std::string>& fragments) {
-  const std::string path = write_tmp(j, "err");
   try {
-    load_converge_scenario(path);
+    load_tmp(j, "err");
     FAIL() << "no error for " << j.dump();
   } catch (const InputError& e) {
     const std::string msg = e.what();
@@ -136,7 +147,7 @@ TEST(ConvergeScenario, ARunScenarioIsNamedAsOne) {
 }
 
 TEST(ConvergeData, CorpusAndBatchesAreDeterministicAndWithinLimits) {
-  const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "data"));
+  const ConvergeScenario s = load_tmp(small(), "data");
   const TextCorpus a = load_text_corpus(s), b = load_text_corpus(s);
   ASSERT_EQ(a.documents, b.documents);
   EXPECT_EQ(a.files, 40);
@@ -173,7 +184,7 @@ ConvergeOutcome run_small(const ConvergeScenario& s, const ConvergeOptions& o) {
 }
 
 TEST(ConvergeRun, EveryStrategyAgreesWithTheReference) {
-  const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "run"));
+  const ConvergeScenario s = load_tmp(small(), "run");
   for (const char* dtype : {"f64", "f32"}) {
     SCOPED_TRACE(dtype);
     ConvergeOptions o;
@@ -240,7 +251,7 @@ TEST(ConvergeRun, EveryStrategyAgreesWithTheReference) {
 }
 
 TEST(ConvergeRun, PlanningOneStepAheadTrainsBitwiseTheSameAsPlanningInTheLoop) {
-  const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "async"));
+  const ConvergeScenario s = load_tmp(small(), "async");
   ConvergeOptions o;
   o.quiet = true;
   const ConvergeOutcome a = run_small(s, o);
@@ -281,8 +292,8 @@ TEST(ConvergeRun, EachEdgeCaseTrainsFromTheInitialModel) {
                                     json{{"name", "short"}, {"lengths", {10, 12, 14}}}});
   json other_first = base;
   other_first["edge_cases"][0] = json{{"name", "other"}, {"lengths", {30, 5, 25}}};
-  const ConvergeScenario a = load_converge_scenario(write_tmp(base, "fresh_a"));
-  const ConvergeScenario b = load_converge_scenario(write_tmp(other_first, "fresh_b"));
+  const ConvergeScenario a = load_tmp(base, "fresh_a");
+  const ConvergeScenario b = load_tmp(other_first, "fresh_b");
   ConvergeOptions o;
   o.quiet = true;
   o.dtype = "f32";
@@ -325,7 +336,7 @@ TEST(ConvergeRun, EachEdgeCaseTrainsFromTheInitialModel) {
 }
 
 TEST(ConvergeRun, AnImpossibleBoundFailsNamingStrategyStepAndQuantity) {
-  const ConvergeScenario s = load_converge_scenario(write_tmp(small(), "fail"));
+  const ConvergeScenario s = load_tmp(small(), "fail");
   ConvergeOptions o;
   o.quiet = true;
   o.bound = 1e-300;  // below any rounding difference
@@ -351,7 +362,7 @@ TEST(ConvergeRun, PlannerNotesNameTheStepsWherePrototypeFellBack) {
   // short ones: it plans them itself.
   j["edge_cases"] = json::array({json{{"name", "three"}, {"lengths", {60, 3, 3}}},
                                  json{{"name", "twelve"}, {"lengths", {5, 6, 7, 8, 9, 10, 5, 6, 7, 8, 9, 10}}}});
-  const ConvergeScenario s = load_converge_scenario(write_tmp(j, "notes"));
+  const ConvergeScenario s = load_tmp(j, "notes");
   ConvergeOptions o;
   o.quiet = true;
   const ConvergeOutcome out = run_small(s, o);
@@ -410,7 +421,7 @@ TEST(ConvergeCompare, AWrongSmallTensorIsSeenTensorByTensor) {
 TEST(ConvergeRun, AReferenceThatDoesNotTrainFailsAndAShortRunSaysItMayBeTooShort) {
   json j = small();
   j["training"]["lr"] = 0.0;
-  const ConvergeScenario s = load_converge_scenario(write_tmp(j, "lr0"));
+  const ConvergeScenario s = load_tmp(j, "lr0");
   for (const int steps : {2, 3}) {
     SCOPED_TRACE(steps);
     ConvergeOptions o;
@@ -437,7 +448,7 @@ TEST(ConvergeRun, AStrategyThatCannotPlanTheScenarioIsAnInputErrorBeforeTraining
   j["pool"] = {{"dp", 1}, {"cp", 3}};  // bshd needs max_seqlen 64 to be a multiple of 2 x cp = 6
   j["training"]["max_seqlen_per_rank"] = 32;
   j["strategies"] = {"packing", "bshd", "dcp"};
-  const ConvergeScenario s = load_converge_scenario(write_tmp(j, "cannot-plan"));
+  const ConvergeScenario s = load_tmp(j, "cannot-plan");
   try {
     check_strategies_plan(s);
     FAIL() << "no error";

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -193,7 +195,9 @@ TEST(Scenario, UnknownStrategyIsNamedBeforeTheReference) {
   json j = minimal();
   j["strategies"] = json::array({"dcpx"});
   j["reference_strategy"] = "packing";
-  const fs::path file = fs::temp_directory_path() / "dcp_scenario_unknown_strategy.json";
+  // named for this process: two test_harness processes on one machine had shared the file
+  const fs::path file =
+      fs::temp_directory_path() / ("dcp_scenario_unknown_strategy_" + std::to_string(::getpid()) + ".json");
   std::ofstream(file) << j.dump();
   try {
     load_scenario(file.string());
