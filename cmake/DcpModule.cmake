@@ -51,13 +51,13 @@ endfunction()
 
 # dcp_mpi_test(NAME name NP ranks LABEL label TARGET exe [ARGS ...] [PROPERTIES ...])
 #   CTest `name` running `exe ARGS` under mpirun with NP processes (oversubscribed; CI runs as
-#   root). Under the sanitizers LeakSanitizer is off for it: OpenMPI's own allocations leak at
+#   root), in a session folder of its own (cmake/mpirun_session.sh). Under the sanitizers LeakSanitizer is off for it: OpenMPI's own allocations leak at
 #   exit, and our code is leak-checked by the cpu tests.
 function(dcp_mpi_test)
   cmake_parse_arguments(A "" "NAME;NP;LABEL;TARGET" "ARGS;PROPERTIES" ${ARGN})
   add_test(NAME ${A_NAME}
-           COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${A_NP}
-                   $<TARGET_FILE:${A_TARGET}> ${A_ARGS})
+           COMMAND ${PROJECT_SOURCE_DIR}/cmake/mpirun_session.sh ${MPIEXEC_EXECUTABLE} --oversubscribe
+                   --allow-run-as-root -np ${A_NP} $<TARGET_FILE:${A_TARGET}> ${A_ARGS})
   set_tests_properties(${A_NAME} PROPERTIES LABELS ${A_LABEL} TIMEOUT 300 ${A_PROPERTIES})
   if(DCP_SANITIZE)
     set_tests_properties(${A_NAME} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")

@@ -34,7 +34,9 @@ PY
 scenario="$work/scenario.json"
 "$dcpbench" converge --scenario "$scenario" --attention "$attention" --steps 2 --quiet --out "$work/threads.json" > "$work/threads.log" 2>&1
 rc_threads=$?
-"$mpiexec" --oversubscribe --allow-run-as-root -np 8 "$dcpbench" converge --backend mpi \
+# A session folder of its own (cmake/mpirun_session.sh says why): the ring and all-gather tests
+# run together under ctest -j 2.
+"$(dirname "$0")/../../cmake/mpirun_session.sh" "$mpiexec" --oversubscribe --allow-run-as-root -np 8 "$dcpbench" converge --backend mpi \
   --scenario "$scenario" --attention "$attention" --steps 2 --quiet --out "$work/mpi.json" > "$work/mpi.log" 2>&1
 rc_mpi=$?
 for run in threads:$rc_threads mpi:$rc_mpi; do
