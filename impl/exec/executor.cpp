@@ -2,6 +2,7 @@
 #include "exec/executor.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/nvtx.h"
@@ -60,7 +61,7 @@ StepStats Executor<T>::step(const plan::Plan& plan, const GlobalBatch& batch) {
   scale.mtp = mtp ? m_.config().mtp_loss_weight / static_cast<double>(st.mtp_targets) : 0.0;
 
   m_.params().zero_grads();
-  double sums[2] = {0, 0};
+  double sums[4] = {0, 0, 0, 0};  // loss sums (main, MTP) and rows in the loss (main, MTP)
   for (const plan::MicroBatch& mb : plan.microbatches) {
     const plan::Group* mine = nullptr;
     for (const plan::Group& g : mb.groups) {
@@ -78,17 +79,51 @@ StepStats Executor<T>::step(const plan::Plan& plan, const GlobalBatch& batch) {
     const model::LossSums s = m_.forward_backward(in, scale);
     sums[0] += s.main;
     sums[1] += s.mtp;
+    sums[2] += static_cast<double>(s.main_rows);
+    sums[3] += static_cast<double>(s.mtp_rows);
     ++st.microbatches;
   }
   ordered_all_reduce(pool_, m_.params().grads());
-  ordered_all_reduce(pool_, std::span<double>(sums, 2));
+  ordered_all_reduce(pool_, std::span<double>(sums, 4));
+  // Every target is counted once over the pool, by the rank whose shard holds it: the rows the
+  // loss masks let through (the model's own count) must be the targets the scale divides by (a
+  // target given to padding, or a scale from the wrong count, would otherwise leave the reference
+  // and every plan equally wrong: helper-38's audit).
+  DCP_CHECK(sums[2] == static_cast<double>(st.main_targets), "plan from ", plan.planner, ": ", sums[2],
+            " next-token rows entered the loss, the global batch has ", st.main_targets, " targets");
+  DCP_CHECK(!m_.config().mtp || sums[3] == static_cast<double>(st.mtp_targets), "plan from ", plan.planner, ": ",
+            sums[3], " MTP rows entered the loss, the global batch has ", st.mtp_targets, " MTP targets");
   st.loss = sums[0] / static_cast<double>(st.main_targets);
   st.mtp_loss = mtp ? sums[1] / static_cast<double>(st.mtp_targets) : 0.0;
   double g2 = 0;
   for (T g : m_.params().grads()) g2 += static_cast<double>(g) * static_cast<double>(g);
   st.grad_norm = std::sqrt(g2);
   opt_.step(m_.params(), m_.kernels());
+  check_replicas_agree(plan);
   return st;
+}
+
+// Every rank must hold bitwise the same parameters after the update (step 5 above). Compared by a
+// hash of their bytes, gathered over the pool (Megatron's --check-weight-hash-across-dp-replicas-
+// interval does the same across DP replicas): a reduction whose order differed by rank left the
+// copies apart in their last bits, which no loss or gradient comparison on rank 0 can see
+// (helper-38's audit).
+template <typename T>
+void Executor<T>::check_replicas_agree(const plan::Plan& plan) {
+  if (pool_.size() == 1) return;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
+  for (const T& v : m_.params().values()) {
+    unsigned char bytes[sizeof(T)];
+    std::memcpy(bytes, &v, sizeof(T));
+    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  }
+  const int64_t mine = static_cast<int64_t>(h);
+  std::vector<int64_t> all(static_cast<size_t>(pool_.size()));
+  pool_.all_gather(std::span<const int64_t>(&mine, 1), std::span<int64_t>(all));
+  for (int r = 1; r < pool_.size(); ++r)
+    DCP_CHECK(all[static_cast<size_t>(r)] == all[0], "after a step of the plan from ", plan.planner,
+              ": the parameters of pool rank ", r, " differ from rank 0's (hash ", all[static_cast<size_t>(r)],
+              " vs ", all[0], "); every rank must hold the same model");
 }
 
 template class Executor<float>;

@@ -19,7 +19,8 @@
 //      order), which is what makes an 8-process MPI run reproduce the thread run bit for bit.
 //      (The all-gather costs pool x parameters per rank: fine for the tiny model; a large model
 //      would use a deterministic reduce-scatter instead.)
-//   5. AdamW updates the replicated parameters identically on every rank.
+//   5. AdamW updates the replicated parameters identically on every rank (checked after every
+//      step by a hash of the parameters gathered over the pool).
 #pragma once
 
 #include <cstdint>
@@ -58,7 +59,9 @@ class Executor {
   Executor(model::Model<T>& m, comm::Communicator& pool, comm::GroupRegistry& registry,
            const model::AdamWHyper& hyper);
 
-  // Runs one training step of `plan` on `batch` and updates the parameters.
+  // Runs one training step of `plan` on `batch` and updates the parameters. Checks (dcp::Error
+  // when broken) that the rows entering the loss are the batch's targets and that every rank
+  // holds the same parameters afterwards (a hash gathered over the pool).
   StepStats step(const plan::Plan& plan, const GlobalBatch& batch);
 
   // Returns the model's parameters and the optimizer to their initial state (the values of the
@@ -78,6 +81,8 @@ class Executor {
   comm::Communicator& pool_;
   comm::GroupRegistry& reg_;
   model::AdamW<T> opt_;
+
+  void check_replicas_agree(const plan::Plan& plan);
 };
 
 // Sum over ranks in rank order of `local` (same length on every rank), via an all-gather:

@@ -93,9 +93,13 @@ TEST(AsyncPlanning, EveryRegisteredPlannerGivesTheSynchronousPlansInOrder) {
       // A dynamic planner plans every other step, odd batch sizes (1, 7, 33 samples) included, so
       // the async path is compared on plans, not only on refusals (the static ones refuse the
       // 512-token samples too: static CP 4 holds 256).
-      if (planner->dynamic())
-        for (size_t i = 0; i < batches.size(); ++i)
-          if (static_cast<int>(i) != bad_step) EXPECT_TRUE(want[i].has_value()) << "step " << i << ": " << want_error[i];
+      if (planner->dynamic()) {
+        for (size_t i = 0; i < batches.size(); ++i) {
+          if (static_cast<int>(i) != bad_step) {
+            EXPECT_TRUE(want[i].has_value()) << "step " << i << ": " << want_error[i];
+          }
+        }
+      }
       plan::AsyncPlanner ap(*planner, pool_config(), [&](int64_t step) -> std::optional<plan::Batch> {
         if (step >= static_cast<int64_t>(batches.size())) return std::nullopt;
         return batches[static_cast<size_t>(step)];
