@@ -46,10 +46,41 @@ namespace {
 
 class ThreadComm;
 
+// FNV-1a of a buffer's bytes.
+uint64_t bytes_hash(const void* buf, size_t bytes) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* p = static_cast<const unsigned char*>(buf);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// A send is an eager copy here, so it is complete when posted. MPI and NCCL may still read the
+// buffer until the send's wait() returns, so wait() checks that the caller has not written into it
+// before then: a buffer reused too early (say, for the next ring step's receive) runs correctly on
+// threads and corrupts data under MPI by timing (helper-38's audit found the thread backend hid
+// it); here it is an error every time.
 class ThreadSendRequest final : public Request {
  public:
-  void wait() override {}
-  bool test() override { return true; }
+  ThreadSendRequest(const void* buf, size_t bytes, std::string what)
+      : buf_(buf), bytes_(bytes), hash_(bytes_hash(buf, bytes)), what_(std::move(what)) {}
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    DCP_CHECK(bytes_hash(buf_, bytes_) == hash_, "thread comm: ", what_,
+              ": the send buffer was written before the send's wait() returned (MPI and NCCL may "
+              "still be reading it then)");
+  }
+  bool test() override {
+    wait();
+    return true;
+  }
+
+ private:
+  const void* buf_;
+  size_t bytes_;
+  uint64_t hash_;
+  std::string what_;
+  bool done_ = false;
 };
 
 class ThreadRecvRequest final : public Request {
@@ -130,7 +161,10 @@ class ThreadComm final : public Communicator {
     DCP_NVTX_RANGE();
     DCP_CHECK(tag >= 0, "thread comm: user tags must be >= 0, got ", tag);
     post(buf, count, type, peer, tag, "isend");
-    return std::make_unique<ThreadSendRequest>();
+    return std::make_unique<ThreadSendRequest>(
+        buf, count * dtype_bytes(type),
+        "isend on rank " + std::to_string(rank_) + " to peer " + std::to_string(peer) + " (tag " +
+            std::to_string(tag) + ", " + std::to_string(count) + " x " + dtype_name(type) + ")");
   }
   RequestPtr irecv_raw(void* buf, size_t count, DType type, int peer, int tag) override {
     DCP_NVTX_RANGE();

@@ -165,6 +165,32 @@ TEST_P(ThreadComm, SplitOrdersByKeyAndIsolatesTraffic) {
 INSTANTIATE_TEST_SUITE_P(Sizes, ThreadComm, ::testing::Values(1, 2, 3, 4, 8),
                          [](const auto& info) { return "n" + std::to_string(info.param); });
 
+// MPI and NCCL may read a send buffer until the send's wait() returns; the thread backend's eager
+// copy would hide a buffer written before then, so its wait() checks the buffer is unchanged.
+TEST(ThreadCommFailure, SendBufferWrittenBeforeItsWaitIsAnError) {
+  run_threads(2, [](Communicator& c) {
+    const int peer = 1 - c.rank();
+    std::vector<double> out = {1.0, 2.0, 3.0}, in(3);
+    auto s = c.isend(std::span<const double>(out), peer, 7);
+    auto r = c.irecv(std::span<double>(in), peer, 7);
+    r->wait();
+    s->wait();  // unchanged: fine
+    EXPECT_EQ(in, (std::vector<double>{1.0, 2.0, 3.0}));
+    auto s2 = c.isend(std::span<const double>(out), peer, 8);
+    auto r2 = c.irecv(std::span<double>(in), peer, 8);
+    r2->wait();
+    out[0] = 4.0;  // written while the send may still be read
+    try {
+      s2->wait();
+      ADD_FAILURE() << "a send buffer written before its wait() passed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("the send buffer was written before the send's wait() returned"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
 TEST(ThreadCommFailure, RecvWithoutSenderHitsDeadlineNamingRankAndPeer) {
   CommOptions opt;
   opt.deadline = std::chrono::milliseconds(100);
