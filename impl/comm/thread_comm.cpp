@@ -65,10 +65,10 @@ class ThreadSendRequest final : public Request {
       : buf_(buf), bytes_(bytes), hash_(bytes_hash(buf, bytes)), what_(std::move(what)) {}
   void wait() override {
     if (done_) return;
-    done_ = true;
     DCP_CHECK(bytes_hash(buf_, bytes_) == hash_, "thread comm: ", what_,
               ": the send buffer was written before the send's wait() returned (MPI and NCCL may "
               "still be reading it then)");
+    done_ = true;  // only once the check passed: a second wait() after a failure fails again
   }
   bool test() override {
     wait();
