@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/group_registry.h"
@@ -133,15 +134,17 @@ struct CpRun {
   std::vector<ParamInfo> tensors;
 };
 
-// Runs one micro-batch of `seqs` on a group of `cp` thread ranks; T = float or double.
+// Runs one micro-batch of `seqs` on a group of `cp` thread ranks; T = float or double. The loss
+// is scaled by `scale` (default: the targets of `seqs`).
 template <typename T>
-CpRun run_cp(const ModelConfig& c, int cp, const std::vector<std::vector<int32_t>>& seqs) {
+CpRun run_cp(const ModelConfig& c, int cp, const std::vector<std::vector<int32_t>>& seqs,
+             std::optional<LossScale> scale = std::nullopt) {
   CpRun out;
   comm::run_threads(cp, [&](comm::Communicator& g) {
     auto k = make_cpu_kernels<T>();
     Model<T> m(c, *k);
     const auto in = make_microbatch_input(spans(seqs), g);
-    const LossSums s = m.forward_backward(in, scale_for(seqs, c.mtp_loss_weight));
+    const LossSums s = m.forward_backward(in, scale.value_or(scale_for(seqs, c.mtp_loss_weight)));
     std::vector<double> grads(m.params().grads().begin(), m.params().grads().end());
     std::vector<double> sums{s.main, s.mtp, static_cast<double>(s.main_rows), static_cast<double>(s.mtp_rows)};
     g.all_reduce(std::span<double>(grads));
@@ -180,6 +183,33 @@ TEST_P(ModelCp, EqualsSingleRankFloat64) {
   }
   EXPECT_EQ(ref.main_rows, nm);
   EXPECT_EQ(ref.mtp_rows, nt);
+}
+
+// Packing is invisible to the math: the packed micro-batch's loss sums and gradient equal the sums
+// over its samples, each run alone as a micro-batch of its own with the same (global) loss scale,
+// so no attention, scan state, position or MTP roll crosses a sequence boundary anywhere in the
+// model. (The single-rank reference of dcpbench converge packs every sample into one micro-batch
+// and runs the same code as the strategies, so it could not see a leak that all share.)
+TEST_P(ModelCp, PackedEqualsItsSamplesRunAloneFloat64) {
+  const ModelConfig c = tiny_config(GetParam().algo);
+  const auto seqs = make_seqs(kLengths, c.vocab, 3);
+  const LossScale scale = scale_for(seqs, c.mtp_loss_weight);
+  const CpRun packed = run_cp<double>(c, GetParam().cp, seqs, scale);
+  CpRun alone;
+  for (const auto& one : seqs) {
+    const CpRun r = run_cp<double>(c, GetParam().cp, {one}, scale);
+    alone.main += r.main;
+    alone.mtp += r.mtp;
+    alone.main_rows += r.main_rows;
+    alone.mtp_rows += r.mtp_rows;
+    if (alone.grads.empty()) alone.grads.assign(r.grads.size(), 0.0);
+    for (size_t i = 0; i < r.grads.size(); ++i) alone.grads[i] += r.grads[i];
+  }
+  EXPECT_EQ(packed.main_rows, alone.main_rows);
+  EXPECT_EQ(packed.mtp_rows, alone.mtp_rows);
+  EXPECT_NEAR(packed.main, alone.main, 1e-10 * alone.main);
+  EXPECT_NEAR(packed.mtp, alone.mtp, 1e-10 * alone.mtp);
+  EXPECT_LT(tensor_rel_diff(alone.grads, packed.grads, packed.tensors), 1e-10);
 }
 
 TEST_P(ModelCp, EqualsSingleRankFloat32) {
