@@ -51,8 +51,9 @@ endfunction()
 
 # dcp_mpi_test(NAME name NP ranks LABEL label TARGET exe [ARGS ...] [PROPERTIES ...])
 #   CTest `name` running `exe ARGS` under mpirun with NP processes (oversubscribed; CI runs as
-#   root), in a session folder of its own (cmake/mpirun_session.sh). Under the sanitizers LeakSanitizer is off for it: OpenMPI's own allocations leak at
-#   exit, and our code is leak-checked by the cpu tests.
+#   root), in a session folder of its own (cmake/mpirun_session.sh). Under the sanitizers
+#   LeakSanitizer is off for it: OpenMPI's own allocations leak at exit, and our code is
+#   leak-checked by the cpu tests.
 function(dcp_mpi_test)
   cmake_parse_arguments(A "" "NAME;NP;LABEL;TARGET" "ARGS;PROPERTIES" ${ARGN})
   add_test(NAME ${A_NAME}

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "core/nvtx.h"
+#include "core/rng.h"
 
 namespace dcp::comm {
 
@@ -46,14 +47,6 @@ namespace {
 
 class ThreadComm;
 
-// FNV-1a of a buffer's bytes.
-uint64_t bytes_hash(const void* buf, size_t bytes) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(buf);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 // A send is an eager copy here, so it is complete when posted. MPI and NCCL may still read the
 // buffer until the send's wait() returns, so wait() checks that the caller has not written into it
 // before then: a buffer reused too early (say, for the next ring step's receive) runs correctly on
@@ -62,10 +55,10 @@ uint64_t bytes_hash(const void* buf, size_t bytes) {
 class ThreadSendRequest final : public Request {
  public:
   ThreadSendRequest(const void* buf, size_t bytes, std::string what)
-      : buf_(buf), bytes_(bytes), hash_(bytes_hash(buf, bytes)), what_(std::move(what)) {}
+      : buf_(buf), bytes_(bytes), hash_(fnv1a(buf, bytes)), what_(std::move(what)) {}
   void wait() override {
     if (done_) return;
-    DCP_CHECK(bytes_hash(buf_, bytes_) == hash_, "thread comm: ", what_,
+    DCP_CHECK(fnv1a(buf_, bytes_) == hash_, "thread comm: ", what_,
               ": the send buffer was written before the send's wait() returned (MPI and NCCL may "
               "still be reading it then)");
     done_ = true;  // only once the check passed: a second wait() after a failure fails again

@@ -2,10 +2,10 @@
 #include "exec/executor.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
 #include "core/nvtx.h"
+#include "core/rng.h"
 #include "model/batch.h"
 #include "plan/validate.h"
 
@@ -111,13 +111,8 @@ StepStats Executor<T>::step(const plan::Plan& plan, const GlobalBatch& batch) {
 template <typename T>
 void Executor<T>::check_replicas_agree(const plan::Plan& plan) {
   if (pool_.size() == 1) return;
-  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
-  for (const T& v : m_.params().values()) {
-    unsigned char bytes[sizeof(T)];
-    std::memcpy(bytes, &v, sizeof(T));
-    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  }
-  const int64_t mine = static_cast<int64_t>(h);
+  const auto values = m_.params().values();
+  const int64_t mine = static_cast<int64_t>(fnv1a(values.data(), values.size_bytes()));
   std::vector<int64_t> all(static_cast<size_t>(pool_.size()));
   pool_.all_gather(std::span<const int64_t>(&mine, 1), std::span<int64_t>(all));
   for (int r = 1; r < pool_.size(); ++r)
