@@ -28,7 +28,10 @@ constexpr DCP_RNG_HD uint64_t splitmix64(uint64_t x) {
 }
 
 // FNV-1a over bytes (Fowler/Noll/Vo): a stable 64-bit fingerprint (parameter-name streams,
-// bitwise-equality checks of whole tensors). Not for adversarial inputs.
+// bitwise-equality checks of whole tensors and of the ranks' parameters). Not for adversarial
+// inputs. The default seed is FNV's 64-bit offset basis without its last digit (that basis is
+// 14695981039346656037): any seed gives a stable fingerprint, and this one is kept so that the
+// hashes already written into converge reports stay comparable.
 inline uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
