@@ -54,12 +54,14 @@ class ThreadComm;
 // it); here it is an error every time.
 class ThreadSendRequest final : public Request {
  public:
-  ThreadSendRequest(const void* buf, size_t bytes, std::string what)
-      : buf_(buf), bytes_(bytes), hash_(fnv1a(buf, bytes)), what_(std::move(what)) {}
+  ThreadSendRequest(const void* buf, size_t count, DType type, int rank, int peer, int tag)
+      : buf_(buf), count_(count), type_(type), rank_(rank), peer_(peer), tag_(tag),
+        hash_(fnv1a(buf, count * dtype_bytes(type))) {}
   void wait() override {
     if (done_) return;
-    DCP_CHECK(fnv1a(buf_, bytes_) == hash_, "thread comm: ", what_,
-              ": the send buffer was written before the send's wait() returned (MPI and NCCL may "
+    DCP_CHECK(fnv1a(buf_, count_ * dtype_bytes(type_)) == hash_, "thread comm: isend on rank ", rank_,
+              " to peer ", peer_, " (tag ", tag_, ", ", count_, " x ", dtype_name(type_),
+              "): the send buffer was written before the send's wait() returned (MPI and NCCL may "
               "still be reading it then)");
     done_ = true;  // only once the check passed: a second wait() after a failure fails again
   }
@@ -70,9 +72,10 @@ class ThreadSendRequest final : public Request {
 
  private:
   const void* buf_;
-  size_t bytes_;
+  size_t count_;
+  DType type_;
+  int rank_, peer_, tag_;  // for the message only: formatted when the check fails
   uint64_t hash_;
-  std::string what_;
   bool done_ = false;
 };
 
@@ -154,10 +157,7 @@ class ThreadComm final : public Communicator {
     DCP_NVTX_RANGE();
     DCP_CHECK(tag >= 0, "thread comm: user tags must be >= 0, got ", tag);
     post(buf, count, type, peer, tag, "isend");
-    return std::make_unique<ThreadSendRequest>(
-        buf, count * dtype_bytes(type),
-        "isend on rank " + std::to_string(rank_) + " to peer " + std::to_string(peer) + " (tag " +
-            std::to_string(tag) + ", " + std::to_string(count) + " x " + dtype_name(type) + ")");
+    return std::make_unique<ThreadSendRequest>(buf, count, type, rank_, peer, tag);
   }
   RequestPtr irecv_raw(void* buf, size_t count, DType type, int peer, int tag) override {
     DCP_NVTX_RANGE();
