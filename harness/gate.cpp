@@ -25,7 +25,7 @@ constexpr const char* kConfigFacts[] = {
     "model", "dataset", "gpus", "tp", "pp", "cp", "vpp", "gpus_per_node", "nics_per_node", "hardware",
     "memory_gib", "global_batch", "max_seqlen", "max_seqlen_per_rank", "min_cp", "recompute", "precision",
     "seed", "attention_backend", "distributed_optimizer", "grad_reduce", "overlap_grad_reduce",
-    "gradient_accumulation_fusion", "data_path"};
+    "gradient_accumulation_fusion", "data_path", "interleaved_p2p_calls"};
 
 std::map<std::string, const nlohmann::json*> facts_by_name(const ResultsFile& f) {
   std::map<std::string, const nlohmann::json*> out;

@@ -553,6 +553,40 @@ TEST(Sensitivity, SaysWhenTheReferenceWasNotRun) {
 }
 
 // --tune tries no VPP that takes global_batch x pp x vpp over the limit a scenario must meet.
+// training.interleaved_p2p_calls: off unless given, and when given it reaches the simulator: with
+// VPP the packed rows' steps only get longer (Megatron's calls add waits, never work) and at
+// least one does; a bad value is named.
+TEST(Scenario, InterleavedP2pCallsReachTheSimulator) {
+  json j = tiny_json();
+  j["model"] = {{"layers", 4}, {"hidden", 256}, {"ffn", 1024}, {"heads", 4}, {"vocab", 1024}};
+  j["cluster"]["vpp"] = 2;
+  const Scenario off = parse_scenario(j, "t.json");
+  EXPECT_FALSE(off.training.interleaved_p2p_calls);
+  EXPECT_FALSE(cost_model_of(off).training.interleaved_p2p_calls);
+  j["training"]["interleaved_p2p_calls"] = true;
+  const Scenario on = parse_scenario(j, "t.json");
+  EXPECT_TRUE(cost_model_of(on).training.interleaved_p2p_calls);
+  const auto reg = registry();
+  const RunOptions opt;
+  const ResultsFile a = run_scenarios({off}, opt, reg), b = run_scenarios({on}, opt, reg);
+  ASSERT_EQ(a.rows.size(), b.rows.size());
+  int longer = 0;
+  for (size_t i = 0; i < a.rows.size(); ++i) {
+    ASSERT_TRUE(a.rows[i].has_metrics() && b.rows[i].has_metrics()) << i;
+    EXPECT_GE(b.rows[i].step_time_s, a.rows[i].step_time_s * (1 - 1e-12)) << a.rows[i].strategy;
+    longer += b.rows[i].step_time_s > a.rows[i].step_time_s * (1 + 1e-9);
+  }
+  EXPECT_GT(longer, 0);
+  EXPECT_EQ(b.scenarios[0]["interleaved_p2p_calls"], true);  // a recorded fact (the gate compares it)
+  j["training"]["interleaved_p2p_calls"] = "yes";
+  try {
+    parse_scenario(j, "t.json");
+    ADD_FAILURE() << "a string was taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"training.interleaved_p2p_calls\"=\"yes\""), std::string::npos) << e.what();
+  }
+}
+
 TEST(Tune, VppCandidatesStayWithinTheStageLimit) {
   Scenario s = parse_scenario(tiny_json(), "t.json");
   s.training.global_batch = int64_t{1} << 20;

@@ -71,6 +71,21 @@ struct Op {
   bool bwd;
 };
 
+// The interleaved schedule's k-th forward (bwd = false) or backward of a stage: Megatron's
+// get_schedule_table / get_model_chunk_id (d48bd6be0a schedules.py:1333-1351), k < m * vpp.
+Op interleaved_op(int k, bool bwd, int vpp, int group) {
+  const int span = group * vpp;
+  const int r = k % span;
+  int chunk = r / group;
+  if (bwd) chunk = vpp - 1 - chunk;
+  return Op{(k / span) * group + r % group, chunk, bwd};
+}
+
+// Forwards stage s runs before its first backward (get_pp_rank_microbatches, schedules.py:878-931).
+int interleaved_warmup(int s, int pp, int vpp, int group, int m) {
+  return std::min((pp - s - 1) * 2 + (vpp - 1) * group, m * vpp);
+}
+
 std::vector<Op> stage_order(int s, int pp, int vpp, int group, int m) {
   std::vector<Op> order;
   if (vpp == 1) {
@@ -84,14 +99,8 @@ std::vector<Op> stage_order(int s, int pp, int vpp, int group, int m) {
     return order;
   }
   const int total = m * vpp;
-  auto op_of = [&](int k, bool bwd) {
-    const int span = group * vpp;
-    const int r = k % span;
-    int chunk = r / group;
-    if (bwd) chunk = vpp - 1 - chunk;
-    return Op{(k / span) * group + r % group, chunk, bwd};
-  };
-  const int warm = std::min((pp - s - 1) * 2 + (vpp - 1) * group, total);
+  auto op_of = [&](int k, bool bwd) { return interleaved_op(k, bwd, vpp, group); };
+  const int warm = interleaved_warmup(s, pp, vpp, group, m);
   for (int k = 0; k < warm; ++k) order.push_back(op_of(k, false));
   for (int k = 0; k < total - warm; ++k) {
     order.push_back(op_of(warm + k, false));
@@ -151,6 +160,105 @@ std::vector<Item> blocking_1f1b_items(int s, int pp, int m) {
     if (!first) call(s - 1, -1, -1, i, -1);  // send_backward
   }
   return items;
+}
+
+// One side of a transfer in one of Megatron's interleaved-schedule P2P calls: a send of the
+// activation (fwd) or gradient (bwd) that op (mb, v) produced, or a receive of one. A receive's
+// data and both sides' peers are filled in by matching the sends and receives of each directed
+// link in order (NCCL matches a pair of ranks' point-to-point operations in order).
+struct VPart {
+  bool send = false;
+  bool fwd = true;
+  int mb = -1;         // the producing op's micro-batch (a receive's: after matching)
+  int v = -1;          // the producing op's virtual stage
+  int peer_call = -1;  // the matching call on the neighbouring stage (global call index)
+};
+
+// One call: send_forward_recv_forward, send_backward_recv_backward or a receive alone, each with
+// at most one send and one receive. blocking: waits for all its transfers (wait_on_reqs); else
+// Megatron's overlap_p2p_comm call, whose send is waited for at once (deallocate_pipeline_outputs,
+// on in Megatron's training: d48bd6be0a training/arguments.py:2230, schedules.py:1915-1917) and
+// whose receive only before the op that reads it (pp_pre_forward / pp_pre_backward).
+struct VCall {
+  bool blocking = false;
+  int parts = 0;
+  VPart part[2];
+};
+
+struct VItem {
+  bool is_call = false;
+  Op op{};
+  int call = -1;  // index into the stage's calls
+};
+
+struct VStage {
+  std::vector<VItem> items;
+  std::vector<VCall> calls;
+};
+
+// Stage s's ops and P2P calls in the order of forward_backward_pipelining_with_interleaving
+// (d48bd6be0a schedules.py:1098-2180) as Megatron's training runs it: overlap_p2p_comm on (its
+// default, arguments.py:4116-4119; with VPP it stays on, arguments.py:1055-1058), so
+// batch_p2p_comm off; overlap_p2p_comm_warmup_flush off (model_parallel_config.py:417-419):
+//   recv_forward (blocking, schedules.py:1646-1650; none on the first stage);
+//   warm-up k < W: F(k), send_forward_recv_forward (blocking, 1757-1759); after the last one
+//     send_backward_recv_backward posting the first gradient's receive (overlap, 1799-1830);
+//   steady k < T - W: F(W + k), send_forward_recv_forward (overlap, pp_post_forward 1873-1929),
+//     B(k), send_backward_recv_backward (overlap, pp_post_backward 1949-1990);
+//   cool-down k in [T - W, T): B(k), send_backward_recv_backward (blocking, 2155-2157)
+//     (with every micro-batch in the warm-up, a recv_backward first, 2064-2072).
+// Receives follow recv_tensor_from_previous_stage (1387-1434): the first stage receives a
+// forward input only from the last stage (chunks wrap round: the last stage's chunk c feeds the
+// first stage's chunk c + 1), pp - 1 iterations behind, and never for chunk 0; the last stage
+// receives gradients likewise; none after the last iteration of a phase (1697-1699, 1889-1890,
+// 2096-2097). The first stage sends no gradient of chunk 0, the last no activation of its last
+// chunk. A call with nothing to send or receive is left out (it moves no data).
+VStage interleaved_items(int s, int pp, int vpp, int group, int m) {
+  const bool first = s == 0, last = s == pp - 1;
+  const int total = m * vpp;
+  const int warm = interleaved_warmup(s, pp, vpp, group, m), rem = total - warm;
+  const auto op_of = [&](int k, bool bwd) { return interleaved_op(k % total, bwd, vpp, group); };
+  const auto receives = [&](int k, bool fwd) {  // recv_tensor_from_previous_stage(k, fwd).recv
+    if (!(fwd ? first : last)) return true;
+    if (k < pp - 1) return false;
+    return op_of(k - (pp - 1), !fwd).chunk != (fwd ? vpp - 1 : 0);
+  };
+  VStage st;
+  const auto op = [&](const Op& o) { st.items.push_back({false, o, -1}); };
+  // send: the op whose output it sends (nullptr: none); recv: a receive in direction fwd.
+  const auto call = [&](bool blocking, const Op* send, bool recv, bool fwd) {
+    VCall c;
+    c.blocking = blocking;
+    if (send) c.part[c.parts++] = VPart{true, !send->bwd, send->mb, send->chunk * pp + s, -1};
+    if (recv) c.part[c.parts++] = VPart{false, fwd, -1, -1, -1};
+    if (c.parts == 0) return;
+    st.items.push_back({true, {}, static_cast<int>(st.calls.size())});
+    st.calls.push_back(c);
+  };
+  const auto sends_fwd = [&](const Op& f) { return !(last && f.chunk == vpp - 1); };
+  const auto sends_bwd = [&](const Op& b) { return !(first && b.chunk == 0); };
+  if (!first) call(true, nullptr, true, true);
+  for (int k = 0; k < warm; ++k) {
+    const Op f = op_of(k, false);
+    op(f);
+    call(true, sends_fwd(f) ? &f : nullptr, receives(k, true) && k != total - 1, true);
+    if (k == warm - 1 && rem > 0) call(false, nullptr, !last, false);
+  }
+  for (int k = 0; k < rem; ++k) {
+    const Op f = op_of(warm + k, false);
+    op(f);
+    call(false, sends_fwd(f) ? &f : nullptr, receives(warm + k, true) && k != rem - 1, true);
+    const Op b = op_of(k, true);
+    op(b);
+    call(false, sends_bwd(b) ? &b : nullptr, receives(k, false), false);
+  }
+  if (rem == 0) call(true, nullptr, !last, false);
+  for (int k = rem; k < total; ++k) {
+    const Op b = op_of(k, true);
+    op(b);
+    call(true, sends_bwd(b) ? &b : nullptr, receives(k, false) && k != total - 1, false);
+  }
+  return st;
 }
 
 void check_input(const ScheduleInput& in) {
@@ -257,13 +365,192 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
 
 }  // namespace
 
+// Walks every stage's ops and interleaved-schedule P2P calls (interleaved_items) for all pool
+// ranks at once, in dependency order (simulator.h "With VPP"). A call is posted when its stage
+// reaches it (P: the stage's free time; the shape exchange's torch.cuda.synchronize ties the host
+// to the GPU). It waits (D) for the neighbours' matching calls to be posted: for the parts that
+// exchange shapes first (every part of a packed plan's call: variable_seq_lengths,
+// p2p_communication.py:256-263, 322-325, a batch_isend_irecv that waits, then
+// torch.cuda.synchronize), for every part of a blocking call, and otherwise for its send (a
+// transfer needs both sides); then + the shape exchange (one link latency, OpCost::p2p_shape_s).
+// A transfer ends at max(the two calls' D) + its p2p_s (the other side posts its data operations
+// only once its own shape exchange is done, so a neighbour's other neighbour can delay it). The
+// stage goes on after all its transfers (blocking) or its send (overlap); an op that reads a
+// receive starts after that transfer ends. Every call's pairing and every op's input are checked.
+template <class RunOp>
+void walk_interleaved_calls(const ScheduleInput& in, std::vector<double>& free_at, RunOp&& run_op) {
+  const int n = in.pool, pp = in.pp, vpp = in.vpp, stages = pp * vpp;
+  const int m = static_cast<int>(in.groups.size());
+  const int group = in.vpp_group > 0 ? in.vpp_group : pp;
+  std::vector<VStage> st(static_cast<size_t>(pp));
+  std::vector<int> base(static_cast<size_t>(pp) + 1, 0);  // global index of stage s's first call
+  for (int s = 0; s < pp; ++s) {
+    st[s] = interleaved_items(s, pp, vpp, group, m);
+    base[s + 1] = base[s] + static_cast<int>(st[s].calls.size());
+  }
+  const int ncalls = base[pp];
+  std::vector<int> stage_of(static_cast<size_t>(ncalls));
+  for (int s = 0; s < pp; ++s)
+    for (int c = base[s]; c < base[s + 1]; ++c) stage_of[c] = s;
+  const auto call_of = [&](int gc) -> VCall& { return st[stage_of[gc]].calls[gc - base[stage_of[gc]]]; };
+
+  // Pair each directed link's sends and receives in order; channel 2 s + d: stage s's sends
+  // forward (d = 0, to s + 1) or backward (d = 1, to s - 1), modulo pp (the chunks wrap round).
+  std::vector<std::vector<std::pair<int, int>>> sends(2 * static_cast<size_t>(pp)), recvs(sends.size());
+  for (int s = 0; s < pp; ++s)
+    for (int c = 0; c < static_cast<int>(st[s].calls.size()); ++c)
+      for (int p = 0; p < st[s].calls[c].parts; ++p) {
+        const VPart& part = st[s].calls[c].part[p];
+        const int from = part.send ? s : part.fwd ? (s + pp - 1) % pp : (s + 1) % pp;
+        (part.send ? sends : recvs)[2 * from + (part.fwd ? 0 : 1)].emplace_back(base[s] + c, p);
+      }
+  // The receive that carries the input of op (mb, v, bwd): call and part; -1 = none.
+  const auto key = [&](int mb, int v, bool bwd) { return (static_cast<size_t>(mb) * stages + v) * 2 + bwd; };
+  std::vector<int> input_call(static_cast<size_t>(m) * stages * 2, -1), input_part(input_call.size(), -1);
+  for (size_t ch = 0; ch < sends.size(); ++ch) {
+    DCP_CHECK(sends[ch].size() == recvs[ch].size(), "interleaved schedule: stage ", ch / 2, " sends ",
+              sends[ch].size(), " tensors ", ch % 2 ? "backward" : "forward", " and its neighbour receives ",
+              recvs[ch].size(), " (internal error)");
+    for (size_t i = 0; i < sends[ch].size(); ++i) {
+      const auto [sc, sp] = sends[ch][i];
+      const auto [rc, rp] = recvs[ch][i];
+      VPart& snd = call_of(sc).part[sp];
+      VPart& rcv = call_of(rc).part[rp];
+      rcv.mb = snd.mb;
+      rcv.v = snd.v;
+      snd.peer_call = rc;
+      rcv.peer_call = sc;
+      const int consumer = snd.fwd ? snd.v + 1 : snd.v - 1;
+      DCP_CHECK(consumer >= 0 && consumer < stages && consumer % pp == stage_of[rc] && input_call[key(snd.mb, consumer, !snd.fwd)] < 0,
+                "interleaved schedule: the ", i, "-th tensor on channel ", ch, " (micro-batch ", snd.mb,
+                ", virtual stage ", snd.v, ") reaches stage ", stage_of[rc], " (internal error)");
+      input_call[key(snd.mb, consumer, !snd.fwd)] = rc;
+      input_part[key(snd.mb, consumer, !snd.fwd)] = rp;
+    }
+  }
+  // Every op that reads a neighbour's output has a receive before it on its own stage.
+  for (int s = 0; s < pp; ++s) {
+    int calls_seen = 0;
+    for (const VItem& it : st[s].items) {
+      if (it.is_call) {
+        ++calls_seen;
+        continue;
+      }
+      const int v = it.op.chunk * pp + s;
+      if (it.op.bwd ? v == stages - 1 : v == 0) continue;
+      const int rc = input_call[key(it.op.mb, v, it.op.bwd)];
+      DCP_CHECK(rc >= base[s] && rc < base[s] + calls_seen, "interleaved schedule: stage ", s, "'s ",
+                it.op.bwd ? "backward" : "forward", " of micro-batch ", it.op.mb, " chunk ", it.op.chunk,
+                " has no receive before it (internal error)");
+    }
+  }
+
+  // t[j] = max(t[j], f(j, the cost entry of the part's link u -> u + 1 for pool rank j's group)),
+  // group by group.
+  const auto over_link = [&](const VPart& part, auto&& f) {
+    const int u = part.fwd ? part.v : part.v - 1;
+    const auto& groups = in.groups[part.mb];
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const OpCost& c = in.cost[part.mb][g][u];
+      for (int j = groups[g].first_rank; j < groups[g].first_rank + groups[g].size; ++j) f(j, c);
+    }
+  };
+  std::vector<double> shape(static_cast<size_t>(n));
+  bool shapes = false;  // a packed plan's calls exchange shapes first (OpCost::p2p_shape_s > 0)
+  for (const auto& mb : in.cost)
+    for (const auto& g : mb)
+      for (const OpCost& c : g) shapes = shapes || c.p2p_shape_s > 0;
+
+  // state: 0 not reached, 1 posted (post known), 2 its wait done (data known).
+  std::vector<char> state(static_cast<size_t>(ncalls), 0);
+  std::vector<double> post(static_cast<size_t>(ncalls) * n), data(post.size());
+  std::vector<size_t> at(static_cast<size_t>(pp), 0);
+  size_t remaining = 0;
+  for (const auto& x : st) remaining += x.items.size();
+  const auto zero = [](size_t, int) { return 0.0; };
+  while (remaining > 0) {
+    bool progress = false;
+    for (int s = 0; s < pp; ++s) {
+      double* free_s = free_at.data() + static_cast<size_t>(s) * n;
+      while (at[s] < st[s].items.size()) {
+        const VItem& it = st[s].items[at[s]];
+        if (!it.is_call) {
+          const Op& op = it.op;
+          const int v = op.chunk * pp + s;
+          if (op.bwd ? v == stages - 1 : v == 0) {
+            run_op(s, op, zero);
+          } else {
+            const size_t k = key(op.mb, v, op.bwd);
+            const int rc = input_call[k];
+            const VPart& rcv = call_of(rc).part[input_part[k]];
+            if (state[rcv.peer_call] < 2) break;  // the sender's side has not started yet
+            const double* dr = data.data() + static_cast<size_t>(rc) * n;
+            const double* ds = data.data() + static_cast<size_t>(rcv.peer_call) * n;
+            const int u = op.bwd ? v : v - 1;
+            const auto& c = in.cost[op.mb];
+            run_op(s, op, [&](size_t g, int j) { return std::max(dr[j], ds[j]) + c[g][u].p2p_s; });
+          }
+        } else {
+          const int gc = base[s] + it.call;
+          const VCall& c = st[s].calls[it.call];
+          double* p = post.data() + static_cast<size_t>(gc) * n;
+          double* d = data.data() + static_cast<size_t>(gc) * n;
+          if (state[gc] == 0) {
+            std::copy(free_s, free_s + n, p);
+            state[gc] = 1;
+          }
+          const auto meets = [&](const VPart& part) { return shapes || c.blocking || part.send; };
+          if (state[gc] == 1) {
+            bool posted = true;
+            for (int q = 0; q < c.parts; ++q)
+              posted = posted && (!meets(c.part[q]) || state[c.part[q].peer_call] >= 1);
+            if (!posted) break;
+            std::copy(p, p + n, d);
+            for (int q = 0; q < c.parts; ++q) {
+              if (!meets(c.part[q])) continue;
+              const double* peer = post.data() + static_cast<size_t>(c.part[q].peer_call) * n;
+              for (int j = 0; j < n; ++j) d[j] = std::max(d[j], peer[j]);
+            }
+            if (shapes) {
+              std::fill(shape.begin(), shape.end(), 0.0);
+              for (int q = 0; q < c.parts; ++q)
+                over_link(c.part[q], [&](int j, const OpCost& x) { shape[j] = std::max(shape[j], x.p2p_shape_s); });
+              for (int j = 0; j < n; ++j) d[j] += shape[j];
+            }
+            state[gc] = 2;
+          }
+          bool ready = true;  // the transfers the stage waits for can end
+          for (int q = 0; q < c.parts; ++q)
+            ready = ready && (!(c.blocking || c.part[q].send) || state[c.part[q].peer_call] >= 2);
+          if (!ready) break;
+          std::copy(d, d + n, free_s);
+          for (int q = 0; q < c.parts; ++q) {
+            if (!(c.blocking || c.part[q].send)) continue;
+            const double* peer = data.data() + static_cast<size_t>(c.part[q].peer_call) * n;
+            over_link(c.part[q], [&](int j, const OpCost& x) {
+              free_s[j] = std::max(free_s[j], std::max(d[j], peer[j]) + x.p2p_s);
+            });
+          }
+        }
+        ++at[s];
+        --remaining;
+        progress = true;
+      }
+    }
+    DCP_CHECK(progress, "interleaved pipeline schedule deadlocked (internal error)");
+  }
+}
+
 ScheduleResult simulate_schedule(const ScheduleInput& in) {
   DCP_NVTX_RANGE();
   {  // Size the work before checking or allocating anything (kMaxScheduleEntries).
     const int64_t mbs = static_cast<int64_t>(in.groups.size()), stages = int64_t{in.pp} * in.vpp;
-    const int64_t entries = mbs * stages * (int64_t{in.pool} + 8);
+    // The interleaved schedule's calls keep two times per call and pool rank (kMaxScheduleEntries).
+    const int64_t per_rank = in.vpp > 1 && in.pp > 1 && in.blocking_p2p && in.interleaved_calls ? 2 : 1;
+    const int64_t entries = mbs * stages * (int64_t{in.pool} * per_rank + 8);
     DCP_REQUIRE(entries <= kMaxScheduleEntries, "simulating this plan needs ", mbs, " micro-batches x ", stages,
-                " pipeline stages x (", in.pool, " ranks + 8) = ", entries, " entries, more than the limit of ",
+                " pipeline stages x (", in.pool, per_rank > 1 ? " ranks x 2 (interleaved calls)" : " ranks",
+                " + 8) = ", entries, " entries, more than the limit of ",
                 kMaxScheduleEntries, " (about 2 GiB); use fewer samples, fewer ranks or fewer pipeline stages");
   }
   check_input(in);
@@ -274,9 +561,11 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   std::vector<std::vector<Op>> order(pp);
   for (int s = 0; s < pp; ++s) order[s] = stage_order(s, pp, vpp, group, m);
 
-  // Megatron's blocking calls (1F1B without VPP, simulator.h) or transfers that only delay the
-  // receiving op.
-  const bool blocking = vpp == 1 && pp > 1 && in.blocking_p2p;
+  // Megatron's P2P calls (simulator.h): 1F1B's blocking ones without VPP, the interleaved
+  // schedule's with it; or transfers that only delay the receiving op.
+  const bool calls_1f1b = vpp == 1 && pp > 1 && in.blocking_p2p;
+  const bool calls_vpp = vpp > 1 && pp > 1 && in.blocking_p2p && in.interleaved_calls;
+  const bool blocking = calls_1f1b || calls_vpp;
   // End times per (mb, v, dir) for every pool rank; done flags per (mb, v, dir): the upstream
   // dependencies of non-blocking transfers (a blocking call carries its own; not kept then).
   auto key = [&](int mb, int v, bool bwd) { return (static_cast<size_t>(mb) * stages + v) * 2 + bwd; };
@@ -289,22 +578,16 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   std::vector<double> first_fwd_s(static_cast<size_t>(pp) * n, -1.0);
 
   // Runs op on stage s for every CP group: each group starts at the latest ready time of its
-  // members (their free time and, with up_v >= 0, the upstream op's end + its transfer).
-  const auto run_op = [&](int s, const Op& op, int up_v) {
+  // members (their free time and input_at(g, j), when its input has arrived on pool rank j).
+  const auto run_op = [&](int s, const Op& op, auto&& input_at) {
     const int v = op.chunk * pp + s;
     const auto& groups = in.groups[op.mb];
     for (size_t g = 0; g < groups.size(); ++g) {
       const auto& gs = groups[g];
       const OpCost& c = in.cost[op.mb][g][v];
-      // p2p_s of virtual stage u is the link u -> u+1: forward F(v-1) -> F(v) uses stage
-      // v-1's, backward B(v+1) -> B(v) crosses the same link v <-> v+1, i.e. stage v's.
-      const double p2p = up_v >= 0 ? in.cost[op.mb][g][op.bwd ? v : up_v].p2p_s : 0.0;
       double start = 0;
-      for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
-        double ready = free_at[static_cast<size_t>(s) * n + j];
-        if (up_v >= 0) ready = std::max(ready, end[key(op.mb, up_v, op.bwd) * n + j] + p2p);
-        start = std::max(start, ready);
-      }
+      for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j)
+        start = std::max({start, free_at[static_cast<size_t>(s) * n + j], input_at(g, j)});
       const double dur = op.bwd ? c.bwd_s : c.fwd_s;
       for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
         const size_t gi = static_cast<size_t>(s) * n + j;
@@ -323,7 +606,9 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
     if (!blocking) done[key(op.mb, v, op.bwd)] = 1;
   };
 
-  if (blocking) {
+  if (calls_vpp) {
+    walk_interleaved_calls(in, free_at, run_op);
+  } else if (calls_1f1b) {
     // Blocking calls (simulator.h): a stage's ops wait only for its own calls, which end at
     // max(the two sides' posts) + the transfer, per pool rank.
     std::vector<int> group_of(static_cast<size_t>(m) * n);
@@ -347,7 +632,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
         while (at[s] < items[s].size()) {
           const Item& it = items[s][at[s]];
           if (!it.is_call) {
-            run_op(s, it.op, -1);
+            run_op(s, it.op, [](size_t, int) { return 0.0; });
           } else {
             const int p = it.call.peer;
             if (at[p] >= items[p].size() || !items[p][at[p]].is_call || items[p][at[p]].call.peer != s)
@@ -387,7 +672,16 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
           if (!op.bwd && v > 0) up_v = v - 1;
           if (op.bwd && v < stages - 1) up_v = v + 1;
           if (up_v >= 0 && !done[key(op.mb, up_v, op.bwd)]) break;
-          run_op(s, op, up_v);
+          if (up_v < 0) {
+            run_op(s, op, [](size_t, int) { return 0.0; });
+          } else {
+            // p2p_s of virtual stage u is the link u -> u+1: forward F(v-1) -> F(v) uses stage
+            // v-1's, backward B(v+1) -> B(v) crosses the same link v <-> v+1, i.e. stage v's.
+            const size_t at = key(op.mb, up_v, op.bwd) * n;
+            const auto& c = in.cost[op.mb];
+            const int link = op.bwd ? v : up_v;
+            run_op(s, op, [&](size_t g, int j) { return end[at + j] + c[g][link].p2p_s; });
+          }
           ++next[s];
           --remaining;
           progress = true;
@@ -503,6 +797,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   in.vpp = c.vpp;
   in.vpp_group = plan.config.vpp_group.value_or(0);
   in.overlap_grad_reduce = cm.training.overlap_grad_reduce;
+  in.interleaved_calls = cm.training.interleaved_p2p_calls;
   const int stages = c.pp * c.vpp;
   const cost::QkvFormat format = ring_format(plan);
   std::vector<int64_t> lens;

@@ -25,13 +25,30 @@
 //     plan's shape exchange (cost::StageTimes::p2p_shape_s); the next op starts after it. So
 //     the sender waits too, until its neighbour posts. Per pool rank j (the pipeline of rank j);
 //     the CP group of an op still starts at the latest of its members.
-//   * With VPP (overlap_p2p_comm on, Megatron's default) or blocking_p2p = false,
-//     transfers do not block: the sender goes on when its op ends and only the receiving op
-//     waits. Left out there (unquantified, README "What the pipeline model leaves out"): the
-//     interleaved schedule's warm-up and cool-down calls, which block by default
-//     (overlap_p2p_comm_warmup_flush off: schedules.py:1757-1759, 2155-2157), and the blocking
-//     shape exchange before every call with sequence packing (p2p_communication.py:256-263,
-//     322-325).
+//   * With VPP and interleaved_calls (scenario field training.interleaved_p2p_calls, off by
+//     default until the demo is re-simulated with it): each stage walks its ops and calls in the order of
+//     forward_backward_pipelining_with_interleaving with overlap_p2p_comm on (Megatron's
+//     default; batch_p2p_comm off) and overlap_p2p_comm_warmup_flush off (its default,
+//     model_parallel_config.py:417-419): a blocking recv_forward first; in the warm-up, after
+//     each forward a blocking send_forward_recv_forward (schedules.py:1757-1759), after the last
+//     an overlapped receive of the first gradient; in the steady phase an overlapped
+//     send_forward_recv_forward after each forward and send_backward_recv_backward after each
+//     backward; in the cool-down a blocking send_backward_recv_backward after each backward
+//     (2155-2157). The chunks wrap round: the last stage's chunk c feeds the first stage's
+//     chunk c + 1 (recv_tensor_from_previous_stage, 1387-1434). A call has up to two
+//     neighbours (a send one way, a receive the other); each send is paired with the
+//     neighbour's receive on that link in order. A call is posted when its stage reaches it and
+//     waits for the neighbours' matching calls to be posted: for every part when it exchanges
+//     shapes first (a packed plan, variable_seq_lengths: a batch_isend_irecv that waits, then
+//     torch.cuda.synchronize, p2p_communication.py:256-263, 322-325; + p2p_shape_s) or blocks,
+//     else for its send only (a transfer needs both sides). Each transfer ends at the later of
+//     the two calls' wait ends + its p2p_s. A blocking call holds its stage until all its
+//     transfers end; an overlapped one until its send ends (Megatron's training sets
+//     deallocate_pipeline_outputs, training/arguments.py:2230, which waits for the send at once,
+//     schedules.py:1915-1917), and the op that reads its receive waits for that transfer
+//     (pp_pre_forward / pp_pre_backward). (simulator.cpp walk_interleaved_calls.)
+//   * With VPP and interleaved_calls off (the default), or blocking_p2p = false: transfers do
+//     not block: the sender goes on when its op ends and only the receiving op waits.
 //   * CP coupling: all members of a CP group start an op together (at the latest of their ready
 //     times) and finish together (identical work).
 //   * DP x CP sync after each stage's last backward: all-reduce, or reduce-scatter + all-gather with
@@ -136,8 +153,9 @@ namespace dcp::sim {
 // Largest schedule simulate_schedule() takes: micro-batches x (pp x vpp) x (pool + 8) entries.
 // With non-blocking transfers it keeps an end time per (micro-batch, virtual stage, direction,
 // pool rank) (16 B per entry with the fwd/bwd pair; the + 8 stands for the per-op bookkeeping),
-// so 2^27 is ~2 GiB (Megatron's blocking calls keep a group index per (micro-batch, pool rank)
-// and a call list per stage instead, less). Checked
+// so 2^27 is ~2 GiB (Megatron's 1F1B calls keep a group index per (micro-batch, pool rank)
+// and a call list per stage instead, less; the interleaved schedule's calls keep two times per
+// call and pool rank, ~2 calls per (micro-batch, virtual stage), so they count pool x 2). Checked
 // before allocating (InputError); measured here: 2^27 (bshd, 1024 micro-batches on 2^17 ranks)
 // ran in 3 s and 2.1 GB; 2^30 took 49 s and 16.9 GB.
 inline constexpr int64_t kMaxScheduleEntries = int64_t{1} << 27;
@@ -178,9 +196,14 @@ struct ScheduleInput {
   std::vector<double> grad_reduce_s;  // [pp] all-reduce or reduce-scatter (empty = 0)
   std::vector<double> grad_gather_s;  // [pp] param all-gather (empty = 0)
   bool overlap_grad_reduce = false;
-  // vpp == 1 and pp > 1: Megatron's batched, blocking P2P calls (see top); false: transfers that
-  // delay only the receiving op. No effect with vpp > 1 or pp == 1.
+  // pp > 1: Megatron's P2P calls (see top: 1F1B's batched, blocking ones without VPP, the
+  // interleaved schedule's with it when interleaved_calls is set); false: transfers that delay
+  // only the receiving op. No effect at pp == 1.
   bool blocking_p2p = true;
+  // vpp > 1 (and blocking_p2p): walk the interleaved schedule's calls (see top). Off by default
+  // (the scenario field training.interleaved_p2p_calls): the committed demo and evaluation were
+  // simulated without it; README "What the pipeline model leaves out" gives its effect.
+  bool interleaved_calls = false;
   double iteration_s = 0;  // serial per-iteration cost after the slowest GPU
 
   // Memory (optional: empty static_bytes = not checked).

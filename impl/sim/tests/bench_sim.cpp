@@ -130,6 +130,22 @@ void BM_SimulateScheduleOnlyNonBlocking(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateScheduleOnlyNonBlocking)->Unit(benchmark::kMicrosecond);
 
+// Interleaved 1F1B (VPP 5, the Llama-13B scenarios' tuned setting): walking Megatron's
+// interleaved calls (training.interleaved_p2p_calls) against transfers that do not block (the default).
+void BM_SimulateScheduleOnlyInterleaved(benchmark::State& state) {
+  auto cm = llama13b(64);
+  cm.cluster.vpp = 5;
+  const auto batch = make_batch(2048, 131072, 42);
+  auto in = sim::build_schedule_input(make_plan(batch, 8, 1, 16384), batch, cm);
+  in.interleaved_calls = state.range(0) != 0;
+  for (auto _ : state) {
+    const auto r = sim::simulate_schedule(in);
+    benchmark::DoNotOptimize(r.step_s);
+  }
+  state.counters["microbatches"] = static_cast<double>(in.groups.size());
+}
+BENCHMARK(BM_SimulateScheduleOnlyInterleaved)->ArgName("calls")->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -128,6 +128,76 @@ TEST(Schedule, BlockingCallsOfAMiddleStageUseEachLinksOwnTransfer) {
   EXPECT_DOUBLE_EQ(r.gpu[2].finish_s, 7.25);
 }
 
+TEST(Schedule, InterleavedCallsFollowMegatronsOrder) {
+  // pp = 2, vpp = 2, m = 2 (one group of 2), every op 1 s, every transfer 0.5 s, no shape exchange.
+  // Forward k runs (mb, chunk) (0,0) (1,0) (0,1) (1,1), backward k (0,1) (1,1) (0,0) (1,0).
+  // Stage 0 (warm-up 4, all of it): F00 send | F10 send+recv | F01 send+recv | F11 send |
+  // recv_backward | B01 send+recv | B11 send+recv | B00 recv | B10, every call blocking.
+  // Stage 1 (warm-up 2): recv | F00 send+recv | F10 send+recv (blocking) | F01 recv | B01 send |
+  // F11 | B11 send+recv (overlap: only the sends wait) | B00 send+recv | B10 send (blocking).
+  // Times: s0 F00 [0, 1], its call and s1's first receive end 1.5; s0 F10 [1.5, 2.5] and s1 F00
+  // [1.5, 2.5] exchange until 3; F01 [3, 4] / F10 [3, 4] until 4.5; s0 F11 [4.5, 5.5], s1 F01
+  // [4.5, 5.5], its receive (of F11's output) posted at 5.5 does not wait; s1 B01 [5.5, 6.5];
+  // s0's send of F11 ends 6, its recv_backward meets s1's send at 6.5, both end 7; s1 F11
+  // [7, 8] B11 [8, 9]; s0 B01 [7, 8], its call meets s1's at 9, both end 9.5; s1 B00 [9.5, 10.5]
+  // and s0 B11 [9.5, 10.5] until 11; s0 B00 [11, 12] and s1 B10 [11, 12] until 12.5; s0 B10
+  // [12.5, 13.5].
+  ScheduleInput in = singles(1, 2, 2, 2, op(1, 1, 0.5));
+  in.interleaved_calls = true;
+  auto r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.step_s, 13.5);
+  EXPECT_DOUBLE_EQ(r.gpu[1].finish_s, 12.5);
+  expect_breakdown_sums(r);
+  // Transfers that delay only the receiving op (interleaved_calls off, the default, or
+  // blocking_p2p off): s1 F11 starts at 6.5 after B01, s0 B11 waits for it: s0 ... B00 [10, 11]
+  // B10 [12, 13].
+  in.interleaved_calls = false;
+  EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 13.0);
+  in.interleaved_calls = true;
+  in.blocking_p2p = false;
+  EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 13.0);
+  in.blocking_p2p = true;
+  // An overlapped receive does not wait for its sender's call: with stage 0's F11 2 s, s1's
+  // receive of its output (posted at 5.5) lets s1 go on: B01 [5.5, 6.5]; s0 F11 [4.5, 6.5], its
+  // send ends 7; its recv_backward and s1's send of B01 meet at 7, end 7.5; s1 F11 [7.5, 8.5]
+  // B11 [8.5, 9.5]; s0 B01 [7.5, 8.5], exchange with s1 at 9.5 until 10; then as above, 0.5 s
+  // later.
+  {
+    ScheduleInput slow = in;
+    slow.cost[1][0][2].fwd_s = 2;
+    r = simulate_schedule(slow);
+    EXPECT_DOUBLE_EQ(r.step_s, 14.0);
+    EXPECT_DOUBLE_EQ(r.gpu[1].finish_s, 13.0);
+  }
+  // A packed plan's shape exchange (0.25 s on every link) makes every call meet its neighbours
+  // first, overlapped receives included: s0 F00 [0, 1], exchange 1.25, transfer 1.75; F10 / F00
+  // [1.75, 2.75] until 3.5; F01 / F10 [3.5, 4.5] until 5.25; s0 F11 [5.25, 6.25] and s1 F01
+  // [5.25, 6.25]: s1's receive meets s0's send at 6.25 + 0.25, s1 B01 [6.5, 7.5]; s0's send ends
+  // 7, its recv_backward meets s1's send at 7.5, both end 8.25; s1 F11 [8.25, 9.25] B11
+  // [9.25, 10.25]; s0 B01 [8.25, 9.25], meets s1 at 10.25, ends 11; s1 B00 / s0 B11 [11, 12]
+  // until 12.75; s0 B00 / s1 B10 [12.75, 13.75] until 14.5; s0 B10 [14.5, 15.5].
+  {
+    ScheduleInput packed = in;
+    for (auto& mb : packed.cost)
+      for (auto& c : mb[0]) c.p2p_shape_s = 0.25;
+    r = simulate_schedule(packed);
+    EXPECT_DOUBLE_EQ(r.step_s, 15.5);
+    EXPECT_DOUBLE_EQ(r.gpu[1].finish_s, 14.5);
+    // With stage 0's F11 2 s, s1's receive now waits for s0's send: s0 F11 [5.25, 7.25]; they
+    // meet at 7.5, s1 B01 [7.5, 8.5]; s0's send ends 8, recv_backward meets s1's send at 8.75,
+    // ends 9.25; s1 F11 [9.25, 10.25] B11 [10.25, 11.25]; s0 B01 [9.25, 10.25], meets s1 at
+    // 11.5, ends 12; B00 / B11 [12, 13] until 13.75; B00 / B10 [13.75, 14.75] until 15.5.
+    packed.cost[1][0][2].fwd_s = 2;
+    r = simulate_schedule(packed);
+    EXPECT_DOUBLE_EQ(r.step_s, 16.5);
+    EXPECT_DOUBLE_EQ(r.gpu[1].finish_s, 15.5);
+  }
+  // The wrap-round link (stage 1's chunk 0 feeds stage 0's chunk 1: virtual stage 1's p2p_s)
+  // is read: 0.5 s more on it delays the step.
+  for (auto& mb : in.cost) mb[0][1].p2p_s = 1.0;
+  EXPECT_GT(simulate_schedule(in).step_s, 13.5 + 0.4);
+}
+
 // With --overlap-grad-reduce and no VPP, Megatron's default align_grad_reduce hides only the first
 // stage's reduce behind its last backward; every later stage launches it after its cool-down.
 TEST(Schedule, AlignedGradReduceIsExposedAfterTheFirstStage) {
@@ -151,10 +221,11 @@ TEST(Schedule, AlignedGradReduceIsExposedAfterTheFirstStage) {
   EXPECT_DOUBLE_EQ(r.gpu[0].sync_s + r.gpu[1].sync_s, 0.0);
 }
 
-// Blocking calls only add waits (every non-blocking constraint holds, plus the sender's), never
-// change what a GPU computes, and leave the interleaved schedule (Megatron overlaps its P2P) and
-// pp = 1 alone. Random groups and costs; pp 1-8, m 1-12 (m < pp too). The calls' pairing is
-// checked inside simulate_schedule on every case.
+// Megatron's calls only add waits (every non-blocking constraint holds, plus the sender's and
+// the rendezvous of the interleaved schedule's calls), never change what a GPU computes, and leave
+// pp = 1 alone. Random groups and costs; pp 1-8, m 1-12 (m < pp too), VPP 2 on a quarter of the
+// pp > 2 cases. The calls' pairing (and with VPP every op's input) is checked inside
+// simulate_schedule on every case.
 TEST(Schedule, BlockingCallsOnlyAddWaits) {
   Rng rng(2027);
   int slower = 0;
@@ -183,6 +254,8 @@ TEST(Schedule, BlockingCallsOnlyAddWaits) {
       }
     }
     in.grad_reduce_s.assign(static_cast<size_t>(pp), 0.3);
+    const auto off = simulate_schedule(in);  // interleaved_calls off: VPP does not block
+    in.interleaved_calls = true;
     const auto blocking = simulate_schedule(in);
     in.blocking_p2p = false;
     const auto free = simulate_schedule(in);
@@ -195,9 +268,8 @@ TEST(Schedule, BlockingCallsOnlyAddWaits) {
     }
     EXPECT_EQ(blocking.events, free.events) << at;
     expect_breakdown_sums(blocking);
-    if (vpp > 1 || pp == 1) {
-      EXPECT_EQ(blocking.step_s, free.step_s) << at;
-    }
+    if (pp == 1) EXPECT_EQ(blocking.step_s, free.step_s) << at;
+    if (vpp > 1) EXPECT_EQ(off.step_s, free.step_s) << at;
     if (blocking.step_s > free.step_s + 1e-9) ++slower;
   }
   EXPECT_GT(slower, 100);  // the sender's waits do show on most pipelined cases
