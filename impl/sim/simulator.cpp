@@ -174,13 +174,17 @@ struct VPart {
   int peer_call = -1;  // the matching call on the neighbouring stage (global call index)
 };
 
-// One call: send_forward_recv_forward, send_backward_recv_backward or a receive alone, each with
-// at most one send and one receive. blocking: waits for all its transfers (wait_on_reqs); else
-// Megatron's overlap_p2p_comm call, whose send is waited for at once (deallocate_pipeline_outputs,
-// on in Megatron's training: d48bd6be0a training/arguments.py:2230, schedules.py:1915-1917) and
-// whose receive only before the op that reads it (pp_pre_forward / pp_pre_backward).
+// One call: send_forward_recv_forward or send_backward_recv_backward (fwd: which), or a receive
+// alone, with at most one send and one receive (possibly none: with sequence packing such a call
+// still synchronises the device). blocking: waits for all its transfers (wait_on_reqs); else
+// Megatron's overlap_p2p_comm call: a forward one's send is waited for at once
+// (deallocate_pipeline_outputs, on in Megatron's training: d48bd6be0a training/arguments.py:2230,
+// schedules.py:1915-1917), a backward one's in the next overlapped backward call (1971-1972) or
+// after the cool-down (2162-2163); a receive before the op that reads it (pp_pre_forward /
+// pp_pre_backward).
 struct VCall {
   bool blocking = false;
+  bool fwd = true;
   int parts = 0;
   VPart part[2];
 };
@@ -198,7 +202,7 @@ struct VStage {
 
 // Stage s's ops and P2P calls in the order of forward_backward_pipelining_with_interleaving
 // (d48bd6be0a schedules.py:1098-2180) as Megatron's training runs it: overlap_p2p_comm on (its
-// default, arguments.py:4116-4119; with VPP it stays on, arguments.py:1055-1058), so
+// default, arguments.py:4116-4119; with VPP it stays on, arguments.py:1043-1054), so
 // batch_p2p_comm off; overlap_p2p_comm_warmup_flush off (model_parallel_config.py:417-419):
 //   recv_forward (blocking, schedules.py:1646-1650; none on the first stage);
 //   warm-up k < W: F(k), send_forward_recv_forward (blocking, 1757-1759); after the last one
@@ -210,9 +214,11 @@ struct VStage {
 // Receives follow recv_tensor_from_previous_stage (1387-1434): the first stage receives a
 // forward input only from the last stage (chunks wrap round: the last stage's chunk c feeds the
 // first stage's chunk c + 1), pp - 1 iterations behind, and never for chunk 0; the last stage
-// receives gradients likewise; none after the last iteration of a phase (1697-1699, 1889-1890,
-// 2096-2097). The first stage sends no gradient of chunk 0, the last no activation of its last
-// chunk. A call with nothing to send or receive is left out (it moves no data).
+// receives gradients likewise; none after the last iteration of a phase (1696-1697, 1890-1891,
+// 2095-2096). The first stage sends no gradient of chunk 0, the last no activation of its last
+// chunk. A send_*_recv_* call with nothing to send or receive is kept (with sequence packing it
+// synchronises the device, p2p_communication.py:263); a recv_forward / recv_backward on the
+// first / last stage makes no call (p2p_communication.py:456-457).
 VStage interleaved_items(int s, int pp, int vpp, int group, int m) {
   const bool first = s == 0, last = s == pp - 1;
   const int total = m * vpp;
@@ -225,19 +231,20 @@ VStage interleaved_items(int s, int pp, int vpp, int group, int m) {
   };
   VStage st;
   const auto op = [&](const Op& o) { st.items.push_back({false, o, -1}); };
-  // send: the op whose output it sends (nullptr: none); recv: a receive in direction fwd.
+  // A call in direction fwd; send: the op whose output it sends (nullptr: none); recv: whether
+  // it receives.
   const auto call = [&](bool blocking, const Op* send, bool recv, bool fwd) {
     VCall c;
     c.blocking = blocking;
-    if (send) c.part[c.parts++] = VPart{true, !send->bwd, send->mb, send->chunk * pp + s, -1};
+    c.fwd = fwd;
+    if (send) c.part[c.parts++] = VPart{true, fwd, send->mb, send->chunk * pp + s, -1};
     if (recv) c.part[c.parts++] = VPart{false, fwd, -1, -1, -1};
-    if (c.parts == 0) return;
     st.items.push_back({true, {}, static_cast<int>(st.calls.size())});
     st.calls.push_back(c);
   };
   const auto sends_fwd = [&](const Op& f) { return !(last && f.chunk == vpp - 1); };
   const auto sends_bwd = [&](const Op& b) { return !(first && b.chunk == 0); };
-  if (!first) call(true, nullptr, true, true);
+  if (!first) call(true, nullptr, true, true);  // recv_forward
   for (int k = 0; k < warm; ++k) {
     const Op f = op_of(k, false);
     op(f);
@@ -252,7 +259,7 @@ VStage interleaved_items(int s, int pp, int vpp, int group, int m) {
     op(b);
     call(false, sends_bwd(b) ? &b : nullptr, receives(k, false), false);
   }
-  if (rem == 0) call(true, nullptr, !last, false);
+  if (rem == 0 && !last) call(true, nullptr, true, false);  // recv_backward
   for (int k = rem; k < total; ++k) {
     const Op b = op_of(k, true);
     op(b);
@@ -366,17 +373,15 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
 }  // namespace
 
 // Walks every stage's ops and interleaved-schedule P2P calls (interleaved_items) for all pool
-// ranks at once, in dependency order (simulator.h "With VPP"). A call is posted when its stage
-// reaches it (P: the stage's free time; the shape exchange's torch.cuda.synchronize ties the host
-// to the GPU). It waits (D) for the neighbours' matching calls to be posted: for the parts that
-// exchange shapes first (every part of a packed plan's call: variable_seq_lengths,
-// p2p_communication.py:256-263, 322-325, a batch_isend_irecv that waits, then
-// torch.cuda.synchronize), for every part of a blocking call, and otherwise for its send (a
-// transfer needs both sides); then + the shape exchange (one link latency, OpCost::p2p_shape_s).
-// A transfer ends at max(the two calls' D) + its p2p_s (the other side posts its data operations
-// only once its own shape exchange is done, so a neighbour's other neighbour can delay it). The
-// stage goes on after all its transfers (blocking) or its send (overlap); an op that reads a
-// receive starts after that transfer ends. Every call's pairing and every op's input are checked.
+// ranks at once, in dependency order (the rules: simulator.h "With VPP and interleaved_calls").
+// Per call and pool rank it keeps the post (the stage's free time when it reaches the call; with
+// sequence packing the shape exchange's torch.cuda.synchronize ties the host to the GPU) and the
+// time its data operations go out (the post; with a shape exchange after meeting the neighbours
+// and the device sync). Every call's pairing and every op's input are checked. Checked against
+// an independent Python walk of the same rules (helper-41's review, not committed): identical
+// step times on 1,200 random schedules (pp 2-6, vpp 2-4, group pp to pp + 2, with and without a
+// shape exchange); that walk adds the shape latency after the device sync, which differs by at
+// most that latency per call.
 template <class RunOp>
 void walk_interleaved_calls(const ScheduleInput& in, std::vector<double>& free_at, RunOp&& run_op) {
   const int n = in.pool, pp = in.pp, vpp = in.vpp, stages = pp * vpp;
@@ -461,20 +466,36 @@ void walk_interleaved_calls(const ScheduleInput& in, std::vector<double>& free_a
     for (const auto& g : mb)
       for (const OpCost& c : g) shapes = shapes || c.p2p_shape_s > 0;
 
-  // state: 0 not reached, 1 posted (post known), 2 its wait done (data known).
+  // state: 0 not reached, 1 posted (post known), 2 its data operations posted (data known).
   std::vector<char> state(static_cast<size_t>(ncalls), 0);
   std::vector<double> post(static_cast<size_t>(ncalls) * n), data(post.size());
   std::vector<size_t> at(static_cast<size_t>(pp), 0);
+  // Per stage: its previous call (global index, -1: none) and the send of its last overlapped
+  // backward call not yet waited for (call, part; -1: none).
+  std::vector<int> prev_call(static_cast<size_t>(pp), -1), pending_call(prev_call), pending_part(prev_call);
   size_t remaining = 0;
-  for (const auto& x : st) remaining += x.items.size();
+  for (const auto& x : st) remaining += x.items.size() + 1;  // + the wait at the end
   const auto zero = [](size_t, int) { return 0.0; };
+  const auto processed = [&](int gc, int q) { return state[call_of(gc).part[q].peer_call] >= 2; };
+  // t[j] = max(t[j], when part q of call gc ends on pool rank j).
+  const auto end_of = [&](int gc, int q, double* t) {
+    const VPart& part = call_of(gc).part[q];
+    const double* mine = data.data() + static_cast<size_t>(gc) * n;
+    const double* peer = data.data() + static_cast<size_t>(part.peer_call) * n;
+    over_link(part, [&](int j, const OpCost& x) { t[j] = std::max(t[j], std::max(mine[j], peer[j]) + x.p2p_s); });
+  };
   while (remaining > 0) {
     bool progress = false;
     for (int s = 0; s < pp; ++s) {
       double* free_s = free_at.data() + static_cast<size_t>(s) * n;
-      while (at[s] < st[s].items.size()) {
-        const VItem& it = st[s].items[at[s]];
-        if (!it.is_call) {
+      while (at[s] <= st[s].items.size()) {
+        if (at[s] == st[s].items.size()) {
+          // After the cool-down Megatron waits for the last backward send (schedules.py:2162-2163).
+          if (pending_call[s] >= 0) {
+            if (!processed(pending_call[s], pending_part[s])) break;
+            end_of(pending_call[s], pending_part[s], free_s);
+          }
+        } else if (const VItem& it = st[s].items[at[s]]; !it.is_call) {
           const Op& op = it.op;
           const int v = op.chunk * pp + s;
           if (op.bwd ? v == stages - 1 : v == 0) {
@@ -499,38 +520,52 @@ void walk_interleaved_calls(const ScheduleInput& in, std::vector<double>& free_a
             std::copy(free_s, free_s + n, p);
             state[gc] = 1;
           }
-          const auto meets = [&](const VPart& part) { return shapes || c.blocking || part.send; };
           if (state[gc] == 1) {
-            bool posted = true;
-            for (int q = 0; q < c.parts; ++q)
-              posted = posted && (!meets(c.part[q]) || state[c.part[q].peer_call] >= 1);
-            if (!posted) break;
-            std::copy(p, p + n, d);
-            for (int q = 0; q < c.parts; ++q) {
-              if (!meets(c.part[q])) continue;
-              const double* peer = post.data() + static_cast<size_t>(c.part[q].peer_call) * n;
-              for (int j = 0; j < n; ++j) d[j] = std::max(d[j], peer[j]);
-            }
             if (shapes) {
+              // The shape exchange meets every neighbour of the call; its torch.cuda.synchronize
+              // then waits for every transfer still running on the device: those of the stage's
+              // previous call (each call synchronises, so no older one is left).
+              bool ready = true;
+              for (int q = 0; q < c.parts; ++q) ready = ready && state[c.part[q].peer_call] >= 1;
+              const int pc = prev_call[s];
+              for (int q = 0; pc >= 0 && q < call_of(pc).parts; ++q) ready = ready && processed(pc, q);
+              if (!ready) break;
+              std::copy(p, p + n, d);
               std::fill(shape.begin(), shape.end(), 0.0);
-              for (int q = 0; q < c.parts; ++q)
+              for (int q = 0; q < c.parts; ++q) {
+                const double* peer = post.data() + static_cast<size_t>(c.part[q].peer_call) * n;
+                for (int j = 0; j < n; ++j) d[j] = std::max(d[j], peer[j]);
                 over_link(c.part[q], [&](int j, const OpCost& x) { shape[j] = std::max(shape[j], x.p2p_shape_s); });
+              }
               for (int j = 0; j < n; ++j) d[j] += shape[j];
+              for (int q = 0; pc >= 0 && q < call_of(pc).parts; ++q) end_of(pc, q, d);
+            } else {
+              std::copy(p, p + n, d);  // each operation is posted at once (_p2p_ops)
             }
             state[gc] = 2;
           }
-          bool ready = true;  // the transfers the stage waits for can end
+          // What the stage waits for before its next op: a blocking call all its transfers; an
+          // overlapped forward call its send (deallocate_pipeline_outputs); an overlapped
+          // backward call the send of the previous overlapped backward call (1971-1972).
+          const bool defer = !c.blocking && !c.fwd;
+          bool ready = true;
           for (int q = 0; q < c.parts; ++q)
-            ready = ready && (!(c.blocking || c.part[q].send) || state[c.part[q].peer_call] >= 2);
+            ready = ready && (!(c.blocking || (c.part[q].send && !defer)) || processed(gc, q));
+          if (defer && pending_call[s] >= 0) ready = ready && processed(pending_call[s], pending_part[s]);
           if (!ready) break;
           std::copy(d, d + n, free_s);
-          for (int q = 0; q < c.parts; ++q) {
-            if (!(c.blocking || c.part[q].send)) continue;
-            const double* peer = data.data() + static_cast<size_t>(c.part[q].peer_call) * n;
-            over_link(c.part[q], [&](int j, const OpCost& x) {
-              free_s[j] = std::max(free_s[j], std::max(d[j], peer[j]) + x.p2p_s);
-            });
+          for (int q = 0; q < c.parts; ++q)
+            if (c.blocking || (c.part[q].send && !defer)) end_of(gc, q, free_s);
+          if (defer) {
+            if (pending_call[s] >= 0) end_of(pending_call[s], pending_part[s], free_s);
+            pending_call[s] = pending_part[s] = -1;
+            for (int q = 0; q < c.parts; ++q)
+              if (c.part[q].send) {
+                pending_call[s] = gc;
+                pending_part[s] = q;
+              }
           }
+          prev_call[s] = gc;
         }
         ++at[s];
         --remaining;

@@ -37,16 +37,24 @@
 //     (2155-2157). The chunks wrap round: the last stage's chunk c feeds the first stage's
 //     chunk c + 1 (recv_tensor_from_previous_stage, 1387-1434). A call has up to two
 //     neighbours (a send one way, a receive the other); each send is paired with the
-//     neighbour's receive on that link in order. A call is posted when its stage reaches it and
-//     waits for the neighbours' matching calls to be posted: for every part when it exchanges
-//     shapes first (a packed plan, variable_seq_lengths: a batch_isend_irecv that waits, then
-//     torch.cuda.synchronize, p2p_communication.py:256-263, 322-325; + p2p_shape_s) or blocks,
-//     else for its send only (a transfer needs both sides). Each transfer ends at the later of
-//     the two calls' wait ends + its p2p_s. A blocking call holds its stage until all its
-//     transfers end; an overlapped one until its send ends (Megatron's training sets
-//     deallocate_pipeline_outputs, training/arguments.py:2230, which waits for the send at once,
-//     schedules.py:1915-1917), and the op that reads its receive waits for that transfer
-//     (pp_pre_forward / pp_pre_backward). (simulator.cpp walk_interleaved_calls.)
+//     neighbour's receive on that link in order. A call is posted when its stage reaches it.
+//     Without a shape exchange (a padded plan) each isend / irecv goes out at once (_p2p_ops)
+//     and a transfer ends at the later of its two sides' posts + p2p_s. With one (a packed plan,
+//     variable_seq_lengths: a batch_isend_irecv of the shapes that waits, then
+//     torch.cuda.synchronize, p2p_communication.py:256-263, 322-325) the call first meets every
+//     neighbour it sends to or receives from (+ p2p_shape_s), then waits for the transfers of
+//     the stage's previous call still running (the device sync; every call, even one that moves
+//     nothing, syncs); its transfers go out then and end at the later of the two sides' + p2p_s.
+//     A blocking call holds its stage until all its transfers end; an overlapped forward call
+//     until its send ends (Megatron's training sets deallocate_pipeline_outputs,
+//     training/arguments.py:2230, which waits for it at once, schedules.py:1915-1917); an
+//     overlapped backward call until the previous overlapped backward call's send ends
+//     (1971-1972; the last one after the cool-down, 2162-2163); the op that reads a receive
+//     waits for that transfer (pp_pre_forward / pp_pre_backward). Not modelled: PyTorch runs the
+//     operations between one pair of ranks on one NCCL stream, in issue order (a transfer may
+//     queue behind an earlier one to the same neighbour: <= 1.1% of the step in random cases
+//     with transfers as long as ops, none with realistic ones, helper-41's review).
+//     (simulator.cpp walk_interleaved_calls.)
 //   * With VPP and interleaved_calls off (the default), or blocking_p2p = false: transfers do
 //     not block: the sender goes on when its op ends and only the receiving op waits.
 //   * CP coupling: all members of a CP group start an op together (at the latest of their ready
