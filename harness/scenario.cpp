@@ -164,7 +164,7 @@ TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
   t.distributed_optimizer = r.get_bool("distributed_optimizer", false).value_or(false);
   t.grad_reduce = r.get_string("grad_reduce", false, {"fp32", "bf16"}).value_or("fp32");
   t.overlap_grad_reduce = r.get_bool("overlap_grad_reduce", false).value_or(false);
-  t.interleaved_p2p_calls = r.get_bool("interleaved_p2p_calls", false).value_or(false);
+  t.interleaved_p2p_calls = r.get_bool("interleaved_p2p_calls", false).value_or(true);
   // --no-gradient-accumulation-fusion is store_false: fusion on unless a script turns it off
   // (Megatron-LM 192cbc3554 megatron/training/arguments.py:3613-3617).
   t.gradient_accumulation_fusion = r.get_bool("gradient_accumulation_fusion", false).value_or(true);

@@ -97,7 +97,7 @@ struct TrainingSpec {
   bool distributed_optimizer = false;     // --use-distributed-optimizer
   std::string grad_reduce = "fp32";       // "fp32" (Megatron's --bf16 default) | "bf16"
   bool overlap_grad_reduce = false;       // --overlap-grad-reduce (+ --overlap-param-gather)
-  bool interleaved_p2p_calls = false;     // sim::ScheduleInput::interleaved_calls (SCHEMA.md)
+  bool interleaved_p2p_calls = true;      // sim::ScheduleInput::interleaved_calls (SCHEMA.md)
   bool gradient_accumulation_fusion = true;  // false: --no-gradient-accumulation-fusion
   std::string data_path = "megatron";     // "megatron" | "prefetch" (cost::DataPath)
   bool cross_entropy_fusion = false;      // --cross-entropy-loss-fusion

@@ -553,19 +553,19 @@ TEST(Sensitivity, SaysWhenTheReferenceWasNotRun) {
 }
 
 // --tune tries no VPP that takes global_batch x pp x vpp over the limit a scenario must meet.
-// training.interleaved_p2p_calls: off unless given, and when given it reaches the simulator: with
-// VPP the packed rows' steps only get longer (Megatron's calls add waits, never work) and at
-// least one does; a bad value is named.
+// training.interleaved_p2p_calls: on unless set false, and it reaches the simulator: with VPP the
+// rows' steps with it are never shorter than without (Megatron's calls add waits, never work) and
+// at least one is longer; a bad value is named.
 TEST(Scenario, InterleavedP2pCallsReachTheSimulator) {
   json j = tiny_json();
   j["model"] = {{"layers", 4}, {"hidden", 256}, {"ffn", 1024}, {"heads", 4}, {"vocab", 1024}};
   j["cluster"]["vpp"] = 2;
-  const Scenario off = parse_scenario(j, "t.json");
-  EXPECT_FALSE(off.training.interleaved_p2p_calls);
-  EXPECT_FALSE(cost_model_of(off).training.interleaved_p2p_calls);
-  j["training"]["interleaved_p2p_calls"] = true;
   const Scenario on = parse_scenario(j, "t.json");
+  EXPECT_TRUE(on.training.interleaved_p2p_calls);
   EXPECT_TRUE(cost_model_of(on).training.interleaved_p2p_calls);
+  j["training"]["interleaved_p2p_calls"] = false;
+  const Scenario off = parse_scenario(j, "t.json");
+  EXPECT_FALSE(cost_model_of(off).training.interleaved_p2p_calls);
   const auto reg = registry();
   const RunOptions opt;
   const ResultsFile a = run_scenarios({off}, opt, reg), b = run_scenarios({on}, opt, reg);
@@ -578,6 +578,7 @@ TEST(Scenario, InterleavedP2pCallsReachTheSimulator) {
   }
   EXPECT_GT(longer, 0);
   EXPECT_EQ(b.scenarios[0]["interleaved_p2p_calls"], true);  // a recorded fact (the gate compares it)
+  EXPECT_EQ(a.scenarios[0]["interleaved_p2p_calls"], false);
   j["training"]["interleaved_p2p_calls"] = "yes";
   try {
     parse_scenario(j, "t.json");

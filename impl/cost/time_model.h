@@ -152,7 +152,7 @@ struct TrainingOptions {
   bool overlap_grad_reduce = false;  // --overlap-grad-reduce (Megatron default off): the grad
                                      // reduce overlaps the last backward, the param all-gather
                                      // the first forward
-  bool interleaved_p2p_calls = false;  // with VPP, simulate Megatron's interleaved-schedule P2P
+  bool interleaved_p2p_calls = true;   // with VPP, simulate Megatron's interleaved-schedule P2P
                                        // calls (sim::ScheduleInput::interleaved_calls)
   bool grad_reduce_fp32 = true;      // grads reduced in fp32 (4 B): Megatron's --bf16 default
                                      // (arguments.py 1313-1327); false = bf16 (--grad-reduce-in-bf16)

@@ -25,8 +25,8 @@
 //     plan's shape exchange (cost::StageTimes::p2p_shape_s); the next op starts after it. So
 //     the sender waits too, until its neighbour posts. Per pool rank j (the pipeline of rank j);
 //     the CP group of an op still starts at the latest of its members.
-//   * With VPP and interleaved_calls (scenario field training.interleaved_p2p_calls, off by
-//     default until the demo is re-simulated with it): each stage walks its ops and calls in the order of
+//   * With VPP (interleaved_calls, the default; scenario field training.interleaved_p2p_calls):
+//     each stage walks its ops and calls in the order of
 //     forward_backward_pipelining_with_interleaving with overlap_p2p_comm on (Megatron's
 //     default; batch_p2p_comm off) and overlap_p2p_comm_warmup_flush off (its default,
 //     model_parallel_config.py:417-419): a blocking recv_forward first; in the warm-up, after
@@ -55,8 +55,8 @@
 //     queue behind an earlier one to the same neighbour: <= 1.1% of the step in random cases
 //     with transfers as long as ops, none with realistic ones, helper-41's review).
 //     (simulator.cpp walk_interleaved_calls.)
-//   * With VPP and interleaved_calls off (the default), or blocking_p2p = false: transfers do
-//     not block: the sender goes on when its op ends and only the receiving op waits.
+//   * With VPP and interleaved_calls off, or blocking_p2p = false: transfers do not block: the
+//     sender goes on when its op ends and only the receiving op waits.
 //   * CP coupling: all members of a CP group start an op together (at the latest of their ready
 //     times) and finish together (identical work).
 //   * DP x CP sync after each stage's last backward: all-reduce, or reduce-scatter + all-gather with
@@ -208,10 +208,10 @@ struct ScheduleInput {
   // interleaved schedule's with it when interleaved_calls is set); false: transfers that delay
   // only the receiving op. No effect at pp == 1.
   bool blocking_p2p = true;
-  // vpp > 1 (and blocking_p2p): walk the interleaved schedule's calls (see top). Off by default
-  // (the scenario field training.interleaved_p2p_calls): the committed demo and evaluation were
-  // simulated without it; README "What the pipeline model leaves out" gives its effect.
-  bool interleaved_calls = false;
+  // vpp > 1 (and blocking_p2p): walk the interleaved schedule's calls (see top); false: its
+  // transfers delay only the receiving op (the model before 2026-12-06; the scenario field
+  // training.interleaved_p2p_calls).
+  bool interleaved_calls = true;
   double iteration_s = 0;  // serial per-iteration cost after the slowest GPU
 
   // Memory (optional: empty static_bytes = not checked).

@@ -131,7 +131,7 @@ void BM_SimulateScheduleOnlyNonBlocking(benchmark::State& state) {
 BENCHMARK(BM_SimulateScheduleOnlyNonBlocking)->Unit(benchmark::kMicrosecond);
 
 // Interleaved 1F1B (VPP 5, the Llama-13B scenarios' tuned setting): walking Megatron's
-// interleaved calls (training.interleaved_p2p_calls) against transfers that do not block (the default).
+// interleaved calls (the default) against transfers that do not block (training.interleaved_p2p_calls false).
 void BM_SimulateScheduleOnlyInterleaved(benchmark::State& state) {
   auto cm = llama13b(64);
   cm.cluster.vpp = 5;

@@ -150,8 +150,8 @@ TEST(Schedule, InterleavedCallsFollowMegatronsOrder) {
   EXPECT_DOUBLE_EQ(r.step_s, 13.0);
   EXPECT_DOUBLE_EQ(r.gpu[1].finish_s, 12.0);
   expect_breakdown_sums(r);
-  // Transfers that delay only the receiving op (interleaved_calls off, the default, or
-  // blocking_p2p off) give the same step here: s1 F11 [6.5, 7.5] after B01, s0 B11 waits for
+  // Transfers that delay only the receiving op (interleaved_calls off, or blocking_p2p off)
+  // give the same step here: s1 F11 [6.5, 7.5] after B01, s0 B11 waits for
   // it: s0 ... B00 [10, 11] B10 [12, 13].
   in.interleaved_calls = false;
   EXPECT_DOUBLE_EQ(simulate_schedule(in).step_s, 13.0);
@@ -292,7 +292,8 @@ TEST(Schedule, BlockingCallsOnlyAddWaits) {
       }
     }
     in.grad_reduce_s.assign(static_cast<size_t>(pp), 0.3);
-    const auto off = simulate_schedule(in);  // interleaved_calls off: VPP does not block
+    in.interleaved_calls = false;
+    const auto off = simulate_schedule(in);  // VPP does not block
     in.interleaved_calls = true;
     const auto blocking = simulate_schedule(in);
     in.blocking_p2p = false;
