@@ -552,7 +552,6 @@ TEST(Sensitivity, SaysWhenTheReferenceWasNotRun) {
   EXPECT_EQ(table.str().find("no number (oom"), std::string::npos) << table.str();
 }
 
-// --tune tries no VPP that takes global_batch x pp x vpp over the limit a scenario must meet.
 // training.interleaved_p2p_calls: on unless set false, and it reaches the simulator: with VPP the
 // rows' steps with it are never shorter than without (Megatron's calls add waits, never work) and
 // at least one is longer; a bad value is named.
@@ -588,6 +587,7 @@ TEST(Scenario, InterleavedP2pCallsReachTheSimulator) {
   }
 }
 
+// --tune tries no VPP that takes global_batch x pp x vpp over the limit a scenario must meet.
 TEST(Tune, VppCandidatesStayWithinTheStageLimit) {
   Scenario s = parse_scenario(tiny_json(), "t.json");
   s.training.global_batch = int64_t{1} << 20;

@@ -230,6 +230,8 @@ VStage interleaved_items(int s, int pp, int vpp, int group, int m) {
     return op_of(k - (pp - 1), !fwd).chunk != (fwd ? vpp - 1 : 0);
   };
   VStage st;
+  st.items.reserve(4 * static_cast<size_t>(total) + 2);  // 2 T ops, at most 2 T + 2 calls
+  st.calls.reserve(2 * static_cast<size_t>(total) + 2);
   const auto op = [&](const Op& o) { st.items.push_back({false, o, -1}); };
   // A call in direction fwd; send: the op whose output it sends (nullptr: none); recv: whether
   // it receives.
@@ -373,15 +375,16 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
 }  // namespace
 
 // Walks every stage's ops and interleaved-schedule P2P calls (interleaved_items) for all pool
-// ranks at once, in dependency order (the rules: simulator.h "With VPP and interleaved_calls").
+// ranks at once, in dependency order (the rules: simulator.h, "With VPP (interleaved_calls, the
+// default").
 // Per call and pool rank it keeps the post (the stage's free time when it reaches the call; with
 // sequence packing the shape exchange's torch.cuda.synchronize ties the host to the GPU) and the
 // time its data operations go out (the post; with a shape exchange after meeting the neighbours
 // and the device sync). Every call's pairing and every op's input are checked. Checked against
-// an independent Python walk of the same rules (helper-41's review, not committed): identical
-// step times on 1,200 random schedules (pp 2-6, vpp 2-4, group pp to pp + 2, with and without a
-// shape exchange); that walk adds the shape latency after the device sync, which differs by at
-// most that latency per call.
+// an independent Python walk of the same rules (helper-41's review, not committed) on 1,200
+// random schedules (pp 2-6, vpp 2-4, group pp to pp + 2): identical step times without a shape
+// exchange; with one, identical once that walk also charged the shape latency before the device
+// sync (it had charged it after: at most one p2p_shape_s per call apart).
 template <class RunOp>
 void walk_interleaved_calls(const ScheduleInput& in, std::vector<double>& free_at, RunOp&& run_op) {
   const int n = in.pool, pp = in.pp, vpp = in.vpp, stages = pp * vpp;
@@ -402,6 +405,11 @@ void walk_interleaved_calls(const ScheduleInput& in, std::vector<double>& free_a
   // Pair each directed link's sends and receives in order; channel 2 s + d: stage s's sends
   // forward (d = 0, to s + 1) or backward (d = 1, to s - 1), modulo pp (the chunks wrap round).
   std::vector<std::vector<std::pair<int, int>>> sends(2 * static_cast<size_t>(pp)), recvs(sends.size());
+  for (int s = 0; s < pp; ++s)  // a stage sends and receives at most m * vpp tensors each way
+    for (int d = 0; d < 2; ++d) {
+      sends[2 * s + d].reserve(static_cast<size_t>(m) * vpp);
+      recvs[2 * s + d].reserve(static_cast<size_t>(m) * vpp);
+    }
   for (int s = 0; s < pp; ++s)
     for (int c = 0; c < static_cast<int>(st[s].calls.size()); ++c)
       for (int p = 0; p < st[s].calls[c].parts; ++p) {
@@ -581,11 +589,12 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   {  // Size the work before checking or allocating anything (kMaxScheduleEntries).
     const int64_t mbs = static_cast<int64_t>(in.groups.size()), stages = int64_t{in.pp} * in.vpp;
     // The interleaved schedule's calls keep two times per call and pool rank (kMaxScheduleEntries).
-    const int64_t per_rank = in.vpp > 1 && in.pp > 1 && in.blocking_p2p && in.interleaved_calls ? 2 : 1;
-    const int64_t entries = mbs * stages * (int64_t{in.pool} * per_rank + 8);
+    const bool calls = in.vpp > 1 && in.pp > 1 && in.blocking_p2p && in.interleaved_calls;
+    const int64_t per_rank = calls ? 2 : 1, per_op = calls ? 24 : 8;
+    const int64_t entries = mbs * stages * (int64_t{in.pool} * per_rank + per_op);
     DCP_REQUIRE(entries <= kMaxScheduleEntries, "simulating this plan needs ", mbs, " micro-batches x ", stages,
-                " pipeline stages x (", in.pool, per_rank > 1 ? " ranks x 2 (interleaved calls)" : " ranks",
-                " + 8) = ", entries, " entries, more than the limit of ",
+                " pipeline stages x (", in.pool, calls ? " ranks x 2 + 24 (interleaved calls)" : " ranks + 8",
+                ") = ", entries, " entries, more than the limit of ",
                 kMaxScheduleEntries, " (about 2 GiB); use fewer samples, fewer ranks or fewer pipeline stages");
   }
   check_input(in);

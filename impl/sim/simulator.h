@@ -158,12 +158,14 @@
 
 namespace dcp::sim {
 
-// Largest schedule simulate_schedule() takes: micro-batches x (pp x vpp) x (pool + 8) entries.
+// Largest schedule simulate_schedule() takes: micro-batches x (pp x vpp) x (pool + 8) entries,
+// (pool x 2 + 24) with the interleaved schedule's calls.
 // With non-blocking transfers it keeps an end time per (micro-batch, virtual stage, direction,
 // pool rank) (16 B per entry with the fwd/bwd pair; the + 8 stands for the per-op bookkeeping),
 // so 2^27 is ~2 GiB (Megatron's 1F1B calls keep a group index per (micro-batch, pool rank)
 // and a call list per stage instead, less; the interleaved schedule's calls keep two times per
-// call and pool rank, ~2 calls per (micro-batch, virtual stage), so they count pool x 2). Checked
+// call and pool rank, ~2 calls per (micro-batch, virtual stage), so they count pool x 2, and
+// ~250 B of call lists, pairings and input indices per (micro-batch, virtual stage), + 24). Checked
 // before allocating (InputError); measured here: 2^27 (bshd, 1024 micro-batches on 2^17 ranks)
 // ran in 3 s and 2.1 GB; 2^30 took 49 s and 16.9 GB.
 inline constexpr int64_t kMaxScheduleEntries = int64_t{1} << 27;

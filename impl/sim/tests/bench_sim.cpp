@@ -116,8 +116,8 @@ void BM_SimulateScheduleOnly(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateScheduleOnly)->Unit(benchmark::kMicrosecond);
 
-// The same schedule with transfers that do not block (the model before 2026-12-06, and the one
-// VPP keeps): what walking Megatron's blocking calls costs.
+// The same schedule with transfers that do not block (the model before 2026-12-06): what walking
+// Megatron's blocking calls costs.
 void BM_SimulateScheduleOnlyNonBlocking(benchmark::State& state) {
   const auto cm = llama13b(64);
   const auto batch = make_batch(2048, 131072, 42);

@@ -224,6 +224,7 @@ TEST(Schedule, InterleavedCallsFollowMegatronsOrder) {
     EXPECT_DOUBLE_EQ(r.gpu[2].finish_s, 18.5);
     three.interleaved_calls = false;
     r = simulate_schedule(three);
+    EXPECT_DOUBLE_EQ(r.gpu[0].finish_s, 21.0);
     EXPECT_DOUBLE_EQ(r.gpu[1].finish_s, 19.5);
     EXPECT_DOUBLE_EQ(r.gpu[2].finish_s, 18.0);
   }
@@ -231,6 +232,50 @@ TEST(Schedule, InterleavedCallsFollowMegatronsOrder) {
   // is read: 0.5 s more on it delays the step.
   for (auto& mb : in.cost) mb[0][1].p2p_s = 1.0;
   EXPECT_GT(simulate_schedule(in).step_s, 13.0 + 0.4);
+}
+
+// The interleaved calls per pool rank: with every group a single rank each rank's pipeline runs
+// alone, so a pool of 3 ends each stage (after its slowest rank: finish_s is the stage's) where
+// the slowest of three pools of 1 with those ranks' costs does; and a CP group of ranks with the
+// same costs runs as each of them alone (it starts at the latest member's ready time, the same
+// for all). Random costs, pp 3, vpp 2, 6 micro-batches, with and without a shape exchange.
+TEST(Schedule, InterleavedCallsRunEveryPoolRanksPipeline) {
+  Rng rng(77);
+  for (const double shape : {0.0, 0.03}) {
+    const int pp = 3, vpp = 2, m = 6, pool = 3;
+    std::vector<ScheduleInput> alone(pool, singles(1, pp, vpp, m, op(1, 1)));
+    ScheduleInput all = singles(pool, pp, vpp, m, op(1, 1));
+    for (int j = 0; j < pool; ++j)
+      for (int mb = 0; mb < m; ++mb)
+        for (int v = 0; v < pp * vpp; ++v) {
+          OpCost c = op(rng.uniform(0.2, 2.0), rng.uniform(0.4, 4.0), rng.uniform(0.0, 0.6));
+          c.p2p_shape_s = shape;
+          alone[j].cost[mb][0][v] = c;
+          all.cost[mb][j][v] = c;
+        }
+    std::vector<ScheduleResult> a;
+    for (const auto& x : alone) a.push_back(simulate_schedule(x));
+    const ScheduleResult r = simulate_schedule(all);
+    for (int st = 0; st < pp; ++st) {
+      const double slowest = std::max({a[0].gpu[st].finish_s, a[1].gpu[st].finish_s, a[2].gpu[st].finish_s});
+      for (int j = 0; j < pool; ++j) EXPECT_DOUBLE_EQ(r.gpu[st * pool + j].finish_s, slowest) << "stage " << st;
+      // The ranks' finish times differ: the check above sees a rank's pipeline mixed up.
+      EXPECT_NE(a[0].gpu[st].finish_s, a[1].gpu[st].finish_s);
+    }
+    // Ranks 0 and 1 grouped in micro-batches 1 and 4, rank 1 given rank 0's costs everywhere:
+    // every stage ends where the slower of rank 0 and rank 2 alone does.
+    ScheduleInput grouped = all;
+    for (int mb = 0; mb < m; ++mb) {
+      grouped.cost[mb][1] = grouped.cost[mb][0];
+      if (mb % 3 != 1) continue;
+      grouped.groups[mb] = {{0, 2}, {2, 1}};
+      grouped.cost[mb] = {all.cost[mb][0], all.cost[mb][2]};
+    }
+    const ScheduleResult g = simulate_schedule(grouped);
+    for (int st = 0; st < pp; ++st)
+      EXPECT_DOUBLE_EQ(g.gpu[st * pool].finish_s, std::max(a[0].gpu[st].finish_s, a[2].gpu[st].finish_s))
+          << "stage " << st;
+  }
 }
 
 // With --overlap-grad-reduce and no VPP, Megatron's default align_grad_reduce hides only the first
@@ -259,8 +304,8 @@ TEST(Schedule, AlignedGradReduceIsExposedAfterTheFirstStage) {
 // Megatron's calls only add waits (every non-blocking constraint holds, plus the sender's and
 // the rendezvous of the interleaved schedule's calls), never change what a GPU computes, and leave
 // pp = 1 alone. Random groups and costs; pp 1-8, m 1-12 (m < pp too); on ~30% of the pp > 1
-// cases VPP 2-4 with a micro-batch group of pp to pp + 2 and 1-3 groups (every micro-batch in the
-// warm-up too); a shape exchange on every other trial. The calls' pairing (and with VPP every op's
+// cases VPP 2-4 with a micro-batch group (vpp_group) of pp to pp + 2 and 1-3 such groups (every
+// micro-batch in the warm-up too); a shape exchange on every other trial. The calls' pairing (and with VPP every op's
 // input) is checked inside simulate_schedule on every case.
 TEST(Schedule, BlockingCallsOnlyAddWaits) {
   Rng rng(2027);

@@ -39,6 +39,29 @@ TEST(SimLimits, ScheduleOverTheEntryLimitIsRefusedBeforeAllocating) {
   ScheduleInput deep = whole_pool_groups(1, 1024, 1, 1);
   deep.groups.resize(1 << 14, deep.groups[0]);  // the cost table is left short: sizing comes first
   EXPECT_THROW(simulate_schedule(deep), InputError);
+  // The interleaved schedule's calls count each rank twice and 24 per op: 2 micro-batches x 4
+  // virtual stages on 2^23 ranks is 2^26 + 64 entries without them (sized, then refused only
+  // because the input is not filled in) and 2^27 + 192 with them.
+  ScheduleInput wide = whole_pool_groups(1, 2, 2, 2);
+  wide.pool = 1 << 23;  // the groups are left covering one rank: sizing comes first
+  wide.interleaved_calls = false;
+  try {
+    simulate_schedule(wide);
+    ADD_FAILURE() << "accepted groups that do not cover the pool";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("more than the limit"), std::string::npos) << e.what();
+  }
+  wide.interleaved_calls = true;
+  try {
+    simulate_schedule(wide);
+    ADD_FAILURE() << "accepted 2^27 + 192 entries";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("2 micro-batches x 4 pipeline stages x (8388608 ranks x 2 + 24 (interleaved calls)) = "
+                     "134217920 entries"),
+              std::string::npos)
+        << m;
+  }
   // Well inside the limit, the same shape simulates: 4 micro-batches of 2 x 3 s on 8 ranks.
   const ScheduleResult r = simulate_schedule(whole_pool_groups(8, 1, 1, 4));
   EXPECT_DOUBLE_EQ(r.step_s, 12.0);
