@@ -228,6 +228,16 @@ TEST(Schedule, InterleavedCallsFollowMegatronsOrder) {
     EXPECT_DOUBLE_EQ(r.gpu[1].finish_s, 19.5);
     EXPECT_DOUBLE_EQ(r.gpu[2].finish_s, 18.0);
   }
+  // A steady-phase forward call holds its stage until its send ends (deallocate_pipeline_outputs):
+  // pp = 2, vpp = 2, m = 4 (two groups of 2, so stage 0 has a steady phase), every op 1 s, every
+  // transfer 0.5 s. The stages end at 22.5 and 21.5 (not traced by hand; the same independent
+  // walk gives the same; 21 and 20 if that send were not waited for).
+  {
+    ScheduleInput four = singles(1, 2, 2, 4, op(1, 1, 0.5));
+    r = simulate_schedule(four);
+    EXPECT_DOUBLE_EQ(r.gpu[0].finish_s, 22.5);
+    EXPECT_DOUBLE_EQ(r.gpu[1].finish_s, 21.5);
+  }
   // The wrap-round link (stage 1's chunk 0 feeds stage 0's chunk 1: virtual stage 1's p2p_s)
   // is read: 0.5 s more on it delays the step.
   for (auto& mb : in.cost) mb[0][1].p2p_s = 1.0;
