@@ -95,4 +95,30 @@ inline plan::Plan random_pool8_plan(Rng& rng, plan::Batch& batch, int64_t lo, in
   return p;
 }
 
+// An op of the given forward and backward time (all compute) and transfer to the next stage.
+inline OpCost op(double f, double b, double p2p = 0) {
+  OpCost c;
+  c.fwd_s = c.fwd_compute_s = f;
+  c.bwd_s = c.bwd_compute_s = b;
+  c.p2p_s = p2p;
+  return c;
+}
+
+// Every micro-batch: one group per rank (sizes 1), uniform costs over stages.
+inline ScheduleInput singles(int pool, int pp, int vpp, int m, OpCost c) {
+  ScheduleInput in;
+  in.pool = pool;
+  in.pp = pp;
+  in.vpp = vpp;
+  for (int mb = 0; mb < m; ++mb) {
+    auto& g = in.groups.emplace_back();
+    auto& k = in.cost.emplace_back();
+    for (int j = 0; j < pool; ++j) {
+      g.push_back({j, 1});
+      k.emplace_back(pp * vpp, c);
+    }
+  }
+  return in;
+}
+
 }  // namespace dcp::sim::fixtures
