@@ -12,6 +12,12 @@
 
 namespace dcp::sim::detail {
 
+// Whether simulate_schedule walks the interleaved schedule's calls (simulator.h): VPP on a real
+// pipeline with Megatron's calls and interleaved_calls on. The size guard and the walk both ask.
+inline bool walks_interleaved_calls(const ScheduleInput& in) {
+  return in.vpp > 1 && in.pp > 1 && in.blocking_p2p && in.interleaved_calls;
+}
+
 struct Op {
   int mb;
   int chunk;

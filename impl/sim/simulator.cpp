@@ -181,7 +181,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   {  // Size the work before checking or allocating anything (kMaxScheduleEntries).
     const int64_t mbs = static_cast<int64_t>(in.groups.size()), stages = int64_t{in.pp} * in.vpp;
     // The interleaved schedule's calls keep two times per call and pool rank (kMaxScheduleEntries).
-    const bool calls = in.vpp > 1 && in.pp > 1 && in.blocking_p2p && in.interleaved_calls;
+    const bool calls = walks_interleaved_calls(in);
     const int64_t per_rank = calls ? 2 : 1, per_op = calls ? 24 : 8;
     const int64_t entries = mbs * stages * (int64_t{in.pool} * per_rank + per_op);
     DCP_REQUIRE(entries <= kMaxScheduleEntries, "simulating this plan needs ", mbs, " micro-batches x ", stages,
@@ -200,7 +200,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   // Megatron's P2P calls (simulator.h): 1F1B's blocking ones without VPP, the interleaved
   // schedule's with it; or transfers that only delay the receiving op.
   const bool calls_1f1b = vpp == 1 && pp > 1 && in.blocking_p2p;
-  const bool calls_vpp = vpp > 1 && pp > 1 && in.blocking_p2p && in.interleaved_calls;
+  const bool calls_vpp = walks_interleaved_calls(in);
   const bool blocking = calls_1f1b || calls_vpp;
   // End times per (mb, v, dir) for every pool rank; done flags per (mb, v, dir): the upstream
   // dependencies of non-blocking transfers (a blocking call carries its own; not kept then).
