@@ -54,7 +54,7 @@
 //     operations between one pair of ranks on one NCCL stream, in issue order (a transfer may
 //     queue behind an earlier one to the same neighbour: <= 1.1% of the step in random cases
 //     with transfers as long as ops, none with realistic ones, helper-41's review).
-//     (simulator.cpp walk_interleaved_calls.)
+//     (pipeline_calls.h walk_interleaved_calls.)
 //   * With VPP and interleaved_calls off, or blocking_p2p = false: transfers do not block: the
 //     sender goes on when its op ends and only the receiving op waits.
 //   * CP coupling: all members of a CP group start an op together (at the latest of their ready
