@@ -299,12 +299,11 @@ plan::PlannerOptions planner_options_of(const cost::CostModel& cm, std::shared_p
   o.sample_time_s = [&cm, stages, m_tokens](int64_t length, int cp_size) {
     const int64_t filler = std::max<int64_t>(1, m_tokens * cp_size / 2);
     const int64_t with[2] = {filler, length};
+    const auto as = cost::group_stage_times_all(cm, std::span<const int64_t>(with, 2), cp_size, 0);
+    const auto bs = cost::group_stage_times_all(cm, std::span<const int64_t>(with, 1), cp_size, 0);
     double t = 0;
-    for (int v = 0; v < stages; ++v) {
-      const cost::StageTimes a = cost::group_stage_times(cm, std::span<const int64_t>(with, 2), cp_size, 0, v);
-      const cost::StageTimes b = cost::group_stage_times(cm, std::span<const int64_t>(with, 1), cp_size, 0, v);
-      t += (a.fwd.total_s() + a.bwd.total_s()) - (b.fwd.total_s() + b.bwd.total_s());
-    }
+    for (size_t v = 0; v < as.size(); ++v)
+      t += (as[v].fwd.total_s() + as[v].bwd.total_s()) - (bs[v].fwd.total_s() + bs[v].bwd.total_s());
     return std::max(0.0, t) * cm.cluster.vpp / stages;  // one pipeline stage's share
   };
   o.step_time_s = [&cm, batch, real_lengths](const plan::Plan& plan) {

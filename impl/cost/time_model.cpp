@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <utility>
 
 namespace dcp::cost {
 namespace {
@@ -262,17 +264,21 @@ int layers_of_virtual_stage(const ModelConfig& m, const ClusterConfig& c, int v)
   return m.layers / stages + (v < m.layers % stages ? 1 : 0);
 }
 
-StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengths, int k,
-                             int first_pool_rank, int v, QkvFormat format) {
-  DCP_CHECK(k >= 1, "cp_size ", k);
-  const auto& hw = cm.hardware;
-  const int layers = layers_of_virtual_stage(cm.model, cm.cluster, v);
+namespace {
+
+// Tokens per rank of a group of k ranks running `lengths`.
+double tokens_per_rank(std::span<const int64_t> lengths, int k) {
   double tokens = 0;
   for (int64_t l : lengths) tokens += static_cast<double>(l);
-  tokens /= k;
-  const Link link = cp_link(cm, v % cm.cluster.pp, first_pool_rank, k);
-  const LayerTimes lt = layer_times(cm, lengths, k, tokens, link, true, format);
+  return tokens / k;
+}
 
+// group_stage_times from the group's per-layer times `lt` (layer_times at the CP link of
+// virtual stage v's pipeline stage) and its tokens per rank.
+StageTimes stage_times_of(const CostModel& cm, const LayerTimes& lt, double tokens, int k, int first_pool_rank, int v,
+                          QkvFormat format) {
+  const auto& hw = cm.hardware;
+  const int layers = layers_of_virtual_stage(cm.model, cm.cluster, v);
   StageTimes st;
   st.fwd.compute_s = layers * lt.fwd_compute_s;
   st.fwd.comm_exposed_s = layers * lt.fwd_comm_exposed_s;
@@ -315,6 +321,41 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
     st.p2p_shape_s = format == QkvFormat::thd ? lat : 0.0;  // StageTimes::p2p_shape_s
   }
   return st;
+}
+
+}  // namespace
+
+StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengths, int k,
+                             int first_pool_rank, int v, QkvFormat format) {
+  DCP_CHECK(k >= 1, "cp_size ", k);
+  const double tokens = tokens_per_rank(lengths, k);
+  const Link link = cp_link(cm, v % cm.cluster.pp, first_pool_rank, k);
+  return stage_times_of(cm, layer_times(cm, lengths, k, tokens, link, true, format), tokens, k, first_pool_rank, v,
+                        format);
+}
+
+std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<const int64_t> lengths, int k,
+                                              int first_pool_rank, QkvFormat format) {
+  DCP_CHECK(k >= 1, "cp_size ", k);
+  const double tokens = tokens_per_rank(lengths, k);
+  const int stages = cm.cluster.pp * cm.cluster.vpp;
+  // The per-layer times depend on the virtual stage only through its CP link (intra- or
+  // inter-node: at most two values), so they are computed once per distinct link.
+  std::vector<std::pair<Link, LayerTimes>> by_link;
+  std::vector<StageTimes> out;
+  out.reserve(static_cast<size_t>(stages));
+  for (int v = 0; v < stages; ++v) {
+    const Link link = cp_link(cm, v % cm.cluster.pp, first_pool_rank, k);
+    auto it = std::find_if(by_link.begin(), by_link.end(), [&](const auto& e) {
+      return e.first.bytes_per_s == link.bytes_per_s && e.first.latency_s == link.latency_s;
+    });
+    if (it == by_link.end()) {
+      by_link.emplace_back(link, layer_times(cm, lengths, k, tokens, link, true, format));
+      it = std::prev(by_link.end());
+    }
+    out.push_back(stage_times_of(cm, it->second, tokens, k, first_pool_rank, v, format));
+  }
+  return out;
 }
 
 RingHost ring_host(const CostModel& cm, int k, QkvFormat format) {

@@ -110,6 +110,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace dcp::cost {
 
@@ -238,6 +239,12 @@ RingHost ring_host(const CostModel& cm, int cp_size, QkvFormat format);
 StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengths_tokens,
                              int cp_size, int first_pool_rank, int virtual_stage,
                              QkvFormat format = QkvFormat::thd);
+// group_stage_times of every virtual stage 0 .. pp * vpp - 1, in order: the same values, with
+// the group's per-layer times (the attention-table reads, most of the cost) computed once per
+// distinct CP link rather than once per virtual stage (the simulator builds every group's stages:
+// 40 of them at PP 8 / VPP 5).
+std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<const int64_t> lengths_tokens,
+                                              int cp_size, int first_pool_rank, QkvFormat format = QkvFormat::thd);
 
 // Compute-only GPU time of one sequence processed alone by a group of cp_size ranks (summed over
 // those ranks) through all layers, fwd + bwd (+ recompute), summed over stages, with GEMM

@@ -457,10 +457,8 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
       }
       tokens.push_back(sum / g.cp_size);
       auto& per_stage = costs.emplace_back(stages);
-      for (int v = 0; v < stages; ++v) {
-        const auto st = cost::group_stage_times(cm, lens, g.cp_size, g.first_rank, v, format);
-        per_stage[v] = OpCost::of(st);
-      }
+      const auto all = cost::group_stage_times_all(cm, lens, g.cp_size, g.first_rank, format);
+      for (int v = 0; v < stages; ++v) per_stage[v] = OpCost::of(all[static_cast<size_t>(v)]);
     }
   }
   for (int s = 0; s < c.pp; ++s) {
