@@ -329,10 +329,12 @@ TEST(TimeModel, CrossNodeGroupsUseInterNodeLink) {
 // group_stage_times_all computes each distinct CP link's layer times once: every field of every
 // virtual stage must equal group_stage_times of that stage. Pool 6 on 8-GPU nodes at PP 4 puts a
 // 6-rank group inside node 0 on stage 0 and across nodes 0 and 1 on stage 1, so the stages' links
-// differ (checked below); H100 tables and a Llama-3-8B width exercise the attention tables.
+// differ (checked below); H100 tables and a Llama-3-8B width exercise the attention tables. Also
+// at TP 2 (every group of 6 crosses nodes then) and with 30 layers, which do not split evenly
+// over the 8 virtual stages.
 TEST(TimeModel, AllStagesEqualEachStage) {
   CostModel cm{model_preset("llama3-8b"), hardware_preset("h100-sxm"), ClusterConfig{}, {}};
-  cm.cluster.gpus = 24;
+  cm.model.layers = 30;
   cm.cluster.pp = 4;
   cm.cluster.vpp = 2;
   cm.cluster.gpus_per_node = 8;
@@ -342,33 +344,37 @@ TEST(TimeModel, AllStagesEqualEachStage) {
            a.overhead_s == b.overhead_s;
   };
   int checked = 0;
-  for (const bool recompute : {false, true}) {
-    cm.training.recompute_full = recompute;
-    for (const char* backend : {"fa3", "cudnn"}) {
-      cm.training.attention_backend = backend;
-      for (const QkvFormat format : {QkvFormat::thd, QkvFormat::bshd}) {
-        for (const auto& [first, k] : std::vector<std::pair<int, int>>{{0, 1}, {3, 1}, {0, 2}, {4, 2}, {0, 6}}) {
-          const auto all = group_stage_times_all(cm, lengths, k, first, format);
-          ASSERT_EQ(all.size(), 8u);
-          for (int v = 0; v < 8; ++v) {
-            const auto one = group_stage_times(cm, lengths, k, first, v, format);
-            const auto& a = all[static_cast<size_t>(v)];
-            EXPECT_TRUE(same(a.fwd, one.fwd) && same(a.bwd, one.bwd) && a.p2p_s == one.p2p_s &&
-                        a.p2p_shape_s == one.p2p_shape_s)
-                << "v " << v << " k " << k << " first " << first << " " << backend;
-            ++checked;
-          }
-          if (k == 6) {  // stage 0 (v 0, 4) inside a node, stage 1 (v 1, 5) across two
-            EXPECT_FALSE(group_crosses_nodes(cm.cluster, 0, first, k));
-            EXPECT_TRUE(group_crosses_nodes(cm.cluster, 1, first, k));
-            EXPECT_GT(all[1].fwd.comm_exposed_s + all[1].bwd.comm_exposed_s,
-                      all[0].fwd.comm_exposed_s + all[0].bwd.comm_exposed_s);
+  for (const int tp : {1, 2}) {
+    cm.cluster.tp = tp;
+    cm.cluster.gpus = 24 * tp;
+    for (const bool recompute : {false, true}) {
+      cm.training.recompute_full = recompute;
+      for (const char* backend : {"fa3", "cudnn"}) {
+        cm.training.attention_backend = backend;
+        for (const QkvFormat format : {QkvFormat::thd, QkvFormat::bshd}) {
+          for (const auto& [first, k] : std::vector<std::pair<int, int>>{{0, 1}, {3, 1}, {0, 2}, {4, 2}, {0, 6}}) {
+            const auto all = group_stage_times_all(cm, lengths, k, first, format);
+            ASSERT_EQ(all.size(), 8u);
+            for (int v = 0; v < 8; ++v) {
+              const auto one = group_stage_times(cm, lengths, k, first, v, format);
+              const auto& a = all[static_cast<size_t>(v)];
+              EXPECT_TRUE(same(a.fwd, one.fwd) && same(a.bwd, one.bwd) && a.p2p_s == one.p2p_s &&
+                          a.p2p_shape_s == one.p2p_shape_s)
+                  << "v " << v << " k " << k << " first " << first << " " << backend;
+              ++checked;
+            }
+            if (k == 6 && tp == 1) {  // stage 0 (v 0, 4) inside a node, stage 1 (v 1, 5) across two
+              EXPECT_FALSE(group_crosses_nodes(cm.cluster, 0, first, k));
+              EXPECT_TRUE(group_crosses_nodes(cm.cluster, 1, first, k));
+              EXPECT_GT(all[1].fwd.comm_exposed_s + all[1].bwd.comm_exposed_s,
+                        all[0].fwd.comm_exposed_s + all[0].bwd.comm_exposed_s);
+            }
           }
         }
       }
     }
   }
-  EXPECT_EQ(checked, 2 * 2 * 2 * 5 * 8);
+  EXPECT_EQ(checked, 2 * 2 * 2 * 2 * 5 * 8);
 }
 
 TEST(TimeModel, LayersAndLogitsPerVirtualStage) {
