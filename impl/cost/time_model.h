@@ -197,6 +197,7 @@ struct PassTime {
   double overhead_s = 0;        // host floor excess over GPU time (backward: or the ring's sync
                                 // idle, whichever is larger) + half the micro-batch overhead
   double total_s() const { return compute_s + comm_exposed_s + overhead_s; }
+  bool operator==(const PassTime&) const = default;  // every field (exact)
 };
 
 struct StageTimes {
@@ -212,6 +213,7 @@ struct StageTimes {
   // link, a lower bound (its host copies, the device sync and .tolist() are not counted). 0 for
   // a padded (bshd) plan, whose shapes are fixed (variable_seq_lengths stays False).
   double p2p_shape_s = 0;
+  bool operator==(const StageTimes&) const = default;  // every field (exact)
 };
 
 // The layout TE's ring attention runs on (its qkv_format): thd for a packed plan, bshd for a
