@@ -7,6 +7,7 @@
 #include "core/error.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <utility>
@@ -52,12 +53,35 @@ double attn_time(const CostModel& cm, AttnKind kind, double flops, double q, dou
                   cm.hardware.attn_efficiency(cm.training.attention_backend, kind, q, k, d));
 }
 
+// A sequence of l tokens on a ring of k ranks, per layer: {diagonal step fwd, bwd; off-diagonal
+// step fwd, bwd} (AttnTermsMemo::at). Per ring step one rank does 2*q*L^2/k^2 FLOPs (1/k of its
+// share); an off-diagonal step runs both half-block shapes and the group waits for the slower.
+std::array<double, 4> ring_attn_terms(const CostModel& cm, int64_t l, int k) {
+  const auto& m = cm.model;
+  const auto& tr = cm.training;
+  const int d = static_cast<int>(m.head_dim_or_default());
+  const double attn_c = fwd_layer_attn_flops_per_token_sq(m) / cm.cluster.tp;
+  const double local = static_cast<double>(l) / k;
+  const double half = local / 2;
+  const double step_flops = attn_c * local * local;  // = 2q L^2 / k^2 / tp
+  std::array<double, 4> t{attn_time(cm, AttnKind::fwd_causal, step_flops, local, local, d),
+                          attn_time(cm, AttnKind::bwd_causal, tr.attn_bwd_factor * step_flops, local, local, d), 0.0,
+                          0.0};
+  if (k > 1) {
+    t[2] = std::max(attn_time(cm, AttnKind::fwd_full, step_flops, local, half, d),
+                    attn_time(cm, AttnKind::fwd_full, step_flops, half, local, d));
+    t[3] = std::max(attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * step_flops, local, half, d),
+                    attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * step_flops, half, local, d));
+  }
+  return t;
+}
+
 // gemm_eff_tokens: tokens at which the GEMM efficiency is read (T for the real model; M for the
 // lower bound). with_comm = false drops CP communication, side kernels and cuDNN's zero-fills
-// (lower bound).
+// (lower bound). memo: the sequences' ring attention times memoised (AttnTermsMemo), or nullptr.
 LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, int k,
                        double gemm_eff_tokens, const Link& link, bool with_comm,
-                       QkvFormat format = QkvFormat::thd) {
+                       QkvFormat format = QkvFormat::thd, AttnTermsMemo* memo = nullptr) {
   const auto& m = cm.model;
   const auto& hw = cm.hardware;
   const auto& tr = cm.training;
@@ -85,17 +109,12 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
   if (k == 1 || cm.training.cp_comm == CpComm::ring) {
     double diag_fwd = 0, diag_bwd = 0, off_fwd = 0, off_bwd = 0;
     for (int64_t l : lengths) {
-      const double local = static_cast<double>(l) / k;
-      const double half = local / 2;
-      const double step_flops = attn_c * local * local;  // = 2q L^2 / k^2 / tp
-      diag_fwd += attn_time(cm, AttnKind::fwd_causal, step_flops, local, local, d);
-      diag_bwd += attn_time(cm, AttnKind::bwd_causal, tr.attn_bwd_factor * step_flops, local, local, d);
+      const std::array<double, 4> a = memo ? memo->at(l, k) : ring_attn_terms(cm, l, k);
+      diag_fwd += a[0];
+      diag_bwd += a[1];
       if (k > 1) {
-        // Both half-block shapes run in every step; the group waits for the slower one.
-        off_fwd += std::max(attn_time(cm, AttnKind::fwd_full, step_flops, local, half, d),
-                            attn_time(cm, AttnKind::fwd_full, step_flops, half, local, d));
-        off_bwd += std::max(attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * step_flops, local, half, d),
-                            attn_time(cm, AttnKind::bwd, tr.attn_bwd_factor * step_flops, half, local, d));
+        off_fwd += a[2];
+        off_bwd += a[3];
       }
     }
     // Step 0 (diagonal) .. step k-1. Forward: steps 0..k-2 overlap the send of the KV the next
@@ -334,9 +353,22 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
                         format);
 }
 
+const std::array<double, 4>& AttnTermsMemo::at(int64_t length, int k) {
+  const std::pair<int64_t, int> key{length, k};
+  if (auto it = map_.find(key); it != map_.end()) return it->second;
+  if (map_.size() >= kMaxEntries) map_.clear();
+  return map_.emplace(key, ring_attn_terms(cm_, length, k)).first->second;
+}
+
 std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<const int64_t> lengths, int k,
                                               int first_pool_rank, QkvFormat format) {
+  return group_stage_times_all(cm, lengths, k, first_pool_rank, format, nullptr);
+}
+
+std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<const int64_t> lengths, int k,
+                                              int first_pool_rank, QkvFormat format, AttnTermsMemo* memo) {
   DCP_CHECK(k >= 1, "cp_size ", k);
+  DCP_CHECK(memo == nullptr || &memo->cost_model() == &cm, "group_stage_times_all: an AttnTermsMemo made for another cost model");
   const double tokens = tokens_per_rank(lengths, k);
   const int stages = cm.cluster.pp * cm.cluster.vpp;
   // The per-layer times depend on the virtual stage only through its CP link (intra- or
@@ -350,7 +382,7 @@ std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<con
       return e.first.bytes_per_s == link.bytes_per_s && e.first.latency_s == link.latency_s;
     });
     if (it == by_link.end()) {
-      by_link.emplace_back(link, layer_times(cm, lengths, k, tokens, link, true, format));
+      by_link.emplace_back(link, layer_times(cm, lengths, k, tokens, link, true, format, memo));
       it = std::prev(by_link.end());
     }
     out.push_back(stage_times_of(cm, it->second, tokens, k, first_pool_rank, v, format));

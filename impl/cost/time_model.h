@@ -107,9 +107,11 @@
 #include "cost/flops.h"
 #include "cost/hardware.h"
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace dcp::cost {
@@ -247,6 +249,38 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
 // 40 of them at PP 8 / VPP 5).
 std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<const int64_t> lengths_tokens,
                                               int cp_size, int first_pool_rank, QkvFormat format = QkvFormat::thd);
+
+// A sequence's attention kernel times on a ring of k ranks, per layer (the sums the ring's steps
+// take of it: the diagonal step's forward and backward, an off-diagonal step's), memoised by
+// (length, k) for one cost model: they depend on nothing else (not on the link, the layout or
+// the sequences packed beside it), and the attention-table reads behind them were most of a
+// group's cost (perf, 2026-12-06). A caller that costs many groups of the same samples (the
+// simulator's sim::GroupCostMemo) passes one to group_stage_times_all; the sums are taken in the
+// same order with the same values, so the result is the same to the bit. Not thread-safe; at
+// most kMaxEntries entries (cleared when full; ~72 B each with the hash table's node and bucket,
+// so ~18 MiB at most).
+class AttnTermsMemo {
+ public:
+  explicit AttnTermsMemo(const CostModel& cm) : cm_(cm) {}
+  static constexpr size_t kMaxEntries = size_t{1} << 18;
+  const CostModel& cost_model() const { return cm_; }
+  // {diagonal fwd, diagonal bwd, off-diagonal fwd, off-diagonal bwd} (the last two 0 at k = 1).
+  const std::array<double, 4>& at(int64_t length, int k);
+  size_t entries() const { return map_.size(); }
+
+ private:
+  struct KeyHash {
+    size_t operator()(const std::pair<int64_t, int>& x) const noexcept {
+      return std::hash<int64_t>()(x.first * 131 + x.second);
+    }
+  };
+  const CostModel& cm_;
+  std::unordered_map<std::pair<int64_t, int>, std::array<double, 4>, KeyHash> map_;
+};
+// The same as the overload above, reading the sequences' attention times through `memo` (made
+// for `cm`; nullptr: computed).
+std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<const int64_t> lengths_tokens,
+                                              int cp_size, int first_pool_rank, QkvFormat format, AttnTermsMemo* memo);
 
 // Compute-only GPU time of one sequence processed alone by a group of cp_size ranks (summed over
 // those ranks) through all layers, fwd + bwd (+ recompute), summed over stages, with GEMM

@@ -370,6 +370,44 @@ TEST(TimeModel, AllStagesEqualEachStage) {
   EXPECT_EQ(checked, 2 * 2 * 2 * 2 * 5 * 8);
 }
 
+TEST(TimeModel, AttnTermsMemoGivesTheSameTimes) {
+  // Every field of every stage equal with and without the memo, on repeated and new (length, k)
+  // pairs, for both layouts and backends, groups across nodes (pool 6 on 8-GPU nodes at PP 4) and
+  // the all-gather CP (which does not read it).
+  CostModel cm{model_preset("llama3-8b"), hardware_preset("h100-sxm"), ClusterConfig{}, {}};
+  cm.cluster.pp = 4;
+  cm.cluster.gpus = 24;
+  cm.cluster.gpus_per_node = 8;
+  int checked = 0;
+  for (const char* backend : {"fa3", "cudnn"}) {
+    for (const CpComm comm : {CpComm::ring, CpComm::all_gather}) {
+      cm.training.attention_backend = backend;
+      cm.training.cp_comm = comm;
+      AttnTermsMemo memo(cm);
+      for (int rep = 0; rep < 2; ++rep) {  // the second pass reads every pair from the memo
+        for (const QkvFormat format : {QkvFormat::thd, QkvFormat::bshd}) {
+          for (const auto& [first, k] : std::vector<std::pair<int, int>>{{0, 1}, {2, 2}, {0, 6}, {4, 2}}) {
+            const std::vector<int64_t> lengths{8191, 3, 1300, 40000, 128, 1300};
+            const auto plain = group_stage_times_all(cm, lengths, k, first, format);
+            const auto memoised = group_stage_times_all(cm, lengths, k, first, format, &memo);
+            ASSERT_EQ(plain.size(), memoised.size());
+            for (size_t v = 0; v < plain.size(); ++v) EXPECT_TRUE(plain[v] == memoised[v]) << backend << " k " << k << " v " << v;
+            ++checked;
+          }
+        }
+      }
+      // One entry per distinct (length, k) of the ring (5 lengths x sizes 1, 2, 6); with all-gather CP
+      // only k = 1's (a single rank runs the ring's one diagonal step).
+      EXPECT_EQ(memo.entries(), comm == CpComm::ring ? 15u : 5u) << backend;
+    }
+  }
+  EXPECT_EQ(checked, 2 * 2 * 2 * 2 * 4);
+  AttnTermsMemo other(cm);
+  const CostModel copy = cm;
+  const std::vector<int64_t> one{100};
+  EXPECT_THROW(group_stage_times_all(copy, one, 1, 0, QkvFormat::thd, &other), Error);
+}
+
 TEST(TimeModel, LayersAndLogitsPerVirtualStage) {
   auto cm = unit_model(4, 2);
   cm.model.layers = 5;
