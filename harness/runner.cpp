@@ -306,11 +306,15 @@ plan::PlannerOptions planner_options_of(const cost::CostModel& cm, std::shared_p
       t += (as[v].fwd.total_s() + as[v].bwd.total_s()) - (bs[v].fwd.total_s() + bs[v].bwd.total_s());
     return std::max(0.0, t) * cm.cluster.vpp / stages;  // one pipeline stage's share
   };
-  o.step_time_s = [&cm, batch, real_lengths](const plan::Plan& plan) {
-    return sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip).step_s;
+  // The planners simulate many plans of this one batch that share most of their groups (dcp:
+  // each finalist in nine orders, the pipeline ramp's candidates): the groups' costs are memoised
+  // for the planner's lifetime (sim::GroupCostMemo: bit-identical results, at most 64 MiB).
+  auto memo = std::make_shared<sim::GroupCostMemo>(cm);
+  o.step_time_s = [&cm, batch, real_lengths, memo](const plan::Plan& plan) {
+    return sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip, memo.get()).step_s;
   };
-  o.estimate = [&cm, batch, real_lengths](const plan::Plan& plan) {
-    const sim::StepResult r = sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip);
+  o.estimate = [&cm, batch, real_lengths, memo](const plan::Plan& plan) {
+    const sim::StepResult r = sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip, memo.get());
     return plan::PlannerOptions::Estimate{r.step_s, r.fits, r.peak_memory_bytes};
   };
   o.model = plan::PlannerOptions::ModelShape{static_cast<double>(cm.model.hidden), static_cast<double>(cm.model.ffn),

@@ -107,9 +107,26 @@ void bm_cost(benchmark::State& state, const std::string& planner_name) {
   const auto prepared = dcp::harness::prepare_scenario(scenario, run, registry);
   const auto cfg = dcp::harness::plan_config_of(scenario);
   const auto sb = dcp::data::sample_global_batch(prepared.source, prepared.sampler, 0);  // step 0, as `run` draws it
-  const auto options = dcp::harness::planner_options_of(prepared.cm, sb, cfg.max_seqlen_per_rank);
   state.SetLabel(kScenarios[state.range(0)]);
-  time_plans(state, *registry.make(planner_name, options), sb.batch, cfg);
+  // A planner (and its options) per plan, as `dcpbench run` makes one per step: the options'
+  // simulator memoises group costs for the planner's lifetime (sim::GroupCostMemo), which a
+  // planner reused across iterations would carry over from one plan to the next.
+  const auto make = [&] { return registry.make(planner_name, dcp::harness::planner_options_of(prepared.cm, sb, cfg.max_seqlen_per_rank)); };
+  size_t microbatches = 0;
+  try {
+    const auto check = make()->plan(sb.batch, cfg);
+    dcp::plan::validate(check, sb.batch);
+    microbatches = check.microbatches.size();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : state) {
+    auto p = make()->plan(sb.batch, cfg);
+    benchmark::DoNotOptimize(p.microbatches.data());
+  }
+  state.counters["microbatches"] = static_cast<double>(microbatches);
+  state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(sb.batch.size()), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void register_all() {
