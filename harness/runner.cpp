@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <span>
 
@@ -306,15 +308,23 @@ plan::PlannerOptions planner_options_of(const cost::CostModel& cm, std::shared_p
       t += (as[v].fwd.total_s() + as[v].bwd.total_s()) - (bs[v].fwd.total_s() + bs[v].bwd.total_s());
     return std::max(0.0, t) * cm.cluster.vpp / stages;  // one pipeline stage's share
   };
-  // The planners simulate many plans of this one batch that share most of their groups (dcp:
-  // each finalist in nine orders, the pipeline ramp's candidates): the groups' costs are memoised
-  // for the planner's lifetime (sim::GroupCostMemo: bit-identical results, at most 64 MiB).
-  auto memo = std::make_shared<sim::GroupCostMemo>(cm);
-  o.step_time_s = [&cm, batch, real_lengths, memo](const plan::Plan& plan) {
-    return sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip, memo.get()).step_s;
+  // The planners simulate many plans of this one batch, whose groups hold the same samples (dcp:
+  // every candidate packing, each finalist in nine orders, the pipeline ramp's candidates): each
+  // sample's attention times are memoised for the planner's lifetime (cost::AttnTermsMemo: the
+  // same results to the bit; ~18 MiB at most). One simulation at a time per memo (the mutex).
+  struct Attn {
+    explicit Attn(const cost::CostModel& m) : memo(m) {}
+    std::mutex mutex;
+    cost::AttnTermsMemo memo;
   };
-  o.estimate = [&cm, batch, real_lengths, memo](const plan::Plan& plan) {
-    const sim::StepResult r = sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip, memo.get());
+  auto attn = std::make_shared<Attn>(cm);
+  o.step_time_s = [&cm, batch, real_lengths, attn](const plan::Plan& plan) {
+    std::lock_guard<std::mutex> lock(attn->mutex);
+    return sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip, &attn->memo).step_s;
+  };
+  o.estimate = [&cm, batch, real_lengths, attn](const plan::Plan& plan) {
+    std::lock_guard<std::mutex> lock(attn->mutex);
+    const sim::StepResult r = sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip, &attn->memo);
     return plan::PlannerOptions::Estimate{r.step_s, r.fits, r.peak_memory_bytes};
   };
   o.model = plan::PlannerOptions::ModelShape{static_cast<double>(cm.model.hidden), static_cast<double>(cm.model.ffn),

@@ -356,7 +356,7 @@ StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengt
 const std::array<double, 4>& AttnTermsMemo::at(int64_t length, int k) {
   const std::pair<int64_t, int> key{length, k};
   if (auto it = map_.find(key); it != map_.end()) return it->second;
-  if (map_.size() >= kMaxEntries) map_.clear();
+  if (map_.size() >= max_entries_) map_.clear();
   return map_.emplace(key, ring_attn_terms(cm_, length, k)).first->second;
 }
 

@@ -257,12 +257,12 @@ std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<con
 // group's cost (perf, 2026-12-06). A caller that costs many groups of the same samples (the
 // simulator's sim::GroupCostMemo) passes one to group_stage_times_all; the sums are taken in the
 // same order with the same values, so the result is the same to the bit. Not thread-safe; at
-// most kMaxEntries entries (cleared when full; ~72 B each with the hash table's node and bucket,
-// so ~18 MiB at most).
+// most max_entries entries (cleared when full; ~72 B each with the hash table's node and bucket,
+// so ~18 MiB at the default).
 class AttnTermsMemo {
  public:
-  explicit AttnTermsMemo(const CostModel& cm) : cm_(cm) {}
   static constexpr size_t kMaxEntries = size_t{1} << 18;
+  explicit AttnTermsMemo(const CostModel& cm, size_t max_entries = kMaxEntries) : cm_(cm), max_entries_(max_entries) {}
   const CostModel& cost_model() const { return cm_; }
   // {diagonal fwd, diagonal bwd, off-diagonal fwd, off-diagonal bwd} (the last two 0 at k = 1).
   const std::array<double, 4>& at(int64_t length, int k);
@@ -275,6 +275,7 @@ class AttnTermsMemo {
     }
   };
   const CostModel& cm_;
+  const size_t max_entries_;
   std::unordered_map<std::pair<int64_t, int>, std::array<double, 4>, KeyHash> map_;
 };
 // The same as the overload above, reading the sequences' attention times through `memo` (made

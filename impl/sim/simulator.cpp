@@ -418,55 +418,8 @@ OpCost& OpCost::operator+=(const OpCost& o) {
   return *this;
 }
 
-GroupCostMemo::GroupCostMemo(const cost::CostModel& cm, size_t max_bytes) : cm_(cm), max_bytes_(max_bytes), attn_(cm) {}
-
-size_t GroupCostMemo::KeyHash::operator()(const std::vector<int64_t>& k) const noexcept {
-  uint64_t h = 0x9e3779b97f4a7c15ULL ^ k.size();  // splitmix64's finaliser over each word
-  for (int64_t x : k) {
-    uint64_t z = h + static_cast<uint64_t>(x) + 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    h = z ^ (z >> 31);
-  }
-  return static_cast<size_t>(h);
-}
-
-std::vector<OpCost> GroupCostMemo::costs(std::span<const int64_t> padded_lengths, int cp_size, int first_rank,
-                                         cost::QkvFormat format) {
-  std::vector<int64_t> key;
-  key.reserve(padded_lengths.size() + 3);
-  key.push_back(first_rank);
-  key.push_back(cp_size);
-  key.push_back(static_cast<int64_t>(format));
-  key.insert(key.end(), padded_lengths.begin(), padded_lengths.end());
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = map_.find(key); it != map_.end()) {
-    ++stats_.hits;
-    return it->second;
-  }
-  ++stats_.misses;
-  const auto all = cost::group_stage_times_all(cm_, padded_lengths, cp_size, first_rank, format, &attn_);
-  std::vector<OpCost> out(all.size());
-  for (size_t v = 0; v < all.size(); ++v) out[v] = OpCost::of(all[v]);
-  const size_t bytes = key.size() * sizeof(int64_t) + out.size() * sizeof(OpCost) + 96;
-  if (stats_.bytes + bytes > max_bytes_) {
-    map_.clear();
-    stats_.bytes = 0;
-    ++stats_.clears;
-  }
-  if (bytes <= max_bytes_ && map_.emplace(std::move(key), out).second) stats_.bytes += bytes;
-  stats_.entries = map_.size();
-  return out;
-}
-
-GroupCostMemo::Stats GroupCostMemo::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
-}
-
 ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& batch,
-                                   const cost::CostModel& cm, GroupCostMemo* memo) {
-  DCP_CHECK(memo == nullptr || &memo->cost_model() == &cm, "build_schedule_input: a GroupCostMemo made for another cost model");
+                                   const cost::CostModel& cm, cost::AttnTermsMemo* attn) {
   const auto& c = cm.cluster;
   cost::validate_cluster(c);
   cost::validate_model(cm.model);
@@ -503,13 +456,9 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
         sum += static_cast<double>(lens.back());
       }
       tokens.push_back(sum / g.cp_size);
-      if (memo) {
-        costs.push_back(memo->costs(lens, g.cp_size, g.first_rank, format));
-      } else {
-        auto& per_stage = costs.emplace_back(stages);
-        const auto all = cost::group_stage_times_all(cm, lens, g.cp_size, g.first_rank, format);
-        for (int v = 0; v < stages; ++v) per_stage[v] = OpCost::of(all[static_cast<size_t>(v)]);
-      }
+      auto& per_stage = costs.emplace_back(stages);
+      const auto all = cost::group_stage_times_all(cm, lens, g.cp_size, g.first_rank, format, attn);
+      for (int v = 0; v < stages; ++v) per_stage[v] = OpCost::of(all[static_cast<size_t>(v)]);
     }
   }
   for (int s = 0; s < c.pp; ++s) {
@@ -664,13 +613,13 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
 }
 
 StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const cost::CostModel& cm,
-                         std::span<const int64_t> real_lengths, Bound bound, GroupCostMemo* memo) {
+                         std::span<const int64_t> real_lengths, Bound bound, cost::AttnTermsMemo* attn) {
   DCP_NVTX_RANGE();
   if (real_lengths.empty()) real_lengths = batch.lengths;
   DCP_REQUIRE(static_cast<int64_t>(real_lengths.size()) == batch.size(), "real_lengths has ",
               real_lengths.size(), " entries, the batch ", batch.size());
   StepResult out;
-  out.schedule = simulate_schedule(build_schedule_input(plan, batch, cm, memo));
+  out.schedule = simulate_schedule(build_schedule_input(plan, batch, cm, attn));
   const auto& s = out.schedule;
   out.step_s = s.step_s;
   out.microbatches = static_cast<int>(plan.microbatches.size());

@@ -152,10 +152,8 @@
 #include "plan/plan.h"
 
 #include <cstdint>
-#include <mutex>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace dcp::sim {
@@ -309,45 +307,6 @@ struct StepResult {
   std::string source;               // cost::source_label(cm)
 };
 
-// Memo of build_schedule_input's per-group op costs, for a caller that simulates many plans of
-// one batch under one cost model: the planners' scorers (harness planner_options_of). dcp scores
-// each finalist in nine micro-batch orders and up to 54 pipeline-ramp candidates, which share
-// nearly all their groups; the per-group costs (cost::group_stage_times_all) were ~80% of those
-// simulations (perf, llama13b-github, 2026-12-06). Keyed by everything the costs depend on
-// besides the cost model: the group's first rank and size, the plan's ring layout and the
-// group's padded lengths in its order (a sum's order is kept, so a hit returns the very doubles
-// the computation would: the simulated step is bit-identical with or without the memo).
-// Bounded: an insert that would take it past max_bytes (keys, costs and a fixed 96 B per entry)
-// clears it first. A miss is costed through a cost::AttnTermsMemo of the same lifetime (the
-// groups of different plans share their samples: dcp's packings are mostly misses here, and
-// every sample's attention-table reads are taken once per group size). Safe to share between
-// threads (one mutex around each call).
-class GroupCostMemo {
- public:
-  explicit GroupCostMemo(const cost::CostModel& cm, size_t max_bytes = kDefaultMaxBytes);
-  static constexpr size_t kDefaultMaxBytes = size_t{64} << 20;
-  const cost::CostModel& cost_model() const { return cm_; }
-  // The costs of a group at every virtual stage, from the memo or computed (and kept).
-  std::vector<OpCost> costs(std::span<const int64_t> padded_lengths, int cp_size, int first_rank,
-                            cost::QkvFormat format);
-  struct Stats {
-    int64_t hits = 0, misses = 0, clears = 0;
-    size_t entries = 0, bytes = 0;
-  };
-  Stats stats() const;
-
- private:
-  struct KeyHash {
-    size_t operator()(const std::vector<int64_t>& k) const noexcept;
-  };
-  const cost::CostModel& cm_;
-  const size_t max_bytes_;
-  mutable std::mutex mutex_;
-  std::unordered_map<std::vector<int64_t>, std::vector<OpCost>, KeyHash> map_;
-  cost::AttnTermsMemo attn_;
-  Stats stats_;
-};
-
 // Builds the ScheduleInput from the plan through the time model and simulates it.
 // `batch` holds the lengths the plan was made for (possibly padded); `real_lengths` (same size,
 // or empty = batch.lengths) are used for useful FLOPs and tokens/s. The plan's pool must equal
@@ -355,14 +314,16 @@ class GroupCostMemo {
 // Bound::skip leaves bound_s and plan_efficiency at 0 (planners that simulate candidate plans
 // need only the step time; the bound is a property of the batch, computed once per row).
 enum class Bound { compute, skip };
-// `memo` (optional, made for `cm`): per-group costs memoised across calls (GroupCostMemo).
+// `attn` (optional, made for `cm`): the sequences' attention times memoised across calls, for a
+// caller that simulates many plans of one batch (the planners' scorers, harness
+// planner_options_of; cost::AttnTermsMemo): the same results to the bit.
 StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch,
                          const cost::CostModel& cm, std::span<const int64_t> real_lengths = {},
-                         Bound bound = Bound::compute, GroupCostMemo* memo = nullptr);
+                         Bound bound = Bound::compute, cost::AttnTermsMemo* attn = nullptr);
 
 // Builds the schedule input only (for inspection and benchmarks).
 ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& batch,
-                                   const cost::CostModel& cm, GroupCostMemo* memo = nullptr);
+                                   const cost::CostModel& cm, cost::AttnTermsMemo* attn = nullptr);
 
 // Lower bound of a batch (see top): seconds. static_cp: the plan's static CP size (its group
 // size when the plan is static); 0 = cm.cluster.cp. format: the plan's ring layout (bshd for a

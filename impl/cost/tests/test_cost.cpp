@@ -402,6 +402,16 @@ TEST(TimeModel, AttnTermsMemoGivesTheSameTimes) {
     }
   }
   EXPECT_EQ(checked, 2 * 2 * 2 * 2 * 4);
+  // A memo of 2 entries clears whenever a third pair comes and still answers exactly.
+  cm.training.cp_comm = CpComm::ring;
+  AttnTermsMemo small(cm, 2);
+  const std::vector<int64_t> three{8191, 3, 1300};
+  for (int rep = 0; rep < 2; ++rep) {
+    const auto plain = group_stage_times_all(cm, three, 2, 0, QkvFormat::thd);
+    const auto memoised = group_stage_times_all(cm, three, 2, 0, QkvFormat::thd, &small);
+    for (size_t v = 0; v < plain.size(); ++v) EXPECT_TRUE(plain[v] == memoised[v]) << "v " << v;
+    EXPECT_LE(small.entries(), 2u);
+  }
   AttnTermsMemo other(cm);
   const CostModel copy = cm;
   const std::vector<int64_t> one{100};
