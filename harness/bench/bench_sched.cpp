@@ -109,8 +109,8 @@ void bm_cost(benchmark::State& state, const std::string& planner_name) {
   const auto sb = dcp::data::sample_global_batch(prepared.source, prepared.sampler, 0);  // step 0, as `run` draws it
   state.SetLabel(kScenarios[state.range(0)]);
   // A planner (and its options) per plan, as `dcpbench run` makes one per step: the options'
-  // simulator memoises group costs for the planner's lifetime (sim::GroupCostMemo), which a
-  // planner reused across iterations would carry over from one plan to the next.
+  // simulator memoises the samples' attention times for the planner's lifetime
+  // (cost::AttnTermsMemo), which a planner reused across iterations would carry over.
   const auto make = [&] { return registry.make(planner_name, dcp::harness::planner_options_of(prepared.cm, sb, cfg.max_seqlen_per_rank)); };
   size_t microbatches = 0;
   try {

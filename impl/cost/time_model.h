@@ -255,8 +255,9 @@ std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<con
 // (length, k) for one cost model: they depend on nothing else (not on the link, the layout or
 // the sequences packed beside it), and the attention-table reads behind them were most of a
 // group's cost (perf, 2026-12-06). A caller that costs many groups of the same samples (the
-// simulator's sim::GroupCostMemo) passes one to group_stage_times_all; the sums are taken in the
-// same order with the same values, so the result is the same to the bit. Not thread-safe; at
+// planners' scorers: harness planner_options_of, through sim::simulate_step) passes one to
+// group_stage_times_all; the sums are taken in the same order with the same values, so the
+// result is the same to the bit. Not thread-safe (that caller holds a mutex per simulation); at
 // most max_entries entries (cleared when full; ~72 B each with the hash table's node and bucket,
 // so ~18 MiB at the default).
 class AttnTermsMemo {
