@@ -311,7 +311,7 @@ plan::PlannerOptions planner_options_of(const cost::CostModel& cm, std::shared_p
   // The planners simulate many plans of this one batch, whose groups hold the same samples (dcp:
   // every candidate packing, each finalist in nine orders, the pipeline ramp's candidates): each
   // sample's attention times are memoised for the planner's lifetime (cost::AttnTermsMemo: the
-  // same results to the bit; ~18 MiB at most). One simulation at a time per memo (the mutex).
+  // same results to the bit; ~20 MiB at most). One simulation at a time per memo (the mutex).
   struct Attn {
     explicit Attn(const cost::CostModel& m) : memo(m) {}
     std::mutex mutex;

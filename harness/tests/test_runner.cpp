@@ -213,6 +213,39 @@ TEST(Runner, PlanRequestOfAStepIsWhatRunPlans) {
   EXPECT_THROW(plan_request_of(p, cm, "packing", plan_config_of(s, setting), 1, 0, registry), Error);
 }
 
+// The planners' scorer (planner_options_of: estimate and step_time_s, with their memo of the
+// samples' attention times, cost::AttnTermsMemo) rates a plan exactly as the simulator alone does,
+// on its first plans and after the memo has seen them (packed and padded plans, CP rings of 2).
+TEST(Runner, PlannerOptionsScoreExactlyAsTheSimulator) {
+  const auto registry = test_registry();
+  const Scenario s = tiny_scenario();
+  RunOptions opt;
+  PreparedScenario p = prepare_scenario(s, opt, registry);
+  sample_batches(p, 0);
+  const Setting setting = published_setting(s);
+  const cost::CostModel cm = cost_model_at(p.cm, setting);
+  const auto& sb = p.batches[0];
+  const plan::PlannerOptions o = planner_options_of(cm, sb, s.training.max_seqlen_per_rank);
+  ASSERT_TRUE(o.estimate && o.step_time_s);
+  int scored = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const std::string strategy : {"packing", "bshd"}) {
+      const plan::PlanRequest req = plan_request_of(p, cm, strategy, plan_config_of(s, setting), 0, 0, registry);
+      const plan::Plan plan = req.planner->plan(req.batch, req.config);
+      const sim::StepResult alone = sim::simulate_step(plan, req.batch, cm, sb.real_lengths, sim::Bound::skip);
+      if (req.batch.lengths == sb.batch.lengths) {  // the options were made for this batch
+        const auto e = o.estimate(plan);
+        EXPECT_EQ(e.step_s, alone.step_s) << strategy;
+        EXPECT_EQ(e.fits, alone.fits) << strategy;
+        EXPECT_EQ(e.peak_bytes, alone.peak_memory_bytes) << strategy;
+        EXPECT_EQ(o.step_time_s(plan), alone.step_s) << strategy;
+        ++scored;
+      }
+    }
+  }
+  EXPECT_GE(scored, 2);
+}
+
 TEST(Runner, InvalidPlanIsRecordedNotHidden) {
   const auto registry = test_registry();
   const ResultsFile r = run_scenarios({tiny_scenario()}, RunOptions{}, registry);

@@ -257,9 +257,11 @@ std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<con
 // group's cost (perf, 2026-12-06). A caller that costs many groups of the same samples (the
 // planners' scorers: harness planner_options_of, through sim::simulate_step) passes one to
 // group_stage_times_all; the sums are taken in the same order with the same values, so the
-// result is the same to the bit. Not thread-safe (that caller holds a mutex per simulation); at
-// most max_entries entries (cleared when full; ~72 B each with the hash table's node and bucket,
-// so ~18 MiB at the default).
+// result is the same to the bit. The cost model it is made for (held by reference, checked by
+// address on each use) must outlive it and not change while it is in use: its entries would not
+// follow. Not thread-safe (that caller holds a mutex per simulation); at most max(1, max_entries)
+// entries (cleared when full; ~72-80 B each with the hash table's node and bucket, so
+// ~18-20 MiB at the default).
 class AttnTermsMemo {
  public:
   static constexpr size_t kMaxEntries = size_t{1} << 18;
@@ -272,7 +274,7 @@ class AttnTermsMemo {
  private:
   struct KeyHash {
     size_t operator()(const std::pair<int64_t, int>& x) const noexcept {
-      return std::hash<int64_t>()(x.first * 131 + x.second);
+      return std::hash<uint64_t>()(static_cast<uint64_t>(x.first) * 131 + static_cast<uint64_t>(x.second));
     }
   };
   const CostModel& cm_;

@@ -60,8 +60,9 @@ TEST(AttnTermsMemo, SimulationsEqualThoseWithoutIt) {
 
 TEST(AttnTermsMemo, GroupsOfTheSameSamplesInAnotherOrder) {
   // A group's per-layer sums run over its samples in order, and floating-point addition is not
-  // associative: the memo must give each order its own sums. Three lengths whose two orders give
-  // different costs (found here, so the test discriminates), both orders in one plan.
+  // associative: with the memo the sums must still be taken in each group's own order (a memo
+  // that summed per distinct sample set, or sorted, would fail here). Three lengths whose two
+  // orders give different costs (found here, so the test discriminates), both orders in one plan.
   const auto cm = pool8(4, 1, 8);
   const std::vector<int64_t> pool{8191, 3, 1300, 40000, 128, 777, 2049, 65536, 5, 12345};
   bool found = false;
