@@ -295,36 +295,44 @@ plan::PlannerOptions planner_options_of(const cost::CostModel& cm, std::shared_p
   o.pp = cm.cluster.pp;
   o.vpp = cm.cluster.vpp;
   const int stages = cm.cluster.pp * cm.cluster.vpp;
+  // The planners cost many groups and plans of this one batch, which hold the same samples (dcp:
+  // every candidate packing, each finalist in nine orders, the pipeline ramp's candidates): each
+  // sample's attention times are memoised for the planner's lifetime (cost::AttnTermsMemo: the
+  // same results to the bit; ~20 MiB at most), and so is the filler's time alone per group size
+  // below. One call at a time per planner's options (the mutex).
+  struct Shared {
+    explicit Shared(const cost::CostModel& m) : memo(m) {}
+    std::mutex mutex;
+    cost::AttnTermsMemo memo;
+    std::map<int, std::vector<cost::StageTimes>> filler_alone;  // by group size
+  };
+  auto shared = std::make_shared<Shared>(cm);
   // Marginal time of the sample in a half-full pack (filler: one sequence of M*k/2 tokens), so
   // GEMM efficiency is that of a packed rank, not of the sample alone (a 100-token sample alone
   // would run its GEMMs at a tiny fraction of peak; packed, it does not).
-  o.sample_time_s = [&cm, stages, m_tokens](int64_t length, int cp_size) {
+  o.sample_time_s = [&cm, stages, m_tokens, shared](int64_t length, int cp_size) {
     const int64_t filler = std::max<int64_t>(1, m_tokens * cp_size / 2);
     const int64_t with[2] = {filler, length};
-    const auto as = cost::group_stage_times_all(cm, std::span<const int64_t>(with, 2), cp_size, 0);
-    const auto bs = cost::group_stage_times_all(cm, std::span<const int64_t>(with, 1), cp_size, 0);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    const auto as = cost::group_stage_times_all(cm, std::span<const int64_t>(with, 2), cp_size, 0,
+                                                cost::QkvFormat::thd, &shared->memo);
+    auto [it, fresh] = shared->filler_alone.try_emplace(cp_size);
+    if (fresh)
+      it->second = cost::group_stage_times_all(cm, std::span<const int64_t>(with, 1), cp_size, 0,
+                                               cost::QkvFormat::thd, &shared->memo);
+    const auto& bs = it->second;
     double t = 0;
     for (size_t v = 0; v < as.size(); ++v)
       t += (as[v].fwd.total_s() + as[v].bwd.total_s()) - (bs[v].fwd.total_s() + bs[v].bwd.total_s());
     return std::max(0.0, t) * cm.cluster.vpp / stages;  // one pipeline stage's share
   };
-  // The planners simulate many plans of this one batch, whose groups hold the same samples (dcp:
-  // every candidate packing, each finalist in nine orders, the pipeline ramp's candidates): each
-  // sample's attention times are memoised for the planner's lifetime (cost::AttnTermsMemo: the
-  // same results to the bit; ~20 MiB at most). One simulation at a time per memo (the mutex).
-  struct Attn {
-    explicit Attn(const cost::CostModel& m) : memo(m) {}
-    std::mutex mutex;
-    cost::AttnTermsMemo memo;
+  const auto simulate = [&cm, batch, real_lengths, shared](const plan::Plan& plan) {
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    return sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip, &shared->memo);
   };
-  auto attn = std::make_shared<Attn>(cm);
-  o.step_time_s = [&cm, batch, real_lengths, attn](const plan::Plan& plan) {
-    std::lock_guard<std::mutex> lock(attn->mutex);
-    return sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip, &attn->memo).step_s;
-  };
-  o.estimate = [&cm, batch, real_lengths, attn](const plan::Plan& plan) {
-    std::lock_guard<std::mutex> lock(attn->mutex);
-    const sim::StepResult r = sim::simulate_step(plan, *batch, cm, real_lengths, sim::Bound::skip, &attn->memo);
+  o.step_time_s = [simulate](const plan::Plan& plan) { return simulate(plan).step_s; };
+  o.estimate = [simulate](const plan::Plan& plan) {
+    const sim::StepResult r = simulate(plan);
     return plan::PlannerOptions::Estimate{r.step_s, r.fits, r.peak_memory_bytes};
   };
   o.model = plan::PlannerOptions::ModelShape{static_cast<double>(cm.model.hidden), static_cast<double>(cm.model.ffn),

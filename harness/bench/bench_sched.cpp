@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,11 +52,15 @@ dcp::plan::Batch lognormal_batch(int g, uint64_t seed) {
   return b;
 }
 
-void time_plans(benchmark::State& state, const dcp::plan::Planner& planner, const dcp::plan::Batch& batch,
+// `planner_of()` gives the planner of each plan: the same one for the plan/ and file/ rows, a new
+// one per plan for cost/ (bm_cost).
+using PlannerOf = std::function<std::shared_ptr<const dcp::plan::Planner>()>;
+
+void time_plans(benchmark::State& state, const PlannerOf& planner_of, const dcp::plan::Batch& batch,
                 const dcp::plan::PlanConfig& cfg) {
   size_t microbatches = 0;
   try {
-    const auto check = planner.plan(batch, cfg);
+    const auto check = planner_of()->plan(batch, cfg);
     dcp::plan::validate(check, batch);
     microbatches = check.microbatches.size();
   } catch (const std::exception& e) {
@@ -63,11 +68,17 @@ void time_plans(benchmark::State& state, const dcp::plan::Planner& planner, cons
     return;
   }
   for (auto _ : state) {
-    auto p = planner.plan(batch, cfg);
+    auto p = planner_of()->plan(batch, cfg);
     benchmark::DoNotOptimize(p.microbatches.data());
   }
   state.counters["microbatches"] = static_cast<double>(microbatches);
   state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(batch.size()), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The one planner of a plan/ or file/ row.
+PlannerOf same_planner(const std::string& name) {
+  std::shared_ptr<const dcp::plan::Planner> planner = dcp::harness::builtin_planners().make(name);
+  return [planner] { return planner; };
 }
 
 dcp::plan::PlanConfig static8(int n, int64_t m) {
@@ -82,7 +93,7 @@ void bm_plan(benchmark::State& state, const std::string& planner_name) {
   const int g = static_cast<int>(state.range(0));
   const int n = static_cast<int>(state.range(1));
   const auto batch = lognormal_batch(g, 1234 + g);
-  time_plans(state, *dcp::harness::builtin_planners().make(planner_name), batch, static8(n, 8192));
+  time_plans(state, same_planner(planner_name), batch, static8(n, 8192));
 }
 
 const char* const kFiles[] = {"go.txt", "pydoc_rst.txt", "sotu.txt", "spamassassin_emails.txt"};
@@ -94,7 +105,7 @@ void bm_file(benchmark::State& state, const std::string& planner_name) {
                                                       kFiles[state.range(0)])};
   for (auto& L : batch.lengths) L = std::clamp<int64_t>(L, 1, 8 * m);
   state.SetLabel(kFiles[state.range(0)]);
-  time_plans(state, *dcp::harness::builtin_planners().make(planner_name), batch, static8(n, m));
+  time_plans(state, same_planner(planner_name), batch, static8(n, m));
 }
 
 const char* const kScenarios[] = {"llama13b-github.json", "llama13b-commoncrawl.json"};
@@ -111,22 +122,12 @@ void bm_cost(benchmark::State& state, const std::string& planner_name) {
   // A planner (and its options) per plan, as `dcpbench run` makes one per step: the options'
   // simulator memoises the samples' attention times for the planner's lifetime
   // (cost::AttnTermsMemo), which a planner reused across iterations would carry over.
-  const auto make = [&] { return registry.make(planner_name, dcp::harness::planner_options_of(prepared.cm, sb, cfg.max_seqlen_per_rank)); };
-  size_t microbatches = 0;
-  try {
-    const auto check = make()->plan(sb.batch, cfg);
-    dcp::plan::validate(check, sb.batch);
-    microbatches = check.microbatches.size();
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
-  for (auto _ : state) {
-    auto p = make()->plan(sb.batch, cfg);
-    benchmark::DoNotOptimize(p.microbatches.data());
-  }
-  state.counters["microbatches"] = static_cast<double>(microbatches);
-  state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(sb.batch.size()), benchmark::Counter::kIsIterationInvariantRate);
+  time_plans(
+      state,
+      [&]() -> std::shared_ptr<const dcp::plan::Planner> {
+        return registry.make(planner_name, dcp::harness::planner_options_of(prepared.cm, sb, cfg.max_seqlen_per_rank));
+      },
+      sb.batch, cfg);
 }
 
 void register_all() {

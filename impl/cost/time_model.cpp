@@ -361,11 +361,6 @@ const std::array<double, 4>& AttnTermsMemo::at(int64_t length, int k) {
 }
 
 std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<const int64_t> lengths, int k,
-                                              int first_pool_rank, QkvFormat format) {
-  return group_stage_times_all(cm, lengths, k, first_pool_rank, format, nullptr);
-}
-
-std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<const int64_t> lengths, int k,
                                               int first_pool_rank, QkvFormat format, AttnTermsMemo* memo) {
   DCP_CHECK(k >= 1, "cp_size ", k);
   DCP_CHECK(memo == nullptr || &memo->cost_model() == &cm, "group_stage_times_all: an AttnTermsMemo made for another cost model");

@@ -243,12 +243,6 @@ RingHost ring_host(const CostModel& cm, int cp_size, QkvFormat format);
 StageTimes group_stage_times(const CostModel& cm, std::span<const int64_t> lengths_tokens,
                              int cp_size, int first_pool_rank, int virtual_stage,
                              QkvFormat format = QkvFormat::thd);
-// group_stage_times of every virtual stage 0 .. pp * vpp - 1, in order: the same values, with
-// the group's per-layer times (the attention-table reads, most of the cost) computed once per
-// distinct CP link rather than once per virtual stage (the simulator builds every group's stages:
-// 40 of them at PP 8 / VPP 5).
-std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<const int64_t> lengths_tokens,
-                                              int cp_size, int first_pool_rank, QkvFormat format = QkvFormat::thd);
 
 // A sequence's attention kernel times on a ring of k ranks, per layer (the sums the ring's steps
 // take of it: the diagonal step's forward and backward, an off-diagonal step's), memoised by
@@ -281,10 +275,15 @@ class AttnTermsMemo {
   const size_t max_entries_;
   std::unordered_map<std::pair<int64_t, int>, std::array<double, 4>, KeyHash> map_;
 };
-// The same as the overload above, reading the sequences' attention times through `memo` (made
-// for `cm`; nullptr: computed).
+
+// group_stage_times of every virtual stage 0 .. pp * vpp - 1, in order: the same values, with
+// the group's per-layer times (the attention-table reads, most of the cost) computed once per
+// distinct CP link rather than once per virtual stage (the simulator builds every group's stages:
+// 40 of them at PP 8 / VPP 5). `memo` (made for `cm`; nullptr: none): the sequences' attention
+// times read through it (AttnTermsMemo).
 std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<const int64_t> lengths_tokens,
-                                              int cp_size, int first_pool_rank, QkvFormat format, AttnTermsMemo* memo);
+                                              int cp_size, int first_pool_rank, QkvFormat format = QkvFormat::thd,
+                                              AttnTermsMemo* memo = nullptr);
 
 // Compute-only GPU time of one sequence processed alone by a group of cp_size ranks (summed over
 // those ranks) through all layers, fwd + bwd (+ recompute), summed over stages, with GEMM
