@@ -14,7 +14,10 @@
 //   dcpbench.planners() -> list of the registry's planner names
 // `plan` in find_violation/validate is a dcpbench.Plan, a dcpbench.plan.v1 dict (json.load of a
 // `dcpbench schedule` file; its summary must agree with it, as in `dcpbench check`), or a plan in
-// Megatron's format (then dp, cp and max_seqlen_per_dp_cp_rank are required).
+// Megatron's format (then dp, cp and max_seqlen_per_dp_cp_rank are required; read as static CP
+// when every group has cp ranks and no dynamic group of that size exists, else as dynamic).
+// Bounds: seqlens at most 2^18 items (len() checked before any is read; read once, into a
+// snapshot); a result in Megatron's format at most 2^24 rank lists and 2^26 ids (megatron_lists).
 //
 // Errors: bad input raises ValueError with the one line `dcpbench schedule` prints for the same
 // options, naming the CLI's flags (--max-seqlen-per-rank for max_seqlen_per_dp_cp_rank; a bad
@@ -25,6 +28,7 @@
 #include "core/error.h"
 #include "harness/conform.h"
 #include "harness/registry.h"
+#include "plan/geometry.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "plan/validate.h"
@@ -35,11 +39,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace py = pybind11;
@@ -53,8 +59,11 @@ namespace {
 // A Python int (or an object with __index__, e.g. numpy.int64) as int64; ValueError naming `what`
 // when it does not fit.
 int64_t to_int64(PyObject* obj, const std::string& what) {
-  // bool is an int subclass in Python: True would pass as a length or size of 1.
-  if (PyBool_Check(obj)) throw py::type_error(what + " must be an integer, not bool");
+  // bool is an int subclass in Python: True would pass as a length or size of 1. numpy's bool
+  // scalar is no int subclass but has __index__ (deprecated since numpy 1.25): the same.
+  const std::string_view type = Py_TYPE(obj)->tp_name;
+  if (PyBool_Check(obj) || type == "numpy.bool_" || type == "numpy.bool")
+    throw py::type_error(what + " must be an integer, not " + std::string(PyBool_Check(obj) ? "bool" : type));
   PyObject* index = PyNumber_Index(obj);
   if (!index) {
     PyErr_Clear();
@@ -74,30 +83,56 @@ std::vector<int64_t> to_lengths(const py::handle& seqlens) {
   if (PyDict_Check(o) || PyAnySet_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o) || PyUnicode_Check(o))
     throw py::type_error(std::string("seqlens must be a sequence of integers (list, tuple, range or array), not ") +
                          Py_TYPE(o)->tp_name);
-  PyObject* seq = PySequence_Fast(seqlens.ptr(), "seqlens must be a sequence of integers");
-  if (!seq) throw py::error_already_set();
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  PyObject** items = PySequence_Fast_ITEMS(seq);
-  std::vector<int64_t> out(static_cast<size_t>(n));
-  try {
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* item = items[i];
-      int overflow = 0;
-      long long v = 0;
-      if (PyLong_CheckExact(item)) {
-        v = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow != 0) value_error("sample " + std::to_string(i) + " has a length out of range");
-      } else {
-        v = to_int64(item, "sample " + std::to_string(i) + "'s length");
-      }
-      out[static_cast<size_t>(i)] = v;
-    }
-  } catch (...) {
-    Py_DECREF(seq);
-    throw;
+  // The sample limit before anything is converted: a list, tuple, range or array knows its size
+  // (range(10**8) had been turned into 10^8 ints, 4.7 GB and 18 s, before check_config refused it).
+  const Py_ssize_t size = PyObject_Size(o);
+  if (size < 0) PyErr_Clear();  // an iterable without len(): counted while read, below
+  if (size > plan::kMaxBatchSamples)
+    value_error("the batch has " + std::to_string(size) + " samples, more than the limit of " +
+                std::to_string(plan::kMaxBatchSamples) + " per global batch");
+  // A snapshot of the items (owned references) before any is converted: an item's __index__ runs
+  // Python code, which could resize the caller's list under a borrowed item array (a segfault,
+  // helper-48's review). Read through the iterator, at most the limit + 1 items, so an endless
+  // generator is refused too.
+  PyObject* it = PyObject_GetIter(o);
+  if (!it) {
+    PyErr_Clear();
+    throw py::type_error(std::string("seqlens must be a sequence of integers (list, tuple, range or array), not ") +
+                         Py_TYPE(o)->tp_name);
   }
-  Py_DECREF(seq);
+  const auto iter = py::reinterpret_steal<py::object>(it);
+  std::vector<py::object> items;
+  if (size > 0) items.reserve(static_cast<size_t>(size));
+  while (PyObject* item = PyIter_Next(it)) {
+    items.push_back(py::reinterpret_steal<py::object>(item));
+    if (static_cast<int64_t>(items.size()) > plan::kMaxBatchSamples)
+      value_error("seqlens has more than " + std::to_string(plan::kMaxBatchSamples) +
+                  " samples, the limit per global batch");
+  }
+  if (PyErr_Occurred()) throw py::error_already_set();
+  std::vector<int64_t> out(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    PyObject* item = items[i].ptr();
+    int overflow = 0;
+    long long v = 0;
+    if (PyLong_CheckExact(item)) {
+      v = PyLong_AsLongLongAndOverflow(item, &overflow);
+      if (overflow != 0) value_error("sample " + std::to_string(i) + " has a length out of range");
+    } else {
+      v = to_int64(item, "sample " + std::to_string(i) + "'s length");
+    }
+    out[i] = v;
+  }
   return out;
+}
+
+// "Type: message" of a Python error on one line (error_already_set::what() appends the traceback,
+// which had come out inside ValueError messages).
+std::string one_line(const py::error_already_set& e) {
+  std::string msg = py::str(e.value());
+  if (const size_t nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+  const std::string type = py::str(e.type().attr("__name__"));
+  return msg.empty() ? type : type + ": " + msg;
 }
 
 struct ConfigArgs {
@@ -130,8 +165,25 @@ plan::PlanConfig to_config(const ConfigArgs& a) {
 
 // Megatron's format from a plan: a fresh list per rank (no aliasing between ranks, unlike
 // PR2000's `[[]] * N`, reference §7c); sample id objects are shared (ints are immutable).
+// Bounded: every rank list is a Python object (~88 B with its slot in the micro-batch's list) and
+// every entry a pointer (8 B), so the limits below keep the result under ~2 GB. The C++ limit of
+// samples x ranks (2^27) alone had let 128 samples on 2^20 ranks ask for ~11.5 GB of lists
+// (helper-48's review); Plan.microbatches holds one object per group instead.
+inline constexpr int64_t kMaxRankLists = int64_t{1} << 24;
+inline constexpr int64_t kMaxRankListEntries = int64_t{1} << 26;
+
 py::list megatron_lists(const plan::Plan& p, int64_t samples) {
   const int n = p.config.pool();
+  const int64_t lists = static_cast<int64_t>(p.microbatches.size()) * n;
+  int64_t entries = 0;
+  for (const auto& mb : p.microbatches)
+    for (const auto& g : mb.groups) entries += static_cast<int64_t>(g.cp_size) * static_cast<int64_t>(g.samples.size());
+  if (lists > kMaxRankLists || entries > kMaxRankListEntries)
+    value_error("the plan in Megatron's format would hold " + std::to_string(lists) + " rank lists (" +
+                std::to_string(p.microbatches.size()) + " micro-batches x " + std::to_string(n) + " ranks) and " +
+                std::to_string(entries) + " sample ids, more than the limits of " + std::to_string(kMaxRankLists) +
+                " and " + std::to_string(kMaxRankListEntries) +
+                " (~2 GB of Python objects); dcpbench.plan() and Plan.microbatches give one object per group");
   std::vector<py::object> ids(static_cast<size_t>(samples));
   auto id = [&](int s) -> PyObject* {
     py::object& o = ids[static_cast<size_t>(s)];
@@ -275,7 +327,7 @@ std::optional<std::string> violation_of(const py::object& plan_obj, const py::ha
           plan_obj, py::arg("allow_nan") = false, py::arg("default") = py::module_::import("operator").attr("index"));
       j = nlohmann::json::parse(text.cast<std::string>());
     } catch (py::error_already_set& e) {
-      value_error(std::string("plan dict: cannot be read as JSON (") + e.what() + ")");
+      value_error("plan dict: cannot be read as JSON (" + one_line(e) + ")");
     } catch (const nlohmann::json::exception& e) {
       value_error(std::string("plan dict: ") + e.what());
     }
@@ -291,7 +343,19 @@ std::optional<std::string> violation_of(const py::object& plan_obj, const py::ha
   const plan::PlanConfig cfg = to_config(a);
   plan::check_config(batch, cfg);
   if (auto v = plan::rank_lists_violation(lists, cfg.pool())) return v;
-  return plan::find_violation(plan::plan_from_rank_lists(lists, "megatron-format", cfg), batch, cfg);
+  plan::Plan p = plan::plan_from_rank_lists(lists, "megatron-format", cfg);
+  // Megatron's format does not say which planner made a plan. Read as a static-CP plan (rule 4's
+  // static sizes) when every group has cp ranks, no dynamic group of that size exists (cp is not a
+  // power of two and not the whole pool) and min_cp is 1 (as schedule() requires of a static
+  // planner): a packing or bshd plan from schedule() at cp = 3 had been refused as "no CP group of
+  // size 3" (helper-48's review). Any other plan is read as dynamic, as Megatron's scheduler makes
+  // them.
+  const bool all_cp = std::all_of(p.microbatches.begin(), p.microbatches.end(), [&](const plan::MicroBatch& mb) {
+    return std::all_of(mb.groups.begin(), mb.groups.end(), [&](const plan::Group& g) { return g.cp_size == cfg.cp; });
+  });
+  if (all_cp && !p.microbatches.empty() && cfg.min_cp == 1 && !plan::group_size_exists(cfg.pool(), cfg.cp))
+    p.dynamic = false;
+  return plan::find_violation(p, batch, cfg);
 }
 
 py::object json_to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }

@@ -177,6 +177,79 @@ def test_unknown_planner_and_bad_types():
         dcpbench.schedule([1, 2, 3], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
 
 
+def test_seqlens_are_read_from_a_snapshot():
+    # An item's __index__ that empties the caller's list: the lengths are the items the list had
+    # when called (the conversion had read a borrowed item array the list no longer owned: a
+    # segfault at 100k items, stale objects below that; helper-48's review).
+    lst = []
+
+    class Clears:
+        def __index__(self):
+            lst.clear()
+            return 5
+    lst.extend([Clears()] + [7] * 100000)
+    plan = dcpbench.plan(lst, "packing", dp=1, cp=1, max_seqlen_per_dp_cp_rank=10**9)
+    assert sorted(s for mb in plan.microbatches for g in mb for s in g.samples) == list(range(100001))
+    assert plan.summary["tokens"] == 5 + 7 * 100000
+
+
+def test_sample_limit_is_checked_before_the_items_are_read():
+    # range(10**12) cannot be read (10^12 ints): the limit must come from len() first.
+    with pytest.raises(ValueError, match="^the batch has 999999999999 samples, more than the limit of 262144 per "
+                                         "global batch$"):
+        dcpbench.schedule(range(1, 10**12), dp=1, cp=1, max_seqlen_per_dp_cp_rank=2**40)
+    # An endless iterable has no len(): it is read up to the limit and refused.
+    import itertools
+    with pytest.raises(ValueError, match="^seqlens has more than 262144 samples, the limit per global batch$"):
+        dcpbench.schedule(itertools.count(1), dp=1, cp=1, max_seqlen_per_dp_cp_rank=2**40)
+    # A short generator is read as the lengths in order.
+    assert dcpbench.schedule((x for x in [3, 4, 5]), "packing", dp=1, cp=1, max_seqlen_per_dp_cp_rank=20) == \
+        dcpbench.schedule([3, 4, 5], "packing", dp=1, cp=1, max_seqlen_per_dp_cp_rank=20)
+
+
+def test_numpy_bool_is_not_a_length():
+    np = pytest.importorskip("numpy")
+    with pytest.raises(TypeError, match="sample 0's length must be an integer, not numpy.bool"):
+        dcpbench.schedule(np.array([True, True]), dp=2, cp=2, max_seqlen_per_dp_cp_rank=100)
+    with pytest.raises(TypeError, match="--dp must be an integer, not numpy.bool"):
+        dcpbench.schedule([1, 2], dp=np.bool_(True), cp=1, max_seqlen_per_dp_cp_rank=100)
+    assert dcpbench.schedule(np.array([3, 4], dtype=np.int64), "packing", dp=1, cp=1, max_seqlen_per_dp_cp_rank=20) == \
+        dcpbench.schedule([3, 4], "packing", dp=1, cp=1, max_seqlen_per_dp_cp_rank=20)
+
+
+def test_megatron_format_result_is_bounded():
+    # 17 samples on 2^20 ranks pass the C++ limit (samples x ranks <= 2^27) but would be 17.8M
+    # Python rank lists (~1.5 GB): refused with a line naming the counts (helper-48's review).
+    with pytest.raises(ValueError, match="^the plan in Megatron's format would hold 17825792 rank lists "
+                                         "\\(17 micro-batches x 1048576 ranks\\)"):
+        dcpbench.schedule([2**20] * 17, dp=2**20, cp=1, max_seqlen_per_dp_cp_rank=1)
+    plan = dcpbench.plan([2**20] * 17, dp=2**20, cp=1, max_seqlen_per_dp_cp_rank=1)
+    assert [len(mb) for mb in plan.microbatches] == [1] * 17  # one group object per group
+    with pytest.raises(ValueError, match="rank lists"):
+        plan.groups()
+
+
+def test_static_plans_in_megatron_format_validate_at_any_cp():
+    # Megatron's format does not name the planner: a packing or bshd plan at cp = 3 (no dynamic
+    # group of 3 ranks exists in a pool of 6) is read as static CP, so schedule()'s own output
+    # validates with the same arguments (it had been refused: "no CP group of size 3").
+    lengths = [10, 20, 30, 40, 50, 60]
+    args = dict(dp=2, cp=3, max_seqlen_per_dp_cp_rank=100)
+    for planner in ("packing", "bshd"):
+        lists = dcpbench.schedule(lengths, planner, **args)
+        assert dcpbench.find_violation(lists, lengths, **args) is None
+        dcpbench.validate(lists, lengths, **args)
+    # Still checked: a plan with groups of 3 and of 1 rank is neither static nor dynamic, and the
+    # token cap of the static groups.
+    mixed = [[[0, 1, 2], [0, 1, 2], [0, 1, 2], [3], [4], [5]]]
+    assert "no CP group of size 3" in dcpbench.find_violation(mixed, lengths, **args)
+    over = [[[0, 1, 2, 3, 4], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4], [5], [5], [5]]]
+    assert dcpbench.find_violation(over, lengths, dp=2, cp=3, max_seqlen_per_dp_cp_rank=40) is not None
+    # With min_cp above 1 the plan is a dynamic one (static planners take min_cp 1 only).
+    assert "no CP group of size 3" in dcpbench.find_violation(dcpbench.schedule(lengths, "packing", **args),
+                                                              lengths, min_cp=2, **args)
+
+
 # ---------------------------------------------------------------- Plan object, every planner
 def test_plan_object_matches_schedule_and_cli_json(tmp_path):
     seqlens = [6144, 2048, 100, 3000, 5000, 800, 4096, 12000, 1, 32768]
@@ -313,8 +386,9 @@ def test_validate_takes_a_plan_file_as_a_dict(tmp_path):
     for bad_value in ({1, 2}, float("nan")):
         bad = json.loads(json.dumps(doc))
         bad["summary"]["solve_ms"] = bad_value
-        with pytest.raises(ValueError, match="plan dict: cannot be read as JSON"):
+        with pytest.raises(ValueError, match="plan dict: cannot be read as JSON") as err:
             dcpbench.find_violation(bad, seqlens)
+        assert "\n" not in str(err.value)  # one line: Python's traceback is not in it
     # An integer type with __index__ (as numpy's are) is taken as the integer it is.
     class Index:
         def __init__(self, v):
