@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/json_io.h"
+#include "core/text.h"
 #include "harness/object_reader.h"
 #include "harness/registry.h"
 #include "harness/scenario.h"
@@ -89,6 +90,9 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
   s.file = path;
   ObjectReader top(j, path, "");
   s.name = *top.get_string("name", true);
+  // As a run scenario's (scenario.cpp): it is printed on progress lines and written into the
+  // report (control bytes had reached the terminal raw, helper-47).
+  if (auto e = safe_name_error(s.name)) top.fail("name", json(s.name), *e);
   s.description = top.get_string("description", false).value_or("");
   s.model = parse_converge_model(top);
 

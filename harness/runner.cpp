@@ -625,7 +625,9 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
 
   ResultsFile out;
   out.context = make_context("none (simulated on the host CPU)", cost::kCostModelName, calibration, options.command);
-  if (options.tune) out.context["tune_pick"] = kTunePickHeldOut;  // how the tuned settings were picked (tune.h)
+  // How the tuned settings were picked (tune.h); "none" without --tune, so the legend does not read
+  // the absent key as an old file's in-sample pick.
+  out.context["tune_pick"] = options.tune ? kTunePickHeldOut : kTunePickNone;
   json sensitivity = json::array(), draws = json::array();
   for (auto& p : prepared) {
     const Scenario& s = *p.scenario;

@@ -69,8 +69,7 @@ DatasetSpec parse_source(ObjectReader& r, int depth) {
       r.fail("path", json(d.path_as_written), "does not exist (looked for " + quote(d.path, 120) + ")");
   } else if (d.kind == "lognormal") {
     d.mean = *r.get_number("mean", true, 1.0, 1e9);
-    d.sigma = *r.get_number("sigma", true, 0.0, 10.0);
-    if (d.sigma <= 0) r.fail("sigma", json(d.sigma), "must be > 0");
+    d.sigma = *r.get_positive("sigma", true, 10.0);
     d.min_len = r.get_int("min", false, 1, kMaxInt).value_or(1);
     d.max_len = r.get_int("max", false, 1, kMaxInt).value_or(0);
     if (d.max_len > 0 && d.max_len < d.min_len)
@@ -86,8 +85,7 @@ DatasetSpec parse_source(ObjectReader& r, int depth) {
       const std::string key = "components[" + std::to_string(i) + "]";
       if (!(*comps)[i].is_object()) r.fail(key, (*comps)[i], "is not an object");
       ObjectReader c = r.child((*comps)[i], key);
-      const double share = *c.get_number("share", true, 0.0, 1.0);
-      if (share <= 0) c.fail("share", json(share), "is not positive");
+      const double share = *c.get_positive("share", true, 1.0);
       total += share;
       d.components.push_back(DatasetComponent{share, parse_source(c, depth + 1)});
       c.finish();
@@ -218,11 +216,7 @@ Published parse_published(ObjectReader& top, const json& v, const std::vector<st
         e.fail("strategy", json(pv.strategy),
                "is published twice (also \"" + r.path("values[" + std::to_string(k) + "]") + "\")");
     // Ratios against them (ours / theirs) divide by each: 0 would print inf.
-    const auto positive = [&e](const char* key, double hi) {
-      const std::optional<double> x = e.get_number(key, false, 0, hi);
-      if (x && !(*x > 0)) e.fail(key, *e.find(key, false), "must be > 0");
-      return x;
-    };
+    const auto positive = [&e](const char* key, double hi) { return e.get_positive(key, false, hi); };
     pv.tflops_per_gpu = positive("tflops_per_gpu", 1e6);
     pv.step_time_ms = positive("step_time_ms", 1e12);
     pv.speedup_vs_packing = positive("speedup_vs_packing", 1e6);
@@ -239,6 +233,13 @@ Published parse_published(ObjectReader& top, const json& v, const std::vector<st
 
 Scenario parse_scenario(const json& j, const std::string& file, const plan::PlannerRegistry* registry) {
   if (!j.is_object()) throw InputError(show_path(file) + ": the scenario is not a JSON object");
+  // A convergence scenario has "data" and "pool" where a run scenario has "dataset" and "cluster":
+  // say so, not the first missing key ("model.layers", helper-47); the converse is in
+  // converge_scenario.cpp.
+  for (const char* key : {"pool", "data"})
+    if (j.contains(key) && !j.contains("cluster") && !j.contains("dataset"))
+      throw InputError(show_path(file) + ": has \"" + key + "\": it is a convergence scenario (dcpbench converge "
+                       "--scenario), not a run scenario (\"dataset\", \"cluster\": scenarios/SCHEMA.md)");
   ObjectReader r(j, file, "");
   Scenario s;
   s.file = file;

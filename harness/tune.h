@@ -78,11 +78,13 @@ std::vector<ResultRow> run_tuned(PreparedScenario& p, const RunOptions& options,
 // Draws the selection batches into p.batches (steps 0 .. p.steps - 1 of the selection seed's
 // stream); an error names them.
 void sample_selection_batches(PreparedScenario& p);
-// The results context's "tune_pick" of a run with --tune.
+// The results context's "tune_pick" of a run with --tune, and of one without (no tuned rows).
 inline constexpr const char* kTunePickHeldOut = "held-out";
+inline constexpr const char* kTunePickNone = "none";
 // How a results context's tuned settings were picked, as the table and the evaluation say it
-// ("picked on held-out ..."): held-out, in-sample (no "tune_pick": written before 2026-12-06), or
-// both (merged files).
+// ("picked on held-out ..."): held-out, in-sample (no "tune_pick": written before 2026-12-06),
+// not searched (a run without --tune, since 2026-12-07: its legend had said "in-sample"), or
+// several of them (merged files: the values joined by " + ").
 std::string tune_pick_phrase(const nlohmann::json& context);
 
 struct SensitivityParameter {

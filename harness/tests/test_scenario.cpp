@@ -132,7 +132,7 @@ TEST(Scenario, MaxSeqlenDoesNotFitPool) {
 TEST(Scenario, NegativeSigma) {
   json j = minimal();
   j["dataset"]["sigma"] = -1.0;
-  expect_error(j, {"\"dataset.sigma\"=-1.0", "below the minimum"});
+  expect_error(j, {"\"dataset.sigma\"=-1.0", "must be > 0"});
 }
 
 TEST(Scenario, MissingLengthsFile) {
@@ -186,7 +186,7 @@ TEST(Scenario, PublishedValuesBelongToOneStrategyOnceAndArePositive) {
   expect_error(bad, {"\"published.values[1].speedup_vs_packing\"=0.0 must be > 0"});
   bad = j;
   bad["published"]["values"][1]["tflops_per_gpu"] = -1;
-  expect_error(bad, {"\"published.values[1].tflops_per_gpu\"=-1 is below the minimum"});
+  expect_error(bad, {"\"published.values[1].tflops_per_gpu\"=-1 must be > 0"});
 }
 
 // A misspelt strategy is named as itself, not as the reference it makes absent (the reference

@@ -253,6 +253,29 @@ TEST(Tune, TunedRowsAreNeverWorseWhereTheSettingWasPicked) {
   }
 }
 
+// The legend of the table and the evaluation: a run without --tune says so (it had said "in-sample;
+// results written before 2026-12-06" on a file written the same day, helper-47); merged files name
+// each way; an old file without the key keeps the in-sample wording.
+TEST(Tune, PickPhraseSaysHowOrWhetherTunedSettingsWerePicked) {
+  const Scenario s = parse_scenario(tiny_json(), "t.json");
+  RunOptions opt;
+  opt.strategies = {"packing"};
+  const ResultsFile f = run_scenarios({s}, opt, registry());
+  EXPECT_EQ(f.context.value("tune_pick", ""), kTunePickNone);
+  const auto phrase = [](const char* v) {
+    nlohmann::json c = nlohmann::json::object();
+    if (v) c["tune_pick"] = v;
+    return tune_pick_phrase(c);
+  };
+  EXPECT_EQ(tune_pick_phrase(f.context), "not searched here (run without --tune: no tuned rows)");
+  EXPECT_NE(phrase("held-out").find("held-out selection batches"), std::string::npos);
+  EXPECT_EQ(phrase("held-out + none"), phrase("held-out"));
+  EXPECT_EQ(phrase("none + none"), phrase("none"));
+  EXPECT_NE(phrase(nullptr).find("in-sample; results written before 2026-12-06"), std::string::npos);
+  EXPECT_EQ(phrase("in-sample + held-out"), "picked on held-out batches in some files, in-sample in others");
+  EXPECT_EQ(phrase("in-sample + none"), phrase(nullptr));
+}
+
 // --tune picks on held-out batches (tune.h): the fastest setting over both passes (the
 // power-of-two grid and, at each (cp, VPP)'s best M of it, the refinement; recomputed here setting
 // by setting) on the selection batches (another seed's steps), then reports that setting's rows

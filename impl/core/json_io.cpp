@@ -20,15 +20,37 @@ struct DuplicateKey {
   std::string key;
 };
 
-// nlohmann's message with the "last read: '<token>'" part cut to a short, escaped prefix (the
-// token can be a whole multi-megabyte string of the input).
+// nlohmann's message with the "last read: '<token>'" part cut to a short, escaped excerpt (the
+// token can be a whole multi-megabyte string of the input). nlohmann writes
+// "...; last read: '<token>'" and, when it knows what it wanted, "; expected <what>" after it: the
+// token ends at the last "'" before that. A long token is shown by its tail, where the parser
+// stopped (its head had hidden the offending text, and the "; expected" part had landed inside
+// the quotes; helper-47).
 std::string parse_error_text(const std::string& what) {
   static constexpr std::string_view kLastRead = "last read: '";
+  static constexpr std::string_view kExpected = "'; expected ";
+  static constexpr size_t kTokenChars = 40;
   const size_t at = what.find(kLastRead);
   if (at == std::string::npos) return escape_bytes(what.substr(0, 200));
-  std::string token = what.substr(at + kLastRead.size());
-  if (!token.empty() && token.back() == '\'') token.pop_back();
-  return escape_bytes(what.substr(0, at)) + "last read: " + quote(token, 40);
+  const size_t begin = at + kLastRead.size();
+  size_t end = what.rfind(kExpected);
+  std::string rest;
+  if (end != std::string::npos && end >= begin) {
+    rest = what.substr(end + 1);  // "; expected ..."
+  } else {
+    end = what.size();
+    if (end > begin && what[end - 1] == '\'') --end;
+  }
+  const std::string_view token(what.data() + begin, end - begin);
+  std::string shown;
+  if (token.size() <= kTokenChars) {
+    shown = quote(token, kTokenChars);
+  } else {
+    size_t from = token.size() - kTokenChars;
+    while (from < token.size() && (static_cast<unsigned char>(token[from]) & 0xC0) == 0x80) ++from;  // a UTF-8 lead byte
+    shown = "(" + std::to_string(token.size()) + " bytes, ending) ..." + quote(token.substr(from), kTokenChars);
+  }
+  return escape_bytes(what.substr(0, at)) + "last read: " + shown + escape_bytes(rest.substr(0, 120));
 }
 
 void excerpt_into(const nlohmann::json& v, std::string& out, size_t max_chars, int depth) {

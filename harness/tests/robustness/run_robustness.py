@@ -480,6 +480,22 @@ def main():
         case("option/converge-run-scenario", ["converge", "--scenario",
                                               os.path.join(repo, "scenarios/megatron-example-4gpu.json")],
              ['has "cluster": it is a run scenario (dcpbench run), not a convergence scenario'])
+        # fields that must be > 0 say so for negatives too (they had read "is below the minimum 0.0")
+        for v in (-1.5, 0):
+            scenario(f"sigma-{v}.json", lambda s, v=v: s["dataset"].__setitem__("sigma", v))
+            case(f"value/sigma-{v}", ["run", f"sigma-{v}.json", "--out", "r.json"],
+                 [f'"dataset.sigma"={v}', "must be > 0"])
+        # and the converse: a convergence scenario given to run (it had named "model.layers" missing)
+        case("option/run-converge-scenario", ["run", "conv.json", "--out", "conv-run.json"],
+             ['conv.json: has "pool": it is a convergence scenario (dcpbench converge --scenario), not a run scenario'])
+        # a convergence scenario's name is checked as a run scenario's (control bytes reached the terminal)
+        for label, bad_name in [("escape", "x\u001b[31my"), ("slash", "a b/c"), ("long", "z" * 101)]:
+            conv_named = json.loads(json.dumps(conv))
+            conv_named["name"] = bad_name
+            write(w(f"conv-name-{label}.json"), json.dumps(conv_named))
+            case(f"value/converge-name-{label}", ["converge", "--scenario", f"conv-name-{label}.json",
+                                                   "--out", "conv-name.json"],
+                 ['"name"=', "letters, digits" if label != "long" else "1 to 100 characters"])
         case("plan/check-missing-planner", ["check", "--plan", "plan-no-planner.json", "--lengths", "five.txt"],
              ['plan-no-planner.json: plan JSON: "planner" is missing'])
         case("plan/check-schema-v9", ["check", "--plan", "plan-v9.json", "--lengths", "five.txt"],

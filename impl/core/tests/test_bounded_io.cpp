@@ -156,6 +156,27 @@ TEST(JsonLimits, ParseErrorsDoNotCopyTheInput) {
   EXPECT_FALSE(has_control_byte(e));
 }
 
+// The token nlohmann last read is quoted alone, "; expected ..." after the quotes, and a long one by
+// its tail, where the parser stopped (helper-47: the head of a 300-byte string hid the offending
+// " oops" after it, and "; expected end of input" had landed inside the quotes).
+TEST(JsonLimits, ParseErrorsQuoteTheTokenWhereTheParserStopped) {
+  const std::string trailing = error_of([] { parse_json_text("{\"name\": \"abc\"} x", "t.json"); });
+  // (nlohmann's token here runs from the last string to the stray x)
+  EXPECT_NE(trailing.find("last read: \"\"abc\"} x\"; expected end of input)"), std::string::npos) << trailing;
+  const std::string longer = error_of([] {
+    parse_json_text("{\"a\": \"" + std::string(300, 'y') + "\" oops}", "l.json");
+  });
+  EXPECT_NE(longer.find("last read: (3"), std::string::npos) << longer;
+  EXPECT_NE(longer.find("bytes, ending) ...\""), std::string::npos) << longer;
+  EXPECT_NE(longer.find("y\" o\"; expected '}'"), std::string::npos) << longer;  // where it stopped: " o"
+  EXPECT_LT(longer.size(), 400u);
+  // A tail never starts inside a UTF-8 sequence.
+  std::string accents;
+  for (int i = 0; i < 100; ++i) accents += "\xc3\xa9";
+  const std::string utf = error_of([&] { parse_json_text("[\"" + accents + "\x01", "u.json"); });
+  EXPECT_EQ(utf.find("\\x"), utf.find("\\x01")) << utf;  // no escaped half of an é
+}
+
 // Nothing to parse is said as such (a FIFO given as a scenario read as "invalid JSON", stop 44).
 TEST(JsonLimits, EmptyTextIsNamedEmptyNotInvalid) {
   EXPECT_EQ(error_of([] { parse_json_text("", "s.json"); }), "s.json: is empty, no JSON in it");
