@@ -122,7 +122,7 @@ void write_draws_table(std::ostream& os, const ResultsFile& results, const Evalu
   if (lines.empty()) return;
   os << "\n## Over other draws of the batches (`run --draws`)\n\n"
      << "Each scenario re-run on further independent draws of its global batches (draw 0 = the tables above; "
-        "tuned settings held fixed at those " << tune_pick_phrase(results.context) << "). \"with numbers\": draws where " << o.focus
+        "tuned settings held fixed at those " << tune_pick_phrase(results) << "). \"with numbers\": draws where " << o.focus
      << " has a speedup (its plans and the reference's valid and fitting on every step); \"fastest\": those where no "
         "strategy with numbers has a shorter summed step time (ties count); then the " << o.focus
      << " step time against each peer, median (5th to 95th percentile) over the draws where both have numbers.\n\n"
@@ -292,7 +292,7 @@ void write_evaluation_markdown(std::ostream& os, const ResultsFile& results, con
        << "` with calibration `" << ctx.value("calibration", "?") << "`, not a measurement";
   os << ". Step times are means over the scenario's sampled global batches; speedups are peer time / "
      << o.focus << " time on the same batches. \"published\" = the setting the scenario's upstream script "
-     << "sets; \"tuned\" = each strategy's setting " << tune_pick_phrase(results.context)
+     << "sets; \"tuned\" = each strategy's setting " << tune_pick_phrase(results)
      << " under the memory model (`run --tune`).\n\n"
      << "The breakdown splits peer step − " << o.focus
      << " step exactly into the simulator's components (compute incl. recompute, exposed CP and DP "

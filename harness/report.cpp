@@ -357,7 +357,7 @@ void print_table(std::ostream& os, const ResultsFile& results) {
        << " speedup column.\n";
   os
      << "#   published = the strategy as the scenario sets it (the upstream script's values); tuned = its setting\n"
-     << "#   under the memory model (`run --tune`), " << tune_pick_phrase(ctx) << ".\n"
+     << "#   under the memory model (`run --tune`), " << tune_pick_phrase(results) << ".\n"
      << "#   oom = does not fit the GPU's memory.\n"
      << (how == "simulated" ? "#   solve (ms, host) is the one measured column: the planner's wall-clock time on this host's CPU.\n"
                             : "#   solve (ms, host): the planner's wall-clock time on this host's CPU.\n")

@@ -134,6 +134,11 @@ std::string tune_pick_phrase(const nlohmann::json& context) {
   return "picked as the fastest on these same batches (in-sample; results written before 2026-12-06)";
 }
 
+std::string tune_pick_phrase(const ResultsFile& results) {
+  const bool tuned = std::any_of(results.rows.begin(), results.rows.end(), [](const ResultRow& r) { return r.setting == "tuned"; });
+  return tune_pick_phrase(tuned ? results.context : nlohmann::json{{"tune_pick", kTunePickNone}});
+}
+
 void sample_selection_batches(PreparedScenario& p) {
   const uint64_t seed = p.sampler.seed;
   p.sampler.seed = tune_selection_seed(seed);

@@ -86,6 +86,9 @@ inline constexpr const char* kTunePickNone = "none";
 // not searched (a run without --tune, since 2026-12-07: its legend had said "in-sample"), or
 // several of them (merged files: the values joined by " + ").
 std::string tune_pick_phrase(const nlohmann::json& context);
+// The same for a results file: "not searched" when it has no tuned row, whatever its context says
+// (an old file without "tune_pick" and without --tune had read as in-sample).
+std::string tune_pick_phrase(const ResultsFile& results);
 
 struct SensitivityParameter {
   std::string name;

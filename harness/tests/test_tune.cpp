@@ -274,6 +274,14 @@ TEST(Tune, PickPhraseSaysHowOrWhetherTunedSettingsWerePicked) {
   EXPECT_NE(phrase(nullptr).find("in-sample; results written before 2026-12-06"), std::string::npos);
   EXPECT_EQ(phrase("in-sample + held-out"), "picked on held-out batches in some files, in-sample in others");
   EXPECT_EQ(phrase("in-sample + none"), phrase(nullptr));
+  // A results file without a tuned row is "not searched", whatever its context says (an old file
+  // has no "tune_pick"); with one, the context decides.
+  ResultsFile old = f;
+  old.context.erase("tune_pick");
+  EXPECT_EQ(tune_pick_phrase(old), phrase("none"));
+  ASSERT_FALSE(old.rows.empty());
+  old.rows[0].setting = "tuned";
+  EXPECT_EQ(tune_pick_phrase(old), phrase(nullptr));
 }
 
 // --tune picks on held-out batches (tune.h): the fastest setting over both passes (the
