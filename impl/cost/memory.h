@@ -19,7 +19,17 @@
 //            + (m-1)F    first MLP GEMM's output (2F values with SwiGLU, F without)
 //            + F)        activation output (second MLP GEMM's input)
 //       + 4 * heads      fp32 softmax LSE
-//     (GPT: 32h + 4a, the paper's 34h minus its dropout masks). With full recompute only the layer
+//     (GPT: 32h + 4a, the paper's 34h minus its dropout masks). Not charged (helper-49's review,
+//     2026-12-07; moderate confidence, so not in the numbers): with RoPE on a rank outside a CP
+//     group (k = 1), Q, K and V are views of the fused QKV GEMM output (Megatron attention.py
+//     torch.split), RoPE writes new Q and K (out of place), and V reaches the flash kernel still a
+//     view (TE copies to contiguous only under CP; flash-attn's maybe_contiguous only when the last
+//     stride is not 1), so the saved V keeps the whole fused buffer alive: 2q + 3kv values rather
+//     than q + 2kv, 2 (q + kv) bytes per token more (Llama-13B: 20 KB, 1.25 GiB of one layer's
+//     transient at 65,536 tokens under full recompute; learned positions, as in Megatron's
+//     example, have no such copy). No shipped scenario's oom verdict at its published setting is
+//     near enough to capacity to move (megatron-dev on llama13b-github: 64.2 of 80 GiB).
+//     With full recompute only the layer
 //     input (2h) is stored, and the backward of a layer re-materialises that layer's activations
 //     for one micro-batch (the transient).
 //   head inputs (the last virtual stage only): the final norm keeps its input (the last layer's
