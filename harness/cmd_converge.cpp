@@ -80,6 +80,16 @@ ConvergeScenario checked_scenario(const ConvergeArgs& a) {
     check_output_not_in_folder(a.out, s.text_dir, "the text corpus (data.text_dir)");
   }
   check_strategies_plan(s);
+  // Memory bound of the run's one growing part (converge.h), before anything trains.
+  ConvergeOptions o;
+  if (!a.dtype.empty()) o.dtype = a.dtype;
+  if (a.steps > 0) o.steps = a.steps;
+  const ReferenceGradients g = reference_gradients(s, o);
+  DCP_REQUIRE(g.bytes <= kConvergeMaxReferenceGradBytes, show_path(s.file), ": ", g.steps,
+              " steps (main and edge cases) x ", g.params, " parameters x ", g.f32 ? "16" : "8",
+              " bytes = ", fmt("%.2f", g.bytes / (1024.0 * 1024 * 1024)),
+              " GiB of reference gradients kept on rank 0, above the limit of ",
+              fmt("%.0f", kConvergeMaxReferenceGradBytes / (1024.0 * 1024 * 1024)), " GiB (fewer --steps or a smaller model)");
   return s;
 }
 

@@ -606,6 +606,17 @@ void check_strategies_plan(const ConvergeScenario& s) {
   }
 }
 
+ReferenceGradients reference_gradients(const ConvergeScenario& s, const ConvergeOptions& o) {
+  auto k = model::make_cpu_kernels<double>();
+  const model::Model<double> m(s.model, *k);
+  ReferenceGradients r;
+  r.steps = o.steps.value_or(s.steps) + static_cast<int64_t>(s.edge_cases.size());
+  r.params = m.params().total();
+  r.f32 = o.dtype.value_or(s.dtype) == "f32";
+  r.bytes = static_cast<double>(r.steps) * static_cast<double>(r.params) * sizeof(double) * (r.f32 ? 2.0 : 1.0);
+  return r;
+}
+
 ConvergeOutcome run_converge(comm::Communicator& world, const ConvergeScenario& s, const ConvergeOptions& o,
                              std::ostream& progress) {
   DCP_REQUIRE(world.size() == s.pool(), s.file, ": the pool has ", s.pool(), " ranks (dp ", s.dp, " x cp ",

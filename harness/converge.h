@@ -68,6 +68,19 @@ struct ConvergeOutcome {
   bool pass() const { return failures.empty(); }
 };
 
+// Bytes rank 0 keeps of the reference's gradients: one float64 per parameter for every step (main
+// steps and edge cases), twice with float32 (its float64 drift run keeps its own). 452 KB per step
+// on converge-moby (56,472 parameters), 904 KB in float32. Checked before anything trains
+// (cmd_converge: exit 2 naming steps x parameters), so a run cannot grow past it.
+inline constexpr double kConvergeMaxReferenceGradBytes = 8.0 * 1024 * 1024 * 1024;
+struct ReferenceGradients {
+  int64_t steps = 0;   // main steps + edge cases
+  int64_t params = 0;
+  bool f32 = false;
+  double bytes = 0;
+};
+ReferenceGradients reference_gradients(const ConvergeScenario& s, const ConvergeOptions& o);
+
 // Collective over `world` (its size must be the scenario's pool). Every rank trains; rank 0 also
 // runs the references, compares, and returns the report. `progress`: rank 0's progress lines.
 ConvergeOutcome run_converge(comm::Communicator& world, const ConvergeScenario& s,

@@ -15,8 +15,8 @@
 namespace dcp::harness {
 
 // Most main steps of a convergence run (training.steps, --steps): every step's batch is built up
-// front and rank 0 keeps the reference's gradient of every step, ~250 KB per step on
-// converge-moby, so 10000 steps stay near 2.5 GB.
+// front and rank 0 keeps the reference's gradient of every step (452 KB per step on converge-moby,
+// 904 KB in float32; bounded apart, converge.h kConvergeMaxReferenceGradBytes).
 inline constexpr int kConvergeMaxSteps = 10000;
 
 // One extra training step whose batch exercises a scheduler edge case (reference §7, §2.4); it
