@@ -24,7 +24,7 @@ std::string fmt2(double v) {
 constexpr const char* kConfigFacts[] = {
     "model", "dataset", "gpus", "tp", "pp", "cp", "vpp", "gpus_per_node", "nics_per_node", "hardware",
     "memory_gib", "global_batch", "max_seqlen", "max_seqlen_per_rank", "min_cp", "recompute", "precision",
-    "seed", "attention_backend", "distributed_optimizer", "grad_reduce", "overlap_grad_reduce",
+    "seed", "attention_backend", "distributed_optimizer", "grad_reduce", "overlap_grad_reduce", "check_for_nan_in_grad",
     "gradient_accumulation_fusion", "data_path", "interleaved_p2p_calls"};
 
 std::map<std::string, const nlohmann::json*> facts_by_name(const ResultsFile& f) {

@@ -140,6 +140,7 @@ json scenario_facts(const Scenario& s, const cost::CostModel& cm, int steps) {
   f["distributed_optimizer"] = s.training.distributed_optimizer;
   f["grad_reduce"] = s.training.grad_reduce;
   f["overlap_grad_reduce"] = s.training.overlap_grad_reduce;
+  f["check_for_nan_in_grad"] = s.training.check_for_nan_in_grad;
   f["interleaved_p2p_calls"] = s.training.interleaved_p2p_calls;
   f["gradient_accumulation_fusion"] = s.training.gradient_accumulation_fusion;
   f["data_path"] = s.training.data_path;
@@ -215,6 +216,7 @@ cost::CostModel cost_model_of(const Scenario& s) {
   cm.training.distributed_optimizer = s.training.distributed_optimizer;
   cm.training.grad_reduce_fp32 = s.training.grad_reduce == "fp32";
   cm.training.overlap_grad_reduce = s.training.overlap_grad_reduce;
+  cm.training.check_for_nan_in_grad = s.training.check_for_nan_in_grad;
   cm.training.interleaved_p2p_calls = s.training.interleaved_p2p_calls;
   cm.training.gradient_accumulation_fusion = s.training.gradient_accumulation_fusion;
   cm.training.data_path = s.training.data_path == "prefetch" ? cost::DataPath::prefetch : cost::DataPath::megatron;

@@ -162,6 +162,9 @@ TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
   t.distributed_optimizer = r.get_bool("distributed_optimizer", false).value_or(false);
   t.grad_reduce = r.get_string("grad_reduce", false, {"fp32", "bf16"}).value_or("fp32");
   t.overlap_grad_reduce = r.get_bool("overlap_grad_reduce", false).value_or(false);
+  // --no-check-for-nan-in-loss-and-grad is store_false: the check is on unless a script turns it
+  // off (Megatron-LM 3b309c627e megatron/training/arguments.py:2199).
+  t.check_for_nan_in_grad = r.get_bool("check_for_nan_in_grad", false).value_or(true);
   t.interleaved_p2p_calls = r.get_bool("interleaved_p2p_calls", false).value_or(true);
   // --no-gradient-accumulation-fusion is store_false: fusion on unless a script turns it off
   // (Megatron-LM 192cbc3554 megatron/training/arguments.py:3613-3617).

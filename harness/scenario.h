@@ -97,6 +97,8 @@ struct TrainingSpec {
   bool distributed_optimizer = false;     // --use-distributed-optimizer
   std::string grad_reduce = "fp32";       // "fp32" (Megatron's --bf16 default) | "bf16"
   bool overlap_grad_reduce = false;       // --overlap-grad-reduce (+ --overlap-param-gather)
+  bool check_for_nan_in_grad = true;      // --check-for-nan-in-loss-and-grad (Megatron's default:
+                                          // on; --no-check-for-nan-in-loss-and-grad turns it off)
   bool interleaved_p2p_calls = true;      // sim::ScheduleInput::interleaved_calls (SCHEMA.md)
   bool gradient_accumulation_fusion = true;  // false: --no-gradient-accumulation-fusion
   std::string data_path = "megatron";     // "megatron" | "prefetch" (cost::DataPath)

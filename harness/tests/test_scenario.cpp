@@ -1,6 +1,7 @@
 // Scenario loader validation: every committed scenario loads; unknown keys, missing keys and bad
 // values are InputErrors whose message names the file, the (dotted) key and the value.
 #include "core/error.h"
+#include "harness/runner.h"
 #include "harness/scenario.h"
 
 #include <gtest/gtest.h>
@@ -109,6 +110,15 @@ TEST(Scenario, DataPathAndGradientAccumulationFusion) {
   j = minimal();
   j["training"]["gradient_accumulation_fusion"] = "no";
   expect_error(j, {"\"training.gradient_accumulation_fusion\"=\"no\""});
+  // --check-for-nan-in-loss-and-grad: on unless the scenario turns it off, and into the cost model.
+  EXPECT_TRUE(d.training.check_for_nan_in_grad);
+  j = minimal();
+  j["training"]["check_for_nan_in_grad"] = false;
+  EXPECT_FALSE(parse_scenario(j, "scenarios/x.json").training.check_for_nan_in_grad);
+  EXPECT_FALSE(cost_model_of(parse_scenario(j, "scenarios/x.json")).training.check_for_nan_in_grad);
+  EXPECT_TRUE(cost_model_of(d).training.check_for_nan_in_grad);
+  j["training"]["check_for_nan_in_grad"] = 1;
+  expect_error(j, {"\"training.check_for_nan_in_grad\"=1"});
 }
 
 TEST(Scenario, GpusNotDivisible) {

@@ -512,6 +512,8 @@ GradSyncTime grad_sync_time(const CostModel& cm, int s) {
   const double params = stage_params(cm, s);
   const double frac = static_cast<double>(n - 1) / n;  // ring: each rank sends (n-1)/n of the data
   const double grad_bytes = cm.training.grad_reduce_fp32 ? 4.0 : 2.0;
+  if (cm.training.check_for_nan_in_grad && cm.hardware.hbm_bytes_per_s > 0)
+    g.check_s = grad_bytes * params / cm.hardware.hbm_bytes_per_s;
   if (cm.training.distributed_optimizer) {
     g.reduce_s = ring_collective_s(cm, s, n, frac * params * grad_bytes);
     g.gather_s = ring_collective_s(cm, s, n, frac * params * kBf16Bytes);
@@ -520,6 +522,14 @@ GradSyncTime grad_sync_time(const CostModel& cm, int s) {
     g.reduce_s = ring_collective_s(cm, s, n, 2.0 * frac * params * grad_bytes) +
                  (n - 1) * (group_crosses_nodes(cm.cluster, s, 0, n) ? cm.hardware.inter_node_latency_s
                                                                       : cm.hardware.intra_node_latency_s);
+  }
+  if (g.overlap) {
+    // The buckets no overlap hides (GradSyncTime): the embedding's share of the first stage's
+    // buffer, the whole buffer of a later stage's gather without VPP. (Shares of one collective's
+    // time: each bucket's own latency is not added.)
+    const double emb = s == 0 && params > 0 ? embedding_params(cm.model) / cm.cluster.tp / params : 0.0;
+    g.reduce_tail_s = emb * g.reduce_s;
+    if (cm.cluster.vpp == 1) g.gather_waited_s = (s == 0 ? emb : 1.0) * g.gather_s;
   }
   return g;
 }

@@ -152,6 +152,10 @@ struct TrainingOptions {
   double attn_bwd_factor = 2.5;      // bwd attention FLOPs / fwd (FA2/FA3 convention)
   std::string attention_backend = "fa3";  // table of the hardware profile ("fa2", "fa3", "cudnn",
                                           // "dcpbench": our kernels, a measured calibration's)
+  bool check_for_nan_in_grad = false;  // --check-for-nan-in-loss-and-grad (Megatron's default is
+                                       // on; scenarios default to it, harness/scenario.h): the
+                                       // norm of every grad bucket before the DP reduce
+                                       // (GradSyncTime::check_s)
   bool overlap_grad_reduce = false;  // --overlap-grad-reduce (Megatron default off): the grad
                                      // reduce overlaps the last backward, the param all-gather
                                      // the first forward
@@ -313,6 +317,24 @@ double microbatch_overhead(const CostModel& cm, int virtual_stage);
 struct GradSyncTime {
   double reduce_s = 0;  // all-reduce (no distributed optimizer) or reduce-scatter of the grads
   double gather_s = 0;  // bf16 param all-gather (distributed optimizer only)
+  // --check-for-nan-in-loss-and-grad: before the reduce, start_grad_sync takes the L2 norm of
+  // every bucket's grad_data and tests it for NaN and Inf [Megatron-LM 3b309c627e
+  // megatron/core/distributed/param_and_grad_buffer.py:188-213, 353-357]: one HBM read of the
+  // stage's whole grad buffer (its dtype). On the compute stream, before each bucket's reduce, so
+  // never hidden by the reduce's overlap. (Each test converts a device tensor to a bool, a host
+  // sync; ~25 us each, not charged.)
+  double check_s = 0;
+  // With overlap (--overlap-grad-reduce / --overlap-param-gather), the parts no overlap hides
+  // [Megatron-LM d98e8a64dd]: gather_waited_s, waited by the first forward before it computes:
+  // without VPP align_param_gather is off (training/arguments.py:1013), so the first forward
+  // pre-hook dispatches the all-gather and waits for its first bucket
+  // (core/distributed/distributed_data_parallel.py:517-538), which on a stage after the first is
+  // the whole buffer (bucketing off there, :160-171) and on the first stage the embedding's
+  // bucket, laid out last and needed first (buffers in backward order; a parameter larger than a
+  // bucket gets its own); reduce_tail_s, the embedding bucket's reduce on the first stage, ready
+  // only when the last backward ends (any VPP). The rest overlaps as before.
+  double gather_waited_s = 0;
+  double reduce_tail_s = 0;
   bool overlap = false; // training.overlap_grad_reduce
 };
 // For the GPUs of one pipeline stage (parameters of that stage's layers / tp; embedding on stage

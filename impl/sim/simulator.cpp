@@ -224,15 +224,20 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
       double start = 0;
       for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j)
         start = std::max({start, free_at[static_cast<size_t>(s) * n + j], input_at(g, j)});
+      // The stage's first forward first waits for the param all-gather it dispatches (overlap
+      // without VPP, cost::GradSyncTime::gather_waited_s; per group: the collective's own sync
+      // across the stage's groups is not modelled).
+      const bool first_fwd = !op.bwd && first_fwd_s[static_cast<size_t>(s) * n + gs.first_rank] < 0;
+      const double wait = first_fwd && !in.grad_gather_waited_s.empty() ? in.grad_gather_waited_s[s] : 0.0;
       const double dur = op.bwd ? c.bwd_s : c.fwd_s;
       for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
         const size_t gi = static_cast<size_t>(s) * n + j;
-        if (!blocking) end[key(op.mb, v, op.bwd) * n + j] = start + dur;
-        free_at[gi] = start + dur;
+        if (!blocking) end[key(op.mb, v, op.bwd) * n + j] = start + wait + dur;
+        free_at[gi] = start + wait + dur;
         GpuTime& t = r.gpu[gi];
         t.compute_s += op.bwd ? c.bwd_compute_s : c.fwd_compute_s;
         t.recompute_s += op.bwd ? c.recompute_s : 0.0;
-        t.comm_s += op.bwd ? c.bwd_comm_s : c.fwd_comm_s;
+        t.comm_s += (op.bwd ? c.bwd_comm_s : c.fwd_comm_s) + wait;
         t.overhead_s += op.bwd ? c.bwd_overhead_s : c.fwd_overhead_s;
         if (op.bwd) last_bwd_s[gi] = dur;
         if (!op.bwd && first_fwd_s[gi] < 0) first_fwd_s[gi] = dur;
@@ -338,11 +343,17 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
     for (int j = 1; j < n; ++j)
       if (free_at[static_cast<size_t>(s) * n + j] > free_at[static_cast<size_t>(s) * n + slow]) slow = j;
     const size_t si = static_cast<size_t>(s) * n + slow;
+    const double check = in.grad_check_s.empty() ? 0.0 : in.grad_check_s[s];
     double exposed = rs + ag;
     if (in.overlap_grad_reduce) {
+      // The embedding bucket's reduce follows the last backward unhidden; the gather waited at
+      // the first forward was charged there (run_op).
+      const double tail = in.grad_reduce_tail_s.empty() ? 0.0 : in.grad_reduce_tail_s[s];
+      const double waited = in.grad_gather_waited_s.empty() ? 0.0 : in.grad_gather_waited_s[s];
       const double behind = reduce_after_cooldown(pp, vpp, s) ? 0.0 : last_bwd_s[si];
-      exposed = std::max(0.0, rs - behind) + std::max(0.0, ag - std::max(0.0, first_fwd_s[si]));
+      exposed = tail + std::max(0.0, rs - tail - behind) + std::max(0.0, ag - waited - std::max(0.0, first_fwd_s[si]));
     }
+    exposed += check;  // on the compute stream before the reduce: never hidden
     const double finish = free_at[si] + exposed;
     for (int j = 0; j < n; ++j) {
       GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
@@ -465,6 +476,9 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
     const auto g = cost::grad_sync_time(cm, s);
     in.grad_reduce_s.push_back(g.reduce_s);
     in.grad_gather_s.push_back(g.gather_s);
+    in.grad_check_s.push_back(g.check_s);
+    in.grad_gather_waited_s.push_back(g.gather_waited_s);
+    in.grad_reduce_tail_s.push_back(g.reduce_tail_s);
     in.static_bytes.push_back(cost::static_memory(cm, s).total());
   }
   in.iteration_s =
@@ -591,9 +605,12 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     }
     const double work = (layers * per_layer + (last ? head : 0.0)) / n + m_min * add_gpu;
     const cost::GradSyncTime g = cost::grad_sync_time(cm, s);
-    // Overlapped it may hide entirely, except a reduce launched after the cool-down.
-    const double sync = !g.overlap ? g.reduce_s + g.gather_s
-                                   : (reduce_after_cooldown(c.pp, c.vpp, s) ? g.reduce_s : 0.0);
+    // Overlapped it may hide entirely, except a reduce launched after the cool-down, the embedding
+    // bucket's reduce after the last backward and the gather the first forward waits for (before
+    // any op of the stage: its ranks idle then).
+    const double sync =
+        g.check_s + (!g.overlap ? g.reduce_s + g.gather_s
+                                : (reduce_after_cooldown(c.pp, c.vpp, s) ? g.reduce_s : g.reduce_tail_s) + g.gather_waited_s);
     double critical = std::numeric_limits<double>::infinity();
     for (const LongestAt& a : longest_at) {
       // The ring per layer at k in the plan's layout (a padded plan's bshd ring reads its halves as

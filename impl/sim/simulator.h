@@ -63,8 +63,15 @@
 //     the distributed optimizer, overlapped with the last backward / first forward only when
 //     overlap_grad_reduce (exposed = excess only). Without VPP and pp > 1 only stage 0's reduce
 //     overlaps: Megatron's default align_grad_reduce makes every later stage launch its reduce
-//     after its cool-down (simulator.cpp reduce_after_cooldown), fully exposed on that stage
-//     (the param gather still hides behind the first forward). With VPP Megatron reduces each model chunk
+//     after its cool-down (simulator.cpp reduce_after_cooldown), fully exposed on that stage.
+//     What no overlap hides (cost::GradSyncTime, since 2026-12-07): without VPP a stage's first
+//     forward waits for the param gather it dispatches (a later stage's whole buffer, the first
+//     stage's embedding bucket) before it computes, so a later stage's wait lies on the
+//     pipeline's warm-up path; the first stage's embedding bucket reduces after its last backward;
+//     with --check-for-nan-in-loss-and-grad every stage reads its grad buffer before the reduce.
+//     (Before, the whole gather hid behind the first forward, and neither the embedding bucket
+//     nor the check was charged: up to +33 ms per Llama-3-8B step, +1.1 ms on Megatron's example.)
+//     With VPP Megatron reduces each model chunk
 //     after that chunk's last backward and exposes chunk 0's (schedules.py:1540-1558, 2165-2171);
 //     not modelled (~0.1-0.4% of a Llama-3-8B step, README).
 //   * Per iteration, after the slowest GPU: optimizer step, fixed iteration cost and, for plans
@@ -103,7 +110,10 @@
 //                    layers(s) * (host_layer + ring(k)) + add_host(s))
 //              + (m_min - 1) * host(s)
 //   bound_s  = max_s [ max(work(s), crit(s)) + m_min * fixed(s)
-//                      + (overlap_grad_reduce ? (reduced after the cool-down ? grad reduce : 0)
+//                      + NaN check of stage s
+//                      + (overlap_grad_reduce ? (reduced after the cool-down ? grad reduce
+//                                                : the embedding bucket's reduce)
+//                                               + the gather its first forward waits for
 //                                             : grad reduce + param gather of stage s) ]
 //              + optimizer step + iteration_overhead_s,
 //   fixed(s) = the micro-batch's fixed host cost summed over the stage's virtual stages
@@ -206,6 +216,11 @@ struct ScheduleInput {
   // Per pipeline stage: DP sync after the last backward.
   std::vector<double> grad_reduce_s;  // [pp] all-reduce or reduce-scatter (empty = 0)
   std::vector<double> grad_gather_s;  // [pp] param all-gather (empty = 0)
+  std::vector<double> grad_check_s;   // [pp] NaN check of the grads before the reduce, never hidden (empty = 0)
+  // [pp] with overlap_grad_reduce (cost::GradSyncTime): the gather the stage's first forward waits
+  // for before it computes, and the reduce that follows the last backward unhidden (empty = 0)
+  std::vector<double> grad_gather_waited_s;
+  std::vector<double> grad_reduce_tail_s;
   bool overlap_grad_reduce = false;
   // pp > 1: Megatron's P2P calls (see top: 1F1B's batched, blocking ones without VPP, the
   // interleaved schedule's with it when interleaved_calls is set); false: transfers that delay

@@ -82,6 +82,40 @@ TEST(Schedule, AlignedGradReduceIsExposedAfterTheFirstStage) {
   EXPECT_DOUBLE_EQ(r.gpu[0].sync_s + r.gpu[1].sync_s, 0.0);
 }
 
+// The parts of the DP sync no overlap hides (cost::GradSyncTime, helper-51's review): the gather
+// a stage's first forward waits for (overlap without VPP: a later stage's whole buffer, the first
+// stage's embedding bucket), the embedding bucket's reduce after the first stage's last backward,
+// and the NaN check of the grads before any reduce.
+TEST(Schedule, UnhiddenGradSyncParts) {
+  // pp = 2, m = 1, ops 1 s: s0 F0 [0, 1]; s1 waits 0.5 for its gather, F0 [1.5, 2.5], B0 [2.5, 3.5];
+  // s0 B0 [3.5, 4.5].
+  ScheduleInput in = singles(1, 2, 1, 1, op(1, 1));
+  in.overlap_grad_reduce = true;
+  in.grad_reduce_s = {0.5, 0.0};
+  in.grad_gather_s = {0.6, 0.5};
+  in.grad_gather_waited_s = {0.0, 0.5};
+  auto r = simulate_schedule(in);
+  // stage 0: reduce 0.5 behind its 1 s backward, gather 0.6 behind its 1 s forward: nothing at the end
+  EXPECT_DOUBLE_EQ(r.step_s, 4.5);
+  EXPECT_DOUBLE_EQ(r.gpu[1].comm_s, 0.5);  // the wait is exposed communication
+  EXPECT_DOUBLE_EQ(r.gpu[1].sync_s, 0.0);  // and not charged again at the end
+  expect_breakdown_sums(r);
+  // The first stage waits for its embedding bucket (0.2 of its 0.6) at the start: everything
+  // after it moves by 0.2; the embedding bucket's reduce (0.3 of 0.5) follows the last backward.
+  in.grad_gather_waited_s = {0.2, 0.5};
+  in.grad_reduce_tail_s = {0.3, 0.0};
+  r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.gpu[0].sync_s, 0.3);  // the tail; the other 0.2 hides behind the backward
+  EXPECT_DOUBLE_EQ(r.step_s, 4.7 + 0.3);
+  // The NaN check adds to the end of every stage, overlap or not.
+  in.grad_check_s = {0.1, 2.0};
+  r = simulate_schedule(in);
+  EXPECT_DOUBLE_EQ(r.gpu[0].sync_s, 0.4);
+  EXPECT_DOUBLE_EQ(r.gpu[1].sync_s, 2.0);
+  EXPECT_DOUBLE_EQ(r.step_s, std::max(4.7 + 0.4, 3.7 + 2.0));
+  expect_breakdown_sums(r);
+}
+
 TEST(Schedule, TwoRanksImbalance) {
   ScheduleInput in = singles(2, 1, 1, 2, op(1, 2));
   in.cost[0][1][0] = op(2, 4);
@@ -153,7 +187,10 @@ TEST(Step, BalancedPlanReachesTheBound) {
   const plan::Batch batch{{1000, 1000}};
   const auto r = simulate_step(two_rank_plan(), batch, cm);
   const auto st = cost::group_stage_times(cm, std::vector<int64_t>{1000}, 1, 0, 0);
-  EXPECT_NEAR(r.step_s, st.fwd.total_s() + st.bwd.total_s(), 1e-15);  // sync hidden
+  // sync hidden but for the embedding bucket's gather before the first forward and its reduce
+  // after the last backward (cost::GradSyncTime)
+  const auto g = cost::grad_sync_time(cm, 0);
+  EXPECT_NEAR(r.step_s, st.fwd.total_s() + st.bwd.total_s() + g.gather_waited_s + g.reduce_tail_s, 1e-15);
   EXPECT_NEAR(r.plan_efficiency, 1.0, 1e-12);
   EXPECT_NEAR(r.balance, 1.0, 1e-12);
   EXPECT_EQ(r.source, "simulated:dcp-cost-v2@unit");
