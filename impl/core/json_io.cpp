@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <unordered_set>
@@ -33,7 +34,17 @@ std::string parse_error_text(const std::string& what) {
   const size_t at = what.find(kLastRead);
   if (at == std::string::npos) return escape_bytes(what.substr(0, 200));
   const size_t begin = at + kLastRead.size();
+  // The "; expected" part is nlohmann's only when it ends the message with one of its token names
+  // (lexer.hpp token_type_name): the same text inside the token is the input's.
+  static constexpr std::string_view kTokenNames[] = {
+      "<uninitialized>", "true literal", "false literal", "null literal", "string literal", "number literal",
+      "'['", "'{'", "']'", "'}'", "':'", "','", "<parse error>", "end of input", "'[', '{', or a literal",
+      "unknown token"};
   size_t end = what.rfind(kExpected);
+  if (end != std::string::npos) {
+    const std::string_view named = std::string_view(what).substr(end + kExpected.size());
+    if (std::find(std::begin(kTokenNames), std::end(kTokenNames), named) == std::end(kTokenNames)) end = std::string::npos;
+  }
   std::string rest;
   if (end != std::string::npos && end >= begin) {
     rest = what.substr(end + 1);  // "; expected ..."

@@ -508,12 +508,13 @@ GradSyncTime grad_sync_time(const CostModel& cm, int s) {
   const int n = cm.cluster.pool();
   GradSyncTime g;
   g.overlap = cm.training.overlap_grad_reduce;
-  if (n <= 1) return g;
   const double params = stage_params(cm, s);
-  const double frac = static_cast<double>(n - 1) / n;  // ring: each rank sends (n-1)/n of the data
   const double grad_bytes = cm.training.grad_reduce_fp32 ? 4.0 : 2.0;
+  // The check runs in start_grad_sync, which finish_grad_sync calls with a pool of one too.
   if (cm.training.check_for_nan_in_grad && cm.hardware.hbm_bytes_per_s > 0)
     g.check_s = grad_bytes * params / cm.hardware.hbm_bytes_per_s;
+  if (n <= 1) return g;
+  const double frac = static_cast<double>(n - 1) / n;  // ring: each rank sends (n-1)/n of the data
   if (cm.training.distributed_optimizer) {
     g.reduce_s = ring_collective_s(cm, s, n, frac * params * grad_bytes);
     g.gather_s = ring_collective_s(cm, s, n, frac * params * kBf16Bytes);
@@ -523,13 +524,25 @@ GradSyncTime grad_sync_time(const CostModel& cm, int s) {
                  (n - 1) * (group_crosses_nodes(cm.cluster, s, 0, n) ? cm.hardware.inter_node_latency_s
                                                                       : cm.hardware.intra_node_latency_s);
   }
-  if (g.overlap) {
-    // The buckets no overlap hides (GradSyncTime): the embedding's share of the first stage's
-    // buffer, the whole buffer of a later stage's gather without VPP. (Shares of one collective's
-    // time: each bucket's own latency is not added.)
-    const double emb = s == 0 && params > 0 ? embedding_params(cm.model) / cm.cluster.tp / params : 0.0;
+  if (g.overlap && params > 0) {
+    // The buckets no overlap hides (GradSyncTime), as shares of the stage's one collective time
+    // (each bucket's own latency is not added): the first stage's embedding bucket (a floor: the
+    // bucket also holds the first layers' parameters that were added before the embedding closed
+    // it), reduced after the last backward; the gather the first forward waits for: without VPP
+    // the embedding's bucket on the first stage and a later stage's whole buffer; with VPP the
+    // interleaved schedule dispatches chunks 0 and 1 at its start (schedules.py:1218-1221 at
+    // d98e8a64dd), each chunk's buckets in layout order (distributed_data_parallel.py:638), so the
+    // first stage's first forward, which needs the embedding's bucket, laid out last, waits for
+    // the whole of chunk 0's gather (a later stage's first forward comes after the pipeline's fill
+    // and is taken as hidden).
+    const double tp = cm.cluster.tp;
+    const double emb = s == 0 ? embedding_params(cm.model) / tp / params : 0.0;
     g.reduce_tail_s = emb * g.reduce_s;
-    if (cm.cluster.vpp == 1) g.gather_waited_s = (s == 0 ? emb : 1.0) * g.gather_s;
+    if (cm.cluster.vpp == 1)
+      g.gather_waited_s = (s == 0 ? emb : 1.0) * g.gather_s;
+    else if (s == 0)
+      g.gather_waited_s = std::min(1.0, emb + layers_of_virtual_stage(cm.model, cm.cluster, 0) *
+                                                  layer_params(cm.model) / tp / params) * g.gather_s;
   }
   return g;
 }

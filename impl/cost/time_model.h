@@ -330,9 +330,11 @@ struct GradSyncTime {
   // pre-hook dispatches the all-gather and waits for its first bucket
   // (core/distributed/distributed_data_parallel.py:517-538), which on a stage after the first is
   // the whole buffer (bucketing off there, :160-171) and on the first stage the embedding's
-  // bucket, laid out last and needed first (buffers in backward order; a parameter larger than a
-  // bucket gets its own); reduce_tail_s, the embedding bucket's reduce on the first stage, ready
-  // only when the last backward ends (any VPP). The rest overlaps as before.
+  // bucket, laid out last and needed first (buffers in backward order; the parameter that passes
+  // the bucket size closes the bucket with those added before it, distrib_optimizer.py:552-577,
+  // so the embedding's share is a floor); with VPP the first stage waits for the whole of chunk
+  // 0's gather (time_model.cpp); reduce_tail_s, the embedding bucket's reduce on the first stage,
+  // ready only when the last backward ends (any VPP). The rest overlaps as before.
   double gather_waited_s = 0;
   double reduce_tail_s = 0;
   bool overlap = false; // training.overlap_grad_reduce

@@ -238,6 +238,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
         t.compute_s += op.bwd ? c.bwd_compute_s : c.fwd_compute_s;
         t.recompute_s += op.bwd ? c.recompute_s : 0.0;
         t.comm_s += (op.bwd ? c.bwd_comm_s : c.fwd_comm_s) + wait;
+        t.sync_s += wait;  // DP sync, not the rank's own work (rank_busy_s subtracts it)
         t.overhead_s += op.bwd ? c.bwd_overhead_s : c.fwd_overhead_s;
         if (op.bwd) last_bwd_s[gi] = dur;
         if (!op.bwd && first_fwd_s[gi] < 0) first_fwd_s[gi] = dur;
@@ -358,7 +359,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
     for (int j = 0; j < n; ++j) {
       GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
       t.comm_s += exposed;
-      t.sync_s = exposed;
+      t.sync_s += exposed;
       t.finish_s = finish;
     }
     finish_all = std::max(finish_all, finish);

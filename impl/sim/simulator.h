@@ -85,8 +85,8 @@
 // where bubble = min(idle, busy * (pp-1) / (M * vpp)) (the 1F1B bubble a perfectly balanced
 // pipeline with this GPU's work would have) and imbalance wait = the rest of the idle time.
 //
-// Lower bound, over the real lengths (before the plan's own padding; the scenario's dataset
-// padding, which every strategy pays, stays in): every sample processed by the group size k that
+// Lower bound, over the real lengths (the unpadded ones: neither the plan's own padding nor the
+// scenario's dataset padding, which some strategy always pays, is in it): every sample processed by the group size k that
 // costs it the least GPU time among those a valid plan may use (k >= ceil(L / M); a size that
 // exists in the pool, plan/geometry.h, or the plan's static cp), compute only, with GEMM efficiency at M_tokens (the per-rank budget), each
 // pipeline stage's work spread evenly over its N GPUs, no communication, no bubble;
