@@ -591,6 +591,10 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     }
   }
   double worst = total / static_cast<double>(c.pp) / n;  // even split (pp = 1: everything)
+  // The param gathers the earlier stages' first forwards wait for (overlap, GradSyncTime): no op of
+  // stage s starts before a first micro-batch's forward has passed stages 0 .. s-1, each of which
+  // waited for its gather first, whatever the plan (the forwards themselves may be short).
+  double waits_before = 0;
   for (int s = 0; s < c.pp; ++s) {
     double layers = 0;
     for (int chunk = 0; chunk < c.vpp; ++chunk) layers += cost::layers_of_virtual_stage(cm.model, c, chunk * c.pp + s);
@@ -624,7 +628,8 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
       critical = std::min(critical, std::max(gpu + add_gpu, host));
     }
     critical += (m_min - 1) * (layers * host_layer + add_host);
-    worst = std::max(worst, std::max(work, critical) + m_min * fixed + sync);
+    worst = std::max(worst, waits_before + std::max(work, critical) + m_min * fixed + sync);
+    waits_before += g.gather_waited_s;
   }
   const cost::IterationTime it = cost::iteration_time(cm, /*packed=*/false, 0.0);
   return worst + it.total_s();  // bshd's iteration cost: the sequence-packing data path is extra

@@ -109,13 +109,15 @@
 //                max(its stage-s compute at k / k + layers(s) * idle(k) + add_gpu(s),
 //                    layers(s) * (host_layer + ring(k)) + add_host(s))
 //              + (m_min - 1) * host(s)
-//   bound_s  = max_s [ max(work(s), crit(s)) + m_min * fixed(s)
+//   bound_s  = max_s [ waits(< s) + max(work(s), crit(s)) + m_min * fixed(s)
 //                      + NaN check of stage s
 //                      + (overlap_grad_reduce ? (reduced after the cool-down ? grad reduce
 //                                                : the embedding bucket's reduce)
 //                                               + the gather its first forward waits for
 //                                             : grad reduce + param gather of stage s) ]
 //              + optimizer step + iteration_overhead_s,
+//   waits(< s) = the param gathers the first forwards of stages 0 .. s-1 wait for (overlap:
+//              cost::GradSyncTime::gather_waited_s), on the path to any op of stage s
 //   fixed(s) = the micro-batch's fixed host cost summed over the stage's virtual stages
 //              (cost::microbatch_overhead: the embedding's on the first, the loss's on the last).
 // The bound is over the plans of the plan's own layout (a padded plan runs TE's bshd ring, a packed
