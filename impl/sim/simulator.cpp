@@ -224,9 +224,9 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
       double start = 0;
       for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j)
         start = std::max({start, free_at[static_cast<size_t>(s) * n + j], input_at(g, j)});
-      // The stage's first forward first waits for the param all-gather it dispatches (overlap
-      // without VPP, cost::GradSyncTime::gather_waited_s; per group: the collective's own sync
-      // across the stage's groups is not modelled).
+      // The stage's first forward first waits for the param all-gather (overlap: without VPP
+      // each stage's, with VPP the first stage's chunk 0; cost::GradSyncTime::gather_waited_s;
+      // per group: the collective's own sync across the stage's groups is not modelled).
       const bool first_fwd = !op.bwd && first_fwd_s[static_cast<size_t>(s) * n + gs.first_rank] < 0;
       const double wait = first_fwd && !in.grad_gather_waited_s.empty() ? in.grad_gather_waited_s[s] : 0.0;
       const double dur = op.bwd ? c.bwd_s : c.fwd_s;

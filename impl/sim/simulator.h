@@ -66,7 +66,8 @@
 //     after its cool-down (simulator.cpp reduce_after_cooldown), fully exposed on that stage.
 //     What no overlap hides (cost::GradSyncTime, since 2026-12-07): without VPP a stage's first
 //     forward waits for the param gather it dispatches (a later stage's whole buffer, the first
-//     stage's embedding bucket) before it computes, so a later stage's wait lies on the
+//     stage's embedding bucket) before it computes, and with VPP the first stage's first forward
+//     waits for all of chunk 0's gather, so a later stage's wait lies on the
 //     pipeline's warm-up path; the first stage's embedding bucket reduces after its last backward;
 //     with --check-for-nan-in-loss-and-grad every stage reads its grad buffer before the reduce.
 //     (Before, the whole gather hid behind the first forward, and neither the embedding bucket
