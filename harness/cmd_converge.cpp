@@ -61,6 +61,18 @@ int finish(const ConvergeOutcome& out, const ConvergeArgs& a) {
   return out.pass() ? 0 : 1;
 }
 
+ConvergeOptions options_of(const ConvergeArgs& a, const std::string& command) {
+  ConvergeOptions o;
+  o.backend = a.backend;
+  if (!a.dtype.empty()) o.dtype = a.dtype;
+  if (a.steps > 0) o.steps = a.steps;  // 0 = not given (CLI11 checks >= 2 when it is)
+  if (a.bound > 0) o.bound = a.bound;
+  o.command = command;
+  o.quiet = a.quiet;
+  o.sync_planning = a.sync_planning;
+  return o;
+}
+
 // Every check of the input, before anything trains (exit 2): the options, the scenario and its
 // corpus, and a bad --out, which fails here so that nothing is written (core/files.h output policy).
 ConvergeScenario checked_scenario(const ConvergeArgs& a) {
@@ -81,10 +93,7 @@ ConvergeScenario checked_scenario(const ConvergeArgs& a) {
   }
   check_strategies_plan(s);
   // Memory bound of the run's one growing part (converge.h), before anything trains.
-  ConvergeOptions o;
-  if (!a.dtype.empty()) o.dtype = a.dtype;
-  if (a.steps > 0) o.steps = a.steps;
-  const ReferenceGradients g = reference_gradients(s, o);
+  const ReferenceGradients g = reference_gradients(s, options_of(a, ""));
   DCP_REQUIRE(g.bytes <= kConvergeMaxReferenceGradBytes, show_path(s.file), ": ", g.steps,
               " steps (main and edge cases) x ", g.params, " parameters x ", g.f32 ? "16" : "8",
               " bytes = ", fmt("%.2f", g.bytes / (1024.0 * 1024 * 1024)),
@@ -93,17 +102,6 @@ ConvergeScenario checked_scenario(const ConvergeArgs& a) {
   return s;
 }
 
-ConvergeOptions options_of(const ConvergeArgs& a, const std::string& command) {
-  ConvergeOptions o;
-  o.backend = a.backend;
-  if (!a.dtype.empty()) o.dtype = a.dtype;
-  if (a.steps > 0) o.steps = a.steps;  // 0 = not given (CLI11 checks >= 2 when it is)
-  if (a.bound > 0) o.bound = a.bound;
-  o.command = command;
-  o.quiet = a.quiet;
-  o.sync_planning = a.sync_planning;
-  return o;
-}
 
 int run(const ConvergeArgs& a, const std::string& command) {
   if (a.backend != "mpi") {

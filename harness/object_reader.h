@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -97,12 +98,8 @@ class ObjectReader {
   // A number in (0, hi]: 0 and negatives both "must be > 0" (a negative one had read "is below the
   // minimum 0.0", as if 0 were allowed; helper-47).
   std::optional<double> get_positive(const std::string& key, bool required, double hi) {
-    const json* v = find(key, required);
-    if (!v) return std::nullopt;
-    if (!v->is_number()) fail(key, *v, "is not a number");
-    const double x = v->get<double>();
-    if (!(x > 0)) fail(key, *v, "must be > 0");
-    if (!(x <= hi)) fail(key, *v, "is above the maximum " + show(json(hi)));
+    const std::optional<double> x = get_number(key, required, -std::numeric_limits<double>::infinity(), hi);
+    if (x && !(*x > 0)) fail(key, *find(key, false), "must be > 0");
     return x;
   }
 

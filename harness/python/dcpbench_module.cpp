@@ -80,9 +80,12 @@ std::vector<int64_t> to_lengths(const py::handle& seqlens) {
   // Iterables that are not a list of lengths: a dict or set would give its keys (a set in no
   // fixed order, so sample ids would not be positions), bytes and str their characters.
   PyObject* o = seqlens.ptr();
+  const auto not_lengths = [o] {
+    return py::type_error(std::string("seqlens must be a sequence of integers (list, tuple, range or array), not ") +
+                          Py_TYPE(o)->tp_name);
+  };
   if (PyDict_Check(o) || PyAnySet_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o) || PyUnicode_Check(o))
-    throw py::type_error(std::string("seqlens must be a sequence of integers (list, tuple, range or array), not ") +
-                         Py_TYPE(o)->tp_name);
+    throw not_lengths();
   // The sample limit before anything is converted: a list, tuple, range or array knows its size
   // (range(10**8) had been turned into 10^8 ints, 4.7 GB and 18 s, before check_config refused it).
   const Py_ssize_t size = PyObject_Size(o);
@@ -97,8 +100,7 @@ std::vector<int64_t> to_lengths(const py::handle& seqlens) {
   PyObject* it = PyObject_GetIter(o);
   if (!it) {
     PyErr_Clear();
-    throw py::type_error(std::string("seqlens must be a sequence of integers (list, tuple, range or array), not ") +
-                         Py_TYPE(o)->tp_name);
+    throw not_lengths();
   }
   const auto iter = py::reinterpret_steal<py::object>(it);
   std::vector<py::object> items;

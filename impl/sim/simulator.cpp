@@ -173,6 +173,9 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
   }
 }
 
+// A per-stage value of an optional [pp] vector of ScheduleInput (empty = 0 on every stage).
+double per_stage(const std::vector<double>& v, int s) { return v.empty() ? 0.0 : v[static_cast<size_t>(s)]; }
+
 }  // namespace
 
 
@@ -228,7 +231,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
       // each stage's, with VPP the first stage's chunk 0; cost::GradSyncTime::gather_waited_s;
       // per group: the collective's own sync across the stage's groups is not modelled).
       const bool first_fwd = !op.bwd && first_fwd_s[static_cast<size_t>(s) * n + gs.first_rank] < 0;
-      const double wait = first_fwd && !in.grad_gather_waited_s.empty() ? in.grad_gather_waited_s[s] : 0.0;
+      const double wait = first_fwd ? per_stage(in.grad_gather_waited_s, s) : 0.0;
       const double dur = op.bwd ? c.bwd_s : c.fwd_s;
       for (int j = gs.first_rank; j < gs.first_rank + gs.size; ++j) {
         const size_t gi = static_cast<size_t>(s) * n + j;
@@ -338,19 +341,17 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   for (size_t i = 0; i < r.gpu.size(); ++i) busy_ops[i] = r.gpu[i].busy_s();
   double finish_all = 0;
   for (int s = 0; s < pp; ++s) {
-    const double rs = in.grad_reduce_s.empty() ? 0.0 : in.grad_reduce_s[s];
-    const double ag = in.grad_gather_s.empty() ? 0.0 : in.grad_gather_s[s];
+    const double rs = per_stage(in.grad_reduce_s, s), ag = per_stage(in.grad_gather_s, s);
     int slow = 0;
     for (int j = 1; j < n; ++j)
       if (free_at[static_cast<size_t>(s) * n + j] > free_at[static_cast<size_t>(s) * n + slow]) slow = j;
     const size_t si = static_cast<size_t>(s) * n + slow;
-    const double check = in.grad_check_s.empty() ? 0.0 : in.grad_check_s[s];
+    const double check = per_stage(in.grad_check_s, s);
     double exposed = rs + ag;
     if (in.overlap_grad_reduce) {
       // The embedding bucket's reduce follows the last backward unhidden; the gather waited at
       // the first forward was charged there (run_op).
-      const double tail = in.grad_reduce_tail_s.empty() ? 0.0 : in.grad_reduce_tail_s[s];
-      const double waited = in.grad_gather_waited_s.empty() ? 0.0 : in.grad_gather_waited_s[s];
+      const double tail = per_stage(in.grad_reduce_tail_s, s), waited = per_stage(in.grad_gather_waited_s, s);
       const double behind = reduce_after_cooldown(pp, vpp, s) ? 0.0 : last_bwd_s[si];
       exposed = tail + std::max(0.0, rs - tail - behind) + std::max(0.0, ag - waited - std::max(0.0, first_fwd_s[si]));
     }
