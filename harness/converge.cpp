@@ -58,6 +58,24 @@ double rel(double a, double ref) {
   return ref != 0 ? std::abs(a - ref) / std::abs(ref) : std::abs(a - ref);
 }
 
+}  // namespace
+
+NonFiniteStep first_nonfinite_step(const std::vector<double>& loss, const std::vector<double>& mtp_loss,
+                                   const std::vector<std::vector<double>>& grads) {
+  const auto finite = [](double x) { return std::isfinite(x); };
+  const size_t n = std::max({loss.size(), mtp_loss.size(), grads.size()});
+  for (size_t i = 0; i < n; ++i) {
+    const char* what = i < loss.size() && !finite(loss[i])           ? "loss"
+                       : i < mtp_loss.size() && !finite(mtp_loss[i]) ? "MTP loss"
+                       : i < grads.size() && !std::all_of(grads[i].begin(), grads[i].end(), finite) ? "gradient"
+                                                                                                   : nullptr;
+    if (what) return {static_cast<int>(i), what};
+  }
+  return {};
+}
+
+namespace {
+
 // Progress lines on rank 0 (stderr): one at the start of each run and about every 10 s.
 class Progress {
  public:
@@ -380,6 +398,15 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
       drift_grad[i] = tensor_rel_diff<double>(ref_grads[i], ref64_grads[i], tensors).rel;
     }
   }
+  // A reference step that is not finite fails the run (first_nonfinite_step, converge.h).
+  NonFiniteStep ref_nonfinite;
+  if (root) {
+    ref_nonfinite = first_nonfinite_step(ref.loss, ref.mtp_loss, ref_grads);
+    if (ref_nonfinite.step < 0 && f32) {
+      ref_nonfinite = first_nonfinite_step(ref64.loss, ref64.mtp_loss, ref64_grads);
+      if (ref_nonfinite.step >= 0) ref_nonfinite.what = "float64 " + ref_nonfinite.what;
+    }
+  }
   const double floor = o.bound.value_or(f32 ? kConvergeFloorF32 : kConvergeBoundF64);
   const auto bounds_of = [&](const std::vector<double>& drift) {
     std::vector<double> b(steps);
@@ -403,11 +430,16 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
     json r = trace_json(ref);
     r["bitwise_repeat"] = ref_repeat_diff < 0;
     r["repeat_steps"] = repeat;
-    r["pass"] = ref_repeat_diff < 0;
+    r["pass"] = ref_repeat_diff < 0 && ref_nonfinite.step < 0;
     strategies["reference"] = r;
     if (ref_repeat_diff >= 0)
       out.failures.push_back("reference step " + std::to_string(ref_repeat_diff) + " (" +
                              specs[ref_repeat_diff].kind + "): repeat run not bitwise identical");
+    if (ref_nonfinite.step >= 0)
+      out.failures.push_back("reference step " + std::to_string(ref_nonfinite.step) + " (" +
+                             specs[ref_nonfinite.step].kind + "): " + ref_nonfinite.what +
+                             " not finite, so no strategy can be compared there (the reference diverged or a "
+                             "kernel gave NaN/inf)");
     if (f32) strategies["reference_f64"] = trace_json(ref64);
   }
   for (const auto& name : s.strategies) {

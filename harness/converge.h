@@ -92,6 +92,17 @@ ConvergeOutcome run_converge(comm::Communicator& world, const ConvergeScenario& 
 // before any backend starts (exit 2 on every process), not a FAIL after the reference has trained.
 void check_strategies_plan(const ConvergeScenario& s);
 
+// The reference's first step (-1: none) whose loss, MTP loss or gradient is not finite, and which.
+// Such a step proves nothing: a float32 drift of inf makes that step's bounds inf, and two equal
+// infinities compare as equal, so a strategy that failed the same way would pass there
+// (helper-58's review). run_converge fails the run instead, in either precision's reference.
+struct NonFiniteStep {
+  int step = -1;
+  std::string what;  // "loss", "MTP loss" or "gradient"
+};
+NonFiniteStep first_nonfinite_step(const std::vector<double>& loss, const std::vector<double>& mtp_loss,
+                                   const std::vector<std::vector<double>>& grads);
+
 // Per-tensor relative difference of two flat gradient buffers (model/params.h).
 using model::TensorDiff;
 using model::tensor_rel_diff;

@@ -415,6 +415,28 @@ TEST(ConvergeCompare, AWrongSmallTensorIsSeenTensorByTensor) {
   EXPECT_THROW(tensor_rel_diff<float>(short_got, ref, tensors), Error);
 }
 
+// A reference whose loss, MTP loss or gradient is not finite at some step is found at that step,
+// naming which: run_converge fails the run there (with an inf float32 drift that step's bounds
+// would be inf, and two equal infinities compare equal, so a strategy failing alike passed).
+TEST(ConvergeCompare, TheFirstNonFiniteReferenceStepIsFound) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::vector<double>> grads = {{1.0, 2.0}, {0.5, -0.5}, {0.25, 0.0}};
+  NonFiniteStep none = first_nonfinite_step({3.0, 2.5, 2.0}, {3.1, 2.6, 2.1}, grads);
+  EXPECT_EQ(none.step, -1);
+  NonFiniteStep l = first_nonfinite_step({3.0, 2.5, nan}, {3.1, 2.6, 2.1}, grads);
+  EXPECT_EQ(l.step, 2);
+  EXPECT_EQ(l.what, "loss");
+  NonFiniteStep m = first_nonfinite_step({3.0, 2.5, 2.0}, {3.1, -inf, 2.1}, grads);
+  EXPECT_EQ(m.step, 1);
+  EXPECT_EQ(m.what, "MTP loss");
+  auto bad = grads;
+  bad[0][1] = inf;  // one element of step 0's gradient
+  NonFiniteStep g = first_nonfinite_step({3.0, 2.5, nan}, {3.1, 2.6, 2.1}, bad);
+  EXPECT_EQ(g.step, 0) << "the first step, whichever quantity";
+  EXPECT_EQ(g.what, "gradient");
+  // The converge runs above pass: a finite reference is not flagged there (no "not finite").
+}
+
 // A reference that cannot train (learning rate 0: its loss moves only with the batches, well under
 // 10%) fails the loss-drop check; a run shorter than the scenario says so in the same line, a run
 // of the scenario's length does not.
