@@ -246,7 +246,7 @@ double check_against(const ModelConfig& c, const PackedSeqParams& psp, const Res
 template <typename T>
 void cp_matches_cp1() {
   const ModelConfig c = mamba_config(/*heads=*/8, /*head_dim=*/2, /*state=*/3, /*hidden=*/4);
-  for (int cp : {1, 2, 4, 8}) {
+  for (int cp : {2, 4, 8}) {  // (cp 1 would be the reference run again: nothing to compare)
     const std::vector<std::vector<int32_t>> cases{
         {1, 2 * cp - 1, 2 * cp, 2 * cp + 1},  // around the 2*cp chunk multiple
         {13 * cp + 5},                        // one long sequence, padded tail

@@ -169,12 +169,15 @@ TEST_P(ModelCp, EqualsSingleRankFloat64) {
   const ModelConfig c = tiny_config(GetParam().algo);
   const auto seqs = make_seqs(kLengths, c.vocab, 2);
   const CpRun ref = run_cp<double>(c, 1, seqs);
-  const CpRun got = run_cp<double>(c, GetParam().cp, seqs);
-  EXPECT_EQ(got.main_rows, ref.main_rows);
-  EXPECT_EQ(got.mtp_rows, ref.mtp_rows);
-  EXPECT_NEAR(got.main, ref.main, 1e-10 * ref.main);
-  EXPECT_NEAR(got.mtp, ref.mtp, 1e-10 * ref.mtp);
-  EXPECT_LT(tensor_rel_diff(ref.grads, got.grads, ref.tensors), 1e-10);
+  // At cp 1 the run is the reference itself: only the counts below are checked there.
+  if (GetParam().cp > 1) {
+    const CpRun got = run_cp<double>(c, GetParam().cp, seqs);
+    EXPECT_EQ(got.main_rows, ref.main_rows);
+    EXPECT_EQ(got.mtp_rows, ref.mtp_rows);
+    EXPECT_NEAR(got.main, ref.main, 1e-10 * ref.main);
+    EXPECT_NEAR(got.mtp, ref.mtp, 1e-10 * ref.mtp);
+    EXPECT_LT(tensor_rel_diff(ref.grads, got.grads, ref.tensors), 1e-10);
+  }
   // The counts are the real targets of the batch: every sequence's len - 1 and len - 2.
   int64_t nm = 0, nt = 0;
   for (int l : kLengths) {
@@ -213,11 +216,15 @@ TEST_P(ModelCp, PackedEqualsItsSamplesRunAloneFloat64) {
 }
 
 TEST_P(ModelCp, EqualsSingleRankFloat32) {
+  if (GetParam().cp == 1) GTEST_SKIP() << "cp 1 is the single-rank reference itself";
   const ModelConfig c = tiny_config(GetParam().algo);
   const auto seqs = make_seqs(kLengths, c.vocab, 3);
   const CpRun ref = run_cp<float>(c, 1, seqs);
   const CpRun got = run_cp<float>(c, GetParam().cp, seqs);
+  EXPECT_EQ(got.main_rows, ref.main_rows);
+  EXPECT_EQ(got.mtp_rows, ref.mtp_rows);
   EXPECT_NEAR(got.main, ref.main, 1e-5 * ref.main);
+  EXPECT_NEAR(got.mtp, ref.mtp, 1e-5 * ref.mtp);
   EXPECT_LT(tensor_rel_diff(ref.grads, got.grads, ref.tensors), 1e-5);
 }
 
@@ -231,12 +238,12 @@ INSTANTIATE_TEST_SUITE_P(Model, ModelCp,
                                   std::to_string(info.param.cp);
                          });
 
-// Kernels that throw from the n-th attention forward: a failure inside a CP-aware module.
+// Kernels that pass every call to `base`: the tests' wrappers override the calls they watch.
 template <typename T>
-class ThrowingKernels final : public Kernels<T> {
+class ForwardingKernels : public Kernels<T> {
  public:
-  ThrowingKernels(std::unique_ptr<Kernels<T>> base, int throw_at) : b_(std::move(base)), throw_at_(throw_at) {}
-  std::string name() const override { return "throwing"; }
+  explicit ForwardingKernels(std::unique_ptr<Kernels<T>> base) : b_(std::move(base)) {}
+  std::string name() const override { return "forwarding"; }
   void linear_fwd(const T* x, const T* w, T* y, int64_t n, int in, int out) override { b_->linear_fwd(x, w, y, n, in, out); }
   void linear_bwd(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t n, int in, int out) override { b_->linear_bwd(x, w, dy, dx, dw, n, in, out); }
   void rmsnorm_fwd(const T* x, const T* g, T* y, T* r, int64_t n, int d, double e) override { b_->rmsnorm_fwd(x, g, y, r, n, d, e); }
@@ -251,7 +258,6 @@ class ThrowingKernels final : public Kernels<T> {
   void add_inplace(T* y, const T* x, int64_t n) override { b_->add_inplace(y, x, n); }
   void attention_fwd(attn::CpAlgo a, comm::Communicator& g, const attn::ThdBatch& b, const attn::AttnShape& s,
                      const T* q, const T* k, const T* v, T* o, T* l) override {
-    if (++calls_ == throw_at_) throw Error("deliberate failure in attention forward " + std::to_string(calls_));
     b_->attention_fwd(a, g, b, s, q, k, v, o, l);
   }
   void attention_bwd(attn::CpAlgo a, comm::Communicator& g, const attn::ThdBatch& b, const attn::AttnShape& s,
@@ -273,8 +279,24 @@ class ThrowingKernels final : public Kernels<T> {
   }
   void adamw(T* p, const T* g, T* m, T* v, int64_t n, const AdamWHyper& h, double wd, int st) override { b_->adamw(p, g, m, v, n, h, wd, st); }
 
- private:
+ protected:
   std::unique_ptr<Kernels<T>> b_;
+};
+
+// Kernels that throw from the n-th attention forward: a failure inside a CP-aware module.
+template <typename T>
+class ThrowingKernels final : public ForwardingKernels<T> {
+ public:
+  ThrowingKernels(std::unique_ptr<Kernels<T>> base, int throw_at)
+      : ForwardingKernels<T>(std::move(base)), throw_at_(throw_at) {}
+  std::string name() const override { return "throwing"; }
+  void attention_fwd(attn::CpAlgo a, comm::Communicator& g, const attn::ThdBatch& b, const attn::AttnShape& s,
+                     const T* q, const T* k, const T* v, T* o, T* l) override {
+    if (++calls_ == throw_at_) throw Error("deliberate failure in attention forward " + std::to_string(calls_));
+    this->b_->attention_fwd(a, g, b, s, q, k, v, o, l);
+  }
+
+ private:
   int throw_at_;
   int calls_ = 0;
 };
@@ -307,6 +329,98 @@ TEST(ModelGroups, EveryModuleReturnsToItsOwnGroupAlsoWhenTheForwardThrows) {
       }
     }
   });
+}
+
+// Kernels that record the tokens of every embedding forward and the labels and mask of every
+// cross-entropy, in call order: the main model's, then the MTP head's.
+template <typename T>
+class RecordingKernels final : public ForwardingKernels<T> {
+ public:
+  using ForwardingKernels<T>::ForwardingKernels;
+  std::string name() const override { return "recording"; }
+  void embedding_fwd(const int32_t* t, const T* tb, T* o, int64_t n, int d) override {
+    tokens.emplace_back(t, t + n);
+    this->b_->embedding_fwd(t, tb, o, n, d);
+  }
+  double cross_entropy(const T* l, const int32_t* lb, const uint8_t* m, double s, T* dl, int64_t n, int v) override {
+    labels.emplace_back(lb, lb + n);
+    masks.emplace_back(m, m + n);
+    return this->b_->cross_entropy(l, lb, m, s, dl, n, v);
+  }
+  std::vector<std::vector<int32_t>> tokens, labels;
+  std::vector<std::vector<uint8_t>> masks;
+};
+
+// The MTP head (depth 1) embeds token t+1 and predicts token t+2 at row t of each packed sequence,
+// on every CP rank (Megatron's multi_token_prediction.py rolls input_ids and labels left by one per
+// depth), with a loss on exactly the rows t < L-2; the main head predicts token t+1. The expected
+// rows are built here from the token values, not through roll_left_packed: MtpRoll checks that
+// function against its own reference, and a head that did not roll its tokens or its labels passed
+// every other test (helper-58's review). Tokens are distinct and never the padding value 0, so a
+// row from the wrong position, sequence or padding is seen.
+TEST(ModelMtp, TheHeadEmbedsTokenTPlusOneAndPredictsTokenTPlusTwo) {
+  ModelConfig c = tiny_config();
+  c.vocab = 64;
+  std::vector<std::vector<int32_t>> seqs;
+  int32_t next = 1;
+  for (int len : {5, 3, 8, 1, 2, 9}) {  // lengths 1 and 2 have no MTP target
+    seqs.emplace_back();
+    for (int t = 0; t < len; ++t) seqs.back().push_back(next++);
+  }
+  for (const int cp : {1, 2, 4}) {
+    SCOPED_TRACE(cp);
+    comm::run_threads(cp, [&](comm::Communicator& g) {
+      RecordingKernels<double> k(make_cpu_kernels<double>());
+      Model<double> m(c, k);
+      const auto in = make_microbatch_input(spans(seqs), g);
+      m.forward_backward(in, scale_for(seqs, c.mtp_loss_weight));
+      const attn::ThdBatch thd = in.psp.thd();
+      // Global rows (padded THD layout); -1: no expectation (padding).
+      std::vector<int32_t> main_lab(thd.total_tokens(), -1), tok(thd.total_tokens(), -1),
+          lab(thd.total_tokens(), -1), mask(thd.total_tokens(), 0);
+      for (size_t j = 0; j < seqs.size(); ++j) {
+        const int64_t o = thd.cu_seqlens_padded[j], len = static_cast<int64_t>(seqs[j].size());
+        for (int64_t t = 0; t + 1 < len; ++t) {
+          main_lab[o + t] = seqs[j][t + 1];
+          tok[o + t] = seqs[j][t + 1];
+        }
+        for (int64_t t = 0; t + 2 < len; ++t) {
+          lab[o + t] = seqs[j][t + 2];
+          mask[o + t] = 1;
+        }
+      }
+      const auto shard = [&](const std::vector<int32_t>& v) { return attn::shard_rows<int32_t>(v, 1, thd, cp, g.rank()); };
+      const auto want_main = shard(main_lab), want_tok = shard(tok), want_lab = shard(lab), want_mask = shard(mask);
+      if (k.tokens.size() != 2 || k.labels.size() != 2) {
+        ADD_FAILURE() << "rank " << g.rank() << ": " << k.tokens.size() << " embedding and " << k.labels.size()
+                      << " cross-entropy forwards, expected 2 and 2";
+        return;
+      }
+      const size_t n = want_tok.size();
+      ASSERT_EQ(k.tokens[1].size(), n);
+      ASSERT_EQ(k.labels[1].size(), n);
+      int64_t rows = 0;
+      for (size_t i = 0; i < n; ++i) {
+        SCOPED_TRACE("rank " + std::to_string(g.rank()) + " row " + std::to_string(i));
+        if (want_main[i] >= 0) {
+          EXPECT_EQ(k.labels[0][i], want_main[i]) << "main head";
+        } else {
+          EXPECT_EQ(k.masks[0][i], 0) << "main head: a row without a next token has no loss";
+        }
+        if (want_tok[i] >= 0) {
+          EXPECT_EQ(k.tokens[1][i], want_tok[i]) << "MTP embedding input";
+        }
+        EXPECT_EQ(k.masks[1][i], want_mask[i]) << "MTP loss mask";
+        if (want_mask[i]) {
+          EXPECT_EQ(k.labels[1][i], want_lab[i]) << "MTP target";
+        }
+        rows += k.masks[1][i];
+      }
+      std::vector<int64_t> all{rows};
+      g.all_reduce(std::span<int64_t>(all));
+      EXPECT_EQ(all[0], 3 + 1 + 6 + 0 + 0 + 7) << "the MTP targets of lengths 5, 3, 8, 1, 2, 9";
+    });
+  }
 }
 
 // --- MTP roll ---
