@@ -174,21 +174,7 @@ void merge_results(ResultsFile& into, ResultsFile more, const std::string& path)
   }
   // Each value may itself be a list (run's calibration "a,b" for scenarios of several), so both
   // are split on "," and " + " and every distinct part is named once.
-  const auto parts = [](const std::string& v) {
-    std::vector<std::string> out;
-    std::string cur;
-    for (size_t i = 0; i <= v.size(); ++i) {
-      const bool plus = v.compare(i, 3, " + ") == 0;
-      if (i == v.size() || v[i] == ',' || plus) {
-        if (!cur.empty()) out.push_back(cur);
-        cur.clear();
-        if (plus) i += 2;
-      } else {
-        cur += v[i];
-      }
-    }
-    return out;
-  };
+  const auto parts = context_value_parts;
   for (const char* k : {"git_sha", "date", "cost_model", "calibration", "tune_pick"}) {
     // (a file without "tune_pick" was written before 2026-12-06, when --tune picked in-sample)
     const char* absent = std::string(k) == "tune_pick" ? "in-sample" : "unknown";

@@ -117,14 +117,11 @@ uint64_t tune_selection_seed(uint64_t seed) { return hash_u64(seed, kTuneSelecti
 std::string tune_pick_phrase(const nlohmann::json& context) {
   const std::string v = context.value("tune_pick", "in-sample");
   bool held_out = false, in_sample = false;
-  for (size_t at = 0; at <= v.size();) {
-    const size_t end = std::min(v.find(" + ", at), v.size());
-    const std::string part = v.substr(at, end - at);
+  for (const auto& part : context_value_parts(v)) {
     if (part == kTunePickHeldOut)
       held_out = true;
     else if (part != kTunePickNone)
       in_sample = true;
-    at = end + 3;
   }
   if (held_out && !in_sample)
     return "picked on held-out selection batches (another seed's steps), so it may be slower than the published "
@@ -132,6 +129,22 @@ std::string tune_pick_phrase(const nlohmann::json& context) {
   if (held_out) return "picked on held-out batches in some files, in-sample in others";
   if (!in_sample) return "not searched here (run without --tune: no tuned rows)";
   return "picked as the fastest on these same batches (in-sample; results written before 2026-12-06)";
+}
+
+std::vector<std::string> context_value_parts(const std::string& v) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (size_t i = 0; i <= v.size(); ++i) {
+    const bool plus = v.compare(i, 3, " + ") == 0;
+    if (i == v.size() || v[i] == ',' || plus) {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+      if (plus) i += 2;
+    } else {
+      cur += v[i];
+    }
+  }
+  return out;
 }
 
 std::string tune_pick_phrase(const ResultsFile& results) {

@@ -89,6 +89,9 @@ std::string tune_pick_phrase(const nlohmann::json& context);
 // The same for a results file: "not searched" when it has no tuned row, whatever its context says
 // (an old file without "tune_pick" and without --tune had read as in-sample).
 std::string tune_pick_phrase(const ResultsFile& results);
+// A results context value split into its parts, empty ones dropped: merged files join their values
+// with " + ", and run's own lists (one calibration per scenario) with ",".
+std::vector<std::string> context_value_parts(const std::string& v);
 
 struct SensitivityParameter {
   std::string name;
