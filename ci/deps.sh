@@ -185,12 +185,21 @@ dcp_want() {
   for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done
   return 1
 }
+# nvidia-smi under a 20 s bound: without persistence mode a call can take seconds, and on a GPU
+# left wedged by a killed kernel it can hang (helper-57's review).
+dcp_nvidia_smi() { timeout --kill-after=5 20 nvidia-smi "$@"; }
+# dcp_gpu_kind: the name the card's files take (results/bench/attn_<kind>.json,
+# results/calibration/<kind>-measured.json): h100, h200 (the device tool may lend one in place of
+# an H100), else gpu. dcp_card_kind NAME: the same for a name nvidia-smi gave.
+dcp_card_kind() { case "$1" in *H200*) echo h200 ;; *H100*) echo h100 ;; *) echo gpu ;; esac; }
+dcp_gpu_kind() { dcp_card_kind "$(dcp_nvidia_smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"; }
 dcp_require_gpu() {
-  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "$1: no NVIDIA GPU visible (nvidia-smi -L failed); run this on a GPU machine" >&2
+  local list
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! list="$(dcp_nvidia_smi -L 2>/dev/null)"; then
+    echo "$1: no NVIDIA GPU visible (nvidia-smi -L failed or took over 20 s); run this on a GPU machine" >&2
     exit 2
   fi
-  nvidia-smi -L
+  echo "$list"
 }
 
 # ---- the prebuilt bundle (ci/device-bundle.sh here, ci/device-run.sh on the lent GPU machine) ----

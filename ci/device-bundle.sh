@@ -47,8 +47,12 @@ tmp="$(mktemp -d .deps/bundle.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
 for t in "${targets[@]}"; do
-  exe="$(find build -type f -name "$t" -perm -u+x | head -1)"
-  [ -n "$exe" ] || { echo "ci/device-bundle.sh: no executable $t under build/ (configured without CUDA, NCCL or MPI? see build/CMakeCache.txt)" >&2; exit 1; }
+  # Exactly one: a stale file of the same name elsewhere under build/ (an old target's folder) would
+  # pass the source check while being another binary (helper-57's review).
+  mapfile -t found < <(find build -type f -name "$t" -perm -u+x)
+  [ ${#found[@]} -ge 1 ] || { echo "ci/device-bundle.sh: no executable $t under build/ (configured without CUDA, NCCL or MPI? see build/CMakeCache.txt)" >&2; exit 1; }
+  [ ${#found[@]} -eq 1 ] || { echo "ci/device-bundle.sh: ${#found[@]} executables named $t under build/ (${found[*]}): remove the stale one" >&2; exit 1; }
+  exe="${found[0]}"
   strip -o "$tmp/bin/$t" "$exe"
 done
 

@@ -21,11 +21,12 @@
 #   validate   dcpbench share --measured with the measured calibration, every measured strategy: the
 #              times the measure step recorded, predicted again (CPU only, seconds; no replay)
 #              -> results/measured/<scenario>-<strategy>-calibrated.json;
-#   measure and validate run for llama13b-github, then llama13b-commoncrawl.
+#   measure runs for llama13b-github, then llama13b-commoncrawl; validate after all of them.
 # (stress, test_attn_cuda's *Stress* cases at large sizes, whose CPU references take ~13 s of one
 #  core on this project's VM (85-90 s until 2026-12-05) and which gpu-tests leaves out so that its
 #  60 s limit covers the other kernel cases, runs after calibrate.)
-# Budget: --budget-s, or DCP_DEVICE_BUDGET_S, default 540 s (give the device call timeout_s 590).
+# Budget: --budget-s, or DCP_DEVICE_BUDGET_S, default 560 s (give the device call timeout_s 590: a
+# step stopped at its limit is killed 10 s later, then archived). It counts from the set-up on.
 # A step is skipped when its predicted seconds exceed what is left: the shares by the bundle's
 # predicted GPU time (2 x the simulated busy time + 15 s to plan and simulate), the other steps
 # by estimates (no GPU has run them yet). --resume skips every step whose output files exist
@@ -39,7 +40,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source ci/deps.sh
-budget_s="${DCP_DEVICE_BUDGET_S:-540}"
+budget_s="${DCP_DEVICE_BUDGET_S:-560}"
 resume=0
 check=0
 args=()
@@ -164,12 +165,13 @@ B=(env LD_LIBRARY_PATH="$bin_ld")  # prefix of every command that runs a bundled
 mpirun="$( { [ -n "${OPAL_PREFIX:-}" ] && [ -x "$OPAL_PREFIX/bin/mpirun.openmpi" ] && echo "$OPAL_PREFIX/bin/mpirun.openmpi"; } ||
   command -v mpirun.openmpi || command -v mpirun || true)"
 # The card's kind names its files (an H200 lent in place of an H100 must not write h100 files).
-gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
-case "$gpu" in *H200*) gpu=h200 ;; *H100*) gpu=h100 ;; *) gpu=gpu ;; esac
-echo "card: $gpu ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+# One nvidia-smi query, bounded (dcp_nvidia_smi), for the card and the driver.
+IFS=, read -r card driver < <(dcp_nvidia_smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+driver="${driver# }"
+gpu="$(dcp_card_kind "$card")"
+echo "card: $gpu (${card:-nvidia-smi gave no name})"
 # The binaries are CUDA 13 builds, which need an r580 driver or newer: an older one fails every
 # CUDA call with cudaErrorInsufficientDriver, so say which driver this is first (helper-28).
-driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "driver: ${driver:-unknown}"
 case "$driver" in [0-9]*.*) [ "${driver%%.*}" -ge 580 ] 2>/dev/null ||
   echo "ci/device-run.sh: warning: driver $driver is older than r580, which CUDA 13 binaries need" ;; esac
@@ -298,9 +300,9 @@ if dcp_want stress; then
 fi
 
 busy() { echo "${share_s["$1 $2"]:-9999}"; }  # busy SCENARIO STRATEGY: predicted s (none: never fits)
-for s in "${dcp_device_scenarios[@]}"; do
-  name="$(basename "$s" .json)"
-  if dcp_want measure; then
+if dcp_want measure; then
+  for s in "${dcp_device_scenarios[@]}"; do
+    name="$(basename "$s" .json)"
     for st in "${dcp_device_strategies[@]}"; do
       f="results/measured/$name-$st.json"
       written+=("$f")
@@ -309,9 +311,14 @@ for s in "${dcp_device_scenarios[@]}"; do
       run_step "measure $name/$st" "$p" $(( p * 2 + 60 )) "${B[@]}" "$bin/dcpbench" run "$s" --backend cuda \
         --steps 1 --reps 1 --strategies "$st" --out "$f"
     done
-  fi
-  if dcp_want validate; then
-    # From the measure step's recorded times: planning and predicting one share, seconds of CPU.
+  done
+fi
+# After every measurement, not between the scenarios: validate needs no GPU (it re-predicts the
+# recorded times, seconds of CPU, and is re-run here for what the budget skipped), so it must not
+# take the time of a GPU measurement of the second scenario (helper-57's review).
+if dcp_want validate; then
+  for s in "${dcp_device_scenarios[@]}"; do
+    name="$(basename "$s" .json)"
     for st in "${dcp_device_strategies[@]}"; do
       f="results/measured/$name-$st-calibrated.json"
       written+=("$f")
@@ -328,8 +335,8 @@ for s in "${dcp_device_scenarios[@]}"; do
         --measured "results/measured/$name-$st.json" --calibration "$calibration" --attention-backend dcpbench \
         --out "$f"
     done
-  fi
-done
+  done
+fi
 
 archive
 echo "== ci/device-run.sh: $(( SECONDS - start )) s of the ${budget_s} s budget =="

@@ -10,9 +10,9 @@
 #   bench      benchmarks the attention kernels (bench_attn_cuda: our forward and backward beside a
 #              cuBLAS GEMM of the same FLOPs) and, with the python3 on PATH that has PyTorch
 #              (DCP_TORCH_PYTHON to choose another), PyTorch's FlashAttention-2 and cuDNN on the
-#              same cases; writes results/bench/attn_h100.json and results/bench/attn_h100.png
-#              (issue 9).
-# Every step but build builds first if build-gpu/ is missing. Where $OUT names a folder (the
+#              same cases; writes results/bench/attn_<gpu>.json and .png, <gpu> h100 or h200 by the
+#              card (ci/deps.sh dcp_gpu_kind) (issue 9).
+# Every step builds first (incrementally). Where $OUT names a folder (the
 # device tool's), the step's results are also copied there as one archive, gpu-results.tar.gz:
 # files written on that machine come back only through $OUT.
 # This machine class (CI, developers) has no GPU: the gpu tests there skip with "no CUDA device".
@@ -26,6 +26,7 @@ arch="${DCP_CUDA_ARCH:-90a}"
 source ci/deps.sh
 dcp_steps ci/gpu.sh "build gpu-tests cpu-tests bench" "$@"
 dcp_require_gpu ci/gpu.sh
+gpu="$(dcp_gpu_kind)"
 dcp_env_report
 dcp_deps
 dcp_nccl_args
@@ -50,15 +51,15 @@ if dcp_want bench; then
   build-gpu/impl/attn/bench_attn_cuda --dump-cases=build-gpu/attn_cases.json
   build-gpu/impl/attn/bench_attn_cuda --benchmark_out=build-gpu/bench_attn_cuda.json --benchmark_out_format=json
   "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --cases build-gpu/attn_cases.json \
-    --bench build-gpu/bench_attn_cuda.json --out results/bench/attn_h100.json
-  "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
-    --chart results/bench/attn_h100.png ||
-    /usr/bin/python3 harness/python/bench/attn_peers.py --redraw results/bench/attn_h100.json \
-    --chart results/bench/attn_h100.png ||
+    --bench build-gpu/bench_attn_cuda.json --out results/bench/attn_$gpu.json
+  "${DCP_TORCH_PYTHON:-python3}" harness/python/bench/attn_peers.py --redraw results/bench/attn_$gpu.json \
+    --chart results/bench/attn_$gpu.png ||
+    /usr/bin/python3 harness/python/bench/attn_peers.py --redraw results/bench/attn_$gpu.json \
+    --chart results/bench/attn_$gpu.png ||
     echo "ci/gpu.sh: the chart was not drawn (no matplotlib in either python3?); the JSON is written" >&2
   if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
-    tar czf "$OUT/gpu-results.tar.gz" results/bench/attn_h100.json build-gpu/bench_attn_cuda.json \
-      $(ls results/bench/attn_h100.png 2>/dev/null)
+    tar czf "$OUT/gpu-results.tar.gz" results/bench/attn_$gpu.json build-gpu/bench_attn_cuda.json \
+      $(ls results/bench/attn_$gpu.png 2>/dev/null)
     echo "ci/gpu.sh: results copied to \$OUT/gpu-results.tar.gz (unpack in the checkout: tar xzf ...)"
   fi
 fi
@@ -66,4 +67,4 @@ if [ ! -x build-gpu/impl/comm/test_comm_nccl ]; then
   echo "ci/gpu.sh: FAILED: built without NCCL or MPI (the configure lines above say which; DCP_NCCL_ROOT names a folder with NCCL's include/ and lib/), so the NCCL communicator was not tested; the other steps ran" >&2
   exit 1
 fi
-echo "ci/gpu.sh: steps ${steps[*]} passed$(dcp_want bench && echo "; attention benchmark in results/bench/attn_h100.{json,png}")"
+echo "ci/gpu.sh: steps ${steps[*]} passed$(dcp_want bench && echo "; attention benchmark in results/bench/attn_$gpu.{json,png}")"

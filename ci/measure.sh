@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine (issue 10). Steps, all by default, or those named (ci/measure.sh run validate):
 #   calibrate  measures the cost model's tables (`dcpbench calibrate --backend cuda`)
-#              -> results/calibration/h100-measured.json;
+#              -> results/calibration/<gpu>-measured.json (h100 or h200 by the card);
 #   run        replays the busiest rank's share of every strategy of each scenario on this GPU
 #              (`dcpbench run --backend cuda`: the rank's own ops with cuBLASLt and the tensor-core
 #              kernels, CP peers virtual) -> results/measured/<scenario>.json, measured rows
@@ -31,7 +31,7 @@ dcp_require_gpu ci/measure.sh
 arch="${DCP_CUDA_ARCH:-90a}"
 reps="${DCP_MEASURE_REPS:-1}"
 strategies="${DCP_MEASURE_STRATEGIES:-$(IFS=,; echo "${dcp_device_strategies[*]}")}"
-calibration=results/calibration/h100-measured.json
+calibration="results/calibration/$(dcp_gpu_kind)-measured.json"
 dcp_deps || exit 1
 dcp_nccl_args
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCP_CUDA=ON -DDCP_CUDA_ARCH="$arch" \
@@ -41,7 +41,8 @@ failed=()
 written=()
 if dcp_want calibrate; then
   echo "== calibration: $calibration =="
-  build-gpu/dcpbench calibrate --backend cuda --model llama-13b --out "$calibration" || exit 1
+  build-gpu/dcpbench calibrate --backend cuda --model llama-13b --name "$(basename "$calibration" .json)" \
+    --out "$calibration" || exit 1
   written+=("$calibration")
 fi
 mkdir -p results/measured

@@ -71,7 +71,7 @@ open("$calls", "a").write("attn_peers.py " + " ".join(sys.argv[1:]) + "\\n")
 if "--out" in sys.argv:
     open(sys.argv[sys.argv.index("--out") + 1], "w").write("{}\\n")
 EOF
-printf '#!/bin/sh\ncase "$*" in *--query-gpu*) echo "NVIDIA H100 80GB HBM3 (stand-in)" ;; *) echo "GPU 0: stand-in" ;; esac\n' >"$work/gpu/nvidia-smi"
+printf '#!/bin/sh\ncase "$*" in *--query-gpu*) echo "NVIDIA H100 80GB HBM3 (stand-in), 580.65.06" ;; *) echo "GPU 0: stand-in" ;; esac\n' >"$work/gpu/nvidia-smi"
 # mpirun: runs its last arguments (the test binary and its flags) without MPI
 printf '#!/usr/bin/env bash\nwhile [ "${1:0:1}" = - ]; do [ "$1" = -np ] && shift; shift; done\nexec "$@"\n' >"$work/gpu/mpirun.openmpi"
 mkdir -p "$work/nogpu"
@@ -122,6 +122,11 @@ for st in packing dcp nvidia-prototype megatron-dev megatron-pr2000; do
     fail "no validate of github/$st from its measured times: $(cat "$calls")"
 done
 grep -q -- "--measure " "$calls" && fail "a validation replayed on the GPU again: $(cat "$calls")"
+# every measurement before any validation (CPU only: it must not take a GPU measurement's time)
+order="$(grep -n -e '^dcpbench run' -e '^dcpbench share' "$calls" | cut -d' ' -f1-2 | cut -d: -f2 | uniq | tr '\n' ,)"
+[ "$order" = "dcpbench run,dcpbench share," ] || fail "validations are not after every measurement ($order): $(cat "$calls")"
+grep -q "^card: h100 (NVIDIA H100 80GB HBM3 (stand-in))" "$work/out" && grep -q "^driver: 580.65.06" "$work/out" ||
+  fail "the card or driver is not read from one nvidia-smi query: $(cat "$work/out")"
 grep -q "measure llama13b-commoncrawl/packing: skipped (predicted 415 s" "$work/out" || fail "commoncrawl's measure not skipped: $(cat "$work/out")"
 grep -q "validate llama13b-commoncrawl/dcp: skipped, no results/measured/llama13b-commoncrawl-dcp.json (step measure)" "$work/out" ||
   fail "commoncrawl's validate not skipped: $(cat "$work/out")"
@@ -171,7 +176,7 @@ expect_archived results/device/device-run.log
 # An H200 lent in place of the H100 names its files h200: its calibration must not overwrite (or
 # be read as) an H100's, nor its benchmark land in attn_h100.json.
 mkdir -p "$work/h200"
-printf '#!/bin/sh\ncase "$*" in *driver_version*) echo 575.57.08 ;; *--query-gpu*) echo "NVIDIA H200 (stand-in)" ;; *) echo "GPU 0: stand-in" ;; esac\n' >"$work/h200/nvidia-smi"
+printf '#!/bin/sh\ncase "$*" in *--query-gpu=name,driver_version*) echo "NVIDIA H200 (stand-in), 575.57.08" ;; *) echo "GPU 0: stand-in" ;; esac\n' >"$work/h200/nvidia-smi"
 chmod +x "$work/h200/nvidia-smi"
 rm -f results/calibration/*.json
 : >"$calls"
