@@ -140,7 +140,36 @@ __global__ void fill_uniform32_kernel(float* dst, int64_t n, uint64_t seed, floa
     dst[i] = flash::uniform_value(seed, i, scale);
 }
 
+__global__ void fill_value_kernel(float* dst, int64_t n, float value) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = value;
+}
+
+// %globaltimer: the GPU's nanosecond clock (PTX ISA, special registers; sm_30+).
+__global__ void busy_wait_kernel(uint64_t ns) {
+  uint64_t t0 = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (int i = 0; i < (1 << 24); ++i) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 >= ns) break;
+  }
+}
+
 }  // namespace
+
+cudaError_t fill_value(float* dst, int64_t n, float value, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  fill_value_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t busy_wait(int64_t ns, cudaStream_t stream) {
+  if (ns <= 0) return cudaSuccess;
+  busy_wait_kernel<<<1, 1, 0, stream>>>(static_cast<uint64_t>(ns));
+  return cudaGetLastError();
+}
 
 cudaError_t fill_uniform(uint16_t* dst, int64_t n, uint64_t seed, float scale, bool bf16, cudaStream_t stream) {
   if (n < 0) return cudaErrorInvalidValue;

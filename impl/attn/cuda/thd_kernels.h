@@ -52,5 +52,13 @@ cudaError_t convert_to_f32(const uint16_t* src, float* dst, int64_t n, bool bf16
 cudaError_t fill_uniform(uint16_t* dst, int64_t n, uint64_t seed, float scale, bool bf16, cudaStream_t stream);
 cudaError_t fill_uniform(float* dst, int64_t n, uint64_t seed, float scale, cudaStream_t stream);
 cudaError_t convert_from_f32(const float* src, uint16_t* dst, int64_t n, bool bf16, cudaStream_t stream);
+// dst[i] = value for i < n: a ring's LSE accumulator starts at -inf (no step merged yet), which a
+// byte memset cannot write.
+cudaError_t fill_value(float* dst, int64_t n, float value, cudaStream_t stream);
+// One thread that polls the GPU's global timer until `ns` nanoseconds have passed (at most 2^24
+// polls, so it always ends): queued right before a timed region's start event, it keeps the GPU
+// busy while the host queues the region's launches, so their launch latency is not timed on an
+// idle GPU (helper-57's review of the calibration's timer). ns <= 0: nothing is launched.
+cudaError_t busy_wait(int64_t ns, cudaStream_t stream);
 
 }  // namespace dcp::attn::cuda

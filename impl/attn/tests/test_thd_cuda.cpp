@@ -4,6 +4,7 @@
 // through the host emulator of the same kernel bodies.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,45 @@ TEST(ThdCudaFill, DrawsTheHostsValues) {
     f.to_host(h);
     check(h, [&](int64_t i) { return flash::uniform_value(seed, i, 2.0f); }, "float");
   }
+}
+
+// The constant fill writes its value at every index (-inf, as the ring's LSE accumulator starts),
+// also past the grid-stride cap, and nothing past n.
+TEST(ThdCudaFill, FillValueWritesEveryElementAndNoMore) {
+  DCP_SKIP_WITHOUT_GPU();
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (const int64_t n : {int64_t{1}, int64_t{1000003}, int64_t{65535} * 8 * 256 + 17}) {
+    cuda::DeviceArray<float> f(static_cast<size_t>(n + 1));
+    ASSERT_EQ(cuda::fill_value(f.get(), n + 1, 3.5f, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::fill_value(f.get(), n, neg_inf, nullptr), cudaSuccess);
+    std::vector<float> h(static_cast<size_t>(n + 1));
+    f.to_host(h);
+    for (int64_t i = 0; i < n; i += (n > 2000000 ? 9973 : 1)) ASSERT_EQ(h[static_cast<size_t>(i)], neg_inf) << "n " << n << " i " << i;
+    ASSERT_EQ(h[static_cast<size_t>(n - 1)], neg_inf) << "n " << n;
+    ASSERT_EQ(h[static_cast<size_t>(n)], 3.5f) << "n " << n << ": written past n";
+  }
+}
+
+// The busy wait holds the stream for about the time asked (events around it: at least 90% of 200 us,
+// and it ends: well under the 2^24-poll cap's worst case), and 0 launches nothing.
+TEST(ThdCudaBusyWait, HoldsTheStreamForTheTimeAsked) {
+  DCP_SKIP_WITHOUT_GPU();
+  cudaEvent_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
+  ASSERT_EQ(cuda::busy_wait(0, nullptr), cudaSuccess);
+  for (const int64_t us : {200, 2000}) {
+    ASSERT_EQ(cudaEventRecord(a, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::busy_wait(us * 1000, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(b, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaEventSynchronize(b), cudaSuccess);
+    float ms = 0;
+    ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+    EXPECT_GE(ms * 1000.0f, 0.9f * static_cast<float>(us)) << us << " us asked";
+    EXPECT_LT(ms * 1000.0f, 20.0f * static_cast<float>(us) + 1000.0f) << us << " us asked";
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Thd, ThdCuda, ::testing::Values(1, 2, 4),

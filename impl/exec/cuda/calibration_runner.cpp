@@ -22,13 +22,18 @@ using attn::cuda::DeviceArray;
 
 namespace {
 
-// Median seconds of `reps` timed calls of f after one untimed call.
+// Median seconds of `reps` timed calls of f after one untimed call. Each timed call is queued
+// behind a 100 us busy wait, so the start event fires when the GPU reaches f's work with its
+// launches already queued: on an idle GPU the start event fired at once and the host's launch
+// latency (~5-10 us) was timed too, 5-10% of a 0.1 ms attention probe (helper-57's review;
+// bench_attn_cuda's L2 flush hides it the same way). The wait is not in the timed region.
 double median_s(const std::function<void()>& f, int reps) {
   f();
   DCP_CUDA_CHECK(cudaDeviceSynchronize());
   attn::cuda::EventTimer timer;
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
+    DCP_CUDA_CHECK(attn::cuda::busy_wait(100 * 1000, nullptr));
     timer.start();
     f();
     t.push_back(timer.stop_s());

@@ -2,6 +2,7 @@
 #include "exec/cuda/stage_runner.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -146,8 +147,10 @@ struct StageRunner::Impl {
         if (ring && op.step == attn::RingStep::diagonal) {  // the group's first step: fresh accumulators
           if (!backward) {
             DCP_CUDA_CHECK(cudaMemsetAsync(out_acc.need(static_cast<size_t>(local * qr)), 0, local * qr * sizeof(float), nullptr));
-            DCP_CUDA_CHECK(cudaMemsetAsync(lse_acc.need(static_cast<size_t>(local * s.heads)), 0,
-                                           local * s.heads * sizeof(float), nullptr));
+            // -inf: no step merged yet, so the first merge takes the step's own result (a 0 here
+            // merged it against a fake LSE of 0; helper-57's review, 2026-12-07).
+            DCP_CUDA_CHECK(attn::cuda::fill_value(lse_acc.need(static_cast<size_t>(local * s.heads)), local * s.heads,
+                                                  -std::numeric_limits<float>::infinity(), nullptr));
           } else {
             DCP_CUDA_CHECK(cudaMemsetAsync(dq_acc.need(static_cast<size_t>(local * qr)), 0, local * qr * sizeof(float), nullptr));
             DCP_CUDA_CHECK(cudaMemsetAsync(dk_acc.need(static_cast<size_t>(local * kr)), 0, local * kr * sizeof(float), nullptr));
