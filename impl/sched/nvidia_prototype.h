@@ -73,7 +73,12 @@
 //      Max split size = slots is our choice: run_hybrid_cp.sh:37 sets MAX_CP=8 outright (equal to
 //      the pool of our Llama-13B scenarios, so the same there); on larger pools we let a sample
 //      spread over the whole pool, as megatron-dev does, since a cap of 8 cannot hold a sample
-//      longer than 8 x M.
+//      longer than 8 x M. Upstream gives no value for such pools: the flag's default, -1, builds
+//      groups up to the whole data-parallel size (parallel_state.py:977-980, arguments.py:2937),
+//      but the scheduler divides it as it is (max_split_size = max // min, data_schedule.py:2082),
+//      where -1 would cap every split at -1, so a run must set it. Only the pool sizes of
+//      Megatron's example at 16-64 GPUs and the Llama-3-8B scenarios (16) are touched; a cap of 8
+//      there (raised per sample to what holds it) is the other reading (helper-56's review).
 //   9. An except sample whose best aligned interval has no free bucket left makes the m
 //      infeasible (a guard: on the path the port takes it cannot fire, since c never grows from
 //      one except sample to the next and the allowed sizes nest, so every aligned block of c slots
