@@ -165,18 +165,22 @@ class ModelCp : public ::testing::TestWithParam<CpCase> {};
 // Lengths: 1, 2cp-1, 2cp, 2cp+1 for cp = 8 (15, 16, 17), a long one and short ones.
 const std::vector<int> kLengths{1, 15, 16, 17, 70, 3, 2, 9};
 
+// The row counts equal, the loss sums and the gradient (per tensor) within `tol` relative.
+void expect_same_run(const CpRun& got, const CpRun& ref, double tol) {
+  EXPECT_EQ(got.main_rows, ref.main_rows);
+  EXPECT_EQ(got.mtp_rows, ref.mtp_rows);
+  EXPECT_NEAR(got.main, ref.main, tol * ref.main);
+  EXPECT_NEAR(got.mtp, ref.mtp, tol * ref.mtp);
+  EXPECT_LT(tensor_rel_diff(ref.grads, got.grads, ref.tensors), tol);
+}
+
 TEST_P(ModelCp, EqualsSingleRankFloat64) {
   const ModelConfig c = tiny_config(GetParam().algo);
   const auto seqs = make_seqs(kLengths, c.vocab, 2);
   const CpRun ref = run_cp<double>(c, 1, seqs);
   // At cp 1 the run is the reference itself: only the counts below are checked there.
   if (GetParam().cp > 1) {
-    const CpRun got = run_cp<double>(c, GetParam().cp, seqs);
-    EXPECT_EQ(got.main_rows, ref.main_rows);
-    EXPECT_EQ(got.mtp_rows, ref.mtp_rows);
-    EXPECT_NEAR(got.main, ref.main, 1e-10 * ref.main);
-    EXPECT_NEAR(got.mtp, ref.mtp, 1e-10 * ref.mtp);
-    EXPECT_LT(tensor_rel_diff(ref.grads, got.grads, ref.tensors), 1e-10);
+    expect_same_run(run_cp<double>(c, GetParam().cp, seqs), ref, 1e-10);
   }
   // The counts are the real targets of the batch: every sequence's len - 1 and len - 2.
   int64_t nm = 0, nt = 0;
@@ -220,12 +224,7 @@ TEST_P(ModelCp, EqualsSingleRankFloat32) {
   const ModelConfig c = tiny_config(GetParam().algo);
   const auto seqs = make_seqs(kLengths, c.vocab, 3);
   const CpRun ref = run_cp<float>(c, 1, seqs);
-  const CpRun got = run_cp<float>(c, GetParam().cp, seqs);
-  EXPECT_EQ(got.main_rows, ref.main_rows);
-  EXPECT_EQ(got.mtp_rows, ref.mtp_rows);
-  EXPECT_NEAR(got.main, ref.main, 1e-5 * ref.main);
-  EXPECT_NEAR(got.mtp, ref.mtp, 1e-5 * ref.mtp);
-  EXPECT_LT(tensor_rel_diff(ref.grads, got.grads, ref.tensors), 1e-5);
+  expect_same_run(run_cp<float>(c, GetParam().cp, seqs), ref, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, ModelCp,
