@@ -11,8 +11,8 @@
 #              NCCL communicator on one rank under mpirun) with DCP_REQUIRE_GPU=1: a skip fails;
 #   bench      bench_attn_cuda (ours beside a cuBLAS GEMM of the same FLOPs) and, with the python3
 #              that has PyTorch, its FlashAttention-2 and cuDNN backends on the same cases
-#              -> results/bench/attn_h100.{json,png};
-#   calibrate  dcpbench calibrate --backend cuda -> results/calibration/h100-measured.json;
+#              -> results/bench/attn_<gpu>.{json,png};
+#   calibrate  dcpbench calibrate --backend cuda -> results/calibration/<gpu>-measured.json;
 #   measure    dcpbench run --backend cuda --steps 1 --reps 1, one strategy per command (a kill at
 #              the limit loses only that one): the busiest rank's share of packing, dcp,
 #              nvidia-prototype, megatron-dev and megatron-pr2000 replayed (warm-up + 1 timed run)
@@ -166,8 +166,10 @@ mpirun="$( { [ -n "${OPAL_PREFIX:-}" ] && [ -x "$OPAL_PREFIX/bin/mpirun.openmpi"
   command -v mpirun.openmpi || command -v mpirun || true)"
 # The card's kind names its files (an H200 lent in place of an H100 must not write h100 files).
 # One nvidia-smi query, bounded (dcp_nvidia_smi), for the card and the driver.
-IFS=, read -r card driver < <(dcp_nvidia_smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
-driver="${driver# }"
+# "NAME, DRIVER": the driver after the last ", " (a name may hold a comma itself).
+read -r line < <(dcp_nvidia_smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+card="${line%, *}" driver="${line##*, }"
+[[ "$line" == *", "* ]] || { card="$line" driver=""; }
 gpu="$(dcp_card_kind "$card")"
 echo "card: $gpu (${card:-nvidia-smi gave no name})"
 # The binaries are CUDA 13 builds, which need an r580 driver or newer: an older one fails every

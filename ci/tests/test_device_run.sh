@@ -71,7 +71,7 @@ open("$calls", "a").write("attn_peers.py " + " ".join(sys.argv[1:]) + "\\n")
 if "--out" in sys.argv:
     open(sys.argv[sys.argv.index("--out") + 1], "w").write("{}\\n")
 EOF
-printf '#!/bin/sh\ncase "$*" in *--query-gpu*) echo "NVIDIA H100 80GB HBM3 (stand-in), 580.65.06" ;; *) echo "GPU 0: stand-in" ;; esac\n' >"$work/gpu/nvidia-smi"
+printf '#!/bin/sh\ncase "$*" in *--query-gpu*) echo "NVIDIA H100 80GB HBM3, PCIe (stand-in), 580.65.06" ;; *) echo "GPU 0: stand-in" ;; esac\n' >"$work/gpu/nvidia-smi"
 # mpirun: runs its last arguments (the test binary and its flags) without MPI
 printf '#!/usr/bin/env bash\nwhile [ "${1:0:1}" = - ]; do [ "$1" = -np ] && shift; shift; done\nexec "$@"\n' >"$work/gpu/mpirun.openmpi"
 mkdir -p "$work/nogpu"
@@ -122,10 +122,13 @@ for st in packing dcp nvidia-prototype megatron-dev megatron-pr2000; do
     fail "no validate of github/$st from its measured times: $(cat "$calls")"
 done
 grep -q -- "--measure " "$calls" && fail "a validation replayed on the GPU again: $(cat "$calls")"
-# every measurement before any validation (CPU only: it must not take a GPU measurement's time)
-order="$(grep -n -e '^dcpbench run' -e '^dcpbench share' "$calls" | cut -d' ' -f1-2 | cut -d: -f2 | uniq | tr '\n' ,)"
-[ "$order" = "dcpbench run,dcpbench share," ] || fail "validations are not after every measurement ($order): $(cat "$calls")"
-grep -q "^card: h100 (NVIDIA H100 80GB HBM3 (stand-in))" "$work/out" && grep -q "^driver: 580.65.06" "$work/out" ||
+# every measurement, run or skipped (commoncrawl's), before any validation (CPU only: it must not
+# take a GPU measurement's time); the calls alone could not tell, since commoncrawl measures nothing
+last_measure="$(grep -n '^== measure ' "$work/out" | tail -1 | cut -d: -f1)"
+first_validate="$(grep -n '^== validate ' "$work/out" | head -1 | cut -d: -f1)"
+[ -n "$last_measure" ] && [ -n "$first_validate" ] && [ "$last_measure" -lt "$first_validate" ] ||
+  fail "validations are not after every measurement (last measure line ${last_measure:-none}, first validate ${first_validate:-none}): $(cat "$work/out")"
+grep -q "^card: h100 (NVIDIA H100 80GB HBM3, PCIe (stand-in))" "$work/out" && grep -q "^driver: 580.65.06" "$work/out" ||
   fail "the card or driver is not read from one nvidia-smi query: $(cat "$work/out")"
 grep -q "measure llama13b-commoncrawl/packing: skipped (predicted 415 s" "$work/out" || fail "commoncrawl's measure not skipped: $(cat "$work/out")"
 grep -q "validate llama13b-commoncrawl/dcp: skipped, no results/measured/llama13b-commoncrawl-dcp.json (step measure)" "$work/out" ||

@@ -148,7 +148,9 @@ struct StageRunner::Impl {
           if (!backward) {
             DCP_CUDA_CHECK(cudaMemsetAsync(out_acc.need(static_cast<size_t>(local * qr)), 0, local * qr * sizeof(float), nullptr));
             // -inf: no step merged yet, so the first merge takes the step's own result (a 0 here
-            // merged it against a fake LSE of 0; helper-57's review, 2026-12-07).
+            // merged it against a fake LSE of 0; helper-57's review, 2026-12-07). The replay times
+            // its ops and checks no value: its backward reads f1, the buffer's own random LSE, not
+            // this merged one, which moves no kernel's work (helper-59).
             DCP_CUDA_CHECK(attn::cuda::fill_value(lse_acc.need(static_cast<size_t>(local * s.heads)), local * s.heads,
                                                   -std::numeric_limits<float>::infinity(), nullptr));
           } else {
