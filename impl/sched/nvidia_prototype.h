@@ -48,7 +48,14 @@
 //      (our discrete-event simulator and memory model: the fitting plan with the smallest step
 //      wins) when given, else by PlannerOptions::step_time_s (a step time, no memory check) when
 //      given, else by a 1F1B estimate per slot: sum of its buckets' (fwd + bwd) + (PP - 1) x its
-//      largest.
+//      largest. So the port picks its m by the simulator it is then timed with, which can only
+//      favour it (helper-56's review). Picking m by the built-in estimate instead (a temporary
+//      build, 2026-12-07, `run --tune`, 3 steps each): the same m on every step of both Llama-13B
+//      scenarios as published (48 / 40 / 32 and 48 / 32 / 40 micro-batches, the same step times);
+//      tuned, CommonCrawl unchanged and GitHub another setting (M 32k, VPP 5) 0.9% slower, 21.60
+//      against 21.41 s. The built-in estimate is simpler than SplitFuseSchedule (a dependency
+//      graph of each slot's buckets), so this indicates the size of the effect, it does not
+//      reproduce upstream's choice.
 //   3. The per-rank token cap M is enforced: an except sample gets at least cp_min(L) ranks, a
 //      filler or normal sample joins a bucket only if the bucket stays within M tokens per rank
 //      (the prototype's length rule has no cap); an m that cannot hold the batch so is skipped.
