@@ -15,6 +15,11 @@
 //     buffers (slow but correct), so CPU code such as the ring attention runs unchanged.
 //   - split() uses ncclCommSplit, which blocks until every rank of the parent arrives (NCCL
 //     offers no deadline for it); it is preceded by a deadline-bounded barrier.
+//   - Not bounded either (helper-57's review): ncclCommInitRank in nccl_communicator, and the
+//     first ncclGroupEnd with a peer (blocking configs set up the connection there), wait for a
+//     peer that never arrives. A non-blocking config (ncclConfig_t.blocking = 0, polled with
+//     ncclCommGetAsyncError against the deadline) would bound them; not done while no machine
+//     with several GPUs has run this backend (the lent device runs one rank).
 // Only built when CUDA, NCCL and MPI are all found (DCP_HAVE_NCCL_COMM).
 #pragma once
 
