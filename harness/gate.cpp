@@ -25,7 +25,8 @@ constexpr const char* kConfigFacts[] = {
     "model", "dataset", "gpus", "tp", "pp", "cp", "vpp", "gpus_per_node", "nics_per_node", "hardware",
     "memory_gib", "global_batch", "max_seqlen", "max_seqlen_per_rank", "min_cp", "recompute", "precision",
     "seed", "attention_backend", "distributed_optimizer", "grad_reduce", "overlap_grad_reduce", "check_for_nan_in_grad",
-    "gradient_accumulation_fusion", "data_path", "interleaved_p2p_calls"};
+    "gradient_accumulation_fusion", "data_path", "interleaved_p2p_calls", "calibration", "dataset_rules",
+    "cross_entropy_fusion", "cross_entropy_fusion_impl"};
 
 std::map<std::string, const nlohmann::json*> facts_by_name(const ResultsFile& f) {
   std::map<std::string, const nlohmann::json*> out;
@@ -65,7 +66,14 @@ std::string steps_text(const std::map<int, const ResultRow*>& steps) {
   return "[" + out + "]";
 }
 
-std::string signed_pct(double rel) { return (rel >= 0 ? "+" : "") + fmt2(100.0 * rel) + "%"; }
+std::string signed_pct(double rel) {
+  if (rel != 0 && std::fabs(100.0 * rel) < 0.005) {  // a change the simulated tolerance sees: not "+0.00%"
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%+.1e%%", 100.0 * rel);
+    return buf;
+  }
+  return (rel >= 0 ? "+" : "") + fmt2(100.0 * rel) + "%";
+}
 
 constexpr const char* kRegenerate =
     "; if the change is meant, regenerate the baseline (ci/gate.sh --update) and say why in the commit";
@@ -75,7 +83,7 @@ constexpr const char* kRegenerate =
 // agrees within the tolerance; else the first failing step's finding. Steps out of memory in both
 // files are not compared; `worst_drop` / `worst_rise` return the largest step change in each direction.
 std::string compare_steps(const std::map<int, const ResultRow*>& base, const std::map<int, const ResultRow*>& cur,
-                          double tolerance, double& worst_drop, double& worst_rise) {
+                          GateTolerance tol, double& worst_drop, double& worst_rise) {
   worst_drop = worst_rise = 0;
   bool same_steps = base.size() == cur.size();
   for (auto b = base.begin(), c = cur.begin(); same_steps && b != base.end(); ++b, ++c) same_steps = b->first == c->first;
@@ -108,16 +116,23 @@ std::string compare_steps(const std::map<int, const ResultRow*>& base, const std
              " micro-batches)" + kRegenerate;
     if (!std::isfinite(c.tflops_per_gpu) || !std::isfinite(c.step_time_s))
       return at + "TFLOPS/GPU " + json_excerpt(nlohmann::json(c.tflops_per_gpu), 24) + " is not a finite number";
+    const bool simulated = !b->is_measured();
+    const double tolerance = simulated ? tol.simulated : tol.measured;
     const double rel = b->tflops_per_gpu > 0 ? c.tflops_per_gpu / b->tflops_per_gpu - 1.0 : 0.0;
     worst_drop = std::min(worst_drop, rel);
     worst_rise = std::max(worst_rise, rel);
     if (c.tflops_per_gpu < b->tflops_per_gpu * (1.0 - tolerance))
       return at + "TFLOPS/GPU dropped " + fmt2(b->tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" +
-             signed_pct(rel) + ", tolerance -" + fmt2(100.0 * tolerance) + "%)";
+             signed_pct(rel) + ", tolerance -" + tolerance_pct(tolerance) + ")" +
+             (simulated ? ": the simulated numbers are deterministic" + std::string(kRegenerate) : std::string());
     if (c.tflops_per_gpu > b->tflops_per_gpu * (1.0 + tolerance))
       return at + "TFLOPS/GPU rose " + fmt2(b->tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" +
-             signed_pct(rel) + ", tolerance +" + fmt2(100.0 * tolerance) +
-             "%): a simulator that lost a cost term looks like this" + kRegenerate;
+             signed_pct(rel) + ", tolerance +" + tolerance_pct(tolerance) +
+             "): a simulator that lost a cost term looks like this" + kRegenerate;
+    if (simulated && !(std::fabs(c.peak_memory_gib - b->peak_memory_gib) <=
+                       tolerance * std::max(std::fabs(c.peak_memory_gib), std::fabs(b->peak_memory_gib))))
+      return at + "peak memory " + fmt2(b->peak_memory_gib) + " -> " + fmt2(c.peak_memory_gib) +
+             " GiB/GPU (tolerance " + tolerance_pct(tolerance) + "): the memory model changed" + kRegenerate;
   }
   return "";
 }
@@ -130,8 +145,17 @@ std::string finding_line(const GateFinding& f) {
   return line + f.message;
 }
 
-GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, double tolerance) {
-  DCP_REQUIRE(tolerance >= 0 && tolerance < 1, "--tolerance=", tolerance, " is not in [0, 1)");
+std::string tolerance_pct(double tolerance) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, 100.0 * tolerance >= 0.01 || tolerance == 0 ? "%.2f%%" : "%.0e%%", 100.0 * tolerance);
+  return buf;
+}
+
+GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, GateTolerance tolerance) {
+  DCP_REQUIRE(tolerance.measured >= 0 && tolerance.measured < 1, "--tolerance=", tolerance.measured,
+              " is not in [0, 1)");
+  DCP_REQUIRE(tolerance.simulated >= 0 && tolerance.simulated < 1, "--sim-tolerance=", tolerance.simulated,
+              " is not in [0, 1)");
   const auto base = aggregate(baseline);
   const auto cur = aggregate(current);
   std::map<std::pair<std::string, std::string>, const Aggregate*> cur_by_key;
@@ -200,7 +224,7 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, dou
         const double rel = b.tflops_per_gpu > 0 ? c.tflops_per_gpu / b.tflops_per_gpu - 1.0 : 0.0;
         f.message = "TFLOPS/GPU " + fmt2(b.tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" + signed_pct(rel) +
                     "; steps " + signed_pct(drop) + " to " + signed_pct(rise) + ", tolerance +-" +
-                    fmt2(100.0 * tolerance) + "%)";
+                    tolerance_pct(b.measured() ? tolerance.measured : tolerance.simulated) + ")";
         if (c.source != b.source) f.message += " [source changed: " + b.source + " -> " + c.source + "]";
       }
     }

@@ -115,6 +115,12 @@ json scenario_facts(const Scenario& s, const cost::CostModel& cm, int steps) {
   if (!s.description.empty()) f["description"] = s.description;
   f["model"] = cm.model.name;
   f["dataset"] = dataset_label(s.dataset);
+  // What the label leaves out and the batches depend on: the filters and the padding (the gate
+  // compares it; helper-60's review).
+  f["dataset_rules"] = "min_seqlen " + std::to_string(s.dataset.min_seqlen) + " (shorter: " + s.dataset.short_policy +
+                       "), longer than max_seqlen: " + s.dataset.long_policy + ", pad_multiple " +
+                       std::to_string(s.dataset.pad_multiple) + ", pad_multiple_dynamic " +
+                       std::to_string(s.dataset.pad_multiple_dynamic) + ", lognormal bounds: " + s.dataset.clamp;
   f["gpus"] = s.cluster.gpus;
   f["tp"] = s.cluster.tp;
   f["pp"] = s.cluster.pp;
@@ -143,6 +149,8 @@ json scenario_facts(const Scenario& s, const cost::CostModel& cm, int steps) {
   f["check_for_nan_in_grad"] = s.training.check_for_nan_in_grad;
   f["interleaved_p2p_calls"] = s.training.interleaved_p2p_calls;
   f["gradient_accumulation_fusion"] = s.training.gradient_accumulation_fusion;
+  f["cross_entropy_fusion"] = s.training.cross_entropy_fusion;
+  f["cross_entropy_fusion_impl"] = s.training.cross_entropy_fusion_impl;
   f["data_path"] = s.training.data_path;
   f["nics_per_node"] = s.cluster.nics_per_node;
   f["memory_gib"] = cm.hardware.memory_bytes / (1024.0 * 1024 * 1024);

@@ -265,6 +265,41 @@ TEST(Gate, FailsOnAGainBeyondToleranceNaNAndEfficiencyAboveOne) {
 TEST(Gate, RejectsBadTolerance) {
   EXPECT_THROW(run_gate(results({}), results({}), 1.5), InputError);
   EXPECT_THROW(run_gate(results({}), results({}), -0.1), InputError);
+  EXPECT_THROW(run_gate(results({}), results({}), 1.0), InputError);
+  EXPECT_THROW(run_gate(results({}), results({}), std::nan("")), InputError);  // would pass every step
+  EXPECT_THROW(run_gate(results({}), results({}), GateTolerance{0.02, 1.0}), InputError);
+  EXPECT_THROW(run_gate(results({}), results({}), GateTolerance{std::nan(""), 1e-9}), InputError);
+}
+
+// Under the default tolerances a simulated step is held to rounding (its numbers are
+// deterministic): a 1e-6 change of TFLOPS/GPU or of peak memory fails, naming the change, where
+// the 2% the kinds shared let it pass; a measured step keeps 2% for run-to-run noise.
+TEST(Gate, SimulatedStepsAreHeldToRoundingMeasuredOnesTo2Percent) {
+  ResultRow b = row("a", "packing", 100);
+  b.peak_memory_gib = 40;
+  ResultRow c = b;
+  c.tflops_per_gpu = 100 * (1 - 1e-6);
+  const GateReport slower = run_gate(results({b}), results({c}), GateTolerance{});
+  EXPECT_FALSE(slower.passed());
+  EXPECT_NE(slower.findings.at(0).message.find("dropped 100.00 -> 100.00 (-1.0e-04%, tolerance -1e-07%)"),
+            std::string::npos)
+      << slower.findings.at(0).message;
+  EXPECT_TRUE(run_gate(results({b}), results({c}), 0.02).passed()) << "one tolerance of 2% for both: passes";
+  c.tflops_per_gpu = 100 * (1 + 1e-12);  // rounding
+  EXPECT_TRUE(run_gate(results({b}), results({c}), GateTolerance{}).passed());
+  c.peak_memory_gib = 40 * (1 + 1e-6);
+  const GateReport memory = run_gate(results({b}), results({c}), GateTolerance{});
+  EXPECT_FALSE(memory.passed());
+  EXPECT_NE(memory.findings.at(0).message.find("peak memory 40.00 -> 40.00 GiB/GPU"), std::string::npos)
+      << memory.findings.at(0).message;
+  // Measured rows: 1% passes, 3% fails; their peak memory is not compared.
+  ResultRow mb = b, mc = b;
+  mb.source = mc.source = "measured:h100 replay";
+  mc.tflops_per_gpu = 99;
+  mc.peak_memory_gib = 60;
+  EXPECT_TRUE(run_gate(results({mb}), results({mc}), GateTolerance{}).passed());
+  mc.tflops_per_gpu = 97;
+  EXPECT_FALSE(run_gate(results({mb}), results({mc}), GateTolerance{}).passed());
 }
 
 }  // namespace

@@ -538,6 +538,11 @@ def main():
              ['"step"=9223372036854775808 is not in [0, 2147483647]'])
         case("value/gate-tolerance-not-a-number", ["gate", "--baseline", "results.json", "--current", "results.json",
                                                    "--tolerance", "0.02abc"], ['--tolerance: "0.02abc" is not a number'])
+        # NaN compares false with everything: it would have passed every step (helper-61's review)
+        case("value/gate-tolerance-nan", ["gate", "--baseline", "results.json", "--current", "results.json",
+                                          "--tolerance", "nan"], ['--tolerance: "nan" is not in [0, 1)'])
+        case("value/gate-sim-tolerance-1", ["gate", "--baseline", "results.json", "--current", "results.json",
+                                            "--sim-tolerance", "1"], ['--sim-tolerance: "1" is not in [0, 1)'])
         case("int/table-tokens-1e300", ["table", "tokens-1e300.json"], ['"tokens" is not an integer'])
         case("int/table-facts-type", ["table", "facts-type.json"], ['scenarios[0]."gpus" is not an integer'])
         case("value/table-busy-short", ["table", "busy-short.json"], ['"rank_busy_s" has 1 entries, its pool 4 ranks'])
