@@ -54,6 +54,13 @@ comm::CommOptions converge_comm_options() {
 }
 
 int finish(const ConvergeOutcome& out, const ConvergeArgs& a) {
+  // A report its own reader would refuse is never written (docs/formats.md: every writer checks
+  // what it writes; helper-60's review): a dcp::Error there is this program's fault, exit 1.
+  try {
+    validate_converge_report(out.report, "the report to write");
+  } catch (const InputError& e) {
+    throw Error(std::string("internal error: ") + e.what());
+  }
   if (a.out_given) write_json_atomic(a.out, out.report);
   // With --out - the report is on stdout, so the table goes to stderr.
   (a.out_given && is_stdout_path(a.out) ? std::cerr : std::cout) << converge_table(out.report) << std::flush;

@@ -2,10 +2,13 @@
 // table, the charts (harness/plot/plot_results.py) and the gate read.
 //
 //   {"schema": "dcpbench.results.v1",
-//    "context": {"git_sha", "date", "host", "device", "cost_model", "calibration", "command"},
-//    "scenarios": [{"name", "gpus", "dp", "cp", "pp", "tp", "pool", "useful_tflop_per_step", ...,
+//    "context": {"git_sha", "date", "host", "device", "cost_model", "calibration", "command",
+//                "tune_pick" ("held-out" | "none"; absent before 2026-12-06: in-sample; harness/tune.h)},
+//    "scenarios": [{"name", "gpus", "dp", "cp", "pp", "tp", "pool" (read: the rank_busy_s length),
+//                   "reference_strategy" (read: the speedups' reference), ... (runner.cpp
+//                   scenario_facts; the gate compares gate.cpp's kConfigFacts among them),
 //                   "published": {...} | absent}],
-//    "rows": [ one object per (scenario, strategy, step) ]}
+//    "rows": [ one object per (scenario, strategy, setting, step) ]}
 //
 // Row keys (required, with their JSON types; metrics are null when the plan is invalid or does
 // not fit the GPU's memory, "oom": true):
@@ -14,7 +17,8 @@
 //   plan_efficiency, speedup_vs_packing (number|null), microbatches (int|null).
 //   speedup_vs_packing is the speedup over the scenario's reference strategy ("reference",
 //   default packing; the key keeps its v1 name).
-// Optional row keys: error (string), oom (bool), setting ("published" | "tuned"), knobs (object:
+// Optional row keys: error (string), oom (bool), note (string: the planner's note on its plan,
+//   plan::Plan::note, e.g. nvidia-prototype's fallback), setting ("published" | "tuned"), knobs (object:
 //   max_seqlen_per_rank, cp, vpp), reference (string), peak_memory_gib, solve_ms, lower_bound_s,
 //   compute_s, comm_s, overhead_s, bubble_s, imbalance_s (means over GPUs), busiest_idle_s (the
 //   busiest GPU's idle time: step_time_s - lower_bound_s - this is its busy time above the

@@ -26,6 +26,7 @@
 // planner runs, so other Python threads (a data loader) keep running.
 #include "core/checked_int.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "harness/conform.h"
 #include "harness/registry.h"
 #include "plan/geometry.h"
@@ -381,9 +382,11 @@ PYBIND11_MODULE(dcpbench, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const dcp::InputError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      // The CLI's line (dcp::one_line: control bytes escaped, at most 300 characters): a long or
+      // odd message had reached Python raw (helper-60's review).
+      PyErr_SetString(PyExc_ValueError, dcp::one_line(e.what()).c_str());
     } catch (const dcp::Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+      PyErr_SetString(PyExc_RuntimeError, dcp::one_line(e.what()).c_str());
     }
   });
 

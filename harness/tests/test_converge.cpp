@@ -509,6 +509,16 @@ TEST(ConvergeReport, SchemaCheckRejectsBrokenReports) {
   refused([](json& b) { b["schema"] = "dcpbench.results.v1"; }, "\"schema\"");
   refused([](json& b) { b.erase("bounds"); }, "no \"bounds\" object");
   refused([](json& b) { b["bounds"]["loss_rel"] = "x"; }, "\"bounds.loss_rel\" is not a number");
+  refused([](json& b) { b["bounds"]["floor"] = "1e-5"; }, "\"bounds.floor\" is not a number");
+  // A key this project does not write is ignored, whatever its type (DESIGN.md: readers ignore
+  // unknown fields; a string one had been refused).
+  EXPECT_NO_THROW(validate_converge_report(
+      [&] {
+        json b = r;
+        b["bounds"]["added_later"] = {{"note", "x"}};
+        return b;
+      }(),
+      "r"));
   refused([](json& b) { b["bounds"]["loss_rel_per_step"] = {1e-12}; }, "\"bounds.loss_rel_per_step\" is not an array of 2");
   refused([](json& b) { b["step_kinds"] = 5; }, "\"step_kinds\" is not an array of 2 strings");
   refused([](json& b) { b["step_kinds"] = {"main", 1}; }, "\"step_kinds\" is not an array of 2 strings");

@@ -382,6 +382,12 @@ def test_validate_takes_a_plan_file_as_a_dict(tmp_path):
         dcpbench.validate({"microbatches": []}, seqlens)
     with pytest.raises(ValueError, match='^plan dict: plan JSON: "schema"="dcpbench.plan.v9" is not dcpbench.plan.v1$'):
         dcpbench.validate(dict(doc, schema="dcpbench.plan.v9"), seqlens)
+    # A long or odd value gives the CLI's one line too: control bytes escaped, at most 300
+    # characters (the module had passed the message on raw; helper-60's review).
+    with pytest.raises(ValueError) as err:
+        dcpbench.validate(dict(doc, schema="v\x07" + "9" * 2000), seqlens)
+    assert len(str(err.value)) <= 300 and "\x07" not in str(err.value), str(err.value)
+    assert str(err.value).startswith('plan dict: plan JSON: "schema"="v\\u0007'), str(err.value)
     # What JSON cannot hold is a ValueError too (it had escaped as TypeError or RuntimeError).
     for bad_value in ({1, 2}, float("nan")):
         bad = json.loads(json.dumps(doc))
