@@ -10,7 +10,8 @@
 #   3. ci/gate.sh   : the simulated scenario suite against results/baseline/.
 # Both builds carry line tables only (-DDCP_DEBUG_INFO=lines: file:line in backtraces and sanitizer
 # reports, about a third less compile time); to debug, configure another folder with
-# -DDCP_DEBUG_INFO=full (ci/demo.sh and ci/gate.sh set lines on build/ again).
+# -DDCP_DEBUG_INFO=full (ci/demo.sh, and ci/gate.sh when build/ has no cache yet, configure it
+# with lines again).
 # Environment: DCP_JOBS (parallel build jobs, default nproc), DCP_SKIP_ASAN=1 to skip step 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."

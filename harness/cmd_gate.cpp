@@ -52,8 +52,8 @@ void add_gate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<GateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "gate",
-      "Compare two results files step by step; exit 1 if a step's TFLOPS/GPU moved beyond the tolerance (either "
-      "way), its batch, plan or setting changed, a plan became invalid or out of memory, a plan efficiency is above "
+      "Compare two results files step by step; exit 1 if a step's TFLOPS/GPU (or a simulated step's peak memory) "
+      "moved beyond the tolerance (either way), its batch, plan or setting changed, a plan became invalid or out of memory, a plan efficiency is above "
       "1, a pair is in one file only, or the baseline has no rows");
   cmd->add_option("--baseline", args->baseline, "Baseline results JSON (dcpbench.results.v1)")->required();
   cmd->add_option("--current", args->current, "Current results JSON (dcpbench.results.v1)")->required();

@@ -101,6 +101,18 @@ std::string compare_steps(const std::map<int, const ResultRow*>& base, const std
              std::to_string(c.tokens) + " tokens; useful TFLOP " + json_excerpt(nlohmann::json(b->useful_tflop), 24) +
              " -> " + json_excerpt(nlohmann::json(c.useful_tflop), 24) +
              "): the sampler or the scenario's data changed; regenerate the baseline";
+    // A measured and a simulated step are different quantities (a merged file can hold both).
+    if (b->is_measured() != c.is_measured())
+      return "not comparable: " + at + b->source + " in the baseline, " + c.source + " now";
+    const bool simulated = !b->is_measured();
+    const double tolerance = simulated ? tol.simulated : tol.measured;
+    // Peak memory of a simulated step, also of one out of memory in both files; only where both
+    // rows record it (the key is optional: a file without it reads 0).
+    if (simulated && b->peak_memory_gib > 0 && c.peak_memory_gib > 0 &&
+        !(std::fabs(c.peak_memory_gib - b->peak_memory_gib) <=
+          tolerance * std::max(std::fabs(c.peak_memory_gib), std::fabs(b->peak_memory_gib))))
+      return at + "peak memory " + fmt2(b->peak_memory_gib) + " -> " + fmt2(c.peak_memory_gib) +
+             " GiB/GPU (tolerance " + tolerance_pct(tolerance) + "): the memory model changed" + kRegenerate;
     if (b->has_metrics() && c.oom)
       return at + "out of memory (peak " + fmt2(c.peak_memory_gib) + " GiB/GPU) where the baseline fit";
     if (!b->has_metrics() && c.has_metrics())
@@ -116,8 +128,6 @@ std::string compare_steps(const std::map<int, const ResultRow*>& base, const std
              " micro-batches)" + kRegenerate;
     if (!std::isfinite(c.tflops_per_gpu) || !std::isfinite(c.step_time_s))
       return at + "TFLOPS/GPU " + json_excerpt(nlohmann::json(c.tflops_per_gpu), 24) + " is not a finite number";
-    const bool simulated = !b->is_measured();
-    const double tolerance = simulated ? tol.simulated : tol.measured;
     const double rel = b->tflops_per_gpu > 0 ? c.tflops_per_gpu / b->tflops_per_gpu - 1.0 : 0.0;
     worst_drop = std::min(worst_drop, rel);
     worst_rise = std::max(worst_rise, rel);
@@ -129,10 +139,6 @@ std::string compare_steps(const std::map<int, const ResultRow*>& base, const std
       return at + "TFLOPS/GPU rose " + fmt2(b->tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" +
              signed_pct(rel) + ", tolerance +" + tolerance_pct(tolerance) +
              "): a simulator that lost a cost term looks like this" + kRegenerate;
-    if (simulated && !(std::fabs(c.peak_memory_gib - b->peak_memory_gib) <=
-                       tolerance * std::max(std::fabs(c.peak_memory_gib), std::fabs(b->peak_memory_gib))))
-      return at + "peak memory " + fmt2(b->peak_memory_gib) + " -> " + fmt2(c.peak_memory_gib) +
-             " GiB/GPU (tolerance " + tolerance_pct(tolerance) + "): the memory model changed" + kRegenerate;
   }
   return "";
 }
@@ -147,7 +153,8 @@ std::string finding_line(const GateFinding& f) {
 
 std::string tolerance_pct(double tolerance) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, 100.0 * tolerance >= 0.01 || tolerance == 0 ? "%.2f%%" : "%.0e%%", 100.0 * tolerance);
+  const double pct = 100.0 * tolerance + 0.0;  // + 0.0: -0 prints as 0
+  std::snprintf(buf, sizeof buf, pct >= 0.01 || pct == 0 ? "%.3g%%" : "%.0e%%", pct);
   return buf;
 }
 

@@ -67,7 +67,7 @@ GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, Gat
 inline GateReport run_gate(const ResultsFile& baseline, const ResultsFile& current, double tolerance) {
   return run_gate(baseline, current, GateTolerance{tolerance, tolerance});
 }
-// "2.00%" or, below 0.01%, "1e-07%".
+// "2%", "0.015%" or, below 0.01%, "1e-07%".
 std::string tolerance_pct(double tolerance);
 
 }  // namespace dcp::harness

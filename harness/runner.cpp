@@ -120,7 +120,9 @@ json scenario_facts(const Scenario& s, const cost::CostModel& cm, int steps) {
   f["dataset_rules"] = "min_seqlen " + std::to_string(s.dataset.min_seqlen) + " (shorter: " + s.dataset.short_policy +
                        "), longer than max_seqlen: " + s.dataset.long_policy + ", pad_multiple " +
                        std::to_string(s.dataset.pad_multiple) + ", pad_multiple_dynamic " +
-                       std::to_string(s.dataset.pad_multiple_dynamic) + ", lognormal bounds: " + s.dataset.clamp;
+                       (s.dataset.pad_multiple_dynamic > 0 ? std::to_string(s.dataset.pad_multiple_dynamic)
+                                                           : std::string("= pad_multiple")) +
+                       (s.dataset.kind == "lognormal" ? ", lognormal bounds: " + s.dataset.clamp : std::string());
   f["gpus"] = s.cluster.gpus;
   f["tp"] = s.cluster.tp;
   f["pp"] = s.cluster.pp;

@@ -292,6 +292,21 @@ TEST(Gate, SimulatedStepsAreHeldToRoundingMeasuredOnesTo2Percent) {
   EXPECT_FALSE(memory.passed());
   EXPECT_NE(memory.findings.at(0).message.find("peak memory 40.00 -> 40.00 GiB/GPU"), std::string::npos)
       << memory.findings.at(0).message;
+  // A row without peak memory (an optional key: it reads 0) is not compared on it.
+  ResultRow none = b;
+  none.peak_memory_gib = 0;
+  EXPECT_TRUE(run_gate(results({none}), results({b}), GateTolerance{}).passed());
+  // Steps out of memory in both files are compared on it too.
+  ResultRow ob = row("a", "packing", 0, false), oc = ob;
+  ob.error.clear();
+  ob.oom = oc.oom = true;
+  ob.plan_valid = oc.plan_valid = true;
+  ob.peak_memory_gib = 90;
+  oc.peak_memory_gib = 200;
+  const GateReport oom = run_gate(results({ob}), results({oc}), GateTolerance{});
+  EXPECT_FALSE(oom.passed());
+  EXPECT_NE(oom.findings.at(0).message.find("peak memory 90.00 -> 200.00 GiB/GPU"), std::string::npos)
+      << oom.findings.at(0).message;
   // Measured rows: 1% passes, 3% fails; their peak memory is not compared.
   ResultRow mb = b, mc = b;
   mb.source = mc.source = "measured:h100 replay";
@@ -300,6 +315,15 @@ TEST(Gate, SimulatedStepsAreHeldToRoundingMeasuredOnesTo2Percent) {
   EXPECT_TRUE(run_gate(results({mb}), results({mc}), GateTolerance{}).passed());
   mc.tflops_per_gpu = 97;
   EXPECT_FALSE(run_gate(results({mb}), results({mc}), GateTolerance{}).passed());
+  // A step measured in one file and simulated in the other is not compared at either tolerance
+  // (the pair's kind had been read from its first row only).
+  ResultRow m1 = mb, s1 = b;
+  m1.step = s1.step = 1;
+  const GateReport mixed = run_gate(results({b, m1}), results({b, s1}), GateTolerance{});
+  EXPECT_FALSE(mixed.passed());
+  EXPECT_NE(mixed.findings.at(0).message.find("not comparable: step 1: measured:h100 replay in the baseline"),
+            std::string::npos)
+      << mixed.findings.at(0).message;
 }
 
 }  // namespace
