@@ -32,6 +32,11 @@ int run_gate_command(const GateArgs& a) {
               a.baseline.c_str(), base.context.value("git_sha", "unknown").c_str(), a.current.c_str(),
               cur.context.value("git_sha", "unknown").c_str(), tolerance_pct(a.tolerance.simulated).c_str(),
               tolerance_pct(a.tolerance.measured).c_str());
+  // Simulated numbers must not depend on the machine (CMakeLists.txt: -ffp-contract=off); where
+  // the two files were built with other compilers or targets, a difference has one more suspect.
+  const std::string tb = base.context.value("toolchain", ""), tc = cur.context.value("toolchain", "");
+  if (!tb.empty() && !tc.empty() && tb != tc)
+    std::printf("dcpbench gate: note: baseline built with %s, current with %s\n", tb.c_str(), tc.c_str());
   int failed = 0;
   for (const auto& f : report.findings) {
     failed += f.failed ? 1 : 0;

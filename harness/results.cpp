@@ -324,6 +324,7 @@ json make_context(const std::string& device, const std::string& cost_model, cons
                   const std::string& command) {
   json c;
   c["git_sha"] = source_git_sha();
+  c["toolchain"] = build_toolchain();
   std::time_t now = std::time(nullptr);
   std::tm tm{};
   ::gmtime_r(&now, &tm);

@@ -2,7 +2,8 @@
 // table, the charts (harness/plot/plot_results.py) and the gate read.
 //
 //   {"schema": "dcpbench.results.v1",
-//    "context": {"git_sha", "date", "host", "device", "cost_model", "calibration", "command",
+//    "context": {"git_sha", "toolchain" (compiler, target), "date", "host", "device", "cost_model",
+//                "calibration", "command",
 //                "tune_pick" ("held-out" | "none"; absent before 2026-12-06: in-sample; harness/tune.h)},
 //    "scenarios": [{"name", "gpus", "dp", "cp", "pp", "tp", "pool" (read: the rank_busy_s length),
 //                   "reference_strategy" (read: the speedups' reference), ... (runner.cpp

@@ -90,4 +90,22 @@ std::string source_git_sha() {
 
 std::string tree_git_sha() { return tree_sha(find_checkout()); }
 
+std::string build_toolchain() {
+#if defined(__clang__)
+  std::string c = std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  std::string c = std::string("GCC ") + __VERSION__;
+#else
+  std::string c = "unknown compiler";
+#endif
+#if defined(__x86_64__)
+  c += ", x86_64";
+#elif defined(__aarch64__)
+  c += ", aarch64";
+#else
+  c += ", other target";
+#endif
+  return c;
+}
+
 }  // namespace dcp

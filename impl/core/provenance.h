@@ -20,4 +20,8 @@ std::string source_git_sha();
 // differ from it; "" without git.
 std::string tree_git_sha();
 
+// The compiler and target this binary was built with, e.g. "GCC 12.2.0, x86_64" (results files
+// record it: numbers that differ between machines are explained by it or ruled out).
+std::string build_toolchain();
+
 }  // namespace dcp
