@@ -3,9 +3,9 @@
 # scenarios/*.json, 2 steps each: the fast CI subset) and compares it with the committed baseline
 # results/baseline/suite.json through `dcpbench gate`, which reads only the two JSON files and
 # exits 1 naming every (scenario, strategy) with a step whose useful TFLOPS/GPU (or, simulated, peak
-# memory) moved by more than the tolerance (a drop, or a gain that needs a new baseline), whose batch, plan or setting changed,
-# whose plan became invalid or out of memory, whose plan efficiency is above 1, or that only one of
-# the files has (harness/gate.h).
+# memory) moved by more than the tolerance (a drop, or a gain that needs a new baseline), whose
+# batch, plan or setting changed, whose plan became invalid or out of memory, whose plan efficiency
+# is above 1, or that only one of the files has (harness/gate.h).
 #
 # The suite: every scenario at its published setting, and llama13b-github again at VPP 5 (written
 # here from the shipped file, build/gate/llama13b-github-vpp5.json), so the interleaved pipeline

@@ -11,7 +11,7 @@
 #              cuBLAS GEMM of the same FLOPs) and, with the python3 on PATH that has PyTorch
 #              (DCP_TORCH_PYTHON to choose another), PyTorch's FlashAttention-2 and cuDNN on the
 #              same cases; writes results/bench/attn_<gpu>.json and .png, <gpu> h100 or h200 by the
-#              card (ci/deps.sh dcp_gpu_kind) (issue 9).
+#              card (ci/deps.sh dcp_gpu_kind; issue 9).
 # Every step builds first (incrementally). Where $OUT names a folder (the
 # device tool's), the step's results are also copied there as one archive, gpu-results.tar.gz:
 # files written on that machine come back only through $OUT.

@@ -1,10 +1,10 @@
-// `dcpbench gate --baseline B.json --current C.json [--tolerance 0.02] [--sim-tolerance 1e-9]`: the CI
-// regression gate.
-// Reads the two results files only (never stdout of a run). Prints one line per
+// `dcpbench gate --baseline B.json --current C.json [--tolerance 0.02] [--sim-tolerance 1e-9]`: the
+// CI regression gate. Reads the two results files only (never stdout of a run). Prints one line per
 // (scenario, strategy) and exits 1 if any step's TFLOPS/GPU moved by more than the relative
-// tolerance (down or up; simulated steps have their own, gate.h GateTolerance), its batch, plan or setting changed, any plan became invalid or out of
-// memory, a plan efficiency is above 1, a pair is in one file only or the baseline is empty
-// (gate.h); 0 otherwise. Unreadable or schema-invalid files are input errors (exit 2).
+// tolerance (down or up; simulated steps have their own, gate.h GateTolerance), its batch, plan or
+// setting changed, any plan became invalid or out of memory, a plan efficiency is above 1, a pair
+// is in one file only or the baseline is empty (gate.h); 0 otherwise. Unreadable or schema-invalid
+// files are input errors (exit 2).
 #include "harness/commands.h"
 #include "harness/gate.h"
 #include "harness/results.h"
@@ -57,9 +57,9 @@ void add_gate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<GateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "gate",
-      "Compare two results files step by step; exit 1 if a step's TFLOPS/GPU (or a simulated step's peak memory) "
-      "moved beyond the tolerance (either way), its batch, plan or setting changed, a plan became invalid or out of memory, a plan efficiency is above "
-      "1, a pair is in one file only, or the baseline has no rows");
+      "Compare two results files step by step; exit 1 if a step's TFLOPS/GPU (or a simulated step's peak "
+      "memory) moved beyond the tolerance (either way), its batch, plan or setting changed, a plan became invalid "
+      "or out of memory, a plan efficiency is above 1, a pair is in one file only, or the baseline has no rows");
   cmd->add_option("--baseline", args->baseline, "Baseline results JSON (dcpbench.results.v1)")->required();
   cmd->add_option("--current", args->current, "Current results JSON (dcpbench.results.v1)")->required();
   // CLI::Range called "0.02abc" and "" out of range: say what is wrong with the value.

@@ -70,10 +70,10 @@ void validate_converge_report(const json& j, const std::string& what) {
   // The scalars this project writes (converge.cpp) must be numbers (null: not finite); a key it
   // does not write is ignored, as DESIGN.md asks of every reader (it had been refused unless a
   // number: helper-60's review).
+  static const std::set<std::string> kScalars = {"loss_rel", "grad_rel", "mtp_loss_rel", "f32_drift_loss_rel",
+                                                 "f32_drift_grad_rel", "floor"};
   for (auto it = j["bounds"].begin(); it != j["bounds"].end(); ++it) {
     const std::string& k = it.key();
-    static const std::set<std::string> kScalars = {"loss_rel", "grad_rel", "mtp_loss_rel", "f32_drift_loss_rel",
-                                                   "f32_drift_grad_rel", "floor"};
     if (k.ends_with("_per_step")) {
       if (!per_step(it.value())) bad("\"bounds." + k + "\" is not " + per_step_text);
     } else if (kScalars.count(k) && !it.value().is_number() && !it.value().is_null()) {

@@ -95,7 +95,7 @@ std::string compare_steps(const std::map<int, const ResultRow*>& base, const std
     const std::string at = "step " + std::to_string(step) + ": ";
     // The batch: every strategy of a step plans the same one (runner.cpp), drawn from the seed.
     if (c.tokens != b->tokens || c.samples != b->samples ||
-        !(std::fabs(c.useful_tflop - b->useful_tflop) <= 1e-9 * std::max(std::fabs(c.useful_tflop), std::fabs(b->useful_tflop))))
+        !within_rel(c.useful_tflop, b->useful_tflop, 1e-9))
       return "not comparable: " + at + "the batch differs (" + std::to_string(b->samples) + " samples, " +
              std::to_string(b->tokens) + " tokens -> " + std::to_string(c.samples) + " samples, " +
              std::to_string(c.tokens) + " tokens; useful TFLOP " + json_excerpt(nlohmann::json(b->useful_tflop), 24) +
@@ -109,8 +109,7 @@ std::string compare_steps(const std::map<int, const ResultRow*>& base, const std
     // Peak memory of a simulated step, also of one out of memory in both files; only where both
     // rows record it (the key is optional: a file without it reads 0).
     if (simulated && b->peak_memory_gib > 0 && c.peak_memory_gib > 0 &&
-        !(std::fabs(c.peak_memory_gib - b->peak_memory_gib) <=
-          tolerance * std::max(std::fabs(c.peak_memory_gib), std::fabs(b->peak_memory_gib))))
+        !within_rel(c.peak_memory_gib, b->peak_memory_gib, tolerance))
       return at + "peak memory " + fmt2(b->peak_memory_gib) + " -> " + fmt2(c.peak_memory_gib) +
              " GiB/GPU (tolerance " + tolerance_pct(tolerance) + "): the memory model changed" + kRegenerate;
     if (b->has_metrics() && c.oom)

@@ -501,10 +501,7 @@ namespace {
 // Numbers equal to a relative 1e-9 (the file holds them to 17 digits; aggregate() over the rows
 // read back gives the same doubles, the slack only forgives another libm).
 bool close_json(const json& a, const json& b) {
-  if (a.is_number() && b.is_number()) {
-    const double x = a.get<double>(), y = b.get<double>();
-    return x == y || std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y));
-  }
+  if (a.is_number() && b.is_number()) return within_rel(a.get<double>(), b.get<double>(), 1e-9);
   return a == b;
 }
 

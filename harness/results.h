@@ -44,12 +44,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace dcp::harness {
+
+// x and y equal to a relative `rel` of the larger (the results reader's check of a file's
+// aggregates, the gate's of a step's batch and peak memory); false when either is NaN.
+inline bool within_rel(double x, double y, double rel) {
+  return x == y || std::fabs(x - y) <= rel * std::max(std::fabs(x), std::fabs(y));
+}
 
 inline constexpr const char* kResultsSchema = "dcpbench.results.v1";
 inline constexpr int kMaxDraws = 1000;  // `run --draws` (harness/draws.h)
