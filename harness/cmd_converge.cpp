@@ -102,9 +102,9 @@ ConvergeScenario checked_scenario(const ConvergeArgs& a) {
   // Memory bound of the run's one growing part (converge.h), before anything trains.
   const ReferenceGradients g = reference_gradients(s, options_of(a, ""));
   DCP_REQUIRE(g.bytes <= kConvergeMaxReferenceGradBytes, show_path(s.file), ": ", g.steps,
-              " steps (main and edge cases) x ", g.params, " parameters x ", g.f32 ? "16" : "8",
+              " steps (main and edge cases) x ", g.params, " parameters x ", g.bytes_per_param(),
               " bytes = ", fmt("%.2f", g.bytes / (1024.0 * 1024 * 1024)),
-              " GiB of reference gradients kept on rank 0, above the limit of ",
+              " GiB of reference gradients (and, in float32, parameters) kept on rank 0, above the limit of ",
               fmt("%.0f", kConvergeMaxReferenceGradBytes / (1024.0 * 1024 * 1024)), " GiB (fewer --steps or a smaller model)");
   return s;
 }

@@ -70,8 +70,16 @@ void validate_converge_report(const json& j, const std::string& what) {
   // The scalars this project writes (converge.cpp) must be numbers (null: not finite); a key it
   // does not write is ignored, as DESIGN.md asks of every reader (it had been refused unless a
   // number: helper-60's review).
-  static const std::set<std::string> kScalars = {"loss_rel", "grad_rel", "mtp_loss_rel", "f32_drift_loss_rel",
-                                                 "f32_drift_grad_rel", "floor"};
+  static const std::set<std::string> kScalars = {"loss_rel",
+                                                 "grad_rel",
+                                                 "mtp_loss_rel",
+                                                 "f32_drift_loss_rel",
+                                                 "f32_drift_grad_rel",
+                                                 "floor",
+                                                 "same_params_loss_rel",
+                                                 "same_params_grad_rel",
+                                                 "same_params_mtp_loss_rel",
+                                                 "f32_same_params_drift_grad_rel"};
   for (auto it = j["bounds"].begin(); it != j["bounds"].end(); ++it) {
     const std::string& k = it.key();
     if (k.ends_with("_per_step")) {
@@ -96,6 +104,20 @@ void validate_converge_report(const json& j, const std::string& what) {
     }
     if (s.contains("dmtp_loss_rel") && !per_step(s["dmtp_loss_rel"]))
       bad("strategy \"" + it.key() + "\" has a \"dmtp_loss_rel\" that is not " + per_step_text);
+    if (s.contains("same_params")) {  // float32 (since 2026-12-07): the run at the reference's parameters
+      const json& sp = s["same_params"];
+      const bool strategy = it.key() != "reference" && it.key() != "reference_f64";
+      bool ok = sp.is_object() && sp.contains("losses") && per_step(sp["losses"]);
+      for (const char* k : {"dloss_rel", "grad_rel_diff"})
+        ok = ok && (!strategy || (sp.contains(k) && per_step(sp[k])));
+      ok = ok && (!sp.contains("dmtp_loss_rel") || per_step(sp["dmtp_loss_rel"]));
+      ok = ok && (!strategy || (sp.contains("max_rel_grad_diff") &&
+                                (sp["max_rel_grad_diff"].is_number() || sp["max_rel_grad_diff"].is_null())));
+      if (!ok)
+        bad("strategy \"" + it.key() + "\" has a \"same_params\" that is not an object of per-step \"losses\"" +
+            (strategy ? ", \"dloss_rel\" and \"grad_rel_diff\" (" + per_step_text + ") and \"max_rel_grad_diff\""
+                      : std::string(" (") + per_step_text + ")"));
+    }
     if (s.contains("planner_notes")) {  // optional: [{note, steps}], steps increasing in [0, steps)
       bool ok = s["planner_notes"].is_array();
       for (const auto& n : ok ? s["planner_notes"] : json::array()) {
@@ -198,6 +220,27 @@ std::string converge_table(const json& r) {
     std::snprintf(line, sizeof line, "%-16s %9.5f %11s %11s %11s %11s %8s %10s %8.1f  %s\n", name.c_str(), last, dla, dlr, dm, gr,
                   s.contains("bitwise_repeat") ? (s["bitwise_repeat"].get<bool>() ? "yes" : "NO") : "-",
                   sizes_str(s["cp_sizes"]).c_str(), mean_of(s["microbatches"]), result.c_str());
+    os << line;
+  }
+  // float32: each strategy at the float32 reference's parameters of every step (converge.cpp).
+  bool same_header = false;
+  for (const std::string& name : order) {
+    const json& s = st[name];
+    if (name == "reference" || name == "reference_f64" || !s.contains("same_params") || !s["same_params"].is_object())
+      continue;
+    const json& sp = s["same_params"];
+    if (!same_header) {
+      os << "same parameters (each step from the float32 reference's parameters of that step; bound per step 2 x "
+            "the float64 run's drift there + floor, largest: loss "
+         << num(b, "same_params_loss_rel") << ", gradient " << num(b, "same_params_grad_rel") << "):\n";
+      same_header = true;
+    }
+    char dlr[16] = "-", dm[16] = "-", gr[16] = "-";
+    std::snprintf(dlr, sizeof dlr, "%.2e", num(sp, "max_rel_dloss"));
+    if (sp.contains("max_rel_dmtp_loss")) std::snprintf(dm, sizeof dm, "%.2e", num(sp, "max_rel_dmtp_loss"));
+    std::snprintf(gr, sizeof gr, "%.2e", num(sp, "max_rel_grad_diff"));
+    std::snprintf(line, sizeof line, "  %-16s max dloss (rel) %9s  max dMTP loss (rel) %9s  max grad (rel diff) %9s\n",
+                  name.c_str(), dlr, dm, gr);
     os << line;
   }
   // The planners' notes on the plans trained, with how many steps carry each.

@@ -187,6 +187,23 @@ def plot_diff(doc, out, key, bound_key, ylabel, title, fname):
     plt.close(fig)
 
 
+def same_params_view(doc):
+    """A float32 report's same-parameter comparison (each step from the float32 reference's
+    parameters of that step, converge.h) as a report of its own for plot_diff: each strategy's
+    `same_params` series and the `same_params_*` bounds; None when the report has none."""
+    strategies = {n: s["same_params"] for n, s in doc["strategies"].items()
+                  if not n.startswith("reference") and isinstance(s.get("same_params"), dict)
+                  and "losses" in s["same_params"]}
+    if not strategies:
+        return None
+    view = dict(doc)
+    view["strategies"] = strategies
+    view["strategy_order"] = [n for n in (doc.get("strategy_order") or list(doc["strategies"])) if n in strategies]
+    prefix = "same_params_"
+    view["bounds"] = {k[len(prefix):]: v for k, v in doc.get("bounds", {}).items() if k.startswith(prefix)}
+    return view
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report")
@@ -200,6 +217,12 @@ def main():
     plot_diff(doc, a.out, "grad_rel_diff", "grad_rel", "max |g - g_ref| / max |g_ref| (per tensor)",
               "Relative gradient difference from the reference", "converge_grad.png")
     written = ["converge_loss.png", "converge_dloss.png", "converge_grad.png"]
+    same = same_params_view(doc)
+    if same is not None:
+        plot_diff(same, a.out, "grad_rel_diff", "grad_rel", "max |g - g_ref| / max |g_ref| (per tensor)",
+                  "Gradient difference at the float32 reference's parameters of each step",
+                  "converge_grad_same_params.png")
+        written.append("converge_grad_same_params.png")
     # (as plot_results.py says it: dcpbench plot passes the line on, naming DIR)
     print(f"plot_converge.py: wrote {len(written)} charts to {a.out}: " + ", ".join(written))
 

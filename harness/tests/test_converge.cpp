@@ -211,6 +211,7 @@ TEST(ConvergeRun, EveryStrategyAgreesWithTheReference) {
       EXPECT_LE(st["max_rel_dmtp_loss"].get<double>(), st["bound"]["mtp_loss_rel"].get<double>());
       EXPECT_EQ(st["grad_worst_tensor"].size(), 4u);
     }
+    const std::string table = converge_table(r);
     const json& b = r["bounds"];
     ASSERT_EQ(b["loss_rel_per_step"].size(), 4u);
     ASSERT_EQ(b["grad_rel_per_step"].size(), 4u);
@@ -231,11 +232,46 @@ TEST(ConvergeRun, EveryStrategyAgreesWithTheReference) {
       EXPECT_EQ(b["loss_rel"].get<double>(), largest_loss);
       EXPECT_NEAR(b["loss_rel"].get<double>(), 2 * b["f32_drift_loss_rel"].get<double>() + kConvergeFloorF32, 1e-15);
       EXPECT_TRUE(r["strategies"].contains("reference_f64"));
+      // The same-parameter comparison: each step's bound is 2 x the float64 run's drift at the
+      // float32 reference's parameters of that step + the floor, and every strategy is within it.
+      // At step 0 and at the edge case a strategy starts from the initial model in both runs, so its
+      // losses and differences are bitwise those of the trajectory comparison. (The float64 drift
+      // there is not: its same-parameter run starts from the float32 reference's rounded initial
+      // values, its own run from the float64 ones.)
+      for (int i = 0; i < 4; ++i) {
+        SCOPED_TRACE(i);
+        for (const char* q : {"loss", "grad", "mtp_loss"}) {
+          const double drift = b[std::string("f32_same_params_drift_") + q + "_rel_per_step"][i].get<double>();
+          EXPECT_NEAR(b[std::string("same_params_") + q + "_rel_per_step"][i].get<double>(), 2 * drift + kConvergeFloorF32,
+                      1e-15)
+              << q;
+        }
+      }
+      for (const char* name : {"packing", "megatron-dev", "dcp"}) {
+        SCOPED_TRACE(name);
+        const json& st = r["strategies"][name];
+        ASSERT_TRUE(st.contains("same_params"));
+        const json& sp = st["same_params"];
+        for (int i = 0; i < 4; ++i) {
+          SCOPED_TRACE(i);
+          EXPECT_LE(sp["grad_rel_diff"][i].get<double>(), b["same_params_grad_rel_per_step"][i].get<double>());
+          EXPECT_LE(sp["dloss_rel"][i].get<double>(), b["same_params_loss_rel_per_step"][i].get<double>());
+          EXPECT_LE(sp["dmtp_loss_rel"][i].get<double>(), b["same_params_mtp_loss_rel_per_step"][i].get<double>());
+          if (i == 0 || i == 3) {
+            EXPECT_EQ(sp["losses"][i].dump(), st["losses"][i].dump());
+            EXPECT_EQ(sp["grad_rel_diff"][i].dump(), st["grad_rel_diff"][i].dump());
+          }
+        }
+        EXPECT_EQ(st["bound"]["same_params_grad_rel"].get<double>(), b["same_params_grad_rel"].get<double>());
+      }
+      EXPECT_NE(table.find("same parameters (each step from the float32 reference's parameters"), std::string::npos)
+          << table;
     } else {
+      for (const char* name : {"packing", "megatron-dev", "dcp"})
+        EXPECT_FALSE(r["strategies"][name].contains("same_params")) << name << ": float64 has no same-parameter run";
       EXPECT_EQ(b["grad_rel"].get<double>(), kConvergeBoundF64);
       for (const auto& x : b["grad_rel_per_step"]) EXPECT_EQ(x.get<double>(), kConvergeBoundF64);
     }
-    const std::string table = converge_table(r);
     EXPECT_NE(table.find("every strategy within its bound"), std::string::npos) << table;
     // The loss column is the loss after the main steps (3 here), not the edge case's, which
     // starts again from the initial model; the header and the report say so.
@@ -333,6 +369,47 @@ TEST(ConvergeRun, EachEdgeCaseTrainsFromTheInitialModel) {
     EXPECT_LT(bd["f32_drift_grad_rel_per_step"][i].get<double>(),
               10 * bd["f32_drift_grad_rel_per_step"][0].get<double>() + 1e-7);
   }
+}
+
+// float32's same-parameter comparison (converge.cpp): each step of the float64 run and of every
+// strategy starts from the float32 reference's parameters of that step. So its drift from the
+// float32 reference stays that of one step's arithmetic, as at step 0, while along the two
+// trajectories the drift grows with the steps (the AdamW updates diverge): were the parameters not
+// loaded, the float64 run would follow its own trajectory and both drifts would be the same.
+TEST(ConvergeRun, TheSameParameterRunComparesEachStepAtTheReferencesParameters) {
+  json j = small();
+  j["training"]["steps"] = 10;
+  j["strategies"] = {"dcp"};
+  const ConvergeScenario s = load_tmp(j, "same_params");
+  ConvergeOptions o;
+  o.quiet = true;
+  o.dtype = "f32";
+  const ConvergeOutcome out = run_small(s, o);
+  for (const auto& f : out.failures) ADD_FAILURE() << f;
+  const json& b = out.report["bounds"];
+  const json& traj = b["f32_drift_grad_rel_per_step"];
+  const json& same = b["f32_same_params_drift_grad_rel_per_step"];
+  const json& st = out.report["strategies"]["dcp"];
+  const json& sp = st["same_params"];
+  const double same0 = same[0].get<double>(), diff0 = sp["grad_rel_diff"][0].get<double>();
+  ASSERT_GT(same0, 0.0);
+  ASSERT_GT(diff0, 0.0);
+  // Measured at this commit (gradient, per tensor): the trajectories' drift grows from 9.0e-7 at
+  // step 0 to 7.3e-4 at step 9, the same-parameter drift stays within 0.9e-6 to 1.3e-5; dcp's
+  // differences 1.2e-6 to 1.6e-4 along its trajectory, 1.0e-6 to 1.9e-5 at the same parameters.
+  for (int i = 1; i < 10; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_LT(same[i].get<double>(), traj[i].get<double>());
+    EXPECT_LT(same[i].get<double>(), 50 * same0) << "one step's drift, not the trajectories'";
+    EXPECT_LT(sp["grad_rel_diff"][i].get<double>(), 50 * diff0);
+  }
+  EXPECT_GT(traj[9].get<double>(), 10 * same[9].get<double>()) << "the trajectories have diverged by step 9";
+  // At step 0 the strategy starts from the initial model in both of its runs: bitwise the same.
+  EXPECT_EQ(sp["losses"][0].dump(), st["losses"][0].dump());
+  EXPECT_EQ(sp["grad_rel_diff"][0].dump(), st["grad_rel_diff"][0].dump());
+  // And its bound is the tighter one: below the trajectory's from step 1 on.
+  for (int i = 1; i < 10; ++i)
+    EXPECT_LT(b["same_params_grad_rel_per_step"][i].get<double>(), b["grad_rel_per_step"][i].get<double>()) << i;
 }
 
 TEST(ConvergeRun, AnImpossibleBoundFailsNamingStrategyStepAndQuantity) {
@@ -529,6 +606,34 @@ TEST(ConvergeReport, SchemaCheckRejectsBrokenReports) {
   refused([](json& b) { b["strategies"]["dcp"]["grad_rel_diff"] = {"x", 0.0}; }, "has no \"grad_rel_diff\"");
   refused([](json& b) { b["strategies"]["dcp"]["dloss_rel"] = {true, 0.0}; }, "has no \"dloss_rel\"");
   refused([](json& b) { b["pool"] = "x"; }, "\"pool\" is not an object");
+  // float32's same-parameter run (strategies.*.same_params): optional, checked when present.
+  const json same = {{"losses", {1.0, 0.9}}, {"dloss_rel", {0.0, 1e-7}}, {"grad_rel_diff", {1e-6, 2e-6}},
+                     {"max_rel_grad_diff", 2e-6}};
+  EXPECT_NO_THROW(validate_converge_report(
+      [&] {
+        json b = r;
+        b["strategies"]["dcp"]["same_params"] = same;
+        b["strategies"]["reference"]["same_params"] = {{"losses", {1.0, 0.9}}};
+        b["bounds"]["same_params_grad_rel"] = 1e-5;
+        return b;
+      }(),
+      "r"));
+  refused(
+      [&](json& b) {
+        b["strategies"]["dcp"]["same_params"] = same;
+        b["strategies"]["dcp"]["same_params"].erase("grad_rel_diff");
+      },
+      "has a \"same_params\" that is not");
+  refused(
+      [&](json& b) {
+        b["strategies"]["dcp"]["same_params"] = same;
+        b["strategies"]["dcp"]["same_params"]["losses"] = {1.0};
+      },
+      "has a \"same_params\" that is not");
+  refused([](json& b) { b["strategies"]["reference"]["same_params"] = json::array(); }, "has a \"same_params\" that is not");
+  refused([](json& b) { b["bounds"]["same_params_grad_rel"] = "x"; }, "\"bounds.same_params_grad_rel\" is not a number");
+  refused([](json& b) { b["bounds"]["same_params_grad_rel_per_step"] = {1e-5}; },
+          "\"bounds.same_params_grad_rel_per_step\" is not an array of 2");
   EXPECT_NO_THROW(validate_converge_report(
       [&] {
         json b = r;

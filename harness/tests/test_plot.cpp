@@ -84,26 +84,35 @@ TEST(PlotScript, DrawsAConvergenceReportWithNonFiniteValues) {
   sc["data"]["text_dir"] = (repo / "scenarios" / "data" / "text" / "moby-dick").string();
   std::ofstream(dir / "s.json") << sc.dump();
   const ConvergeScenario s = load_converge_scenario((dir / "s.json").string());
-  nlohmann::json report;
-  std::ostringstream progress;
-  comm::run_threads(s.pool(), [&](comm::Communicator& w) {
-    ConvergeOptions o;
-    o.quiet = true;
-    ConvergeOutcome r = run_converge(w, s, o, progress);
-    if (w.rank() == 0) report = r.report;
-  });
-  auto& dcp = report["strategies"]["dcp"];
-  dcp["losses"][2] = nullptr;  // as a diverged run writes NaN / inf
-  dcp["dloss_rel"][2] = nullptr;
-  dcp["grad_rel_diff"][1] = nullptr;
-  EXPECT_NO_THROW(validate_converge_report(report, "diverged"));
-  std::ofstream(dir / "c.json") << report.dump();
-  const fs::path script = kScript.parent_path() / "plot_converge.py";
-  const std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + (dir / "c.json").string() + "' --out '" +
-                          (dir / "charts").string() + "' >/dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  for (const char* f : {"converge_loss.png", "converge_dloss.png", "converge_grad.png"})
-    EXPECT_TRUE(is_png(dir / "charts" / f)) << f;
+  // float32 adds the same-parameter chart (each step at the float32 reference's parameters).
+  for (const char* dtype : {"f64", "f32"}) {
+    SCOPED_TRACE(dtype);
+    const fs::path charts = dir / (std::string("charts-") + dtype);
+    nlohmann::json report;
+    std::ostringstream progress;
+    comm::run_threads(s.pool(), [&](comm::Communicator& w) {
+      ConvergeOptions o;
+      o.quiet = true;
+      o.dtype = dtype;
+      ConvergeOutcome r = run_converge(w, s, o, progress);
+      if (w.rank() == 0) report = r.report;
+    });
+    auto& dcp = report["strategies"]["dcp"];
+    dcp["losses"][2] = nullptr;  // as a diverged run writes NaN / inf
+    dcp["dloss_rel"][2] = nullptr;
+    dcp["grad_rel_diff"][1] = nullptr;
+    if (dcp.contains("same_params")) dcp["same_params"]["grad_rel_diff"][2] = nullptr;
+    EXPECT_NO_THROW(validate_converge_report(report, "diverged"));
+    std::ofstream(dir / "c.json") << report.dump();
+    const fs::path script = kScript.parent_path() / "plot_converge.py";
+    const std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + (dir / "c.json").string() + "' --out '" +
+                            charts.string() + "' >/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    for (const char* f : {"converge_loss.png", "converge_dloss.png", "converge_grad.png"})
+      EXPECT_TRUE(is_png(charts / f)) << f;
+    EXPECT_EQ(fs::exists(charts / "converge_grad_same_params.png"), std::string(dtype) == "f32");
+    if (std::string(dtype) == "f32") EXPECT_TRUE(is_png(charts / "converge_grad_same_params.png"));
+  }
   fs::remove_all(dir);
 }
 

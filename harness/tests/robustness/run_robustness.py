@@ -480,10 +480,10 @@ def main():
         case("option/converge-run-scenario", ["converge", "--scenario",
                                               os.path.join(repo, "scenarios/megatron-example-4gpu.json")],
              ['has "cluster": it is a run scenario (dcpbench run), not a convergence scenario'])
-        # the reference gradients rank 0 keeps (one per step) are bounded before anything trains
+        # the reference gradients (and float32 parameters) rank 0 keeps per step are bounded before anything trains
         case("value/converge-reference-gradients", ["converge", "--scenario", "conv.json", "--steps", "10000",
                                                      "--dtype", "f32", "--out", "conv-big.json"],
-             ["10006 steps (main and edge cases) x 56472 parameters x 16 bytes = 8.42 GiB", "limit of 8 GiB"])
+             ["10006 steps (main and edge cases) x 56472 parameters x 20 bytes = 10.53 GiB", "limit of 8 GiB"])
         # fields that must be > 0 say so for negatives too (they had read "is below the minimum 0.0")
         for v in (-1.5, 0):
             scenario(f"sigma-{v}.json", lambda s, v=v: s["dataset"].__setitem__("sigma", v))
