@@ -232,15 +232,25 @@ std::string converge_table(const json& r) {
     if (!same_header) {
       os << "same parameters (each step from the float32 reference's parameters of that step; bound per step 2 x "
             "the float64 run's drift there + floor, largest: loss "
-         << num(b, "same_params_loss_rel") << ", gradient " << num(b, "same_params_grad_rel") << "):\n";
+         << num(b, "same_params_loss_rel");
+      if (b.contains("same_params_mtp_loss_rel")) os << ", MTP loss " << num(b, "same_params_mtp_loss_rel");
+      os << ", gradient " << num(b, "same_params_grad_rel")
+         << " for the loosest tensor, each tensor within 2 x its own drift + floor):\n";
+      std::snprintf(line, sizeof line, "  %-16s %11s %11s %11s %11s  %s\n", "", "max dloss", "max dMTP", "max grad",
+                    "max grad", "result");
+      os << line;
+      std::snprintf(line, sizeof line, "  %-16s %11s %11s %11s %11s\n", "", "(rel)", "loss (rel)", "(rel diff)",
+                    "(bound use)");
+      os << line;
       same_header = true;
     }
-    char dlr[16] = "-", dm[16] = "-", gr[16] = "-";
+    char dlr[16] = "-", dm[16] = "-", gr[16] = "-", use[16] = "-";
     std::snprintf(dlr, sizeof dlr, "%.2e", num(sp, "max_rel_dloss"));
     if (sp.contains("max_rel_dmtp_loss")) std::snprintf(dm, sizeof dm, "%.2e", num(sp, "max_rel_dmtp_loss"));
     std::snprintf(gr, sizeof gr, "%.2e", num(sp, "max_rel_grad_diff"));
-    std::snprintf(line, sizeof line, "  %-16s max dloss (rel) %9s  max dMTP loss (rel) %9s  max grad (rel diff) %9s\n",
-                  name.c_str(), dlr, dm, gr);
+    if (sp.contains("max_grad_bound_use")) std::snprintf(use, sizeof use, "%.0f%%", 100 * num(sp, "max_grad_bound_use"));
+    std::snprintf(line, sizeof line, "  %-16s %11s %11s %11s %11s  %s\n", name.c_str(), dlr, dm, gr, use,
+                  sp.contains("pass") ? (sp["pass"] == true ? "PASS" : "FAIL") : "-");
     os << line;
   }
   // The planners' notes on the plans trained, with how many steps carry each.

@@ -18,7 +18,7 @@ constexpr int64_t kMaxDim = 4096;          // a CPU model; larger is a typo, not
 constexpr int64_t kMaxSeqlen = 1 << 16;    // the float64 reference attention is O(L^2) per rank
 constexpr int kMaxPool = 64;               // thread ranks / mpirun processes
 // Every step's batch is built before training and rank 0 keeps the reference's gradient of every
-// step: 452 KB per step on converge-moby, twice in float32 (README "Input limits and errors").
+// step: 452 KB per step on converge-moby, 1.13 MB in float32 (README "Input limits and errors").
 constexpr int kMaxSteps = kConvergeMaxSteps;
 
 model::ModelConfig parse_converge_model(ObjectReader& top) {

@@ -16,7 +16,7 @@ namespace dcp::harness {
 
 // Most main steps of a convergence run (training.steps, --steps): every step's batch is built up
 // front and rank 0 keeps the reference's gradient of every step (452 KB per step on converge-moby,
-// 904 KB in float32; bounded apart, converge.h kConvergeMaxReferenceGradBytes).
+// 1.13 MB in float32 with its parameters; bounded apart, converge.h kConvergeMaxReferenceGradBytes).
 inline constexpr int kConvergeMaxSteps = 10000;
 
 // One extra training step whose batch exercises a scheduler edge case (reference §7, §2.4); it

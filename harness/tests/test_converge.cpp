@@ -262,7 +262,24 @@ TEST(ConvergeRun, EveryStrategyAgreesWithTheReference) {
             EXPECT_EQ(sp["grad_rel_diff"][i].dump(), st["grad_rel_diff"][i].dump());
           }
         }
-        EXPECT_EQ(st["bound"]["same_params_grad_rel"].get<double>(), b["same_params_grad_rel"].get<double>());
+        // The gradient is judged tensor by tensor: the largest share of a tensor's own bound is at
+        // least the largest difference over the loosest tensor's bound, and at most 1 (a pass).
+        EXPECT_TRUE(sp["pass"].get<bool>());
+        ASSERT_EQ(sp["grad_bound_use"].size(), 4u);
+        for (int i = 0; i < 4; ++i) {
+          const double use = sp["grad_bound_use"][i].get<double>();
+          EXPECT_LE(use, 1.0) << i;
+          EXPECT_GE(use * (1 + 1e-12), sp["grad_rel_diff"][i].get<double>() / b["same_params_grad_rel_per_step"][i].get<double>()) << i;
+        }
+      }
+      // The per-tensor drifts: one per tensor and step, the per-step drift their largest.
+      const json& per_tensor = b["f32_same_params_drift_grad_rel_per_tensor"];
+      ASSERT_EQ(per_tensor.size(), 4u);
+      for (int i = 0; i < 4; ++i) {
+        ASSERT_EQ(per_tensor[i].size(), b["tensors"].size());
+        double most = 0;
+        for (const auto& d : per_tensor[i]) most = std::max(most, d.get<double>());
+        EXPECT_EQ(most, b["f32_same_params_drift_grad_rel_per_step"][i].get<double>()) << i;
       }
       EXPECT_NE(table.find("same parameters (each step from the float32 reference's parameters"), std::string::npos)
           << table;
@@ -410,6 +427,38 @@ TEST(ConvergeRun, TheSameParameterRunComparesEachStepAtTheReferencesParameters) 
   // And its bound is the tighter one: below the trajectory's from step 1 on.
   for (int i = 1; i < 10; ++i)
     EXPECT_LT(b["same_params_grad_rel_per_step"][i].get<double>(), b["grad_rel_per_step"][i].get<double>()) << i;
+}
+
+// Without the floor (--bound 1e-300 replaces it in float32), the same-parameter comparison cannot
+// hold: at some step a strategy's loss, reduced in another order, differs from the reference's by
+// more than twice the float64 drift at the same parameters (as small as ~1e-11 there). The run
+// fails naming that comparison, and the strategy's same_params says it failed.
+TEST(ConvergeRun, AnImpossibleFloat32BoundFailsTheSameParameterComparisonToo) {
+  json j = small();
+  j["strategies"] = {"packing"};
+  const ConvergeScenario s = load_tmp(j, "fail_f32");
+  ConvergeOptions o;
+  o.quiet = true;
+  o.dtype = "f32";
+  o.bound = 1e-300;
+  const ConvergeOutcome out = run_small(s, o);
+  ASSERT_FALSE(out.pass());
+  // Measured at this commit: the gradient at step 2 (blocks.1.norm2.weight, 3.72e-7 against its own
+  // bound of 3.39e-7) fails only at the same parameters, judged tensor by tensor.
+  bool named = false;
+  for (const auto& f : out.failures)
+    named = named || (f.rfind("packing step ", 0) == 0 &&
+                      f.find(" at the float32 reference's parameters: relative gradient difference ") != std::string::npos &&
+                      f.find(" > its bound ") != std::string::npos &&
+                      f.find("(2 x that tensor's float64 drift + floor)") != std::string::npos);
+  EXPECT_TRUE(named) << "failures: " << out.report["failures"].dump();
+  const json& st = out.report["strategies"]["packing"];
+  EXPECT_FALSE(st["same_params"]["pass"].get<bool>());
+  EXPECT_FALSE(st["pass"].get<bool>());
+  const std::string table = converge_table(out.report);
+  const size_t block = table.find("same parameters (");
+  ASSERT_NE(block, std::string::npos) << table;
+  EXPECT_NE(table.find("FAIL", block), std::string::npos) << table;
 }
 
 TEST(ConvergeRun, AnImpossibleBoundFailsNamingStrategyStepAndQuantity) {

@@ -61,24 +61,38 @@ template class ParamStore<float>;
 template class ParamStore<double>;
 
 template <typename T>
-TensorDiff tensor_rel_diff(std::span<const T> got, std::span<const double> ref,
-                           const std::vector<ParamInfo>& tensors) {
+std::vector<double> tensor_rel_diffs(std::span<const T> got, std::span<const double> ref,
+                                     const std::vector<ParamInfo>& tensors) {
   DCP_CHECK(got.size() == ref.size(), "tensor_rel_diff: ", got.size(), " values against ", ref.size());
   DCP_CHECK(!tensors.empty() || got.empty(), "tensor_rel_diff: ", got.size(), " values and no tensors");
-  TensorDiff d;
+  std::vector<double> out;
+  out.reserve(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t) {
     const auto off = static_cast<size_t>(tensors[t].offset), n = static_cast<size_t>(tensors[t].size);
     DCP_CHECK(off + n <= got.size(), "tensor_rel_diff: tensor ", tensors[t].name, " ends at ", off + n,
               ", the buffers hold ", got.size());
     const attn::Comparison c = attn::compare_to_ref<T>(ref.subspan(off, n), got.subspan(off, n), 0);
-    const double r = c.nonfinite_mismatches > 0 ? std::numeric_limits<double>::infinity() : c.rel_err;
-    if (d.tensor < 0 || r > d.rel) d = {r, static_cast<int>(t)};
+    out.push_back(c.nonfinite_mismatches > 0 ? std::numeric_limits<double>::infinity() : c.rel_err);
   }
+  return out;
+}
+
+template <typename T>
+TensorDiff tensor_rel_diff(std::span<const T> got, std::span<const double> ref,
+                           const std::vector<ParamInfo>& tensors) {
+  const std::vector<double> per = tensor_rel_diffs<T>(got, ref, tensors);
+  TensorDiff d;
+  for (size_t t = 0; t < per.size(); ++t)
+    if (d.tensor < 0 || per[t] > d.rel) d = {per[t], static_cast<int>(t)};
   return d;
 }
 template TensorDiff tensor_rel_diff<float>(std::span<const float>, std::span<const double>,
                                            const std::vector<ParamInfo>&);
 template TensorDiff tensor_rel_diff<double>(std::span<const double>, std::span<const double>,
                                             const std::vector<ParamInfo>&);
+template std::vector<double> tensor_rel_diffs<float>(std::span<const float>, std::span<const double>,
+                                                     const std::vector<ParamInfo>&);
+template std::vector<double> tensor_rel_diffs<double>(std::span<const double>, std::span<const double>,
+                                                      const std::vector<ParamInfo>&);
 
 }  // namespace dcp::model

@@ -94,5 +94,11 @@ struct TensorDiff {
 };
 template <typename T>
 TensorDiff tensor_rel_diff(std::span<const T> got, std::span<const double> ref, const std::vector<ParamInfo>& tensors);
+// The same per tensor: one relative difference for each of `tensors` (tensor_rel_diff is their
+// largest). `dcpbench converge` bounds each tensor of its float32 same-parameter comparison by
+// that tensor's own drift.
+template <typename T>
+std::vector<double> tensor_rel_diffs(std::span<const T> got, std::span<const double> ref,
+                                     const std::vector<ParamInfo>& tensors);
 
 }  // namespace dcp::model
