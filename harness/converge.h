@@ -27,7 +27,9 @@
 //   float32, at the same parameters: each strategy trains its plans once more, every step started
 //     from the float32 reference's parameters of that step (the update is overwritten before the
 //     next step), and its loss, MTP loss and gradient there are held to 2 x the drift of a float64
-//     single-rank run at the same parameters + floor. Along the trajectories the drift grows with
+//     single-rank run at the same parameters + floor, the gradient tensor by tensor, each by 2 x its
+//     own drift + floor (under the worst tensor's drift, output.weight's, a fault in a quiet
+//     tensor such as A_log would pass: helper-63). Along the trajectories the drift grows with
 //     the diverging AdamW steps (bounds up to 2.8e-2 late in converge-moby), so a fault below ~1%
 //     of a gradient that only late steps trigger passed; at the same parameters the bound stays
 //     that of one step's arithmetic (helper-58's review, 2026-12-07).
