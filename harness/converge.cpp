@@ -533,9 +533,7 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
         use_tensors.push_back(t >= 0 && t < static_cast<int>(tensors.size()) ? tensors[t].name : std::string("?"));
       }
       j["grad_bound_use_tensor"] = use_tensors;
-      double most = 0;
-      for (double u : got.grad_use) most = std::isfinite(u) && std::isfinite(most) ? std::max(most, u) : u;
-      j["max_grad_bound_use"] = most;
+      j["max_grad_bound_use"] = largest(got.grad_use);  // inf once a step is not finite (null in JSON)
     }
     const auto at = [&](int i) { return name + " step " + std::to_string(i) + " (" + specs[i].kind + ")" + where + ": "; };
     if (over_l >= 0)
@@ -731,7 +729,8 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   rep["data"] = {{"text_dir", s.text_dir_as_written}, {"files", corpus.files}, {"bytes", corpus.bytes},
                  {"documents", corpus.documents.size()}, {"global_batch", s.global_batch}};
   // "loss_rel", "grad_rel" (and "mtp_loss_rel"): the largest bound of the run; "*_per_step": the
-  // bound each step is judged by (float64: all the same).
+  // bound each step is judged by (float64: all the same), except same_params_grad_rel_per_step,
+  // the loosest tensor's bound (each tensor is judged by its own, 2 x its drift + floor).
   json bj = strategy_bound;
   bj["loss_rel_per_step"] = bounds.loss;
   bj["grad_rel_per_step"] = bounds.grad;

@@ -113,9 +113,16 @@ void validate_converge_report(const json& j, const std::string& what) {
       ok = ok && (!sp.contains("dmtp_loss_rel") || per_step(sp["dmtp_loss_rel"]));
       ok = ok && (!strategy || (sp.contains("max_rel_grad_diff") &&
                                 (sp["max_rel_grad_diff"].is_number() || sp["max_rel_grad_diff"].is_null())));
+      // What the table and the chart read (written since 643ab48): checked when present.
+      ok = ok && (!sp.contains("grad_bound_use") || per_step(sp["grad_bound_use"]));
+      ok = ok && (!sp.contains("max_grad_bound_use") || sp["max_grad_bound_use"].is_number() ||
+                  sp["max_grad_bound_use"].is_null());
+      ok = ok && (!sp.contains("pass") || sp["pass"].is_boolean());
       if (!ok)
         bad("strategy \"" + it.key() + "\" has a \"same_params\" that is not an object of per-step \"losses\"" +
-            (strategy ? ", \"dloss_rel\" and \"grad_rel_diff\" (" + per_step_text + ") and \"max_rel_grad_diff\""
+            (strategy ? ", \"dloss_rel\" and \"grad_rel_diff\" (and, if present, \"grad_bound_use\": " +
+                            per_step_text + "), \"max_rel_grad_diff\" (and \"max_grad_bound_use\") numbers or " +
+                            "null, and a boolean \"pass\" if present"
                       : std::string(" (") + per_step_text + ")"));
     }
     if (s.contains("planner_notes")) {  // optional: [{note, steps}], steps increasing in [0, steps)
@@ -248,7 +255,13 @@ std::string converge_table(const json& r) {
     std::snprintf(dlr, sizeof dlr, "%.2e", num(sp, "max_rel_dloss"));
     if (sp.contains("max_rel_dmtp_loss")) std::snprintf(dm, sizeof dm, "%.2e", num(sp, "max_rel_dmtp_loss"));
     std::snprintf(gr, sizeof gr, "%.2e", num(sp, "max_rel_grad_diff"));
-    if (sp.contains("max_grad_bound_use")) std::snprintf(use, sizeof use, "%.0f%%", 100 * num(sp, "max_grad_bound_use"));
+    if (sp.contains("max_grad_bound_use")) {  // null: a step was not finite (a diverged run)
+      const double u = num(sp, "max_grad_bound_use");
+      if (std::isfinite(u))
+        std::snprintf(use, sizeof use, "%.0f%%", 100 * u);
+      else
+        std::snprintf(use, sizeof use, "%s", "not finite");
+    }
     std::snprintf(line, sizeof line, "  %-16s %11s %11s %11s %11s  %s\n", name.c_str(), dlr, dm, gr, use,
                   sp.contains("pass") ? (sp["pass"] == true ? "PASS" : "FAIL") : "-");
     os << line;

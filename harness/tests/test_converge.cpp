@@ -454,6 +454,16 @@ TEST(ConvergeRun, AnImpossibleFloat32BoundFailsTheSameParameterComparisonToo) {
   EXPECT_TRUE(named) << "failures: " << out.report["failures"].dump();
   const json& st = out.report["strategies"]["packing"];
   EXPECT_FALSE(st["same_params"]["pass"].get<bool>());
+  // Judged tensor by tensor, some step fails whose largest difference is within the loosest
+  // tensor's bound: what the worst tensor's bound alone would have passed.
+  const json& sp = st["same_params"];
+  const json& loosest = out.report["bounds"]["same_params_grad_rel_per_step"];
+  bool only_per_tensor = false;
+  for (size_t i = 0; i < sp["grad_bound_use"].size(); ++i)
+    only_per_tensor = only_per_tensor || (sp["grad_bound_use"][i].get<double>() > 1 &&
+                                          sp["grad_rel_diff"][i].get<double>() <= loosest[i].get<double>());
+  EXPECT_TRUE(only_per_tensor) << sp.dump();
+  EXPECT_GT(sp["max_grad_bound_use"].get<double>(), 1.0);
   EXPECT_FALSE(st["pass"].get<bool>());
   const std::string table = converge_table(out.report);
   const size_t block = table.find("same parameters (");
@@ -680,6 +690,18 @@ TEST(ConvergeReport, SchemaCheckRejectsBrokenReports) {
       },
       "has a \"same_params\" that is not");
   refused([](json& b) { b["strategies"]["reference"]["same_params"] = json::array(); }, "has a \"same_params\" that is not");
+  refused(
+      [&](json& b) {
+        b["strategies"]["dcp"]["same_params"] = same;
+        b["strategies"]["dcp"]["same_params"]["grad_bound_use"] = {0.5, "x"};  // plot_converge.py would crash
+      },
+      "has a \"same_params\" that is not");
+  refused(
+      [&](json& b) {
+        b["strategies"]["dcp"]["same_params"] = same;
+        b["strategies"]["dcp"]["same_params"]["pass"] = "yes";
+      },
+      "has a \"same_params\" that is not");
   refused([](json& b) { b["bounds"]["same_params_grad_rel"] = "x"; }, "\"bounds.same_params_grad_rel\" is not a number");
   refused([](json& b) { b["bounds"]["same_params_grad_rel_per_step"] = {1e-5}; },
           "\"bounds.same_params_grad_rel_per_step\" is not an array of 2");
