@@ -4,65 +4,33 @@
 #include "harness/converge.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <limits>
-#include <type_traits>
 #include <functional>
+#include <limits>
 #include <map>
-#include <sstream>
+#include <type_traits>
 
 #include "attn/compare.h"
-#include "comm/group_registry.h"
-#include "core/rng.h"
 #include "core/error.h"
 #include "exec/executor.h"
-#include "exec/planned_training.h"
 #include "harness/converge_data.h"
+#include "harness/converge_runs.h"
 #include "harness/registry.h"
 #include "harness/results.h"
 #include "plan/async_planner.h"
-#include "plan/validate.h"
 
 namespace dcp::harness {
 
-namespace {
-
-using nlohmann::json;
-using Clock = std::chrono::steady_clock;
-
-struct StepSpec {
-  std::string kind;              // "main" or "edge:<name>"
-  std::optional<int> vpp_group;  // edge cases only
-  // An edge case trains from the initial model (Executor::restart) in every run, reference and
-  // strategies alike: each is judged as one step from the same parameters, so it neither
-  // inherits the main steps' float32 drift nor passes a fault on to the next edge case.
-  bool fresh() const { return kind != "main"; }
-};
-
-// What one run (reference or strategy) records per step.
-struct Trace {
-  std::vector<double> loss, mtp_loss, grad_norm;
-  std::vector<uint64_t> grad_hash;
-  std::vector<int> microbatches;
-  std::map<int, int> group_sizes;  // CP size -> groups, summed over steps
-  std::vector<double> grad_rel;  // per-tensor gradient difference from the reference (strategies)
-  std::vector<int> grad_tensor;  // the tensor of grad_rel (strategies)
-  // Same-parameter runs (float32): per step, the largest over the tensors of (difference / that
-  // tensor's bound), its tensor and that tensor's difference.
-  std::vector<double> grad_use, use_diff;
-  std::vector<int> use_tensor;
-  std::vector<double> plan_s, wait_s;  // per step, this rank's planner (strategies' first run)
-};
+// converge_detail (converge_runs.h): the runs' internals, and here the comparison.
+namespace converge_detail {
 
 double rel(double a, double ref) {
   if (!std::isfinite(a) || !std::isfinite(ref)) return a == ref ? 0.0 : std::numeric_limits<double>::infinity();
   return ref != 0 ? std::abs(a - ref) / std::abs(ref) : std::abs(a - ref);
 }
 
-}  // namespace
+}  // namespace converge_detail
 
 NonFiniteStep first_nonfinite_step(const std::vector<double>& loss, const std::vector<double>& mtp_loss,
                                    const std::vector<std::vector<double>>& grads) {
@@ -78,248 +46,7 @@ NonFiniteStep first_nonfinite_step(const std::vector<double>& loss, const std::v
   return {};
 }
 
-namespace {
-
-// Progress lines on rank 0 (stderr): one at the start of each run and about every 10 s.
-class Progress {
- public:
-  Progress(std::ostream& os, bool on) : os_(os), on_(on) {}
-  void start(const std::string& label, int steps) {
-    label_ = label;
-    steps_ = steps;
-    t0_ = last_ = Clock::now();
-    if (on_) os_ << "converge: " << label << ": " << steps << " steps\n" << std::flush;
-  }
-  void step(int i, double loss) {
-    const auto now = Clock::now();
-    if (!on_ || (i + 1 < steps_ && now - last_ < std::chrono::seconds(10))) return;
-    last_ = now;
-    const double s = std::chrono::duration<double>(now - t0_).count();
-    char line[200];
-    std::snprintf(line, sizeof line, "converge: %s: step %d/%d loss %.4f (%.2f s/step)\n",
-                  label_.c_str(), i + 1, steps_, loss, s / (i + 1));
-    os_ << line << std::flush;
-  }
-
- private:
-  std::ostream& os_;
-  bool on_;
-  std::string label_;
-  int steps_ = 0;
-  Clock::time_point t0_, last_;
-};
-
-template <typename T>
-using StepHook = std::function<void(int step, std::span<const T> grads)>;
-
-// Appends one trained step to the trace and runs the hook and the progress line.
-template <typename T>
-void record(Trace& t, int i, const exec::StepStats& st, exec::Executor<T>& ex, const StepHook<T>& hook,
-            Progress* progress) {
-  t.loss.push_back(st.loss);
-  t.mtp_loss.push_back(st.mtp_loss);
-  t.grad_norm.push_back(st.grad_norm);
-  t.grad_hash.push_back(fnv1a(ex.last_grads().data(), ex.last_grads().size_bytes()));
-  t.microbatches.push_back(st.microbatches);
-  for (const auto& [size, n] : st.group_sizes) t.group_sizes[size] += n;
-  if (hook) hook(i, ex.last_grads());
-  if (progress) progress->step(i, st.loss);
-}
-
-// What runs just before each step of train() with the model's parameter values: reads them (the
-// float32 reference keeps each step's parameters) or overwrites them (a same-parameter run).
-template <typename T>
-using BeforeStep = std::function<void(int step, std::span<T> values)>;
-
-// Trains plans[0..steps) on `pool` (every rank of the pool calls it); returns the trace. A step
-// whose spec is fresh() starts from the initial model. before_step (may be empty) runs before every
-// step, after that restart; after_step (may be empty) after every step: the references' heartbeat.
-template <typename T>
-Trace train(comm::Communicator& pool, const ConvergeScenario& s, const std::vector<plan::Plan>& plans,
-            const std::vector<exec::GlobalBatch>& batches, const std::vector<StepSpec>& specs, int steps,
-            const StepHook<T>& hook, Progress* progress, const std::function<void()>& after_step = {},
-            const BeforeStep<T>& before_step = {}) {
-  comm::GroupRegistry reg(pool);
-  auto k = model::make_cpu_kernels<T>();
-  model::Model<T> m(s.model, *k);
-  exec::Executor<T> ex(m, pool, reg, s.adam);
-  Trace t;
-  for (int i = 0; i < steps; ++i) {
-    if (specs[i].fresh()) ex.restart();
-    if (before_step) before_step(i, m.params().values());
-    const exec::StepStats st = ex.step(plans[i], batches[i]);
-    record(t, i, st, ex, hook, progress);
-    if (after_step) after_step();
-  }
-  return t;
-}
-
-// A planner whose plans are checked against their batch and config (plan::validate) before they
-// are handed out: an invalid plan is a planning error of its step, never trained.
-class CheckedPlanner : public plan::Planner {
- public:
-  explicit CheckedPlanner(std::unique_ptr<plan::Planner> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  bool dynamic() const override { return inner_->dynamic(); }
-  plan::Plan plan(const plan::Batch& b, const plan::PlanConfig& c) const override {
-    plan::Plan p = inner_->plan(b, c);
-    plan::validate(p, b, c);
-    return p;
-  }
-
- private:
-  std::unique_ptr<plan::Planner> inner_;
-};
-
-// What a strategy's first run returns besides its trace: the plans it trained (for the bitwise
-// repeat) and the planning error that stopped it, if any.
-struct PlannedTrace {
-  Trace trace;
-  std::vector<plan::Plan> plans;
-  std::optional<exec::PlanFailure> failure;
-};
-
-// The plan config of one step (the scenario's pool, budget and longest length; an edge case's VPP
-// group).
-plan::PlanConfig step_config(const ConvergeScenario& s, const StepSpec& spec) {
-  plan::PlanConfig pc;
-  pc.dp = s.dp;
-  pc.cp = s.cp;
-  pc.max_seqlen_per_rank = s.max_seqlen_per_rank;
-  pc.max_seqlen = s.max_seqlen;
-  pc.vpp_group = spec.vpp_group;
-  return pc;
-}
-
-// The step list of a run: `main_steps` main steps, then one step per edge case (batches[i] with
-// its specs[i]).
-struct StepList {
-  std::vector<exec::GlobalBatch> batches;
-  std::vector<StepSpec> specs;
-};
-StepList step_list(const TextCorpus& corpus, const ConvergeScenario& s, int main_steps) {
-  StepList l;
-  for (int i = 0; i < main_steps; ++i) {
-    l.batches.push_back(step_batch(corpus, s, i));
-    l.specs.push_back({"main", std::nullopt});
-  }
-  for (size_t e = 0; e < s.edge_cases.size(); ++e) {
-    l.batches.push_back(edge_batch(corpus, s.edge_cases[e].lengths, static_cast<int>(97 * (e + 1))));
-    l.specs.push_back({"edge:" + s.edge_cases[e].name, s.edge_cases[e].vpp_group});
-  }
-  return l;
-}
-
-// Trains a strategy with its plans computed one step ahead (exec/planned_training.h): the plan of
-// step i+1 is made on a background thread while step i trains (sync: inside the loop, before the
-// step). Every rank plans for itself; the trace records this rank's planning and wait times.
-template <typename T>
-PlannedTrace train_strategy(comm::Communicator& pool, const ConvergeScenario& s,
-                           const std::shared_ptr<const plan::Planner>& planner, const std::vector<StepSpec>& specs,
-                           const std::vector<exec::GlobalBatch>& batches, plan::PlanningMode mode,
-                           const StepHook<T>& hook, Progress* progress) {
-  PlannedTrace out;
-  // Made first, so that step 0 is planned while the groups and the model are set up. The source
-  // runs on the planner's thread: it reads only the immutable batches and specs.
-  plan::AsyncPlanner ap(
-      [&](int64_t i) -> std::optional<plan::PlanRequest> {
-        if (i >= static_cast<int64_t>(batches.size())) return std::nullopt;
-        return plan::PlanRequest{batches[static_cast<size_t>(i)].lengths(), step_config(s, specs[static_cast<size_t>(i)]),
-                                 planner};
-      },
-      mode);
-  comm::GroupRegistry reg(pool);
-  auto k = model::make_cpu_kernels<T>();
-  model::Model<T> m(s.model, *k);
-  exec::Executor<T> ex(m, pool, reg, s.adam);
-  const exec::PlannedRun run = exec::train_planned<T>(
-      ex, ap, [&](int64_t i) -> const exec::GlobalBatch& { return batches[static_cast<size_t>(i)]; },
-      [&](const plan::PlannedStep& p, const exec::StepStats& st) {
-        record(out.trace, static_cast<int>(p.step), st, ex, hook, progress);
-        out.trace.plan_s.push_back(p.timing.plan_s);
-        out.trace.wait_s.push_back(p.timing.wait_s);
-        out.plans.push_back(p.plan);
-        const size_t next = static_cast<size_t>(p.step) + 1;
-        if (next < specs.size() && specs[next].fresh()) ex.restart();  // as train() does
-      });
-  out.failure = run.failure;
-  return out;
-}
-
-// One micro-batch with every sample on one rank: the single-rank reference's plan.
-plan::Plan reference_plan(const exec::GlobalBatch& b) {
-  plan::Plan p;
-  p.planner = "reference";
-  p.dynamic = false;
-  p.config.dp = 1;
-  p.config.cp = 1;
-  int64_t tokens = 0;
-  plan::Group g{0, 1, {}};
-  for (size_t i = 0; i < b.samples.size(); ++i) {
-    g.samples.push_back(static_cast<int>(i));
-    tokens += static_cast<int64_t>(b.samples[i].size());
-  }
-  p.config.max_seqlen_per_rank = std::max<int64_t>(tokens, 1);
-  p.microbatches.push_back({{g}});
-  return p;
-}
-
-json trace_json(const Trace& t) {
-  json j;
-  j["losses"] = t.loss;
-  j["mtp_losses"] = t.mtp_loss;
-  j["grad_norms"] = t.grad_norm;
-  j["microbatches"] = t.microbatches;
-  json hashes = json::array();  // FNV-1a of each step's reduced gradient (bitwise comparisons)
-  for (uint64_t h : t.grad_hash) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-    hashes.push_back(hex);
-  }
-  j["grad_hashes"] = hashes;
-  // CP groups per size, summed over the steps (groups, not samples: a plan summary's
-  // cp_size_histogram counts the samples on each size).
-  json sizes = json::object();
-  for (const auto& [k, n] : t.group_sizes) sizes[std::to_string(k)] = n;
-  j["cp_sizes"] = sizes;
-  return j;
-}
-
-// Bitwise comparison of the first `n` steps of two runs; returns the first differing step or -1.
-int first_bitwise_difference(const Trace& a, const Trace& b, int n) {
-  for (int i = 0; i < n; ++i) {
-    if (std::memcmp(&a.loss[i], &b.loss[i], sizeof(double)) != 0 || a.grad_hash[i] != b.grad_hash[i] ||
-        std::memcmp(&a.mtp_loss[i], &b.mtp_loss[i], sizeof(double)) != 0)
-      return i;
-  }
-  return -1;
-}
-
-// Measured planning times of a strategy's first run (rank 0's planner): per step and in total.
-json planning_json(const Trace& t, plan::PlanningMode mode) {
-  json j;
-  j["mode"] = mode == plan::PlanningMode::async ? "async" : "sync";
-  std::vector<double> plan_ms, wait_ms;
-  double plan_total = 0, wait_total = 0, hidden_total = 0;
-  for (size_t i = 0; i < t.plan_s.size(); ++i) {
-    plan_ms.push_back(1e3 * t.plan_s[i]);
-    wait_ms.push_back(1e3 * t.wait_s[i]);
-    plan_total += 1e3 * t.plan_s[i];
-    wait_total += 1e3 * t.wait_s[i];
-    hidden_total += 1e3 * plan::PlanTiming{t.plan_s[i], t.wait_s[i]}.hidden_s();
-  }
-  j["plan_ms"] = plan_ms;
-  j["wait_ms"] = wait_ms;
-  j["plan_ms_total"] = plan_total;
-  j["wait_ms_total"] = wait_total;
-  j["hidden_ms_total"] = hidden_total;
-  j["how"] = std::string("measured: wall clock (steady_clock) on this machine, rank 0; plan = the planner's call ") +
-             "(plus plan::validate), wait = time the training loop blocked for the plan (exposed), " +
-             "hidden = plan - wait per step (" +
-             (mode == plan::PlanningMode::async ? "planned one step ahead on a background thread)"
-                                                : "--sync-planning: planned inside the loop, nothing hidden)");
-  return j;
-}
+namespace converge_detail {
 
 std::string fmt(double x) {
   char b[32];
@@ -464,13 +191,13 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   };
   const StepBounds bounds{bounds_of(drift_loss), bounds_of(drift_mtp), bounds_of(drift_grad)};
   const StepBounds same_bounds{bounds_of(same_drift_loss), bounds_of(same_drift_mtp), bounds_of(same_drift_grad)};
+  // The same-parameter bound of tensor t at step i: 2 x that tensor's float64 drift there + floor.
+  const auto same_bound_of = [&](int i, int t) { return 2 * same_drift_tensor[i][static_cast<size_t>(t)] + floor; };
   const auto largest = [](const std::vector<double>& v) {
     double m = 0;
     for (double x : v) m = std::isfinite(x) && std::isfinite(m) ? std::max(m, x) : std::numeric_limits<double>::infinity();
     return m;
   };
-  // The same-parameter bound of tensor t at step i: 2 x that tensor's float64 drift there + floor.
-  const auto same_bound_of = [&](int i, int t) { return 2 * same_drift_tensor[i][static_cast<size_t>(t)] + floor; };
   // Per strategy: the largest bound of the run (each step is judged by its own, bounds_json below).
   json strategy_bound = {{"loss_rel", largest(bounds.loss)}, {"grad_rel", largest(bounds.grad)}};
   if (mtp) strategy_bound["mtp_loss_rel"] = largest(bounds.mtp);
@@ -780,9 +507,11 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   return out;
 }
 
-}  // namespace
+}  // namespace converge_detail
 
 void check_strategies_plan(const ConvergeScenario& s) {
+  using converge_detail::CheckedPlanner, converge_detail::StepList, converge_detail::StepSpec, converge_detail::step_list,
+      converge_detail::step_config;
   const StepList list = step_list(load_text_corpus(s), s, 1);  // the first main step, every edge case
   const plan::PlannerRegistry& reg = builtin_planners();
   for (const auto& name : s.strategies) {
@@ -816,7 +545,8 @@ ConvergeOutcome run_converge(comm::Communicator& world, const ConvergeScenario& 
   DCP_REQUIRE(world.size() == s.pool(), s.file, ": the pool has ", s.pool(), " ranks (dp ", s.dp, " x cp ",
               s.cp, ") but the run has ", world.size(), o.backend == "mpi" ? " processes (mpirun -np)" : " ranks");
   const std::string dtype = o.dtype.value_or(s.dtype);
-  return dtype == "f32" ? run_typed<float>(world, s, o, progress) : run_typed<double>(world, s, o, progress);
+  return dtype == "f32" ? converge_detail::run_typed<float>(world, s, o, progress)
+                        : converge_detail::run_typed<double>(world, s, o, progress);
 }
 
 }  // namespace dcp::harness
