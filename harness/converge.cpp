@@ -30,6 +30,13 @@ double rel(double a, double ref) {
   return ref != 0 ? std::abs(a - ref) / std::abs(ref) : std::abs(a - ref);
 }
 
+// The largest of `v` (0 if empty), infinity once one is not finite.
+double largest(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::isfinite(x) && std::isfinite(m) ? std::max(m, x) : std::numeric_limits<double>::infinity();
+  return m;
+}
+
 }  // namespace converge_detail
 
 NonFiniteStep first_nonfinite_step(const std::vector<double>& loss, const std::vector<double>& mtp_loss,
@@ -133,9 +140,7 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
             *solo, s, ref_plans, batches, specs, steps,
             [&](int i, std::span<const double> g) {
               same_drift_tensor[i] = tensor_rel_diffs<double>(ref_grads[i], g, tensors);
-              for (double d : same_drift_tensor[i])
-                same_drift_grad[i] = std::isfinite(d) ? std::max(same_drift_grad[i], d)
-                                                      : std::numeric_limits<double>::infinity();
+              same_drift_grad[i] = largest(same_drift_tensor[i]);
             },
             &progress, alive,
             [&](int i, std::span<double> v) { std::copy(ref_params[i].begin(), ref_params[i].end(), v.begin()); });
@@ -193,11 +198,6 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
   const StepBounds same_bounds{bounds_of(same_drift_loss), bounds_of(same_drift_mtp), bounds_of(same_drift_grad)};
   // The same-parameter bound of tensor t at step i: 2 x that tensor's float64 drift there + floor.
   const auto same_bound_of = [&](int i, int t) { return 2 * same_drift_tensor[i][static_cast<size_t>(t)] + floor; };
-  const auto largest = [](const std::vector<double>& v) {
-    double m = 0;
-    for (double x : v) m = std::isfinite(x) && std::isfinite(m) ? std::max(m, x) : std::numeric_limits<double>::infinity();
-    return m;
-  };
   // Per strategy: the largest bound of the run (each step is judged by its own, bounds_json below).
   json strategy_bound = {{"loss_rel", largest(bounds.loss)}, {"grad_rel", largest(bounds.grad)}};
   if (mtp) strategy_bound["mtp_loss_rel"] = largest(bounds.mtp);
