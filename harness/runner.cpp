@@ -5,6 +5,7 @@
 #include "core/files.h"
 #include "core/json_io.h"
 #include "core/text.h"
+#include "data/numpy_legacy.h"
 #include "harness/draws.h"
 #include "harness/tune.h"
 #include "plan/async_planner.h"
@@ -61,6 +62,11 @@ std::string dataset_label(const DatasetSpec& d) {
     l += ")";
   } else if (d.kind == "quantiles") {
     l = "quantiles(" + std::to_string(d.quantiles.size()) + " points)";
+  } else if (d.kind == "megatron-mock") {
+    l = "megatron-mock(numpy seed " + std::to_string(d.numpy_seed) + ", lognormal mean " + fmt_g(d.mean) + ", sigma " +
+        fmt_g(d.sigma) + ", " + fmt_g(double(d.min_len)) + ".." + fmt_g(double(d.max_len)) + ", " +
+        std::to_string(d.train_samples) + " of " + std::to_string(d.pool_size) + " in order from step " +
+        std::to_string(d.skip_steps) + (d.shift ? ", minus " + std::to_string(d.shift) + " token" : std::string()) + ")";
   } else {
     l = "mixture(";
     for (size_t i = 0; i < d.components.size(); ++i)
@@ -78,6 +84,22 @@ data::LengthSource source_of(const Scenario& s, const DatasetSpec& d, const std:
     const auto mode = d.clamp == "resample" ? data::ClampMode::resample : data::ClampMode::clamp;
     return at_key(s, key + ".mean", json(d.mean), [&] {
       return data::lognormal_source_from_mean(d.mean, d.sigma, d.min_len, d.max_len, mode);
+    });
+  }
+  if (d.kind == "megatron-mock") {
+    // Megatron's pool, replayed in the order its sequential sampler hands it to the scenario's DP
+    // ranks (data::SourceKind::sequence; the dataset's DP at the published setting: a --tune
+    // setting at another static CP keeps the same batches).
+    const auto& c = s.cluster;
+    const int dp = c.gpus / (c.tp * c.pp * c.cp);
+    return at_key(s, key + ".mean", json(d.mean), [&] {
+      std::vector<int64_t> pool = data::megatron_mock_lognormal_lengths(
+          static_cast<uint32_t>(d.numpy_seed), d.train_samples, d.mean, d.sigma, d.min_len, d.max_len);
+      for (int64_t& l : pool) l -= d.shift;
+      const int64_t first = d.skip_steps * s.training.global_batch;
+      DCP_REQUIRE(first < d.train_samples, "skip_steps ", d.skip_steps, " x global_batch ", s.training.global_batch,
+                  " = ", first, " is not below train_samples ", d.train_samples);
+      return data::sequence_source(std::move(pool), first, dp, "megatron-mock");
     });
   }
   if (d.kind == "quantiles") {
@@ -419,6 +441,19 @@ plan::Batch batch_for(const PreparedScenario& p, const data::SampledBatch& sb, b
 void sample_batches(PreparedScenario& p, int first_step) {
   const Scenario& s = *p.scenario;
   p.batches.clear();
+  if (p.source.kind == data::SourceKind::sequence) {
+    // An ordered pool holds a fixed number of batches: the run's steps and every draw read forward
+    // from its first (steps 0, 1, ...), --tune's held-out batches the `steps` before it (steps
+    // -steps .. -1, tune.cpp), wrapping round the pool's end. They must not meet.
+    const int64_t g = p.sampler.global_batch, n = static_cast<int64_t>(p.source.pool->size());
+    const int64_t last = std::max<int64_t>(first_step + p.steps, 0);
+    at_key(s, "dataset", json(dataset_label(s.dataset)), [&] {
+      DCP_REQUIRE((last + p.steps) * g <= n, "holds ", n, " samples, ", n / g, " global batches of ", g,
+                  "; steps up to ", last, " plus the ", p.steps,
+                  " held out for --tune would read some twice (fewer --draws or --steps)");
+      return 0;
+    });
+  }
   for (int step = first_step; step < first_step + p.steps; ++step)
     p.batches.push_back(at_key(s, "dataset", json(dataset_label(s.dataset)),
                                [&] { return data::sample_global_batch(p.source, p.sampler, step); }));

@@ -28,6 +28,9 @@ using nlohmann::json;
 // Lengths in tokens (samples, max_seqlen, max_seqlen_per_rank): the limit of `schedule`, `check`
 // and the Python module too (plan::check_config; README "Input limits and errors").
 constexpr int64_t kMaxInt = plan::kMaxTokensPerRank;
+// A megatron-mock pool is generated whole when the scenario is run: 2^24 lengths = 128 MiB and
+// ~1 s here; Megatron's own is 10^6.
+constexpr int64_t kMaxMockPool = int64_t{1} << 24;
 
 ModelSpec parse_model(ObjectReader& top) {
   ModelSpec m;
@@ -61,7 +64,9 @@ ModelSpec parse_model(ObjectReader& top) {
 // is limited to data::kMaxMixtureDepth before the component is parsed.
 DatasetSpec parse_source(ObjectReader& r, int depth) {
   DatasetSpec d;
-  d.kind = *r.get_string("source", true, {"file", "lognormal", "mixture", "quantiles"});
+  d.kind = *r.get_string("source", true, {"file", "lognormal", "mixture", "quantiles", "megatron-mock"});
+  if (d.kind == "megatron-mock" && depth > 0)
+    r.fail("source", json(d.kind), "is an ordered replay, which a mixture cannot draw from");
   if (d.kind == "file") {
     d.path_as_written = *r.get_string("path", true);
     d.path = resolve_path(r.file(), d.path_as_written);
@@ -75,6 +80,25 @@ DatasetSpec parse_source(ObjectReader& r, int depth) {
     if (d.max_len > 0 && d.max_len < d.min_len)
       r.fail("max", json(d.max_len), "is below \"" + r.path("min") + "\"=" + std::to_string(d.min_len));
     d.clamp = r.get_string("clamp", false, {"clamp", "resample"}).value_or("clamp");
+  } else if (d.kind == "megatron-mock") {
+    // MockSFTLowLevelDataset's distribution mode (192cbc3554 megatron/training/datasets/
+    // sft_dataset.py:236-281): min_seq_len, max_seq_len, mean_seq_len and lognormal_sigma are
+    // required there; seed and size are its class attributes (0 and 1000000).
+    d.mean = *r.get_number("mean", true, 1.0, 1e9);
+    d.sigma = *r.get_positive("sigma", true, 10.0);
+    d.min_len = *r.get_int("min", true, 1, kMaxInt);
+    d.max_len = *r.get_int("max", true, 1, kMaxInt);
+    if (d.max_len < d.min_len)
+      r.fail("max", json(d.max_len), "is below \"" + r.path("min") + "\"=" + std::to_string(d.min_len));
+    d.numpy_seed = r.get_int("numpy_seed", false, 0, 4294967295LL).value_or(0);
+    d.pool_size = r.get_int("size", false, 1, kMaxMockPool).value_or(1000000);
+    d.train_samples = r.get_int("train_samples", false, 1, kMaxMockPool).value_or(d.pool_size);
+    if (d.train_samples > d.pool_size)
+      r.fail("train_samples", json(d.train_samples), "is above \"" + r.path("size") + "\"=" + std::to_string(d.pool_size));
+    d.skip_steps = r.get_int("skip_steps", false, 0, kMaxMockPool).value_or(0);
+    d.shift = r.get_int("shift", false, 0, kMaxInt).value_or(0);
+    if (d.shift >= d.min_len)
+      r.fail("shift", json(d.shift), "leaves no token of a \"" + r.path("min") + "\"=" + std::to_string(d.min_len) + "-token sample");
   } else if (d.kind == "mixture") {
     const json* comps = r.get_array("components", true);
     if (depth >= data::kMaxMixtureDepth)  // this mixture is level depth + 1: at most kMax levels

@@ -57,6 +57,16 @@ struct DatasetSpec {
   std::string clamp = "clamp";      // lognormal: "clamp" (pile up at the bounds) | "resample"
   std::vector<DatasetComponent> components;  // mixture: (token share, source)
   std::vector<std::pair<double, int64_t>> quantiles;       // quantiles: (probability, length)
+  // megatron-mock (also mean, sigma, min_len, max_len): Megatron's MockSFTLowLevelDataset pool
+  // (np.random.seed(numpy_seed), pool_size log-normal draws), read in order from sample
+  // skip_steps x global_batch by the sequential sampler over the scenario's DP ranks
+  // (data::SourceKind::sequence); train_samples: the training split's first samples (the rest
+  // never reach training); shift: tokens each sample loses (MockVarlenDataset: L - 1).
+  int64_t numpy_seed = 0;
+  int64_t pool_size = 1000000;
+  int64_t train_samples = 0;        // 0 = pool_size
+  int64_t skip_steps = 0;
+  int64_t shift = 0;
   int64_t min_seqlen = 1;           // documents shorter than this are dropped or padded
   std::string short_policy = "drop";  // "drop" | "pad"
   int64_t pad_multiple = 1;         // every sample rounded up to a multiple of this

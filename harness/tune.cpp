@@ -153,6 +153,12 @@ std::string tune_pick_phrase(const ResultsFile& results) {
 }
 
 void sample_selection_batches(PreparedScenario& p) {
+  // An ordered source (megatron-mock) ignores the seed: its held-out batches are the `steps`
+  // windows before the run's first (sample_batches), which no run or draw reads.
+  if (p.source.kind == data::SourceKind::sequence) {
+    sample_batches(p, -p.steps);
+    return;
+  }
   const uint64_t seed = p.sampler.seed;
   p.sampler.seed = tune_selection_seed(seed);
   try {

@@ -14,6 +14,8 @@
 
 #include "result_rows.h"
 
+#include "data/numpy_legacy.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -289,23 +291,23 @@ TEST(Tune, PickPhraseSaysHowOrWhetherTunedSettingsWerePicked) {
 // by setting) on the selection batches (another seed's steps), then reports that setting's rows
 // on the run's own batches. The test needs a case where that pick is a refinement (the grid alone
 // misses it) and differs from the pick on the run's own batches, so that an in-sample pick or a
-// grid-only search fails it: the first of Megatron's examples (8, 4, 16 GPUs) where packing's is
-// (on 2026-12-06 the 8-GPU one: cp 4, M 2560, against M 4096 on the run's batches).
+// grid-only search fails it: the first of Megatron's examples (8, 4, 16, 32, 64 GPUs) where
+// packing's is (on 2026-12-06 the 8-GPU one: cp 4, M 2560, against M 4096 on the run's batches;
+// since the examples replay Megatron's own batches, 2026-12-07, see the commit).
 TEST(Tune, TunedRowsAreTheBestOfBothPassesOnHeldOutBatches) {
   const auto repo = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
   const auto reg = registry();
   RunOptions opt;
   const double none = std::numeric_limits<double>::infinity();
-  for (const char* gpus : {"8", "4", "16"}) {
+  for (const char* gpus : {"8", "4", "16", "32", "64"}) {
     SCOPED_TRACE(std::string("megatron-example-") + gpus + "gpu");
     Scenario s = load_scenario((repo / "scenarios" / (std::string("megatron-example-") + gpus + "gpu.json")).string());
     s.strategies = {"packing"};
     PreparedScenario p = prepare_scenario(s, opt, reg);
     sample_batches(p);
     PreparedScenario sel = p;
-    sel.sampler.seed = tune_selection_seed(p.sampler.seed);
-    ASSERT_NE(sel.sampler.seed, p.sampler.seed);
-    sample_batches(sel);
+    sample_selection_batches(sel);  // the windows before the run's (megatron-mock: an ordered source)
+    ASSERT_NE(sel.batches.front().real_lengths, p.batches.front().real_lengths);
     auto total = [&](const PreparedScenario& q, const Setting& x) {  // none: no numbers, or impossible
       double t = 0;
       try {
@@ -650,6 +652,47 @@ TEST(Sensitivity, SectionReportsRangesAndRanking) {
   }
   EXPECT_EQ(sc["ranking"].size(), 2u);
   EXPECT_TRUE(validate_results(results_to_json(f)).empty());
+}
+
+// An ordered source (megatron-mock) replays Megatron's pool: the run's step k is window
+// skip_steps + k, in the sequential sampler's order over the DP ranks, less `shift` tokens; --tune's
+// held-out batches are the windows before it (the seed is not used), and a run whose draws would
+// read the held-out windows again is refused.
+TEST(Tune, OrderedSourceHoldsOutTheWindowsBeforeTheRun) {
+  json j = tiny_json();  // 8 GPUs, pp 2, cp 2: dp 2; global batch 32
+  j["dataset"] = json::parse(R"({"source": "megatron-mock", "mean": 300, "sigma": 1.0, "min": 16, "max": 4096,
+                                 "size": 2000, "train_samples": 1000, "skip_steps": 3, "shift": 1})");
+  const Scenario s = parse_scenario(j, "t.json");
+  const auto reg = registry();
+  RunOptions opt;
+  PreparedScenario p = prepare_scenario(s, opt, reg);
+  const std::vector<int64_t> pool = data::megatron_mock_lognormal_lengths(0, 1000, 300, 1.0, 16, 4096);
+  const auto window = [&](int64_t w) {  // rank 0's 16 samples, then rank 1's
+    std::vector<int64_t> out;
+    for (int r = 0; r < 2; ++r)
+      for (int m = 0; m < 16; ++m) out.push_back(pool[static_cast<size_t>(((w * 32 + m * 2 + r) % 1000 + 1000) % 1000)] - 1);
+    return out;
+  };
+  sample_batches(p);
+  ASSERT_EQ(p.batches.size(), 2u);
+  EXPECT_EQ(p.batches[0].real_lengths, window(3));
+  EXPECT_EQ(p.batches[1].real_lengths, window(4));
+  sample_selection_batches(p);
+  EXPECT_EQ(p.batches[0].real_lengths, window(1));
+  EXPECT_EQ(p.batches[1].real_lengths, window(2));
+  // 1000 samples hold 31 windows of 32: steps up to 29 plus the 2 held out fit, 30 does not.
+  EXPECT_NO_THROW(sample_batches(p, 27));
+  EXPECT_THROW(sample_batches(p, 28), InputError);
+  // The scenario's rules for the source.
+  for (const char* bad : {R"({"train_samples": 3000})", R"({"shift": 16})", R"({"max": 8})", R"({"numpy_seed": -1})"}) {
+    json b = j;
+    b["dataset"].update(json::parse(bad));
+    EXPECT_THROW(parse_scenario(b, "b.json"), InputError) << bad;
+  }
+  json mix = j;
+  mix["dataset"] = json::parse(R"({"source": "mixture", "components": [{"share": 1.0, "source": "megatron-mock",
+                                   "mean": 300, "sigma": 1.0, "min": 16, "max": 4096}]})");
+  EXPECT_THROW(parse_scenario(mix, "m.json"), InputError);
 }
 
 }  // namespace

@@ -42,6 +42,8 @@ int64_t draw(const LengthSource& s, Rng& rng, const Prepared& prep) {
   switch (s.kind) {
     case SourceKind::list:
       return s.lengths[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(s.lengths.size()) - 1))];
+    case SourceKind::sequence:
+      return (*s.pool)[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(s.pool->size()) - 1))];
     case SourceKind::lognormal: {
       const double hi = s.max_tokens > 0 ? static_cast<double>(s.max_tokens)
                                          : std::numeric_limits<double>::infinity();
@@ -130,6 +132,32 @@ LengthSource quantile_source(std::vector<QuantilePoint> points, std::string name
   return s;
 }
 
+LengthSource sequence_source(std::vector<int64_t> pool, int64_t first, int interleave, std::string name) {
+  for (size_t i = 0; i < pool.size(); ++i)
+    DCP_REQUIRE(pool[i] >= 1, name, ": document ", i, " has ", pool[i], " tokens, must be >= 1");
+  LengthSource s;
+  s.kind = SourceKind::sequence;
+  s.name = std::move(name);
+  s.pool = std::make_shared<const std::vector<int64_t>>(std::move(pool));
+  s.first = first;
+  s.interleave = interleave;
+  validate_source(s);
+  return s;
+}
+
+int64_t sequence_index(const LengthSource& s, int64_t global_batch, int64_t step, int64_t i) {
+  DCP_CHECK(s.kind == SourceKind::sequence && s.pool && !s.pool->empty(), "sequence_index of a non-sequence source");
+  DCP_REQUIRE(global_batch % s.interleave == 0, s.name, ": the global batch of ", global_batch,
+              " samples is not a multiple of its ", s.interleave, " DP ranks (micro-batch size 1)");
+  DCP_CHECK(i >= 0 && i < global_batch, "sequence_index: sample ", i, " of ", global_batch);
+  const int64_t per_rank = global_batch / s.interleave;
+  const int64_t n = static_cast<int64_t>(s.pool->size());
+  // (first + step * G + j * dp + r) mod n, in steps that stay in range: |step| * G is at most
+  // 2^31 * 2^18 (plan::kMaxBatchSamples), far below 2^63.
+  const int64_t at = (s.first % n + (step % n) * (global_batch % n) % n + (i % per_rank) * s.interleave + i / per_rank) % n;
+  return at < 0 ? at + n : at;
+}
+
 int mixture_depth(const LengthSource& s) {
   if (s.kind != SourceKind::mixture) return 0;
   int d = 0;
@@ -188,10 +216,18 @@ void validate_source(const LengthSource& s) {
       }
       return;
     }
+    case SourceKind::sequence:
+      // The documents were checked (>= 1) when the pool was made (sequence_source): it is const.
+      DCP_REQUIRE(s.pool && !s.pool->empty(), s.name, ": no documents in the pool");
+      DCP_REQUIRE(s.first >= 0, s.name, ": first document ", s.first, " must be >= 0");
+      DCP_REQUIRE(s.interleave >= 1, s.name, ": interleave ", s.interleave, " must be >= 1");
+      return;
     case SourceKind::mixture:
       DCP_REQUIRE(!s.components.empty() && s.components.size() == s.token_shares.size(),
                   "mixture: components and token shares differ in size");
       for (size_t i = 0; i < s.components.size(); ++i) {
+        DCP_REQUIRE(s.components[i].kind != SourceKind::sequence, "mixture: component ", i,
+                    " is an ordered sequence of documents, which a mixture cannot draw from in order");
         DCP_REQUIRE(s.token_shares[i] >= 0, "mixture: token share[", i, "]=", s.token_shares[i],
                     " must be >= 0");
         validate_source(s.components[i]);
@@ -204,6 +240,8 @@ double mean_tokens(const LengthSource& s) {
   switch (s.kind) {
     case SourceKind::list:
       return std::accumulate(s.lengths.begin(), s.lengths.end(), 0.0) / static_cast<double>(s.lengths.size());
+    case SourceKind::sequence:
+      return std::accumulate(s.pool->begin(), s.pool->end(), 0.0) / static_cast<double>(s.pool->size());
     case SourceKind::lognormal: {
       const double a = static_cast<double>(s.min_tokens);
       const double alpha = (std::log(a) - s.mu) / s.sigma;
@@ -273,10 +311,32 @@ SampledBatch sample_global_batch(const LengthSource& source, const SamplerConfig
   DCP_NVTX_RANGE();
   validate_sampler(c);
   validate_source(source);
-  const Prepared prep = prepare(source);
-  Rng rng(hash_u64(c.seed, static_cast<uint64_t>(step)));
   SampledBatch out;
   const auto g = static_cast<size_t>(c.global_batch);
+  if (source.kind == SourceKind::sequence) {
+    // In order, one sample per document (dataset.h): a document the rules would split, drop or
+    // leave out of the batch would shift every later window, which Megatron's sampler never does.
+    out.batch.lengths.reserve(g);
+    out.real_lengths.reserve(g);
+    for (int64_t i = 0; i < c.global_batch; ++i) {
+      const int64_t at = sequence_index(source, c.global_batch, step, i);
+      const int64_t len = (*source.pool)[static_cast<size_t>(at)];
+      DCP_REQUIRE(c.max_seqlen == 0 || len <= c.max_seqlen, source.name, ": document ", at, " (step ", step,
+                  ", sample ", i, ") has ", len, " tokens, above max_seqlen=", c.max_seqlen,
+                  "; an ordered source replays one sample per document and cannot split or drop it");
+      DCP_REQUIRE(len >= c.min_seqlen || c.short_policy == ShortPolicy::pad, source.name, ": document ", at,
+                  " (step ", step, ", sample ", i, ") has ", len, " tokens, below min_seqlen=", c.min_seqlen,
+                  "; an ordered source replays one sample per document and cannot drop it (short: pad)");
+      const int64_t padded = pad_length(len, c.min_seqlen, c.pad_multiple);
+      out.real_lengths.push_back(len);
+      out.batch.lengths.push_back(padded);
+      out.padding_tokens += padded - len;
+    }
+    out.documents_drawn = c.global_batch;
+    return out;
+  }
+  const Prepared prep = prepare(source);
+  Rng rng(hash_u64(c.seed, static_cast<uint64_t>(step)));
   out.batch.lengths.reserve(g);
   out.real_lengths.reserve(g);
   const int64_t max_draws = 1000000 + 1000 * c.global_batch;

@@ -11,7 +11,18 @@
 //   * quantiles: an empirical inverse CDF given as (p, tokens) points, p ascending from 0 to 1,
 //     interpolated linearly in log(tokens) between points;
 //   * mixture by token share: component i supplies share s_i of the *tokens*, so it is drawn per
-//     document with probability proportional to s_i / mean_i (mean_tokens below).
+//     document with probability proportional to s_i / mean_i (mean_tokens below);
+//   * sequence: an ordered pool of documents read in order, not drawn: step k's sample i is the
+//     pool's document first + k * global_batch + j * interleave + r (modulo the pool's size),
+//     with r = i / (global_batch / interleave), j = i % (global_batch / interleave). That is the
+//     order in which Megatron's sequential sampler (MegatronPretrainingSampler, --dataloader-type
+//     single, micro-batch size 1) hands iteration k's samples to `interleave` = DP ranks, each
+//     fetching its micro-batches in turn, and in which its packing schedulers number them (global
+//     ids rank by rank: data_schedule_utils.py get_batch_and_global_seqlens, 192cbc3554). The
+//     seed is not used; a negative step reads the windows before `first` (wrapping round the pool,
+//     as Megatron's idx % len(indices) does). Every document must give exactly one sample (none
+//     split, dropped or discarded): InputError naming the document otherwise. Mixtures cannot hold
+//     one.
 // Sampler: step `step` of seed `seed` uses its own stream Rng(hash_u64(seed, step)), so batches
 // are deterministic and independent of which steps were drawn before. Documents longer than
 // max_seqlen become floor(L / max_seqlen) chunks of max_seqlen plus the rest (if > 0); chunks
@@ -25,12 +36,13 @@
 #include "plan/plan.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace dcp::data {
 
-enum class SourceKind { list, lognormal, quantiles, mixture };
+enum class SourceKind { list, lognormal, quantiles, mixture, sequence };
 
 // Limits (README "Input limits and errors"): mixtures nest at most kMaxMixtureDepth levels (the mixture
 // code recurses once per level); a sample is at most kMaxSampleTokens tokens (2^40, plan's
@@ -58,6 +70,10 @@ struct LengthSource {
   std::vector<QuantilePoint> quantiles;    // quantiles
   std::vector<LengthSource> components;    // mixture
   std::vector<double> token_shares;        // mixture, same size, normalised to sum 1
+  std::shared_ptr<const std::vector<int64_t>> pool;  // sequence: the documents in order (shared:
+                                                     // a pool of 10^6 is 8 MB, copies are cheap)
+  int64_t first = 0;                // sequence: pool index of step 0's first document
+  int interleave = 1;               // sequence: DP ranks of the sampler (1 = plain pool order)
 };
 
 LengthSource list_source(std::vector<int64_t> lengths_tokens, std::string name);
@@ -68,6 +84,12 @@ LengthSource lognormal_source(double mu, double sigma, int64_t min_tokens, int64
 LengthSource lognormal_source_from_mean(double mean_tokens, double sigma, int64_t min_tokens,
                                         int64_t max_tokens, ClampMode clamp = ClampMode::clamp);
 LengthSource quantile_source(std::vector<QuantilePoint> points, std::string name);
+// The documents of `pool` in order (SourceKind::sequence above); throws InputError if the pool is
+// empty, a document is < 1 token, first < 0 or interleave < 1.
+LengthSource sequence_source(std::vector<int64_t> pool, int64_t first, int interleave, std::string name);
+// Pool index (in [0, pool size)) of sample i of step `step` of a sequence source with that global
+// batch (which interleave must divide; InputError otherwise).
+int64_t sequence_index(const LengthSource& source, int64_t global_batch, int64_t step, int64_t i);
 // Throws InputError if a component nests kMaxMixtureDepth mixtures already.
 LengthSource mixture_source(std::vector<LengthSource> components, std::vector<double> token_shares);
 // Levels of mixture in `source` (0 for a plain source).
@@ -81,7 +103,7 @@ void validate_source(const LengthSource& source);
 // about half a token below it); numeric (4096-point midpoint rule) for quantiles.
 double mean_tokens(const LengthSource& source);
 
-// One document length from the source (>= 1).
+// One document length from the source (>= 1); a sequence source's pool is drawn from uniformly.
 int64_t draw_length(const LengthSource& source, Rng& rng);
 
 enum class ShortPolicy { drop, pad };

@@ -2,6 +2,7 @@
 // (splitting, dropping, padding, determinism).
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/numpy_legacy.h"
 #include "plan/planner.h"
 
 #include <gtest/gtest.h>
@@ -287,6 +288,86 @@ TEST(LengthSource, MixtureNestingIsLimited) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("nested deeper than the limit of 8 levels"), std::string::npos) << e.what();
   }
+}
+
+// NumPy's legacy stream (numpy_legacy.h) against NumPy's own outputs for np.random.seed(0), which
+// are widely published (np.random.random() = 0.5488135039273248; np.random.randn(4) = 1.76405235,
+// 0.40015721, 0.97873798, 2.2408932) and which an independent replica (Python's random.Random,
+// the same MT19937 and 53-bit double, with the polar method) reproduces to the last digit.
+TEST(NumpyLegacy, ReproducesNumpySeedZero) {
+  NumpyLegacyRandom a(0);
+  EXPECT_EQ(a.random(), 0.5488135039273248);
+  NumpyLegacyRandom b(0);
+  EXPECT_DOUBLE_EQ(b.gauss(), 1.764052345967664);
+  EXPECT_DOUBLE_EQ(b.gauss(), 0.4001572083672233);  // the cached second value of the pair
+  EXPECT_DOUBLE_EQ(b.gauss(), 0.9787379841057392);
+  EXPECT_DOUBLE_EQ(b.gauss(), 2.240893199201458);
+  NumpyLegacyRandom c(0);
+  EXPECT_DOUBLE_EQ(c.lognormal(0.5, 2.0), std::exp(0.5 + 2.0 * 1.764052345967664));
+}
+
+// Megatron's mock pool of benchmark_dcp.sh (seed 0, mean 1024, sigma 1.5, [128, 8192]): its first
+// 20 lengths and the sums over the 990000 training samples, from the independent Python replica
+// above (the values Megatron's MockSFTLowLevelDataset holds, given NumPy's stream).
+TEST(NumpyLegacy, MegatronMockPool) {
+  const std::vector<int64_t> first20 = {4687, 605, 1443, 8192, 5474, 128, 1382, 264, 284, 615,
+                                        412,  2945, 1041, 399, 646, 548, 3126, 244, 531, 128};
+  EXPECT_EQ(megatron_mock_lognormal_lengths(0, 20, 1024, 1.5, 128, 8192), first20);
+  const auto pool = megatron_mock_lognormal_lengths(0, 990000, 1024, 1.5, 128, 8192);
+  int64_t sum = 0, sum_sq = 0;
+  for (int64_t l : pool) {
+    sum += l;
+    sum_sq += l * l;
+  }
+  EXPECT_EQ(sum, 897708145);
+  EXPECT_EQ(sum_sq, 2999504675413);
+  EXPECT_EQ(*std::min_element(pool.begin(), pool.end()), 128);
+  EXPECT_EQ(*std::max_element(pool.begin(), pool.end()), 8192);
+  EXPECT_THROW(megatron_mock_lognormal_lengths(0, 1, 1024, 1.5, 200, 100), InputError);
+}
+
+// A sequence source reads its pool in order: step k, sample i = r * (G / dp) + j is document
+// first + k * G + j * dp + r (Megatron's sequential sampler over dp ranks, global ids rank by
+// rank), wrapping round the pool, negative steps before `first`.
+TEST(Sampler, SequenceReadsThePoolInMegatronsOrder) {
+  std::vector<int64_t> pool(40);
+  for (size_t i = 0; i < pool.size(); ++i) pool[i] = 100 + static_cast<int64_t>(i);  // length = 100 + index
+  const LengthSource src = sequence_source(pool, 8, 2, "seq");
+  SamplerConfig c;
+  c.global_batch = 6;
+  c.pad_multiple = 4;
+  c.seed = 99;  // not used
+  // Step 0 from document 8: rank 0 takes 8, 10, 12; rank 1 takes 9, 11, 13.
+  const SampledBatch b0 = sample_global_batch(src, c, 0);
+  EXPECT_EQ(b0.real_lengths, (std::vector<int64_t>{108, 110, 112, 109, 111, 113}));
+  EXPECT_EQ(b0.batch.lengths, (std::vector<int64_t>{108, 112, 112, 112, 112, 116}));
+  EXPECT_EQ(b0.padding_tokens, 0 + 2 + 0 + 3 + 1 + 3);
+  EXPECT_EQ(b0.documents_drawn, 6);
+  c.seed = 1;
+  EXPECT_EQ(sample_global_batch(src, c, 0).real_lengths, b0.real_lengths);
+  // Step 1 from 14; step 5 from 38 wraps: 38, 0, 2 / 39, 1, 3; step -2 from 8 - 12 = -4 = 36.
+  EXPECT_EQ(sample_global_batch(src, c, 1).real_lengths, (std::vector<int64_t>{114, 116, 118, 115, 117, 119}));
+  EXPECT_EQ(sample_global_batch(src, c, 5).real_lengths, (std::vector<int64_t>{138, 100, 102, 139, 101, 103}));
+  EXPECT_EQ(sample_global_batch(src, c, -2).real_lengths, (std::vector<int64_t>{136, 138, 100, 137, 139, 101}));
+  // One sample per document: a document above max_seqlen or below min_seqlen (drop) is refused,
+  // naming it; padding short ones is allowed.
+  c.max_seqlen = 111;
+  EXPECT_THROW(sample_global_batch(src, c, 0), InputError);
+  c.max_seqlen = 0;
+  c.min_seqlen = 110;
+  EXPECT_THROW(sample_global_batch(src, c, 0), InputError);
+  c.short_policy = ShortPolicy::pad;
+  EXPECT_EQ(sample_global_batch(src, c, 0).batch.lengths, (std::vector<int64_t>{112, 112, 112, 112, 112, 116}));
+  // A global batch the DP ranks do not divide; a pool a mixture cannot draw from in order; bad
+  // pools.
+  c.global_batch = 5;
+  EXPECT_THROW(sample_global_batch(src, c, 0), InputError);
+  EXPECT_THROW(mixture_source({src, list_source({5}, "l")}, {0.5, 0.5}), InputError);
+  EXPECT_THROW(sequence_source({}, 0, 1, "empty"), InputError);
+  EXPECT_THROW(sequence_source({3, 0}, 0, 1, "zero"), InputError);
+  EXPECT_THROW(sequence_source({3}, -1, 1, "neg"), InputError);
+  EXPECT_THROW(sequence_source({3}, 0, 0, "dp0"), InputError);
+  EXPECT_DOUBLE_EQ(mean_tokens(src), 119.5);
 }
 
 }  // namespace
