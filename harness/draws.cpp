@@ -51,15 +51,19 @@ struct DrawFigures {
   std::map<std::string, double> speedup, trimmed;
   std::set<std::string> oom, invalid;
   std::vector<std::string> ranking;
+  bool reference_without_numbers = false;  // an oom or invalid step, or no rows (not in the run)
 };
 
 DrawFigures figures_of(const std::vector<ResultRow>& rows, const std::vector<std::string>& strategies,
                        const std::string& reference) {
   DrawFigures f;
+  bool reference_rows = false;
   for (const auto& r : rows) {
     if (!r.plan_valid) f.invalid.insert(r.strategy);
     else if (r.oom) f.oom.insert(r.strategy);
+    reference_rows = reference_rows || r.strategy == reference;
   }
+  f.reference_without_numbers = !reference_rows || f.oom.count(reference) || f.invalid.count(reference);
   // The speedups of the table's aggregates (summarize_speedups takes them from aggregate.h), so
   // draw 0 reproduces the table's: only where the strategy and the reference have numbers on
   // every step of the draw.
@@ -92,7 +96,20 @@ json study_of(const std::vector<DrawFigures>& draws, const std::vector<std::stri
     held += d.ranking == r0 ? 1 : 0;
     first_held += !d.ranking.empty() && !r0.empty() && d.ranking.front() == r0.front() ? 1 : 0;
   }
-  return {{"strategies", per}, {"ranking", r0}, {"ranking_held", held}, {"first_held", first_held},
+  // Draw 0's strategies with an oom or invalid step: in the ranking by name only (the table prints
+  // them apart, as the sensitivity study's; helper-65), and the draws where the reference has no
+  // numbers (which leave every strategy without a speedup there).
+  json without = json::array();
+  for (const auto& st : strategies)
+    if (draws.front().oom.count(st) || draws.front().invalid.count(st)) without.push_back(st);
+  int reference_without = 0;
+  for (const auto& d : draws) reference_without += d.reference_without_numbers ? 1 : 0;
+  return {{"strategies", per},
+          {"ranking", r0},
+          {"without_numbers", without},
+          {"ranking_held", held},
+          {"first_held", first_held},
+          {"reference_without_numbers_draws", reference_without},
           {"draws", static_cast<int>(draws.size())}};
 }
 

@@ -18,11 +18,17 @@
 // an invalid or oom step gives no value; "oom_draws" and "invalid_draws" count the draws where the
 // strategy had such a step (a tuned setting picked on the selection batches may not fit other batches).
 // "ranking_held" counts the draws whose ranking by total step time (summarize_speedups, tune.h;
-// exact ties by name) equals draw 0's, "first_held" those whose fastest strategy is draw 0's.
+// exact ties by name) equals draw 0's, "first_held" those whose fastest strategy is draw 0's;
+// both count draw 0 itself (the table prints them as "of the K - 1 other draws", one less).
+// "without_numbers" lists draw 0's strategies with an oom or invalid step (ranked by name only:
+// the table prints them apart), "reference_without_numbers_draws" the draws where the reference
+// has no numbers (oom, invalid, or not in the run), so that no strategy has a speedup there.
 // The tuned settings were picked on held-out selection batches (tune.h), so no draw favours them
 // (until 2026-12-06 they were picked on draw 0's batches, which favoured them there).
 // Cost: about K times the published run, plus K - 1 runs at the tuned settings with --tune (not
-// K searches); memory: draw 0's batches and one further draw's at a time.
+// K searches); memory: one draw's batches at a time (the run frees draw 0's before the draws).
+// An ordered source (data::SourceKind::sequence, megatron-mock) reads its pool's later batches,
+// and refuses (exit 2) a K whose batches would reach the ones --tune holds out (runner.cpp).
 #pragma once
 
 #include "harness/runner.h"
@@ -45,7 +51,8 @@ double quantile_sorted(const std::vector<double>& sorted, double q);
 
 // The study of one scenario at one choice of settings from its rows, one vector per draw (draw 0
 // first): "strategies" (per strategy "speedup", "trimmed_speedup", "oom_draws", "invalid_draws"),
-// "ranking" (draw 0's), "ranking_held", "first_held", "draws".
+// "ranking" (draw 0's), "without_numbers", "ranking_held", "first_held",
+// "reference_without_numbers_draws", "draws".
 nlohmann::json draw_study(const std::vector<std::vector<ResultRow>>& rows_per_draw,
                           const std::vector<std::string>& strategies, const std::string& reference);
 

@@ -215,14 +215,27 @@ void print_study(std::ostream& os, const json& st, const std::string& title) {
 
 void print_draw_study(std::ostream& os, const json& st, const std::string& title, int steps) {
   const int n = st.value("draws", 0);
+  // Draw 0's ranking of the strategies with numbers, then those without (helper-65: they were
+  // listed after ">" as if ranked); "held" counts draw 0 itself, so the others are one less.
+  const json without = st.value("without_numbers", json::array());
   os << "  " << title << ": ranking of draw 0 (";
   bool first = true;
   for (const auto& s : st.value("ranking", json::array())) {
+    if (std::find(without.begin(), without.end(), s) != without.end()) continue;
     os << (first ? "" : " > ") << s.get<std::string>();
     first = false;
   }
-  os << ") held in " << st.value("ranking_held", 0) << " of " << n << " draws of " << steps << " steps, its fastest in "
-     << st.value("first_held", 0) << "\n";
+  if (!without.empty()) {
+    os << "; no numbers:";
+    for (size_t i = 0; i < without.size(); ++i) os << (i ? ", " : " ") << without[i].get<std::string>();
+  }
+  const int others = std::max(n - 1, 0);
+  os << ") held in " << std::clamp(st.value("ranking_held", 0) - 1, 0, others) << " of the " << others
+     << " other draws of " << steps << " steps, its fastest in " << std::clamp(st.value("first_held", 0) - 1, 0, others)
+     << "\n";
+  if (const int ref = st.value("reference_without_numbers_draws", 0); ref > 0)
+    os << "    the reference strategy has no numbers (oom, no valid plan or not in the run) in " << ref << " of " << n
+       << " draws, so no strategy has a speedup there\n";
   const json strategies = st.value("strategies", json::object());
   for (const auto& [strategy, v] : strategies.items()) {
     const int oom = v.value("oom_draws", 0), invalid = v.value("invalid_draws", 0);
@@ -236,7 +249,7 @@ void print_draw_study(std::ostream& os, const json& st, const std::string& title
         os << "  median " << fmt("%.3f", sp.value("median", 0.0)) << "  p5-p95 " << fmt("%.3f", sp.value("p5", 0.0))
            << "-" << fmt("%.3f", sp.value("p95", 0.0)) << "  range " << fmt("%.3f", sp.value("min", 0.0)) << "-"
            << fmt("%.3f", sp.value("max", 0.0));
-      if (got < n) os << "  (" << got << " of " << n << " draws with numbers)";
+      if (got < n) os << "  (a speedup in " << got << " of " << n << " draws: its own or the reference's step oom or invalid in the rest)";
       if (which[0] == 's' && (oom || invalid))
         os << "  [oom in " << oom << " draws, invalid in " << invalid << "]";
       os << "\n";

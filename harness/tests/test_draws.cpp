@@ -5,6 +5,7 @@
 #include "harness/aggregate.h"
 #include "harness/draws.h"
 #include "harness/registry.h"
+#include "harness/report.h"
 #include "harness/results.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
@@ -15,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
 
 namespace dcp::harness {
 namespace {
@@ -76,6 +78,32 @@ TEST(Draws, ADrawWhereTheStrategyOrTheReferenceLacksNumbersGivesNoValue) {
   EXPECT_EQ(fast["invalid_draws"].get<int>(), 0);
   EXPECT_EQ(st["strategies"]["packing"]["invalid_draws"].get<int>(), 1);
   EXPECT_EQ(st["draws"].get<int>(), 3);
+  // Draw 0's strategies without numbers and the draws where the reference has none (helper-65).
+  EXPECT_EQ(st["without_numbers"], json::parse(R"(["packing"])"));
+  EXPECT_EQ(st["reference_without_numbers_draws"].get<int>(), 1);
+  // The table ranks only the strategies with numbers, names the others apart, and counts the
+  // draws that hold draw 0's ranking among the other draws (draw 0 holds it by definition).
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  f.rows = draws[0];
+  json sc = st;
+  sc["scenario"] = "s";
+  sc["steps_per_draw"] = 2;
+  f.draws = draws_section(3, json::array({sc}));
+  ASSERT_TRUE(validate_results(results_to_json(f)).empty());
+  std::ostringstream os;
+  print_table(os, f);
+  const std::string text = os.str();
+  EXPECT_NE(text.find("ranking of draw 0 (fast; no numbers: packing) held in " +
+                      std::to_string(st["ranking_held"].get<int>() - 1) + " of the 2 other draws"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("the reference strategy has no numbers (oom, no valid plan or not in the run) in 1 of 3 draws"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(a speedup in 1 of 3 draws: its own or the reference's step oom or invalid in the rest)"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Draws, EachDrawIsTheNextStepsOfTheDataStreamAtTheSameSettings) {
