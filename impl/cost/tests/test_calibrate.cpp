@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "cost/calibrate.h"
+#include "cost/flops.h"
 #include "cost/hardware.h"
 
 namespace dcp::cost {
@@ -75,6 +76,34 @@ TEST(Calibrate, RefusesMissingOrNonPositiveTimes) {
   EXPECT_NO_THROW(calibration_from_measurements(base, plan, m, {}));
   m.bwd_s[3] = 0;
   EXPECT_THROW(calibration_from_measurements(base, plan, m, {}), InputError);
+}
+
+
+// The probe counts a causal kernel's FLOPs as the time model charges them (ring_attn_terms: one
+// causal (q, q) block is fwd_layer_attn_flops_per_token_sq x q^2 per sequence), so a measured
+// time gives the efficiency the simulator then divides by. The discrete pair count q (q + 1) / 2
+// it used before made a measured causal efficiency (1 + 1/q) too high (helper-66); the round
+// trip above cannot see that, since its times come from attention_probe_flops itself.
+TEST(Calibrate, CausalProbeFlopsAreTheTimeModelsCharge) {
+  const HardwareProfile base = hardware_preset("h100-sxm");
+  const ModelConfig model = model_preset("llama-13b");
+  const AttentionTable& fa2 = *std::find_if(base.attention_tables.begin(), base.attention_tables.end(),
+                                            [](const AttentionTable& t) { return t.backend == "fa2"; });
+  const CalibrationPlan plan = calibration_plan(model, base, "dcpbench", fa2.fwd_tile_q, fa2.fwd_tile_k,
+                                                fa2.bwd_tile_q, fa2.bwd_tile_k);
+  for (double q : plan.attention.lengths) {
+    const double per_sequence = fwd_layer_attn_flops_per_token_sq(model) * q * q;
+    EXPECT_DOUBLE_EQ(attention_probe_flops(plan, AttnKind::fwd_causal, q, q),
+                     per_sequence * static_cast<double>(plan.batch_of(q, q)))
+        << q;
+    EXPECT_DOUBLE_EQ(attention_probe_flops(plan, AttnKind::fwd_causal, q, q),
+                     attention_probe_flops(plan, AttnKind::fwd_full, q, q) / 2)
+        << q;
+  }
+  // Bottom-right aligned against more keys: q k - q^2 / 2 pairs (q = 128, k = 512: 57344 of 65536).
+  EXPECT_DOUBLE_EQ(attention_probe_flops(plan, AttnKind::fwd_causal, 128, 512) /
+                       attention_probe_flops(plan, AttnKind::fwd_full, 128, 512),
+                   57344.0 / 65536.0);
 }
 
 }  // namespace
