@@ -378,6 +378,21 @@ TEST(Sensitivity, SummaryRanksByTimeAndDropsStrategiesWithoutNumbers) {
     cost::CostModel up = base;
     p.scale(up, kSensitivityHigh);
     EXPECT_NE(cost::profile_to_json(up.hardware), cost::profile_to_json(base.hardware)) << p.name;
+    if (p.name != "attention_efficiency_short") continue;
+    // Only the points below 512 tokens (the [estimate]s without a source) move, each by the factor
+    // (none of them near 1).
+    for (size_t b = 0; b < base.hardware.attention_tables.size(); ++b) {
+      const auto& t0 = base.hardware.attention_tables[b];
+      const auto& t1 = up.hardware.attention_tables[b];
+      const size_t n = t0.lengths.size();
+      for (size_t iq = 0; iq < n; ++iq)
+        for (size_t ik = 0; ik < n; ++ik) {
+          const bool short_point = t0.lengths[iq] < 512 || t0.lengths[ik] < 512;
+          const double f = short_point ? kSensitivityHigh : 1.0;
+          EXPECT_DOUBLE_EQ(t1.fwd_causal[iq * n + ik], t0.fwd_causal[iq * n + ik] * f) << t0.backend;
+          EXPECT_DOUBLE_EQ(t1.bwd[iq * n + ik], t0.bwd[iq * n + ik] * f) << t0.backend;
+        }
+    }
   }
 }
 

@@ -2,10 +2,16 @@
 //
 // Built-in H100 SXM numbers, head dim 128, bf16. Series at q = k = L in TFLOP/s, from the FA3
 // paper (arXiv 2407.08608) H100 figures as read in shared/reference/landscape.md section 5 (read
-// off figure images: approximate). The paper starts at L = 512; the 128 and 256 points are
-// [estimate]s continuing each series with the FA3 series' own ratios to its 512 point
-// (causal 0.31 / 0.57, full 0.43 / 0.71, backward 0.35 / 0.63). (Until 2026-11-26 the FA2 points
-// at 128 and 256 tokens sat 10-20% above that rule: 70 / 125, 150 / 240, 90 / 150.)
+// off figure images: approximate). The paper starts at L = 512, so the 128 and 256 points have
+// no source. The FA3 ones (causal 90 / 165, full 200 / 330, backward 110 / 200 TFLOP/s, set in
+// 653061e) are [estimate]s by judgement, not derived from any measurement or rule: at 128 tokens
+// one 128-row tile per (sequence, head) leaves each CTA a single block after its prologue, so
+// they sit at 0.31 / 0.57 (causal), 0.43 / 0.71 (full) and 0.35 / 0.63 (backward) of the FA3
+// series' 512 point; the FA2 and cuDNN points continue their series with those same ratios.
+// What they are worth: --sensitivity varies them alone (attention_efficiency_short, harness/
+// tune.cpp: +-20% moved Llama-13B GitHub's dcp speedup by about 1.3%, helper-66), and a measured
+// calibration (dcpbench calibrate, on a GPU) replaces them. (Until 2026-11-26 the FA2 points at
+// 128 and 256 tokens sat 10-20% above that rule: 70 / 125, 150 / 240, 90 / 150.)
 // Tiles (query rows x key rows of one CTA), from the kernels' sources:
 //   fa2   fwd 128 x 64  (flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h:262,
 //                        run_mha_fwd_hdim128, the path H100 takes), bwd 64 x 128 (flash_bwd_launch_
