@@ -287,7 +287,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
                 "Leave out the step-0 per-rank busy times and plan pictures (smaller file; no rank/plan charts)");
   cmd->add_flag("--tune", args->tune,
                 "Also search each strategy's knobs (max_seqlen_per_rank, VPP, static CP size) under the memory "
-                "model on held-out batches (another seed's steps) and report the setting picked there, run on "
+                "model on held-out batches (another seed's steps, or a replayed pool's batches before the run's) and report the setting picked there, run on "
                 "the scenario's own batches, beside the published one (rows with setting \"tuned\")");
   cmd->add_flag("--sensitivity", args->sensitivity,
                 "Also re-run with every uncertain cost-model parameter at x0.8 and x1.2: range of every speedup "

@@ -92,9 +92,12 @@ json study_of(const std::vector<DrawFigures>& draws, const std::vector<std::stri
   }
   int held = 0, first_held = 0;
   const auto& r0 = draws.front().ranking;
+  // Draw 0's fastest, if it has numbers there (a ranking whose first has none ranks by name only).
+  const bool first_has_numbers =
+      !r0.empty() && !draws.front().oom.count(r0.front()) && !draws.front().invalid.count(r0.front());
   for (const auto& d : draws) {
     held += d.ranking == r0 ? 1 : 0;
-    first_held += !d.ranking.empty() && !r0.empty() && d.ranking.front() == r0.front() ? 1 : 0;
+    first_held += first_has_numbers && !d.ranking.empty() && d.ranking.front() == r0.front() ? 1 : 0;
   }
   // Draw 0's strategies with an oom or invalid step: in the ranking by name only (the table prints
   // them apart, as the sensitivity study's; helper-65), and the draws where the reference has no

@@ -96,10 +96,8 @@ data::LengthSource source_of(const Scenario& s, const DatasetSpec& d, const std:
       std::vector<int64_t> pool = data::megatron_mock_lognormal_lengths(
           static_cast<uint32_t>(d.numpy_seed), d.train_samples, d.mean, d.sigma, d.min_len, d.max_len);
       for (int64_t& l : pool) l -= d.shift;
-      const int64_t first = d.skip_steps * s.training.global_batch;
-      DCP_REQUIRE(first < d.train_samples, "skip_steps ", d.skip_steps, " x global_batch ", s.training.global_batch,
-                  " = ", first, " is not below train_samples ", d.train_samples);
-      return data::sequence_source(std::move(pool), first, dp, "megatron-mock");
+      // skip_steps x global_batch < train_samples: checked when the scenario is read.
+      return data::sequence_source(std::move(pool), d.skip_steps * s.training.global_batch, dp, "megatron-mock");
     });
   }
   if (d.kind == "quantiles") {
@@ -438,22 +436,31 @@ plan::Batch batch_for(const PreparedScenario& p, const data::SampledBatch& sb, b
 
 }  // namespace
 
+namespace {
+
+// An ordered pool (megatron-mock) holds a fixed number of global batches: the run's steps and
+// every draw read forward from its first (steps 0, 1, ... up to `end`, exclusive), --tune's held-out
+// batches the `steps` before it (steps -steps .. -1, tune.cpp), wrapping round the pool's end: they
+// must not meet. The `steps` batches are kept apart whether or not this run tunes, so that a run's
+// batches do not depend on its flags.
+void check_ordered_windows(const PreparedScenario& p, int64_t end) {
+  const Scenario& s = *p.scenario;
+  const int64_t g = p.sampler.global_batch, n = static_cast<int64_t>(p.source.pool->size());
+  const int64_t last = std::max<int64_t>(end, 0);
+  at_key(s, "dataset", json(dataset_label(s.dataset)), [&] {
+    DCP_REQUIRE((last + p.steps) * g <= n, "holds ", n, " samples, ", n / g, " global batches of ", g, ": steps 0 to ",
+                last - 1, " and the ", p.steps, " before them kept for --tune's held-out batches need ", last + p.steps,
+                " (fewer --draws or --steps)");
+    return 0;
+  });
+}
+
+}  // namespace
+
 void sample_batches(PreparedScenario& p, int first_step) {
   const Scenario& s = *p.scenario;
   p.batches.clear();
-  if (p.source.kind == data::SourceKind::sequence) {
-    // An ordered pool holds a fixed number of batches: the run's steps and every draw read forward
-    // from its first (steps 0, 1, ...), --tune's held-out batches the `steps` before it (steps
-    // -steps .. -1, tune.cpp), wrapping round the pool's end. They must not meet.
-    const int64_t g = p.sampler.global_batch, n = static_cast<int64_t>(p.source.pool->size());
-    const int64_t last = std::max<int64_t>(first_step + p.steps, 0);
-    at_key(s, "dataset", json(dataset_label(s.dataset)), [&] {
-      DCP_REQUIRE((last + p.steps) * g <= n, "holds ", n, " samples, ", n / g, " global batches of ", g,
-                  "; steps up to ", last, " plus the ", p.steps,
-                  " held out for --tune would read some twice (fewer --draws or --steps)");
-      return 0;
-    });
-  }
+  if (p.source.kind == data::SourceKind::sequence) check_ordered_windows(p, first_step + p.steps);
   for (int step = first_step; step < first_step + p.steps; ++step)
     p.batches.push_back(at_key(s, "dataset", json(dataset_label(s.dataset)),
                                [&] { return data::sample_global_batch(p.source, p.sampler, step); }));
@@ -661,6 +668,10 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
     note_progress(options.heartbeat, p.scenario->name + (several ? ", checking that its batches can be drawn"
                                                                   : ", sampling " + std::to_string(p.steps) +
                                                                         " global batches"));
+    // An ordered source's draws too, before anything runs (they are drawn only when their turn
+    // comes: helper-68 found --draws refused after draw 4 of 6 had run).
+    if (p.source.kind == data::SourceKind::sequence)
+      check_ordered_windows(p, static_cast<int64_t>(std::max(options.draws, 1)) * p.steps);
     if (options.tune) {  // --tune's selection batches too (tune.h), let go at once
       sample_selection_batches(p);
       std::vector<data::SampledBatch>().swap(p.batches);

@@ -288,6 +288,10 @@ Scenario parse_scenario(const json& j, const std::string& file, const plan::Plan
   }
   s.cluster = parse_cluster(r);
   s.training = parse_training(r, s.cluster);
+  if (s.dataset.kind == "megatron-mock" && s.dataset.skip_steps * s.training.global_batch >= s.dataset.train_samples)
+    r.fail("dataset.skip_steps", json(s.dataset.skip_steps),
+           "x \"training.global_batch\"=" + std::to_string(s.training.global_batch) + " is not below \"dataset.train_samples\"=" +
+               std::to_string(s.dataset.train_samples) + ": the run's first batch lies past the pool");
   if (s.dataset.min_seqlen > s.training.max_seqlen)
     r.fail("dataset.min_seqlen", json(s.dataset.min_seqlen), "is above \"training.max_seqlen\"=" + std::to_string(s.training.max_seqlen));
   // Documents are split into chunks of max_seqlen tokens and every sample is padded up to the

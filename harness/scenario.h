@@ -64,7 +64,7 @@ struct DatasetSpec {
   // never reach training); shift: tokens each sample loses (MockVarlenDataset: L - 1).
   int64_t numpy_seed = 0;
   int64_t pool_size = 1000000;
-  int64_t train_samples = 0;        // 0 = pool_size
+  int64_t train_samples = 0;        // the scenario's value, or pool_size (parse_scenario)
   int64_t skip_steps = 0;
   int64_t shift = 0;
   int64_t min_seqlen = 1;           // documents shorter than this are dropped or padded

@@ -124,8 +124,8 @@ std::string tune_pick_phrase(const nlohmann::json& context) {
       in_sample = true;
   }
   if (held_out && !in_sample)
-    return "picked on held-out selection batches (another seed's steps), so it may be slower than the published "
-           "one on these batches";
+    return "picked on held-out selection batches (another seed's steps; for a replayed pool, megatron-mock, the "
+           "batches before the run's), so it may be slower than the published one on these batches";
   if (held_out) return "picked on held-out batches in some files, in-sample in others";
   if (!in_sample) return "not searched here (run without --tune: no tuned rows)";
   return "picked as the fastest on these same batches (in-sample; results written before 2026-12-06)";
@@ -156,7 +156,12 @@ void sample_selection_batches(PreparedScenario& p) {
   // An ordered source (megatron-mock) ignores the seed: its held-out batches are the `steps`
   // windows before the run's first (sample_batches), which no run or draw reads.
   if (p.source.kind == data::SourceKind::sequence) {
-    sample_batches(p, -p.steps);
+    try {
+      sample_batches(p, -p.steps);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--tune's selection batches (the ") + std::to_string(p.steps) +
+                       " before the run's): " + e.what());
+    }
     return;
   }
   const uint64_t seed = p.sampler.seed;
@@ -177,8 +182,8 @@ std::vector<ResultRow> run_tuned(PreparedScenario& p, const RunOptions& options,
   RunOptions quiet = options;
   quiet.detail = false;
   // The batches the settings are compared on: as many steps as the run, drawn from the data
-  // stream of another seed, so held out from the batches the rows report (and from every draw
-  // of --draws) (tune.h). They take the place of p's own in p during the search (no copy of the
+  // stream of another seed (a replayed pool: its batches before the run's), so held out from the
+  // batches the rows report (and from every draw of --draws) (tune.h). They take the place of p's own in p during the search (no copy of the
   // scenario's length source, one set of batches held at a time).
   struct Restore {
     PreparedScenario& p;

@@ -19,7 +19,9 @@
 //   example, while dcp falls with M to a plateau the powers of two reach.
 //   Not searched: min_cp (Megatron's MIN_DYNAMIC_CONTEXT_PARALLEL_SIZE stays the scenario's).
 //   The setting is picked on held-out batches: as many steps as the run, drawn from the stream
-//   of another seed (tune_selection_seed), and then run on the run's own batches, whose rows are
+//   of another seed (tune_selection_seed), or, for a source that replays a pool in order
+//   (megatron-mock, data::SourceKind::sequence, which has no seed), the `steps` batches before
+//   the run's, and then run on the run's own batches, whose rows are
 //   reported. Until 2026-12-06 it was picked on the steps it was reported on; a minimum over
 //   40-80 settings of a noisy total is optimistic (the winner's curse), most for the strategies
 //   whose step time moves most with the knobs and for scenarios with few steps (3 for

@@ -390,6 +390,7 @@ TEST(Sensitivity, SummaryRanksByTimeAndDropsStrategiesWithoutNumbers) {
           const bool short_point = t0.lengths[iq] < 512 || t0.lengths[ik] < 512;
           const double f = short_point ? kSensitivityHigh : 1.0;
           EXPECT_DOUBLE_EQ(t1.fwd_causal[iq * n + ik], t0.fwd_causal[iq * n + ik] * f) << t0.backend;
+          EXPECT_DOUBLE_EQ(t1.fwd_full[iq * n + ik], std::min(1.0, t0.fwd_full[iq * n + ik] * f)) << t0.backend;
           EXPECT_DOUBLE_EQ(t1.bwd[iq * n + ik], t0.bwd[iq * n + ik] * f) << t0.backend;
         }
     }
@@ -698,7 +699,26 @@ TEST(Tune, OrderedSourceHoldsOutTheWindowsBeforeTheRun) {
   // 1000 samples hold 31 windows of 32: steps up to 29 plus the 2 held out fit, 30 does not.
   EXPECT_NO_THROW(sample_batches(p, 27));
   EXPECT_THROW(sample_batches(p, 28), InputError);
-  // The scenario's rules for the source.
+  // --draws whose batches would reach the held-out ones is refused before anything runs: 1000
+  // samples hold 31 batches of 32, so 14 draws of 2 steps (+ 2 held out) fit and 15 do not.
+  RunOptions many;
+  many.draws = 15;
+  int rows_run = 0;
+  many.on_row = [&](ResultRow&, const RowSource&) { ++rows_run; };
+  EXPECT_THROW(run_scenarios({s}, many, reg), InputError);
+  EXPECT_EQ(rows_run, 0);
+  many.draws = 14;
+  EXPECT_NO_THROW(run_scenarios({s}, many, reg));
+  EXPECT_GT(rows_run, 0);
+  // The scenario's rules for the source (skip_steps x global batch 32 must stay below 1000).
+  try {
+    json b = j;
+    b["dataset"]["skip_steps"] = 32;
+    parse_scenario(b, "b.json");
+    ADD_FAILURE() << "skip_steps past the pool accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"dataset.skip_steps\"=32"), std::string::npos) << e.what();
+  }
   for (const char* bad : {R"({"train_samples": 3000})", R"({"shift": 16})", R"({"max": 8})", R"({"numpy_seed": -1})"}) {
     json b = j;
     b["dataset"].update(json::parse(bad));

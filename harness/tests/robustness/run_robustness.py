@@ -147,6 +147,11 @@ def main():
             return m
         scenario("mix-9.json", lambda s: s.__setitem__("dataset", nest(9)))
         scenario("gb-1e7.json", lambda s: s["training"].__setitem__("global_batch", 10**7))
+        mock = {"source": "megatron-mock", "mean": 1024, "sigma": 1.5, "min": 128, "max": 8192,
+                "train_samples": 640, "skip_steps": 2, "shift": 1, "pad_multiple": 8}
+        scenario("mock-draws.json", lambda s: s.__setitem__("dataset", mock))
+        scenario("mock-pool.json", lambda s: s.__setitem__("dataset", dict(mock, size=2**25, train_samples=2**25)))
+        scenario("mock-mix.json", lambda s: s.__setitem__("dataset", {"source": "mixture", "components": [dict(mock, share=1)]}))
         scenario("gb-max.json", lambda s: s["training"].__setitem__("global_batch", 2**18))
         scenario("pool-2p20.json", lambda s: (s.__setitem__("cluster", {"gpus": 2**20, "cp": 2**20}),
                                               s["training"].__setitem__("global_batch", 1024)))
@@ -333,6 +338,15 @@ def main():
              ["nested deeper"])
         case("out/second-scenario-bad", ["run", "ok.json", "gb-1e7.json", "--out", "r.json"], ["global_batch"])
         # ---- 4. sizes computed before allocating ------------------------------------------------
+        # A replayed pool (megatron-mock): its size limit, not inside a mixture, and --draws that
+        # would read the held-out batches again refused before anything runs (640 samples hold 10
+        # batches of 64: 1 step + 1 held out per draw, so 9 draws fit and 10 do not).
+        case("size/mock-pool-2p25", ["run", "mock-pool.json", "--out", "r.json"],
+             ["\"dataset.size\"=33554432 is above the maximum 16777216"])
+        case("scenario/mock-in-mixture", ["run", "mock-mix.json", "--out", "r.json"],
+             ["is an ordered replay, which a mixture cannot draw from"])
+        case("size/mock-draws", ["run", "mock-draws.json", "--draws", "10", "--out", "r.json"],
+             ["holds 640 samples, 10 global batches of 64: steps 0 to 9 and the 1 before them"])
         case("size/global-batch-1e7", ["run", "gb-1e7.json", "--out", "r.json"],
              ["\"training.global_batch\"=10000000 is above the maximum 262144"])
         case("size/samples-x-pool", ["run", "pool-2p20.json", "--out", "r.json"],
