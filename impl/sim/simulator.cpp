@@ -657,7 +657,8 @@ StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch, const
     // of 2 * cp) is work the plan chose, not work the batch needs. real_lengths are the unpadded
     // ones (data/dataset.h), so the scenario's dataset padding (Megatron's multiple of 2 cp or
     // 2 dp cp, which some strategy always pays) is left out too: a looser bound, still a bound
-    // (README, megatron-example-64gpu's steps 3 and 17).
+    // (on the seed-7 batches megatron-example-64gpu drew until 2026-12-07, two steps whose real
+    // lengths fit one micro-batch and padded ones did not: docs/history.md).
     const plan::Batch real{std::vector<int64_t>(real_lengths.begin(), real_lengths.end())};
     out.bound_s = lower_bound_s(real, cm, plan.config.max_seqlen_per_rank, plan.config.cp, ring_format(plan));
     out.plan_efficiency = out.bound_s / out.step_s;
