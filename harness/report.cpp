@@ -150,6 +150,23 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
   os << "; theirs is in each scenario's published source (GPU type unpublished).\n";
 }
 
+// The scenario's "data" facts (runner.cpp data_facts): what the dataset rules did to the batches.
+void print_data_facts(std::ostream& os, const json& d) {
+  const auto n = [&](const char* k) { return d.contains(k) && d[k].is_number_integer() ? d[k].get<int64_t>() : 0; };
+  const int64_t samples = n("samples"), drawn = n("documents_drawn"), real = n("real_tokens");
+  if (samples <= 0) return;
+  os << "  data: " << samples << " samples from " << drawn << " documents over " << n("steps") << " steps";
+  if (n("samples_dropped") > 0)
+    os << "; " << n("samples_dropped") << " dropped by the dataset rules ("
+       << fmt("%.1f%%", 100.0 * static_cast<double>(n("samples_dropped")) / static_cast<double>(std::max<int64_t>(drawn, 1)))
+       << " of the documents drawn)";
+  if (n("documents_split") > 0) os << "; " << n("documents_split") << " documents split into chunks";
+  if (n("chunks_discarded") > 0) os << "; " << n("chunks_discarded") << " chunks left over at the batch's end";
+  os << "; mean sample " << fmt("%.0f", static_cast<double>(real) / static_cast<double>(samples)) << " tokens, padding "
+     << fmt("%.2f%%", 100.0 * static_cast<double>(n("padding_tokens")) / static_cast<double>(std::max<int64_t>(real, 1)))
+     << " of them (pad_multiple)\n";
+}
+
 void print_study(std::ostream& os, const json& st, const std::string& title) {
   auto names = [&](const json& list, const char* sep) {
     std::string out;
@@ -396,6 +413,7 @@ void print_table(std::ostream& os, const ResultsFile& results) {
            << "; speedups vs " << a.reference;
       }
       os << "\n";
+      if (facts && facts->contains("data")) print_data_facts(os, (*facts)["data"]);
       std::string h1 = pad("strategy (setting)", sw, false), h2 = pad("", sw, false);
       for (const auto& c : cols) {
         h1 += pad(c.first, cw);

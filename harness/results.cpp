@@ -101,6 +101,14 @@ void check_scenario_facts(const json& scenarios, std::vector<std::string>& errs)
     for (const char* k : {"gpus", "tp", "pp", "cp", "vpp", "dp", "pool", "gpus_per_node", "global_batch", "steps"})
       if (f.contains(k) && !int_in(f[k], 0, kMaxRowInt))
         errs.push_back(at + ".\"" + k + "\" is not an integer in [0, " + std::to_string(kMaxRowInt) + "]");
+    if (f.contains("data")) {
+      const json& d = f["data"];
+      bool ok = d.is_object();
+      for (const char* k : {"steps", "documents_drawn", "samples", "samples_dropped", "documents_split",
+                            "chunks_discarded", "real_tokens", "padding_tokens"})
+        ok = ok && (!d.contains(k) || int_in(d[k], 0, std::numeric_limits<int64_t>::max()));
+      if (!ok) errs.push_back(at + ".\"data\" is not an object of non-negative integers");
+    }
     if (!f.contains("published")) continue;
     const json& p = f["published"];
     const bool values_ok = p.is_object() && (!p.contains("values") || p["values"].is_array());

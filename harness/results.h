@@ -8,6 +8,10 @@
 //    "scenarios": [{"name", "gpus", "dp", "cp", "pp", "tp", "pool" (read: the rank_busy_s length),
 //                   "reference_strategy" (read: the speedups' reference), ... (runner.cpp
 //                   scenario_facts; the gate compares gate.cpp's kConfigFacts among them),
+//                   "data": {"steps", "documents_drawn", "samples", "samples_dropped",
+//                   "documents_split", "chunks_discarded", "real_tokens", "padding_tokens"}
+//                   (non-negative integers, the run's own batches summed; runner.cpp data_facts;
+//                   absent before 2026-12-07),
 //                   "published": {...} | absent}],
 //    "rows": [ one object per (scenario, strategy, setting, step) ]}
 //

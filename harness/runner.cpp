@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <span>
 
@@ -126,6 +127,25 @@ json plan_picture(const plan::Plan& p, const plan::Batch& batch) {
     mbs.push_back(std::move(groups));
   }
   return mbs;
+}
+
+// What the dataset rules did to the run's batches, summed over its steps (helper-67: a third of
+// the documents llama13b-github draws fall below its 256-token minimum and are dropped, which no
+// output showed): the table prints it under the scenario's header.
+json data_facts(const std::vector<data::SampledBatch>& batches) {
+  int64_t drawn = 0, samples = 0, dropped = 0, split = 0, discarded = 0, real = 0, padding = 0;
+  for (const auto& b : batches) {
+    drawn += b.documents_drawn;
+    samples += static_cast<int64_t>(b.real_lengths.size());
+    dropped += b.samples_dropped;
+    split += b.documents_split;
+    discarded += b.chunks_discarded;
+    real += std::accumulate(b.real_lengths.begin(), b.real_lengths.end(), int64_t{0});
+    padding += b.padding_tokens;
+  }
+  return {{"steps", static_cast<int64_t>(batches.size())}, {"documents_drawn", drawn}, {"samples", samples},
+          {"samples_dropped", dropped}, {"documents_split", split}, {"chunks_discarded", discarded},
+          {"real_tokens", real}, {"padding_tokens", padding}};
 }
 
 json scenario_facts(const Scenario& s, const cost::CostModel& cm, int steps) {
@@ -693,6 +713,7 @@ ResultsFile run_scenarios(const std::vector<Scenario>& scenarios, const RunOptio
     const auto t0 = std::chrono::steady_clock::now();
     note_progress(options.heartbeat, s.name + ", sampling " + std::to_string(p.steps) + " global batches");
     if (p.batches.size() != static_cast<size_t>(p.steps)) sample_batches(p);
+    out.scenarios.back()["data"] = data_facts(p.batches);
     const size_t first = out.rows.size();
     for (const auto& name : p.strategies) {
       auto rows = run_strategy(p, p.cm, name, published_setting(s), "published", options, registry);

@@ -4,6 +4,8 @@
 // (plan_valid false, the violation named), never hidden and never simulated.
 #include "baselines/planners.h"
 #include "core/error.h"
+#include "harness/report.h"
+#include "harness/results.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
 #include "sim/simulator.h"
@@ -183,6 +185,53 @@ TEST(Runner, RowsPerStrategyAndStepWithSharedBatch) {
   EXPECT_EQ(r.rows[0].rank_busy_s.size(), 4u);  // pool = dp 2 x cp 2
   EXPECT_TRUE(r.rows[0].plan.is_array());
   EXPECT_TRUE(r.rows[4].rank_busy_s.empty());   // step 1
+}
+
+// The scenario's "data" facts sum what the dataset rules did to the run's batches, and the table
+// prints them (helper-67: llama13b-github drops 42% of the documents it draws, which nothing showed).
+TEST(Runner, DataFactsSayWhatTheDatasetRulesDid) {
+  json j = json::parse(R"({
+    "name": "drops", "model": "tiny",
+    "dataset": {"source": "lognormal", "mean": 300, "sigma": 1.0, "min": 16, "max": 4096, "min_seqlen": 200,
+                "pad_multiple": 8},
+    "cluster": {"gpus": 8, "tp": 1, "pp": 2, "cp": 2, "gpus_per_node": 4},
+    "training": {"global_batch": 32, "max_seqlen": 1024, "max_seqlen_per_rank": 2048, "steps": 2, "seed": 3},
+    "strategies": ["packing"]
+  })");
+  const Scenario s = parse_scenario(j, "drops.json");
+  const auto registry = test_registry();
+  const ResultsFile r = run_scenarios({s}, RunOptions{}, registry);
+  ASSERT_EQ(r.scenarios.size(), 1u);
+  const json& d = r.scenarios[0]["data"];
+  PreparedScenario p = prepare_scenario(s, RunOptions{}, registry);
+  sample_batches(p);
+  int64_t drawn = 0, dropped = 0, split = 0, padding = 0, real = 0;
+  for (const auto& b : p.batches) {
+    drawn += b.documents_drawn;
+    dropped += b.samples_dropped;
+    split += b.documents_split;
+    padding += b.padding_tokens;
+    for (int64_t l : b.real_lengths) real += l;
+  }
+  EXPECT_GT(dropped, 0);
+  EXPECT_GT(split, 0);
+  EXPECT_EQ(d["steps"].get<int64_t>(), 2);
+  EXPECT_EQ(d["samples"].get<int64_t>(), 64);
+  EXPECT_EQ(d["documents_drawn"].get<int64_t>(), drawn);
+  EXPECT_EQ(d["samples_dropped"].get<int64_t>(), dropped);
+  EXPECT_EQ(d["documents_split"].get<int64_t>(), split);
+  EXPECT_EQ(d["padding_tokens"].get<int64_t>(), padding);
+  EXPECT_EQ(d["real_tokens"].get<int64_t>(), real);
+  EXPECT_TRUE(validate_results(results_to_json(r)).empty());
+  std::ostringstream os;
+  print_table(os, r);
+  EXPECT_NE(os.str().find("  data: 64 samples from " + std::to_string(drawn) + " documents over 2 steps; " +
+                          std::to_string(dropped) + " dropped by the dataset rules"),
+            std::string::npos)
+      << os.str();
+  json bad = results_to_json(r);
+  bad["scenarios"][0]["data"]["samples"] = -1;
+  EXPECT_FALSE(validate_results(bad).empty());
 }
 
 // plan_request_of is the request run_strategy plans (so `dcpbench share` sees the plan `run`
