@@ -1,13 +1,15 @@
 // `dcpbench run --draws K`: how much a speedup depends on which global batches were drawn.
 //
 // A scenario's speedups are measured on `steps` sampled global batches (3 for the Llama-13B
-// scenarios, 20 for Megatron's example, whose 8 samples per DP replica make a step's time swing
-// with its few long samples). Another draw of the same distribution gives another number; a
+// scenarios; Megatron's example replays the 20 it measured, whose 8 samples per DP replica make a
+// step's time swing with its few long samples). Another draw of the same distribution gives another number; a
 // published measurement is itself one draw. --draws K re-runs each scenario on K - 1 further
 // draws: draw d is steps [d * steps, (d + 1) * steps) of the scenario's data stream (each step's
-// batch depends only on its step number and the seed, data/dataset.h), so the draws are
-// independent and draw 0 is the run's own rows. Every strategy runs at the published setting and,
-// with --tune, at its tuned setting held fixed (not re-searched per draw), as --sensitivity does.
+// batch depends only on its step number and the seed, data/dataset.h; a replayed pool's,
+// megatron-mock, on its step number alone: the pool's later batches, i.i.d. draws of its
+// distribution), so the draws are independent and draw 0 is the run's own rows. Every strategy
+// runs at the published setting and, with --tune, at its tuned setting held fixed (not
+// re-searched per draw), as --sensitivity does.
 //
 // Per scenario, setting and strategy the section reports the speedup over the reference strategy
 // of every draw ("values", one entry per draw in draw order, null where the draw has none) and

@@ -156,15 +156,21 @@ void print_data_facts(std::ostream& os, const json& d) {
   const int64_t samples = n("samples"), drawn = n("documents_drawn"), real = n("real_tokens");
   if (samples <= 0) return;
   os << "  data: " << samples << " samples from " << drawn << " documents over " << n("steps") << " steps";
-  if (n("samples_dropped") > 0)
-    os << "; " << n("samples_dropped") << " dropped by the dataset rules ("
-       << fmt("%.1f%%", 100.0 * static_cast<double>(n("samples_dropped")) / static_cast<double>(std::max<int64_t>(drawn, 1)))
-       << " of the documents drawn)";
-  if (n("documents_split") > 0) os << "; " << n("documents_split") << " documents split into chunks";
+  // samples_dropped counts whole documents, or, where documents are split, also their short last
+  // chunks (data/dataset.h): a share of the documents drawn only without splits (helper-69).
+  const int64_t dropped = n("samples_dropped"), split = n("documents_split");
+  if (dropped > 0) {
+    os << "; " << dropped << (split > 0 ? " documents or chunks" : " documents") << " dropped by the dataset rules";
+    if (split == 0)
+      os << " (" << fmt("%.1f%%", 100.0 * static_cast<double>(dropped) / static_cast<double>(std::max<int64_t>(drawn, 1)))
+         << " of those drawn)";
+  }
+  if (split > 0) os << "; " << split << " documents split into chunks";
   if (n("chunks_discarded") > 0) os << "; " << n("chunks_discarded") << " chunks left over at the batch's end";
-  os << "; mean sample " << fmt("%.0f", static_cast<double>(real) / static_cast<double>(samples)) << " tokens, padding "
+  os << "; mean sample " << fmt("%.0f", static_cast<double>(real) / static_cast<double>(samples))
+     << " tokens, and padding (pad_multiple, min_seqlen) adds "
      << fmt("%.2f%%", 100.0 * static_cast<double>(n("padding_tokens")) / static_cast<double>(std::max<int64_t>(real, 1)))
-     << " of them (pad_multiple)\n";
+     << "\n";
 }
 
 void print_study(std::ostream& os, const json& st, const std::string& title) {

@@ -129,8 +129,8 @@ json plan_picture(const plan::Plan& p, const plan::Batch& batch) {
   return mbs;
 }
 
-// What the dataset rules did to the run's batches, summed over its steps (helper-67: a third of
-// the documents llama13b-github draws fall below its 256-token minimum and are dropped, which no
+// What the dataset rules did to the run's batches, summed over its steps (helper-67: 42.5% of the
+// documents llama13b-github draws fall below its 256-token minimum and are dropped, which no
 // output showed): the table prints it under the scenario's header.
 json data_facts(const std::vector<data::SampledBatch>& batches) {
   int64_t drawn = 0, samples = 0, dropped = 0, split = 0, discarded = 0, real = 0, padding = 0;
