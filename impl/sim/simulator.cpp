@@ -500,6 +500,40 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   return in;
 }
 
+int64_t bins_lower_bound(std::vector<int64_t> w, int64_t c) {
+  DCP_CHECK(c >= 1, "bins_lower_bound: capacity ", c);
+  if (w.empty()) return 0;
+  std::sort(w.begin(), w.end());
+  DCP_CHECK(w.front() >= 0 && w.back() <= c, "bins_lower_bound: an item outside [0, ", c, "]");
+  // Prefix sums in 128 bits: up to 2^18 items of up to 2^60 tokens.
+  std::vector<__int128> pre(w.size() + 1, 0);
+  for (size_t i = 0; i < w.size(); ++i) pre[i + 1] = pre[i] + w[i];
+  const auto count_le = [&](int64_t x) {  // items <= x
+    return static_cast<size_t>(std::upper_bound(w.begin(), w.end(), x) - w.begin());
+  };
+  const auto count_lt = [&](int64_t x) {  // items < x
+    return static_cast<size_t>(std::lower_bound(w.begin(), w.end(), x) - w.begin());
+  };
+  const size_t half_end = count_le(c / 2);  // items with 2w <= c (w <= floor(c / 2))
+  int64_t best = 0;
+  const auto bound_at = [&](int64_t a) {
+    const size_t j1_begin = count_le(c - a);  // J1: w > c - a
+    const size_t j2_begin = half_end;         // J2: c/2 < w <= c - a
+    const size_t j3_begin = count_lt(a);      // J3: a <= w <= c/2
+    const int64_t n1 = static_cast<int64_t>(w.size() - j1_begin);
+    const int64_t n2 = j1_begin > j2_begin ? static_cast<int64_t>(j1_begin - j2_begin) : 0;
+    const __int128 s2 = n2 > 0 ? pre[j1_begin] - pre[j2_begin] : 0;
+    const __int128 s3 = j3_begin < half_end ? pre[half_end] - pre[j3_begin] : 0;
+    const __int128 over = s3 - (static_cast<__int128>(n2) * c - s2);
+    const int64_t extra = over > 0 ? static_cast<int64_t>((over + c - 1) / c) : 0;
+    return n1 + n2 + extra;
+  };
+  best = bound_at(0);
+  for (size_t i = 0; i < half_end; ++i)
+    if (i == 0 || w[i] != w[i - 1]) best = std::max(best, bound_at(w[i]));
+  return best;
+}
+
 double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_t m_tokens, int static_cp,
                      cost::QkvFormat format) {
   // Per pipeline stage s: its layers' share of every sample's layer work (+ the output layer and
@@ -565,7 +599,25 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     tokens += static_cast<double>(l);
     longest = std::max(longest, l);
   }
-  const double m_min = std::max(1.0, std::ceil(tokens / (n * gemm_tokens)));
+  // Micro-batches: a sample lies whole in one micro-batch, which holds at most N * M tokens, so
+  // their count is at least the bin-packing bound of the real lengths into bins of N * M (L2,
+  // bins_lower_bound; a length above N * M, which no valid plan holds, counts as one full bin).
+  // The token total alone, ceil(sum / (N * M)), read 3 where the samples of 6134, 5947, 5473 and
+  // 3062 tokens of megatron-example-4gpu's step 3 need 4 (2026-12-07).
+  const int64_t capacity = static_cast<int64_t>(n) * static_cast<int64_t>(gemm_tokens);
+  std::vector<int64_t> clamped;
+  clamped.reserve(batch.lengths.size());
+  for (int64_t l : batch.lengths) clamped.push_back(std::min(l, capacity));
+  const double m_min = std::max(
+      {1.0, std::ceil(tokens / (n * gemm_tokens)), static_cast<double>(bins_lower_bound(std::move(clamped), capacity))});
+  // Ring ranks the long samples force: a sample of L > M tokens lies on a group of k >= 2 ranks,
+  // each holding at most M of the micro-batch's tokens, so over all micro-batches the ranks that
+  // run some ring hold at least ceil(sum of those L / M) rank-micro-batches, and each of them
+  // issues the ring's host calls per layer (at least those of the cheapest size >= 2).
+  double long_tokens = 0;
+  for (int64_t l : batch.lengths)
+    if (static_cast<double>(l) > gemm_tokens) long_tokens += static_cast<double>(l);
+  const double ring_rank_mbs = std::ceil(long_tokens / gemm_tokens);
   const double per_layer = cm.model.layers > 0 ? (total - head) / cm.model.layers : 0.0;
   // Host issue time of one micro-batch's fwd + bwd per layer at cp = 1 (no ring steps); full
   // recompute issues the forward again before the backward (cost::group_stage_times).
@@ -629,7 +681,21 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
       critical = std::min(critical, std::max(gpu + add_gpu, host));
     }
     critical += (m_min - 1) * (layers * host_layer + add_host);
-    worst = std::max(worst, waits_before + std::max(work, critical) + m_min * fixed + sync);
+    // Host issue time, averaged over the stage's N ranks (the busiest issues at least the mean, and
+    // a pass takes at least its host time): m_min micro-batches' floors on every rank, plus the
+    // ring calls of the ring rank-micro-batches the long samples force (above).
+    double ring_min = 0;
+    if (ring_rank_mbs > 0) {
+      ring_min = std::numeric_limits<double>::infinity();
+      for (int k : sizes)
+        if (k >= 2) {
+          const cost::RingHost r = cost::ring_host(cm, k, format);
+          ring_min = std::min(ring_min, r.fwd_s + r.bwd_s + rec * r.fwd_s);
+        }
+      if (!std::isfinite(ring_min)) ring_min = 0;  // no size >= 2 in the pool: no valid plan holds a long sample
+    }
+    const double host_mean = m_min * (layers * host_layer + add_host) + ring_rank_mbs / n * layers * ring_min;
+    worst = std::max(worst, waits_before + std::max({work, critical, host_mean}) + m_min * fixed + sync);
     waits_before += g.gather_waited_s;
   }
   const cost::IterationTime it = cost::iteration_time(cm, /*packed=*/false, 0.0);

@@ -99,7 +99,13 @@
 //              host_layer_bwd_s [+ host_layer_fwd_s if recompute]
 //   add_*(s) = the main-gradient adds of one backward pass of each of the stage's virtual stages
 //              (cost::grad_add)
-//   m_min    = max(1, ceil(sum_i L_i / (N * M)))   (a micro-batch holds at most N * M tokens)
+//   m_min    = max(1, ceil(sum_i L_i / (N * M)), L2)   (a micro-batch holds at most N * M
+//              tokens, and a sample lies whole in one: L2 = bins_lower_bound of the lengths into
+//              bins of N * M)
+//   R        = ceil(sum of the L_i > M / M): the rank-micro-batches that run a ring (a sample of
+//              L > M lies on k >= 2 ranks, each holding at most M of a micro-batch's tokens)
+//   hmean(s) = m_min * host(s) + R / N * layers(s) * min over the sizes k >= 2 of ring(k): the mean
+//              rank's host issue time
 //   ring(k)  = fwd + bwd [+ fwd if recompute] of cost::ring_host(k) (the ring's call and its
 //              steps, ring_call_* + (k - 1) * ring_step_*, per layer; bshd_ring_* for a padded
 //              plan, whose ring runs TE's bshd layout, cudnn_* on the cuDNN backend; 0 at k = 1 or
@@ -110,7 +116,7 @@
 //                max(its stage-s compute at k / k + layers(s) * idle(k) + add_gpu(s),
 //                    layers(s) * (host_layer + ring(k)) + add_host(s))
 //              + (m_min - 1) * host(s)
-//   bound_s  = max_s [ waits(< s) + max(work(s), crit(s)) + m_min * fixed(s)
+//   bound_s  = max_s [ waits(< s) + max(work(s), crit(s), hmean(s)) + m_min * fixed(s)
 //                      + NaN check of stage s
 //                      + (overlap_grad_reduce ? (reduced after the cool-down ? grad reduce
 //                                                : the embedding bucket's reduce)
@@ -342,6 +348,15 @@ StepResult simulate_step(const plan::Plan& plan, const plan::Batch& batch,
 // Builds the schedule input only (for inspection and benchmarks).
 ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& batch,
                                    const cost::CostModel& cm, cost::AttnTermsMemo* attn = nullptr);
+
+// Martello and Toth's L2 lower bound on the number of bins of capacity c that hold the items w
+// (each in [0, c]): for every a in [0, c/2], with J1 = {w > c - a}, J2 = {c/2 < w <= c - a} and
+// J3 = {a <= w <= c/2}, at least |J1| + |J2| + max(0, ceil((sum J3 - (|J2| c - sum J2)) / c)) bins
+// (no J1 or J2 item shares a bin with another of J1 + J2, and the J3 items fill the J2 bins' room
+// at best); evaluated at a = 0 (the token total's ceil(sum / c)) and at every item <= c/2.
+// S. Martello, P. Toth, "Lower bounds and reduction procedures for the bin packing problem",
+// Discrete Applied Mathematics 28 (1990) 59-70. O(n log n); 0 for no items.
+int64_t bins_lower_bound(std::vector<int64_t> w, int64_t c);
 
 // Lower bound of a batch (see top): seconds. static_cp: the plan's static CP size (its group
 // size when the plan is static); 0 = cm.cluster.cp. format: the plan's ring layout (bshd for a

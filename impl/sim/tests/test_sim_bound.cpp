@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace dcp::sim {
 namespace {
@@ -354,6 +355,87 @@ TEST(Step, BoundIsOverTheRealLengths) {
   const auto skipped = simulate_step(p, padded, cm, real, Bound::skip);
   EXPECT_EQ(skipped.step_s, r.step_s);
   EXPECT_EQ(skipped.bound_s, 0.0);
+}
+
+
+// Martello and Toth's L2 bin-packing bound (bins_lower_bound): hand cases, and never above the
+// optimum (found by exhaustive search) nor below the token total's ceil(sum / c), on random small
+// instances.
+TEST(Step, BinsLowerBoundIsABoundOnTheMicroBatchCount) {
+  // megatron-example-4gpu's step 3 on Megatron's batches: 22,340 tokens fit 3 bins of 8192 by
+  // volume, but the three samples above 4096 take one each and 3062 fits beside none of them.
+  EXPECT_EQ(bins_lower_bound({6134, 5947, 5473, 3062, 1293, 177, 127, 127}, 8192), 4);
+  EXPECT_EQ(bins_lower_bound({}, 10), 0);
+  EXPECT_EQ(bins_lower_bound({10, 10, 10}, 10), 3);
+  EXPECT_EQ(bins_lower_bound({5, 5, 5, 5}, 10), 2);  // exactly half: two per bin
+  EXPECT_EQ(bins_lower_bound({6, 6, 6, 1}, 10), 3);
+  EXPECT_EQ(bins_lower_bound({1, 1, 1}, 10), 1);
+  Rng rng(5);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t c = 10 + rng.uniform_int(0, 20);
+    const int n = 1 + static_cast<int>(rng.uniform_int(0, 7));
+    std::vector<int64_t> w(static_cast<size_t>(n));
+    for (auto& x : w) x = 1 + rng.uniform_int(0, c - 1);
+    // The optimum by exhaustive search: items in order into an existing bin with room or a new one.
+    std::vector<int64_t> room;
+    int best = n;
+    std::function<void(size_t)> go = [&](size_t i) {
+      if (static_cast<int>(room.size()) >= best) return;
+      if (i == w.size()) {
+        best = static_cast<int>(room.size());
+        return;
+      }
+      for (size_t b = 0; b < room.size(); ++b)  // by index: the recursion grows `room`
+        if (room[b] >= w[i]) {
+          room[b] -= w[i];
+          go(i + 1);
+          room[b] += w[i];
+        }
+      room.push_back(c - w[i]);
+      go(i + 1);
+      room.pop_back();
+    };
+    go(0);
+    int64_t sum = 0;
+    for (int64_t x : w) sum += x;
+    const int64_t l2 = bins_lower_bound(w, c);
+    EXPECT_LE(l2, best) << "trial " << trial;
+    EXPECT_GE(l2, (sum + c - 1) / c) << "trial " << trial;
+  }
+}
+
+// The bound counts the micro-batches indivisible samples force and the ring calls long samples
+// force on the mean rank; the plans that pay exactly those meet it (tight cases on the unit model,
+// host-bound), and no plan beats it.
+TEST(Step, BoundChargesIndivisibleSamplesAndForcedRings) {
+  auto cm = unit_cm(2, 1, 1);
+  cm.hardware.host_layer_fwd_s = 1e-3;
+  cm.hardware.host_layer_bwd_s = 2e-3;
+  cm.hardware.microbatch_every_stage_s = 5e-4;
+  cm.training.overlap_grad_reduce = false;
+  const auto g = cost::grad_sync_time(cm, 0);
+  const double it = cost::iteration_time(cm, false, 0).total_s();
+  const double host = 2 * (1e-3 + 2e-3);  // 2 layers x (fwd + bwd host), one micro-batch
+  // Three samples of 2100 tokens on N = 2 ranks of M = 2000: 6300 tokens fit 2 micro-batches of
+  // 4000 by volume, but no two share one: 3 micro-batches.
+  const plan::Batch three{{2100, 2100, 2100}};
+  EXPECT_NEAR(lower_bound_s(three, cm, 2000), 3 * (host + 5e-4) + g.reduce_s + g.gather_s + it, 1e-12);
+  // With ring host costs, each of those micro-batches runs a ring of 2 on both ranks: 3 x 2 ring
+  // rank-micro-batches (ceil(6300 / 2000) = 4 forced) over 2 ranks.
+  cm.hardware.ring_call_fwd_s = 1e-3;
+  cm.hardware.ring_call_bwd_s = 4e-3;
+  cm.hardware.ring_step_fwd_s = 2e-3;
+  cm.hardware.ring_step_bwd_s = 3e-3;
+  const double ring = 2 * ((1e-3 + 2e-3) + (4e-3 + 3e-3));  // per rank and micro-batch at k = 2
+  const double bound = lower_bound_s(three, cm, 2000);
+  EXPECT_NEAR(bound, 3 * (host + 5e-4) + 4.0 / 2 * ring + g.reduce_s + g.gather_s + it, 1e-12);
+  plan::Plan p = two_rank_plan();  // M = 2000 on 2 ranks
+  p.microbatches = {{{{0, 2, {0}}}}, {{{0, 2, {1}}}}, {{{0, 2, {2}}}}};
+  ASSERT_FALSE(plan::find_violation(p, three).has_value()) << plan::find_violation(p, three).value_or("");
+  const auto r = simulate_step(p, three, cm);
+  EXPECT_LE(bound, r.step_s * (1 + 1e-12));
+  // Host-bound, the plan pays its 3 x 2 ring rank-micro-batches, the bound the 4 it cannot avoid.
+  EXPECT_NEAR(r.step_s, 3 * (host + ring + 5e-4) + g.reduce_s + g.gather_s + it, 1e-9);
 }
 
 }  // namespace
