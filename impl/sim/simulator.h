@@ -139,6 +139,12 @@
 // per layer in each other micro-batch: crit(s) is the cheapest such path (one long sample on few
 // ranks costs imbalance, on many it costs ring steps; work(s) alone assumed it spreads for free,
 // which read dcp's plans of Megatron's example at M = 8192 as 0.81 efficient; 0.96 with crit).
+// A sample lies whole in one group of one micro-batch and a micro-batch holds at most N * M tokens,
+// so m is at least any bin-packing lower bound of the lengths into bins of N * M (L2); a sample of
+// L > M lies on k >= 2 ranks of its micro-batch, each holding at most M of its tokens, so the
+// (rank, micro-batch) pairs that run a ring number at least R, each issuing at least the cheapest
+// ring's host calls per layer; the busiest rank's host time is at least the mean over the N
+// ranks, and a pass takes at least its host time: hmean(s) (2026-12-07).
 // Without overlap the gradient sync follows the stage's last op; the optimizer and fixed cost
 // follow the pipeline; the sequence-packing data path (cost::iteration_time) is left out (a padded
 // plan does not pay it, and a packed plan's re-route volume depends on the plan; leaving a cost
