@@ -24,8 +24,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::ostringstream table;
     print_table(table, f);
     const GateReport g = run_gate(f, f, 0.02);
+    // No drift against itself: a file may fail only the gate's checks of one file on its own, an
+    // invalid plan or a plan efficiency above 1 (a mutated number; the fuzzer found one in stop 63).
     for (const auto& finding : g.findings)
-      if (finding.failed && finding.message.find("invalid") == std::string::npos) __builtin_trap();  // no drop vs itself
+      if (finding.failed && finding.message.find("invalid") == std::string::npos &&
+          finding.message.find("lower bound is broken") == std::string::npos)
+        __builtin_trap();
   } catch (const dcp::InputError&) {
   }
   return 0;
