@@ -90,15 +90,6 @@ json study_of(const std::vector<DrawFigures>& draws, const std::vector<std::stri
     per[st] = {{"speedup", spread_of(sp)}, {"trimmed_speedup", spread_of(tr)}, {"oom_draws", oom},
                {"invalid_draws", invalid}};
   }
-  int held = 0, first_held = 0;
-  const auto& r0 = draws.front().ranking;
-  // Draw 0's fastest, if it has numbers there (a ranking whose first has none ranks by name only).
-  const bool first_has_numbers =
-      !r0.empty() && !draws.front().oom.count(r0.front()) && !draws.front().invalid.count(r0.front());
-  for (const auto& d : draws) {
-    held += d.ranking == r0 ? 1 : 0;
-    first_held += first_has_numbers && !d.ranking.empty() && d.ranking.front() == r0.front() ? 1 : 0;
-  }
   // Draw 0's strategies with an oom or invalid step: in the ranking by name only (the table prints
   // them apart, as the sensitivity study's; helper-65), and the draws where the reference has no
   // numbers (which leave every strategy without a speedup there).
@@ -107,6 +98,14 @@ json study_of(const std::vector<DrawFigures>& draws, const std::vector<std::stri
     if (draws.front().oom.count(st) || draws.front().invalid.count(st)) without.push_back(st);
   int reference_without = 0;
   for (const auto& d : draws) reference_without += d.reference_without_numbers ? 1 : 0;
+  int held = 0, first_held = 0;
+  const auto& r0 = draws.front().ranking;
+  // Draw 0's fastest, if it has numbers there (a ranking whose first has none ranks by name only).
+  const bool first_has_numbers = !r0.empty() && std::find(without.begin(), without.end(), r0.front()) == without.end();
+  for (const auto& d : draws) {
+    held += d.ranking == r0 ? 1 : 0;
+    first_held += first_has_numbers && !d.ranking.empty() && d.ranking.front() == r0.front() ? 1 : 0;
+  }
   return {{"strategies", per},
           {"ranking", r0},
           {"without_numbers", without},

@@ -91,8 +91,7 @@ data::LengthSource source_of(const Scenario& s, const DatasetSpec& d, const std:
     // Megatron's pool, replayed in the order its sequential sampler hands it to the scenario's DP
     // ranks (data::SourceKind::sequence; the dataset's DP at the published setting: a --tune
     // setting at another static CP keeps the same batches).
-    const auto& c = s.cluster;
-    const int dp = c.gpus / (c.tp * c.pp * c.cp);
+    const int dp = s.cluster.dp();
     return at_key(s, key + ".mean", json(d.mean), [&] {
       std::vector<int64_t> pool = data::megatron_mock_lognormal_lengths(
           static_cast<uint32_t>(d.numpy_seed), d.train_samples, d.mean, d.sigma, d.min_len, d.max_len);

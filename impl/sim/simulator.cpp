@@ -591,12 +591,13 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     least_work.emplace(l, best);
     return best;
   };
-  double total = 0, head = 0, tokens = 0;
+  double total = 0, head = 0, tokens = 0, long_tokens = 0;  // long: the samples of L > M (below)
   int64_t longest = 0;
   for (int64_t l : batch.lengths) {
     total += work_of(l);
     head += cost::sequence_head_compute_s(cm, l, eff_tokens);
     tokens += static_cast<double>(l);
+    if (static_cast<double>(l) > gemm_tokens) long_tokens += static_cast<double>(l);
     longest = std::max(longest, l);
   }
   // Micro-batches: a sample lies whole in one micro-batch, which holds at most N * M tokens, so
@@ -613,16 +614,24 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // Ring ranks the long samples force: a sample of L > M tokens lies on a group of k >= 2 ranks,
   // each holding at most M of the micro-batch's tokens, so over all micro-batches the ranks that
   // run some ring hold at least ceil(sum of those L / M) rank-micro-batches, and each of them
-  // issues the ring's host calls per layer (at least those of the cheapest size >= 2).
-  double long_tokens = 0;
-  for (int64_t l : batch.lengths)
-    if (static_cast<double>(l) > gemm_tokens) long_tokens += static_cast<double>(l);
+  // issues the ring's host calls per layer (at least those of the cheapest size >= 2: ring_min,
+  // the same on every stage).
   const double ring_rank_mbs = std::ceil(long_tokens / gemm_tokens);
   const double per_layer = cm.model.layers > 0 ? (total - head) / cm.model.layers : 0.0;
   // Host issue time of one micro-batch's fwd + bwd per layer at cp = 1 (no ring steps); full
   // recompute issues the forward again before the backward (cost::group_stage_times).
   const double rec = cm.training.recompute_full ? 1.0 : 0.0;
   const double host_layer = hw.host_layer_fwd_s + hw.host_layer_bwd_s + rec * hw.host_layer_fwd_s;
+  double ring_min = 0;  // the cheapest ring's host calls per layer (fwd + bwd), for hmean below
+  if (ring_rank_mbs > 0) {
+    ring_min = std::numeric_limits<double>::infinity();
+    for (int k : sizes)
+      if (k >= 2) {
+        const cost::RingHost r = cost::ring_host(cm, k, format);
+        ring_min = std::min(ring_min, r.fwd_s + r.bwd_s + rec * r.fwd_s);
+      }
+    if (!std::isfinite(ring_min)) ring_min = 0;  // no size >= 2 in the pool: no valid plan holds a long sample
+  }
   // The longest sample runs in some micro-batch on a group of some valid size k. Each rank of that
   // group spends, in that micro-batch, at least max(its 1/k share of the sample's compute at k
   // plus the backward's sync idle, its host issue time incl. the ring per layer at k), and at
@@ -684,16 +693,6 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     // Host issue time, averaged over the stage's N ranks (the busiest issues at least the mean, and
     // a pass takes at least its host time): m_min micro-batches' floors on every rank, plus the
     // ring calls of the ring rank-micro-batches the long samples force (above).
-    double ring_min = 0;
-    if (ring_rank_mbs > 0) {
-      ring_min = std::numeric_limits<double>::infinity();
-      for (int k : sizes)
-        if (k >= 2) {
-          const cost::RingHost r = cost::ring_host(cm, k, format);
-          ring_min = std::min(ring_min, r.fwd_s + r.bwd_s + rec * r.fwd_s);
-        }
-      if (!std::isfinite(ring_min)) ring_min = 0;  // no size >= 2 in the pool: no valid plan holds a long sample
-    }
     const double host_mean = m_min * (layers * host_layer + add_host) + ring_rank_mbs / n * layers * ring_min;
     worst = std::max(worst, waits_before + std::max({work, critical, host_mean}) + m_min * fixed + sync);
     waits_before += g.gather_waited_s;
