@@ -414,22 +414,30 @@ RingHost ring_host(const CostModel& cm, int k, QkvFormat format) {
   return r;
 }
 
-double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_tokens, int cp_size) {
+SequenceCompute sequence_compute_split(const CostModel& cm, int64_t length, double gemm_tokens, int cp_size) {
   DCP_CHECK(cp_size >= 1, "cp_size ", cp_size);
   const int64_t one[1] = {length};
   const Link none{1.0, 0.0};
   const LayerTimes lt = layer_times(cm, one, cp_size, gemm_tokens, none, false);
-  const double layers = cm.model.layers;
-  double t = layers * (lt.fwd_compute_s + lt.bwd_compute_s);
-  if (cm.training.recompute_full) t += layers * lt.fwd_compute_s;
-  t *= cp_size;  // every rank of the group does the same share
-  t += sequence_head_compute_s(cm, length, gemm_tokens);
-  return t;
+  const double rec = cm.training.recompute_full ? 1.0 : 0.0;
+  SequenceCompute out;
+  out.layer_fwd_s = lt.fwd_compute_s * cp_size;  // every rank of the group does the same share
+  out.layer_bwd_s = (lt.bwd_compute_s + rec * lt.fwd_compute_s) * cp_size;
+  // The output layer and loss as stage_times_of splits them: loss half in each pass.
+  const double lf = logits_fwd_s(cm, static_cast<double>(length), gemm_tokens);
+  const double ce = loss_s(cm, static_cast<double>(length));
+  out.head_fwd_s = lf + ce / 2;
+  out.head_bwd_s = cm.training.gemm_bwd_factor * lf + ce / 2;
+  return out;
+}
+
+double sequence_compute_s(const CostModel& cm, int64_t length, double gemm_tokens, int cp_size) {
+  return sequence_compute_split(cm, length, gemm_tokens, cp_size).total_s(cm.model.layers);
 }
 
 double sequence_head_compute_s(const CostModel& cm, int64_t length, double gemm_tokens) {
-  return (1.0 + cm.training.gemm_bwd_factor) * logits_fwd_s(cm, static_cast<double>(length), gemm_tokens) +
-         loss_s(cm, static_cast<double>(length));
+  const SequenceCompute sc = sequence_compute_split(cm, length, gemm_tokens, 1);
+  return sc.head_fwd_s + sc.head_bwd_s;
 }
 
 double microbatch_overhead(const CostModel& cm, int v) {

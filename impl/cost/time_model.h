@@ -299,6 +299,18 @@ std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<con
 double sequence_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens, int cp_size = 1);
 // The part of sequence_compute_s on the last pipeline stage only: output layer (fwd + bwd) and loss.
 double sequence_head_compute_s(const CostModel& cm, int64_t length_tokens, double gemm_tokens);
+// sequence_compute_s split by pass, for the lower bound, which charges each pass max(GPU, host):
+// per transformer layer, summed over the cp_size ranks, one forward (layer_fwd_s) and one backward
+// with the recompute forward when recompute_full (layer_bwd_s); the output layer and loss of the
+// last stage, forward (its GEMM + half the loss) and backward (gemm_bwd_factor x the GEMM + the
+// other half), as cost::group_stage_times splits them. sequence_compute_s = layers x (layer_fwd_s
+// + layer_bwd_s) + head_fwd_s + head_bwd_s; sequence_head_compute_s = head_fwd_s + head_bwd_s.
+struct SequenceCompute {
+  double layer_fwd_s = 0, layer_bwd_s = 0, head_fwd_s = 0, head_bwd_s = 0;
+  double total_s(int layers) const { return layers * (layer_fwd_s + layer_bwd_s) + head_fwd_s + head_bwd_s; }
+};
+SequenceCompute sequence_compute_split(const CostModel& cm, int64_t length_tokens, double gemm_tokens,
+                                       int cp_size = 1);
 
 // The main-gradient adds of one backward pass of virtual stage v: their GPU time and their host
 // time (see the file comment).

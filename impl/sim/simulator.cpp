@@ -582,22 +582,57 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
       if (k >= need) ks.push_back(k);
     return ks;
   };
-  std::unordered_map<int64_t, double> least_work;
-  const auto work_of = [&](int64_t l) {
+  // Per length: the least whole work over the valid sizes (work(s), below), and apart the least
+  // forward and the least backward per layer and the output layer's two passes (split(s), below;
+  // each pass's least may come from another size, which only lowers the bound).
+  struct LeastWork {
+    double total = 0;
+    cost::SequenceCompute pass;
+  };
+  std::unordered_map<int64_t, LeastWork> least_work;
+  const auto work_of = [&](int64_t l) -> const LeastWork& {
     if (auto it = least_work.find(l); it != least_work.end()) return it->second;
-    double best = std::numeric_limits<double>::infinity();
-    for (int k : valid_sizes(l)) best = std::min(best, cost::sequence_compute_s(cm, l, eff_tokens, k));
-    if (!std::isfinite(best)) best = cost::sequence_compute_s(cm, l, eff_tokens);  // no valid plan holds l
-    least_work.emplace(l, best);
-    return best;
+    std::vector<int> ks = valid_sizes(l);
+    if (ks.empty()) ks.push_back(1);  // no valid plan holds l
+    LeastWork w;
+    w.total = std::numeric_limits<double>::infinity();
+    w.pass.layer_fwd_s = w.pass.layer_bwd_s = std::numeric_limits<double>::infinity();
+    for (int k : ks) {
+      const cost::SequenceCompute sc = cost::sequence_compute_split(cm, l, eff_tokens, k);
+      w.total = std::min(w.total, sc.total_s(cm.model.layers));
+      w.pass.layer_fwd_s = std::min(w.pass.layer_fwd_s, sc.layer_fwd_s);
+      w.pass.layer_bwd_s = std::min(w.pass.layer_bwd_s, sc.layer_bwd_s);
+      w.pass.head_fwd_s = sc.head_fwd_s;  // the output layer and loss do not depend on k
+      w.pass.head_bwd_s = sc.head_bwd_s;
+    }
+    return least_work.emplace(l, w).first->second;
   };
   double total = 0, head = 0, tokens = 0, long_tokens = 0;  // long: the samples of L > M (below)
+  cost::SequenceCompute passes;                             // summed over the samples
   int64_t longest = 0;
+  // The sizes >= 2 a group may have, ascending, and the tokens of the long samples (L > M) whose
+  // least valid size is the j-th of them (a sample no size holds: the largest): the ring tiers below.
+  std::vector<int> ring_sizes;
+  for (int k : sizes)
+    if (k >= 2) ring_sizes.push_back(k);
+  std::sort(ring_sizes.begin(), ring_sizes.end());
+  std::vector<double> tier_tokens(ring_sizes.size(), 0.0);
   for (int64_t l : batch.lengths) {
-    total += work_of(l);
-    head += cost::sequence_head_compute_s(cm, l, eff_tokens);
+    const LeastWork& w = work_of(l);
+    total += w.total;
+    head += w.pass.head_fwd_s + w.pass.head_bwd_s;
+    passes.layer_fwd_s += w.pass.layer_fwd_s;
+    passes.layer_bwd_s += w.pass.layer_bwd_s;
+    passes.head_fwd_s += w.pass.head_fwd_s;
+    passes.head_bwd_s += w.pass.head_bwd_s;
     tokens += static_cast<double>(l);
-    if (static_cast<double>(l) > gemm_tokens) long_tokens += static_cast<double>(l);
+    if (static_cast<double>(l) > gemm_tokens) {
+      long_tokens += static_cast<double>(l);
+      const int64_t need = (l + static_cast<int64_t>(gemm_tokens) - 1) / static_cast<int64_t>(gemm_tokens);
+      size_t j = 0;
+      while (j + 1 < ring_sizes.size() && ring_sizes[j] < need) ++j;
+      if (!tier_tokens.empty()) tier_tokens[j] += static_cast<double>(l);
+    }
     longest = std::max(longest, l);
   }
   // Micro-batches: a sample lies whole in one micro-batch, which holds at most N * M tokens, so
@@ -611,46 +646,53 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   for (int64_t l : batch.lengths) clamped.push_back(std::min(l, capacity));
   const double m_min = std::max(
       {1.0, std::ceil(tokens / (n * gemm_tokens)), static_cast<double>(bins_lower_bound(std::move(clamped), capacity))});
-  // Ring ranks the long samples force: a sample of L > M tokens lies on a group of k >= 2 ranks,
-  // each holding at most M of the micro-batch's tokens, so over all micro-batches the ranks that
-  // run some ring hold at least ceil(sum of those L / M) rank-micro-batches, and each of them
-  // issues the ring's host calls per layer (at least those of the cheapest size >= 2: ring_min,
-  // the same on every stage).
-  const double ring_rank_mbs = std::ceil(long_tokens / gemm_tokens);
+  // Ring ranks the long samples force, by size (2026-12-08): a sample of L > M tokens lies on a
+  // group of k >= ceil(L / M) ranks, each holding at most M of the micro-batch's tokens, so the
+  // rank-micro-batches in groups of size >= ring_sizes[j] number at least R_j = ceil(the tokens
+  // of the samples whose least valid size is >= ring_sizes[j], / M), and each issues the ring's host
+  // calls per layer of its size, at least c_j = the least over the sizes >= ring_sizes[j]
+  // (nondecreasing in j). A rank-micro-batch of size k pays c(k) >= the sum of the steps c_j -
+  // c_(j-1) over the tiers j with ring_sizes[j] <= k, so all of them pay at least
+  // sum_j R_j (c_j - c_(j-1)). (Until 2026-12-08 every ring rank-micro-batch was priced at the
+  // cheapest size, c_0: R_0 c_0.) `cost` is one ring call's per-layer host (or idle) time at size k.
+  const auto tiered = [&](const auto& cost) {
+    double out = 0, below = 0, tokens_at_or_above = 0;
+    std::vector<double> at_or_above(ring_sizes.size(), 0.0);
+    for (size_t j = ring_sizes.size(); j-- > 0;) at_or_above[j] = tokens_at_or_above += tier_tokens[j];
+    for (size_t j = 0; j < ring_sizes.size(); ++j) {
+      double c_j = std::numeric_limits<double>::infinity();
+      for (size_t i = j; i < ring_sizes.size(); ++i) c_j = std::min(c_j, cost(cost::ring_host(cm, ring_sizes[i], format)));
+      out += std::ceil(at_or_above[j] / gemm_tokens) * (c_j - below);
+      below = c_j;
+    }
+    return out;
+  };
+  const double rec = cm.training.recompute_full ? 1.0 : 0.0;
+  const double ring_all = tiered([&](const cost::RingHost& r) { return r.fwd_s + r.bwd_s + rec * r.fwd_s; });
+  const double ring_fwd = tiered([](const cost::RingHost& r) { return r.fwd_s; });
+  const double ring_bwd = tiered([&](const cost::RingHost& r) { return r.bwd_s + rec * r.fwd_s; });
+  const double ring_idle = tiered([](const cost::RingHost& r) { return r.bwd_sync_s; });
   const double per_layer = cm.model.layers > 0 ? (total - head) / cm.model.layers : 0.0;
   // Host issue time of one micro-batch's fwd + bwd per layer at cp = 1 (no ring steps); full
   // recompute issues the forward again before the backward (cost::group_stage_times).
-  const double rec = cm.training.recompute_full ? 1.0 : 0.0;
-  const double host_layer = hw.host_layer_fwd_s + hw.host_layer_bwd_s + rec * hw.host_layer_fwd_s;
-  double ring_min = 0;  // the cheapest ring's host calls per layer (fwd + bwd), for hmean below
-  if (ring_rank_mbs > 0) {
-    ring_min = std::numeric_limits<double>::infinity();
-    for (int k : sizes)
-      if (k >= 2) {
-        const cost::RingHost r = cost::ring_host(cm, k, format);
-        ring_min = std::min(ring_min, r.fwd_s + r.bwd_s + rec * r.fwd_s);
-      }
-    if (!std::isfinite(ring_min)) ring_min = 0;  // no size >= 2 in the pool: no valid plan holds a long sample
-  }
+  const double host_fwd_layer = hw.host_layer_fwd_s;
+  const double host_bwd_layer = hw.host_layer_bwd_s + rec * hw.host_layer_fwd_s;
+  const double host_layer = host_fwd_layer + host_bwd_layer;
   // The longest sample runs in some micro-batch on a group of some valid size k. Each rank of that
-  // group spends, in that micro-batch, at least max(its 1/k share of the sample's compute at k
-  // plus the backward's sync idle, its host issue time incl. the ring per layer at k), and at
-  // least the host floor in each of its
-  // other m_min - 1 micro-batches: a critical path no plan avoids, whichever k it picks (one long
-  // sample on few ranks is imbalance; on many, ring steps). Per stage, the least over k.
+  // group spends, in that micro-batch, at least max(its 1/k share of the sample's forward, its
+  // forward host issue time incl. the ring per layer at k), the same for the backward (plus its
+  // sync idle), and at least the host floor in each of its other m_min - 1 micro-batches: a
+  // critical path no plan avoids, whichever k it picks (one long sample on few ranks is
+  // imbalance; on many, ring steps). Per stage, the least over k.
   struct LongestAt {
     int k;
-    double per_layer, head;  // the sample's compute per layer and head part, summed over the k ranks
+    cost::SequenceCompute pass;  // the sample's, summed over the k ranks
   };
   std::vector<LongestAt> longest_at;
   {
-    const double h = cost::sequence_head_compute_s(cm, longest, eff_tokens);
     std::vector<int> ks = valid_sizes(longest);
     if (ks.empty()) ks.push_back(1);  // no valid plan holds it
-    for (int k : ks) {
-      const double all = cost::sequence_compute_s(cm, longest, eff_tokens, k);
-      longest_at.push_back({k, cm.model.layers > 0 ? (all - h) / cm.model.layers : 0.0, h});
-    }
+    for (int k : ks) longest_at.push_back({k, cost::sequence_compute_split(cm, longest, eff_tokens, k)});
   }
   double worst = total / static_cast<double>(c.pp) / n;  // even split (pp = 1: everything)
   // The param gathers the earlier stages' first forwards wait for (overlap, GradSyncTime): no op of
@@ -681,20 +723,35 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     double critical = std::numeric_limits<double>::infinity();
     for (const LongestAt& a : longest_at) {
       // The ring per layer at k in the plan's layout (a padded plan's bshd ring reads its halves as
-      // views, cost::QkvFormat): its host time (fwd + bwd, the call with its diagonal step and k - 1
-      // later steps) and the backward's device-sync idle, on the GPU side of a pass
-      // (cost::group_stage_times: max(GPU + idle, host)).
+      // views, cost::QkvFormat): its host time (the call with its diagonal step and k - 1 later
+      // steps) and the backward's device-sync idle, on the GPU side of a pass
+      // (cost::group_stage_times: max(GPU + idle, host), forward and backward apart).
       const cost::RingHost r = cost::ring_host(cm, a.k, format);
-      const double gpu = (layers * a.per_layer + (last ? a.head : 0.0)) / a.k + layers * r.bwd_sync_s;
-      const double host = layers * (host_layer + r.fwd_s + r.bwd_s + rec * r.fwd_s) + add_host;
-      critical = std::min(critical, std::max(gpu + add_gpu, host));
+      const double gpu_fwd = (layers * a.pass.layer_fwd_s + (last ? a.pass.head_fwd_s : 0.0)) / a.k;
+      const double gpu_bwd =
+          (layers * a.pass.layer_bwd_s + (last ? a.pass.head_bwd_s : 0.0)) / a.k + layers * r.bwd_sync_s + add_gpu;
+      const double host_fwd = layers * (host_fwd_layer + r.fwd_s);
+      const double host_bwd = layers * (host_bwd_layer + r.bwd_s + rec * r.fwd_s) + add_host;
+      critical = std::min(critical, std::max(gpu_fwd, host_fwd) + std::max(gpu_bwd, host_bwd));
     }
     critical += (m_min - 1) * (layers * host_layer + add_host);
     // Host issue time, averaged over the stage's N ranks (the busiest issues at least the mean, and
     // a pass takes at least its host time): m_min micro-batches' floors on every rank, plus the
     // ring calls of the ring rank-micro-batches the long samples force (above).
-    const double host_mean = m_min * (layers * host_layer + add_host) + ring_rank_mbs / n * layers * ring_min;
-    worst = std::max(worst, waits_before + std::max({work, critical, host_mean}) + m_min * fixed + sync);
+    const double host_mean = m_min * (layers * host_layer + add_host) + layers * ring_all / n;
+    // The same by pass (2026-12-08): a rank's forward passes take at least max(their GPU time,
+    // their host time) summed, and so do its backward passes, and over the N ranks each sum is at
+    // least the larger of the two totals (max is superadditive); the forward's and backward's
+    // maxima add up to more than the max of the sums where one pass is host-bound and the other
+    // not (Megatron's example at 4 GPUs: short ring forwards wait on the host, their backwards on
+    // the GPU). GPU: the least forward and least backward of every sample, the main-gradient
+    // adds, the flash THD backward's sync idle of the forced ring rank-micro-batches.
+    const double split =
+        std::max((layers * passes.layer_fwd_s + (last ? passes.head_fwd_s : 0.0)) / n,
+                 m_min * layers * host_fwd_layer + layers * ring_fwd / n) +
+        std::max((layers * passes.layer_bwd_s + (last ? passes.head_bwd_s : 0.0) + layers * ring_idle) / n + m_min * add_gpu,
+                 m_min * (layers * host_bwd_layer + add_host) + layers * ring_bwd / n);
+    worst = std::max(worst, waits_before + std::max({work, critical, host_mean, split}) + m_min * fixed + sync);
     waits_before += g.gather_waited_s;
   }
   const cost::IterationTime it = cost::iteration_time(cm, /*packed=*/false, 0.0);

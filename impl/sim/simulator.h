@@ -102,10 +102,19 @@
 //   m_min    = max(1, ceil(sum_i L_i / (N * M)), L2)   (a micro-batch holds at most N * M
 //              tokens, and a sample lies whole in one: L2 = bins_lower_bound of the lengths into
 //              bins of N * M)
-//   R        = ceil(sum of the L_i > M / M): the rank-micro-batches that run a ring (a sample of
-//              L > M lies on k >= 2 ranks, each holding at most M of a micro-batch's tokens)
-//   hmean(s) = m_min * host(s) + R / N * layers(s) * min over the sizes k >= 2 of ring(k): the mean
-//              rank's host issue time
+//   R_j      = ceil(sum of the L_i whose least valid size is >= k_j, / M), k_1 < k_2 < ... the
+//              sizes >= 2: the rank-micro-batches that run a ring of size >= k_j (a sample of
+//              L > M lies on k >= ceil(L / M) ranks, each holding at most M of a micro-batch's tokens)
+//   rings(x) = sum_j R_j * (x_j - x_(j-1)), x_j = min over the sizes k >= k_j of x(k), x_0 = 0: the
+//              least total of x over those rank-micro-batches (each pays x at its own size)
+//   hmean(s) = m_min * host(s) + layers(s) * rings(ring) / N: the mean rank's host issue time
+//   split(s) = max(gpu_fwd(s), m_min * layers(s) * host_layer_fwd_s + layers(s) * rings(ring_fwd) / N)
+//            + max(gpu_bwd(s) + layers(s) * rings(idle) / N + m_min * add_gpu(s),
+//                  m_min * (layers(s) * host_layer_bwd + add_host(s)) + layers(s) * rings(ring_bwd) / N):
+//              the mean rank's forwards and backwards apart, gpu_*(s) = the stage's share of every
+//              sample's least forward (backward [+ recompute]) over its valid sizes, / N;
+//              host_layer_bwd = host_layer_bwd_s [+ host_layer_fwd_s if recompute]; ring_fwd /
+//              ring_bwd the two passes of ring(k) (the recompute's forward ring in ring_bwd)
 //   ring(k)  = fwd + bwd [+ fwd if recompute] of cost::ring_host(k) (the ring's call and its
 //              steps, ring_call_* + (k - 1) * ring_step_*, per layer; bshd_ring_* for a padded
 //              plan, whose ring runs TE's bshd layout, cudnn_* on the cuDNN backend; 0 at k = 1 or
@@ -113,10 +122,11 @@
 //   idle(k)  = bwd_sync_s of cost::ring_host(k): the flash THD backward's device-sync idle time
 //              per layer, on the GPU side of a pass
 //   crit(s)  = min over the valid sizes k of the longest sample L* of
-//                max(its stage-s compute at k / k + layers(s) * idle(k) + add_gpu(s),
-//                    layers(s) * (host_layer + ring(k)) + add_host(s))
+//                max(its stage-s forward at k / k, layers(s) * (host_layer_fwd_s + ring_fwd(k)))
+//                + max(its stage-s backward at k / k + layers(s) * idle(k) + add_gpu(s),
+//                      layers(s) * (host_layer_bwd + ring_bwd(k)) + add_host(s))
 //              + (m_min - 1) * host(s)
-//   bound_s  = max_s [ waits(< s) + max(work(s), crit(s), hmean(s)) + m_min * fixed(s)
+//   bound_s  = max_s [ waits(< s) + max(work(s), crit(s), hmean(s), split(s)) + m_min * fixed(s)
 //                      + NaN check of stage s
 //                      + (overlap_grad_reduce ? (reduced after the cool-down ? grad reduce
 //                                                : the embedding bucket's reduce)
@@ -142,9 +152,15 @@
 // A sample lies whole in one group of one micro-batch and a micro-batch holds at most N * M tokens,
 // so m is at least any bin-packing lower bound of the lengths into bins of N * M (L2); a sample of
 // L > M lies on k >= 2 ranks of its micro-batch, each holding at most M of its tokens, so the
-// (rank, micro-batch) pairs that run a ring number at least R, each issuing at least the cheapest
-// ring's host calls per layer; the busiest rank's host time is at least the mean over the N
-// ranks, and a pass takes at least its host time: hmean(s) (2026-12-07).
+// (rank, micro-batch) pairs that run a ring of size >= k_j number at least R_j, each issuing
+// at least the cheapest such ring's host calls per layer; the busiest rank's host time is at
+// least the mean over the N ranks, and a pass takes at least its host time: hmean(s) (2026-12-07;
+// each size's rings priced apart since 2026-12-08, before at the cheapest size >= 2). A rank's
+// forwards take at least max(their GPU time, their host time), and so do its backwards, and a sum
+// of maxima is at least the max of the sums, for the forwards and the backwards apart: split(s)
+// (2026-12-08), which exceeds the max of work(s) and hmean(s) where the forwards wait on the host
+// and the backwards on the GPU (Megatron's example: short samples, ring forwards of ~15 ms host
+// time at cp 4; dcp's plan efficiency at 4 GPUs read 0.862 without it, 0.923 with it).
 // Without overlap the gradient sync follows the stage's last op; the optimizer and fixed cost
 // follow the pipeline; the sequence-packing data path (cost::iteration_time) is left out (a padded
 // plan does not pay it, and a packed plan's re-route volume depends on the plan; leaving a cost

@@ -137,10 +137,19 @@ TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
   EXPECT_LE(lower_bound_s(longer, cm, 2000), rr.step_s * (1 + 1e-12));
   EXPECT_GT(rr.plan_efficiency, 0.9);
   // The flash THD backward's device syncs idle the GPU of that micro-batch: dear enough (1 s per
-  // layer), they put the GPU side of the critical path, not the host's, in the bound.
+  // layer), they put the GPU side of the backward, not the host's, in the bound; the forward stays
+  // host-bound (2 layers x (host floor + the ring's call and 1 step)). The mean rank's backward
+  // holds both samples' least backward (the 3000-token one at k = 2, the only valid size) and the
+  // 2 forced ring rank-micro-batches' idle.
   cm.hardware.thd_flash_ring_bwd_sync_s = 1.0;
-  const double w2 = cost::sequence_compute_s(cm, 3000, 2000, 2);
-  EXPECT_NEAR(lower_bound_s(longer, cm, 2000), w2 / 2 + 2 * 1.0 + 5e-4 + g.reduce_s + g.gather_s + it, 1e-12);
+  const auto w2 = cost::sequence_compute_split(cm, 3000, 2000, 2);
+  const auto s1 = cost::sequence_compute_split(cm, 500, 2000, 1), s2 = cost::sequence_compute_split(cm, 500, 2000, 2);
+  const double fwd2 = (2 * w2.layer_fwd_s + w2.head_fwd_s) / 2;
+  const double bwd2 =
+      (2 * (w2.layer_bwd_s + std::min(s1.layer_bwd_s, s2.layer_bwd_s)) + w2.head_bwd_s + s1.head_bwd_s) / 2;
+  ASSERT_LT(fwd2, 2 * (1e-3 + 1e-3 + 2e-3));
+  EXPECT_NEAR(lower_bound_s(longer, cm, 2000),
+              2 * (1e-3 + 1e-3 + 2e-3) + bwd2 + 2 * 1.0 + 5e-4 + g.reduce_s + g.gather_s + it, 1e-12);
   EXPECT_LE(lower_bound_s(longer, cm, 2000), simulate_step(pr, longer, cm).step_s * (1 + 1e-12));
   cm.hardware.thd_flash_ring_bwd_sync_s = 0;
   cm.training.cp_comm = cost::CpComm::all_gather;  // no ring loop on the host
@@ -436,6 +445,68 @@ TEST(Step, BoundChargesIndivisibleSamplesAndForcedRings) {
   EXPECT_LE(bound, r.step_s * (1 + 1e-12));
   // Host-bound, the plan pays its 3 x 2 ring rank-micro-batches, the bound the 4 it cannot avoid.
   EXPECT_NEAR(r.step_s, 3 * (host + ring + 5e-4) + g.reduce_s + g.gather_s + it, 1e-9);
+}
+
+// Each pass is charged its own max(GPU, host) (2026-12-08): a plan whose forwards wait on the host
+// and whose backwards on the GPU pays both, and meets the bound exactly, above the max of the sums
+// the bound took before. And each forced ring is charged at the least size its samples may use: two
+// 4000-token samples on 4 ranks of M = 1000 need rings of 4 (call + 3 steps per layer and pass),
+// not the cheapest ring of 2.
+TEST(Step, BoundChargesEachPassItsMaxAndEachForcedRingItsSize) {
+  {
+    auto cm = unit_cm(2, 1, 1);
+    cm.training.overlap_grad_reduce = false;
+    cm.hardware.microbatch_every_stage_s = 0;
+    const int64_t m = 1000;
+    const auto one = cost::sequence_compute_split(cm, 1000, m, 1), two = cost::sequence_compute_split(cm, 1000, m, 2);
+    ASSERT_LE(one.layer_fwd_s, two.layer_fwd_s);  // k = 1 is the least: the plan below uses it
+    ASSERT_LE(one.layer_bwd_s, two.layer_bwd_s);
+    const double gpu_fwd = 2 * one.layer_fwd_s + one.head_fwd_s, gpu_bwd = 2 * one.layer_bwd_s + one.head_bwd_s;
+    ASSERT_GT(gpu_bwd, gpu_fwd);
+    cm.hardware.host_layer_fwd_s = gpu_fwd;  // a forward's host time: 2 x its GPU time
+    cm.hardware.host_layer_bwd_s = 0;
+    const auto g = cost::grad_sync_time(cm, 0);
+    const double it = cost::iteration_time(cm, false, 0).total_s();
+    const double expect = 2 * gpu_fwd + gpu_bwd + g.reduce_s + g.gather_s + it;
+    const plan::Batch batch{{1000, 1000}};
+    EXPECT_NEAR(lower_bound_s(batch, cm, m), expect, 1e-15);
+    EXPECT_GT(expect, std::max(gpu_fwd + gpu_bwd, 2 * gpu_fwd) + g.reduce_s + g.gather_s + it + gpu_fwd / 2);
+    plan::Plan p = two_rank_plan();  // one sample per rank
+    p.dynamic = false;
+    p.config.max_seqlen_per_rank = m;
+    ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << plan::find_violation(p, batch).value_or("");
+    const auto r = simulate_step(p, batch, cm);
+    EXPECT_NEAR(r.step_s, expect, 1e-12);
+    EXPECT_NEAR(r.plan_efficiency, 1.0, 1e-9);
+  }
+  auto cm = unit_cm(4, 1, 1);
+  cm.training.overlap_grad_reduce = false;
+  cm.hardware.host_layer_fwd_s = 1e-3;
+  cm.hardware.host_layer_bwd_s = 2e-3;
+  cm.hardware.microbatch_every_stage_s = 5e-4;
+  cm.hardware.ring_call_fwd_s = 1e-3;
+  cm.hardware.ring_call_bwd_s = 4e-3;
+  cm.hardware.ring_step_fwd_s = 2e-3;
+  cm.hardware.ring_step_bwd_s = 3e-3;
+  const auto g = cost::grad_sync_time(cm, 0);
+  const double it = cost::iteration_time(cm, false, 0).total_s();
+  const double host = 2 * (1e-3 + 2e-3);                          // 2 layers, fwd + bwd, per micro-batch
+  const double ring4 = 2 * ((1e-3 + 3 * 2e-3) + (4e-3 + 3 * 3e-3));  // per rank and micro-batch at k = 4
+  const double ring2 = 2 * ((1e-3 + 2e-3) + (4e-3 + 3e-3));
+  const plan::Batch batch{{4000, 4000}};  // 8000 tokens: 2 micro-batches of N * M = 4000
+  const double expect = 2 * (host + ring4 + 5e-4) + g.reduce_s + g.gather_s + it;
+  EXPECT_NEAR(lower_bound_s(batch, cm, 1000), expect, 1e-12);
+  // Priced at the cheapest ring, the 8 forced ring rank-micro-batches gave 2 x ring2 per rank.
+  EXPECT_GT(expect, 2 * (host + ring2 + 5e-4) + g.reduce_s + g.gather_s + it + 1e-3);
+  plan::Plan p;
+  p.planner = "test";
+  p.config.dp = 1;
+  p.config.cp = 4;
+  p.config.max_seqlen_per_rank = 1000;
+  p.microbatches = {{{{0, 4, {0}}}}, {{{0, 4, {1}}}}};
+  ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << plan::find_violation(p, batch).value_or("");
+  const auto r = simulate_step(p, batch, cm);
+  EXPECT_NEAR(r.step_s, expect, 1e-9);  // host-bound: it pays exactly those rings
 }
 
 }  // namespace
