@@ -646,15 +646,15 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   for (int64_t l : batch.lengths) clamped.push_back(std::min(l, capacity));
   const double m_min = std::max(
       {1.0, std::ceil(tokens / (n * gemm_tokens)), static_cast<double>(bins_lower_bound(std::move(clamped), capacity))});
-  // Ring ranks the long samples force, by size (2026-12-08): a sample of L > M tokens lies on a
+  // Ring ranks the long samples force, by size (stop 64, 2026-12-07): a sample of L > M tokens lies on a
   // group of k >= ceil(L / M) ranks, each holding at most M of the micro-batch's tokens, so the
   // rank-micro-batches in groups of size >= ring_sizes[j] number at least R_j = ceil(the tokens
   // of the samples whose least valid size is >= ring_sizes[j], / M), and each issues the ring's host
   // calls per layer of its size, at least c_j = the least over the sizes >= ring_sizes[j]
   // (nondecreasing in j). A rank-micro-batch of size k pays c(k) >= the sum of the steps c_j -
   // c_(j-1) over the tiers j with ring_sizes[j] <= k, so all of them pay at least
-  // sum_j R_j (c_j - c_(j-1)). (Until 2026-12-08 every ring rank-micro-batch was priced at the
-  // cheapest size, c_0: R_0 c_0.) `cost` is one ring call's per-layer host (or idle) time at size k.
+  // sum_j R_j (c_j - c_(j-1)), c_(-1) = 0. (Until stop 64 every ring rank-micro-batch was priced at the
+  // cheapest size: R_0 c_0.) `cost`: one ring call's per-layer host (or idle) time at size k.
   const auto tiered = [&](const auto& cost) {
     double out = 0, below = 0, tokens_at_or_above = 0;
     std::vector<double> at_or_above(ring_sizes.size(), 0.0);
@@ -739,7 +739,7 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     // a pass takes at least its host time): m_min micro-batches' floors on every rank, plus the
     // ring calls of the ring rank-micro-batches the long samples force (above).
     const double host_mean = m_min * (layers * host_layer + add_host) + layers * ring_all / n;
-    // The same by pass (2026-12-08): a rank's forward passes take at least max(their GPU time,
+    // The same by pass (stop 64, 2026-12-07): a rank's forward passes take at least max(their GPU time,
     // their host time) summed, and so do its backward passes, and over the N ranks each sum is at
     // least the larger of the two totals (max is superadditive); the forward's and backward's
     // maxima add up to more than the max of the sums where one pass is host-bound and the other

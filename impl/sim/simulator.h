@@ -154,13 +154,14 @@
 // L > M lies on k >= 2 ranks of its micro-batch, each holding at most M of its tokens, so the
 // (rank, micro-batch) pairs that run a ring of size >= k_j number at least R_j, each issuing
 // at least the cheapest such ring's host calls per layer; the busiest rank's host time is at
-// least the mean over the N ranks, and a pass takes at least its host time: hmean(s) (2026-12-07;
-// each size's rings priced apart since 2026-12-08, before at the cheapest size >= 2). A rank's
-// forwards take at least max(their GPU time, their host time), and so do its backwards, and a sum
-// of maxima is at least the max of the sums, for the forwards and the backwards apart: split(s)
-// (2026-12-08), which exceeds the max of work(s) and hmean(s) where the forwards wait on the host
-// and the backwards on the GPU (Megatron's example: short samples, ring forwards of ~15 ms host
-// time at cp 4; dcp's plan efficiency at 4 GPUs read 0.862 without it, 0.923 with it).
+// least the mean over the N ranks, and a pass takes at least its host time: hmean(s) (stop 63;
+// each size's rings priced apart since stop 64, the same day, before all at the cheapest size
+// >= 2). A rank's forwards take at least max(their GPU time, their host time), and so do its
+// backwards, and a sum of maxima is at least the max of the sums, for the forwards and the
+// backwards apart: split(s) (stop 64), which exceeds the max of work(s) and hmean(s) where the
+// forwards wait on the host and the backwards on the GPU (Megatron's example: short samples, ring
+// forwards of ~15 ms host time at cp 4; dcp's plan efficiency at 4 GPUs read 0.862 without it,
+// 0.923 with it).
 // Without overlap the gradient sync follows the stage's last op; the optimizer and fixed cost
 // follow the pipeline; the sequence-packing data path (cost::iteration_time) is left out (a padded
 // plan does not pay it, and a packed plan's re-route volume depends on the plan; leaving a cost

@@ -447,7 +447,7 @@ TEST(Step, BoundChargesIndivisibleSamplesAndForcedRings) {
   EXPECT_NEAR(r.step_s, 3 * (host + ring + 5e-4) + g.reduce_s + g.gather_s + it, 1e-9);
 }
 
-// Each pass is charged its own max(GPU, host) (2026-12-08): a plan whose forwards wait on the host
+// Each pass is charged its own max(GPU, host) (2026-12-07, stop 64): a plan whose forwards wait on the host
 // and whose backwards on the GPU pays both, and meets the bound exactly, above the max of the sums
 // the bound took before. And each forced ring is charged at the least size its samples may use: two
 // 4000-token samples on 4 ranks of M = 1000 need rings of 4 (call + 3 steps per layer and pass),
