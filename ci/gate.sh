@@ -97,8 +97,14 @@ echo "ci/gate.sh: running ${#tuned_scenarios[@]} scenarios x $steps steps with -
 
 if [ $update -eq 1 ]; then
   mkdir -p "$(dirname "$baseline")"
-  cp "$current" "$baseline.tmp" && cp "$tuned_current" "$tuned_baseline.tmp" &&
-    mv "$baseline.tmp" "$baseline" && mv "$tuned_baseline.tmp" "$tuned_baseline"  # whole or not at all
+  # Copies first, then the two renames: a failed copy leaves both baselines as they were. (Under
+  # set -e a failure inside an && list does not stop the script, hence the explicit check.)
+  { cp "$current" "$baseline.tmp" && cp "$tuned_current" "$tuned_baseline.tmp" &&
+      mv "$baseline.tmp" "$baseline" && mv "$tuned_baseline.tmp" "$tuned_baseline"; } || {
+    rm -f "$baseline.tmp" "$tuned_baseline.tmp"
+    echo "ci/gate.sh: --update failed writing $baseline / $tuned_baseline (above): check both with git status" >&2
+    exit 1
+  }
   echo "ci/gate.sh: baselines updated: $baseline, $tuned_baseline (commit them)" >&2
   exit 0
 fi
@@ -108,12 +114,13 @@ for b in "$baseline" "$tuned_baseline"; do
     exit 1
   fi
 done
-# Both gates run, so that one report names every regression; either failing fails the script.
+# Both gates run, so that one report names every regression; either failing fails the script, with
+# the larger of the two exit codes (2, an input error, over 1, a regression: dcpbench gate --help).
 rc=0
 "$dcpbench" gate --baseline "$baseline" --current "$current" --tolerance "$tolerance" --sim-tolerance "$sim_tolerance" || rc=$?
 echo "ci/gate.sh: --tune rows ($tuned_baseline):" >&2
 "$dcpbench" gate --baseline "$tuned_baseline" --current "$tuned_current" --tolerance "$tolerance" --sim-tolerance "$sim_tolerance" || {
   r=$?
-  [ $rc -ne 0 ] || rc=$r
+  [ "$r" -le "$rc" ] || rc=$r
 }
 exit $rc

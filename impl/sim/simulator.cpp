@@ -607,7 +607,7 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     }
     return least_work.emplace(l, w).first->second;
   };
-  double total = 0, head = 0, tokens = 0, long_tokens = 0;  // long: the samples of L > M (below)
+  double total = 0, head = 0, tokens = 0;
   cost::SequenceCompute passes;                             // summed over the samples
   int64_t longest = 0;
   // The sizes >= 2 a group may have, ascending, and the tokens of the long samples (L > M) whose
@@ -626,8 +626,7 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     passes.head_fwd_s += w.pass.head_fwd_s;
     passes.head_bwd_s += w.pass.head_bwd_s;
     tokens += static_cast<double>(l);
-    if (static_cast<double>(l) > gemm_tokens) {
-      long_tokens += static_cast<double>(l);
+    if (static_cast<double>(l) > gemm_tokens) {  // a long sample: L > M
       const int64_t need = (l + static_cast<int64_t>(gemm_tokens) - 1) / static_cast<int64_t>(gemm_tokens);
       size_t j = 0;
       while (j + 1 < ring_sizes.size() && ring_sizes[j] < need) ++j;

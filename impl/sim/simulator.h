@@ -145,8 +145,9 @@
 // is at least max(its GPU time, m * host(s)) + m * fixed(s), and its GPU time at least the
 // stage's work / N. The longest sample runs in one micro-batch on a group of some valid size k
 // (k >= ceil(L* / M)); each rank of that group spends there at least max(its 1/k share of the
-// sample's compute, its host issue time with the ring per layer at k) and at least host(s) / layers
-// per layer in each other micro-batch: crit(s) is the cheapest such path (one long sample on few
+// sample's forward, its forward host issue time with the ring per layer at k) plus the same for the
+// backward, and at least host(s) / layers per layer in each other micro-batch: crit(s) is the
+// cheapest such path (one long sample on few
 // ranks costs imbalance, on many it costs ring steps; work(s) alone assumed it spreads for free,
 // which read dcp's plans of Megatron's example at M = 8192 as 0.81 efficient; 0.96 with crit).
 // A sample lies whole in one group of one micro-batch and a micro-batch holds at most N * M tokens,

@@ -453,31 +453,80 @@ TEST(Step, BoundChargesIndivisibleSamplesAndForcedRings) {
 // 4000-token samples on 4 ranks of M = 1000 need rings of 4 (call + 3 steps per layer and pass),
 // not the cheapest ring of 2.
 TEST(Step, BoundChargesEachPassItsMaxAndEachForcedRingItsSize) {
-  {
+  // With and without full recompute (its forward runs in the backward pass, GPU and host), and with
+  // a loss that costs HBM traffic (half of it in each pass, as cost::group_stage_times splits it:
+  // a split that put it all in one pass would miss the simulated step by half the loss).
+  for (const bool recompute : {false, true}) {
     auto cm = unit_cm(2, 1, 1);
+    cm.model.vocab = 65536;
+    cm.hardware.hbm_bytes_per_s = 1e12;
+    cm.hardware.loss_bytes_per_token_vocab = 8;
+    cm.training.recompute_full = recompute;
     cm.training.overlap_grad_reduce = false;
     cm.hardware.microbatch_every_stage_s = 0;
     const int64_t m = 1000;
     const auto one = cost::sequence_compute_split(cm, 1000, m, 1), two = cost::sequence_compute_split(cm, 1000, m, 2);
     ASSERT_LE(one.layer_fwd_s, two.layer_fwd_s);  // k = 1 is the least: the plan below uses it
     ASSERT_LE(one.layer_bwd_s, two.layer_bwd_s);
+    auto free_loss = cm;
+    free_loss.hardware.hbm_bytes_per_s = 0;  // loss_s is 0 then
+    const auto nl = cost::sequence_compute_split(free_loss, 1000, m, 1);
+    ASSERT_GT(one.head_bwd_s - nl.head_bwd_s, 1e-6) << "the loss must cost something here";
     const double gpu_fwd = 2 * one.layer_fwd_s + one.head_fwd_s, gpu_bwd = 2 * one.layer_bwd_s + one.head_bwd_s;
-    ASSERT_GT(gpu_bwd, gpu_fwd);
     cm.hardware.host_layer_fwd_s = gpu_fwd;  // a forward's host time: 2 x its GPU time
     cm.hardware.host_layer_bwd_s = 0;
+    const double host_fwd = 2 * gpu_fwd, host_bwd = recompute ? host_fwd : 0.0;
+    ASSERT_GT(gpu_bwd, host_bwd);  // the backward waits on the GPU
     const auto g = cost::grad_sync_time(cm, 0);
     const double it = cost::iteration_time(cm, false, 0).total_s();
-    const double expect = 2 * gpu_fwd + gpu_bwd + g.reduce_s + g.gather_s + it;
+    const double add = cost::grad_add(cm, 0).gpu_s;  // the main-gradient adds of the backward (HBM)
+    const double expect = host_fwd + gpu_bwd + add + g.reduce_s + g.gather_s + it;
     const plan::Batch batch{{1000, 1000}};
-    EXPECT_NEAR(lower_bound_s(batch, cm, m), expect, 1e-15);
-    EXPECT_GT(expect, std::max(gpu_fwd + gpu_bwd, 2 * gpu_fwd) + g.reduce_s + g.gather_s + it + gpu_fwd / 2);
+    const std::string at = recompute ? "recompute" : "no recompute";
+    EXPECT_NEAR(lower_bound_s(batch, cm, m), expect, 1e-15) << at;
+    // The max of the sums, the bound before: lower by the forward's wait on the host.
+    EXPECT_GT(expect - (std::max(gpu_fwd + gpu_bwd + add, host_fwd + host_bwd) + g.reduce_s + g.gather_s + it), 5e-4)
+        << at;
     plan::Plan p = two_rank_plan();  // one sample per rank
     p.dynamic = false;
     p.config.max_seqlen_per_rank = m;
     ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << plan::find_violation(p, batch).value_or("");
     const auto r = simulate_step(p, batch, cm);
-    EXPECT_NEAR(r.step_s, expect, 1e-12);
-    EXPECT_NEAR(r.plan_efficiency, 1.0, 1e-9);
+    EXPECT_NEAR(r.step_s, expect, 1e-12) << at;
+    EXPECT_NEAR(r.plan_efficiency, 1.0, 1e-9) << at;
+  }
+  // Samples of 1500 and 2500 tokens at M = 1000 on 4 ranks need rings of >= 2 and >= 4: the
+  // rank-micro-batches at size >= 2 number >= ceil(4000 / 1000) = 4, those at size >= 4 >=
+  // ceil(2500 / 1000) = 3, so the mean rank pays (4 ring(2) + 3 (ring(4) - ring(2))) / 4. A sum of
+  // each tier's own ceilings, (2 ring(2) + 3 ring(4)) / 4, would not be a bound: with calls far
+  // dearer than steps it exceeds the plan that runs both on one ring of 4 (1000 tokens per rank),
+  // whose step the longest sample's critical path meets exactly.
+  {
+    auto cm = unit_cm(4, 1, 1);
+    cm.training.overlap_grad_reduce = false;
+    cm.hardware.host_layer_fwd_s = 1e-4;
+    cm.hardware.host_layer_bwd_s = 1e-4;
+    cm.hardware.ring_call_fwd_s = cm.hardware.ring_call_bwd_s = 1e-2;
+    cm.hardware.ring_step_fwd_s = cm.hardware.ring_step_bwd_s = 1e-4;
+    const auto g = cost::grad_sync_time(cm, 0);
+    const double it = cost::iteration_time(cm, false, 0).total_s();
+    const double ring2 = 2 * 2 * (1e-2 + 1e-4), ring4 = 2 * 2 * (1e-2 + 3 * 1e-4);  // 2 layers, fwd + bwd
+    const double floor = 2 * (1e-4 + 1e-4);
+    const plan::Batch batch{{1500, 2500}};
+    plan::Plan p;
+    p.planner = "test";
+    p.config.dp = 1;
+    p.config.cp = 4;
+    p.config.max_seqlen_per_rank = 1000;
+    p.microbatches = {{{{0, 4, {0, 1}}}}};
+    ASSERT_FALSE(plan::find_violation(p, batch).has_value()) << plan::find_violation(p, batch).value_or("");
+    const auto r = simulate_step(p, batch, cm);
+    const double expect = floor + ring4 + cm.hardware.microbatch_every_stage_s + g.reduce_s + g.gather_s + it;
+    EXPECT_NEAR(r.step_s, expect, 1e-9);  // host-bound
+    EXPECT_NEAR(lower_bound_s(batch, cm, 1000), expect, 1e-12);
+    EXPECT_LE(r.plan_efficiency, 1.0 + 1e-12);
+    EXPECT_GT(floor + (2 * ring2 + 3 * ring4) / 4, floor + ring4);  // the wrong sum would exceed it
+    EXPECT_LT(floor + (4 * ring2 + 3 * (ring4 - ring2)) / 4, floor + ring4);
   }
   auto cm = unit_cm(4, 1, 1);
   cm.training.overlap_grad_reduce = false;
