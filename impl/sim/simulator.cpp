@@ -608,7 +608,7 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     return least_work.emplace(l, w).first->second;
   };
   double total = 0, head = 0, tokens = 0;
-  cost::SequenceCompute passes;                             // summed over the samples
+  cost::SequenceCompute passes;  // summed over the samples
   int64_t longest = 0;
   // The sizes >= 2 a group may have, ascending, and the tokens of the long samples (L > M) whose
   // least valid size is the j-th of them (a sample no size holds: the largest): the ring tiers below.
