@@ -1,6 +1,6 @@
 // Pipeline schedules as Megatron runs them (the model: simulator.h): each stage's op order
 // (1F1B, interleaved 1F1B), 1F1B's blocking P2P calls, and the interleaved schedule's P2P calls
-// with the walk that times them. Internal to the simulator (simulator.cpp).
+// with the walk that times them. Internal to the simulator (simulator.cpp, lower_bound.cpp).
 #pragma once
 
 #include "core/error.h"
@@ -17,6 +17,16 @@ namespace dcp::sim::detail {
 inline bool walks_interleaved_calls(const ScheduleInput& in) {
   return in.vpp > 1 && in.pp > 1 && in.blocking_p2p && in.interleaved_calls;
 }
+
+// With --overlap-grad-reduce (the callers check it) and 1F1B without VPP, whether stage s
+// launches its gradient reduce only after its cool-down, fully exposed: Megatron's
+// align_grad_reduce (default True, d48bd6be0a training/config/common_config.py:83) installs
+// grad_sync_func (training.py:4073-4076), and then only the first pipeline stage enables the
+// grad sync in its last backward (schedules.py:2576-2578 on a stage without warm-up, 2603-2605 in
+// the cool-down); the others call grad_sync_func after the schedule (2621-2624). (The interleaved
+// schedule's per-chunk launches are not modelled, simulator.h.) Asked by the simulation and the
+// lower bound (lower_bound.cpp).
+inline bool reduce_after_cooldown(int pp, int vpp, int s) { return vpp == 1 && pp > 1 && s > 0; }
 
 struct Op {
   int mb;

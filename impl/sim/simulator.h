@@ -63,7 +63,7 @@
 //     the distributed optimizer, overlapped with the last backward / first forward only when
 //     overlap_grad_reduce (exposed = excess only). Without VPP and pp > 1 only stage 0's reduce
 //     overlaps: Megatron's default align_grad_reduce makes every later stage launch its reduce
-//     after its cool-down (simulator.cpp reduce_after_cooldown), fully exposed on that stage.
+//     after its cool-down (pipeline_calls.h reduce_after_cooldown), fully exposed on that stage.
 //     What no overlap hides (cost::GradSyncTime, since 2026-12-07): without VPP a stage's first
 //     forward waits for the param gather it dispatches (a later stage's whole buffer, the first
 //     stage's embedding bucket) before it computes, and with VPP the first stage's first forward
