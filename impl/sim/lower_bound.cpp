@@ -170,15 +170,22 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // c_(j-1) over the tiers j with ring_sizes[j] <= k, so all of them pay at least
   // sum_j R_j (c_j - c_(j-1)), c_(-1) = 0. (Until stop 64 every ring rank-micro-batch was priced at the
   // cheapest size: R_0 c_0.) `cost`: one ring call's per-layer host (or idle) time at size k.
+  // Per tier j: R_j, and the ring's host calls (and idle) at ring_sizes[j], each computed once.
+  std::vector<double> tier_rank_mbs(ring_sizes.size(), 0.0);
+  std::vector<cost::RingHost> tier_host;
+  tier_host.reserve(ring_sizes.size());
+  double tokens_at_or_above = 0;
+  for (size_t j = ring_sizes.size(); j-- > 0;)
+    tier_rank_mbs[j] = std::ceil((tokens_at_or_above += tier_tokens[j]) / gemm_tokens);
+  for (int k : ring_sizes) tier_host.push_back(cost::ring_host(cm, k, format));
   const auto tiered = [&](const auto& cost) {
-    double out = 0, below = 0, tokens_at_or_above = 0;
-    std::vector<double> at_or_above(ring_sizes.size(), 0.0);
-    for (size_t j = ring_sizes.size(); j-- > 0;) at_or_above[j] = tokens_at_or_above += tier_tokens[j];
+    std::vector<double> c(ring_sizes.size());  // c_j: the least over the sizes >= ring_sizes[j]
+    for (size_t j = ring_sizes.size(); j-- > 0;)
+      c[j] = j + 1 < ring_sizes.size() ? std::min(cost(tier_host[j]), c[j + 1]) : cost(tier_host[j]);
+    double out = 0, below = 0;
     for (size_t j = 0; j < ring_sizes.size(); ++j) {
-      double c_j = std::numeric_limits<double>::infinity();
-      for (size_t i = j; i < ring_sizes.size(); ++i) c_j = std::min(c_j, cost(cost::ring_host(cm, ring_sizes[i], format)));
-      out += std::ceil(at_or_above[j] / gemm_tokens) * (c_j - below);
-      below = c_j;
+      out += tier_rank_mbs[j] * (c[j] - below);
+      below = c[j];
     }
     return out;
   };
