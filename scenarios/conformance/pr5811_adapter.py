@@ -32,12 +32,17 @@ FUNCTIONS = ("next_hdp_group_packing_aware", "align_sample_id_groups", "dcp_gpus
 
 
 def load_functions(path, cap_delta):
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), filename=path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+    except (OSError, SyntaxError, UnicodeDecodeError) as e:
+        print(f"pr5811_adapter: cannot read {path}: {e}", file=sys.stderr)
+        sys.exit(2)
     body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in FUNCTIONS]
     missing = set(FUNCTIONS) - {n.name for n in body}
     if missing:
-        raise SystemExit(f"pr5811_adapter: {path} has no top-level {', '.join(sorted(missing))}")
+        print(f"pr5811_adapter: {path} has no top-level {', '.join(sorted(missing))}", file=sys.stderr)
+        sys.exit(2)
     namespace = {"lru_cache": lru_cache, "ceil": ceil, "log2": log2, "Dict": Dict, "List": List,
                  "Optional": Optional, "Tuple": Tuple, "_DYNAMIC_CP_WORKLOAD_CAP_DELTA": cap_delta}
     exec(compile(ast.Module(body=body, type_ignores=[]), path, "exec"), namespace)
