@@ -12,7 +12,8 @@ align_sample_id_groups, dcp_gpus_needed) and repeats what the PR's
 DefaultDynamicCPScheduler.get_groups_and_subsamples does with them (data_schedule.py:393-411 at
 55095561c6): samples longest first, next_hdp_group_packing_aware until none is left, then, with a
 VPP group V, align_sample_id_groups(groups, V, min_final_microbatches=PP). The conformance cases
-name no PP size: PP = V, Megatron's default V (--pp overrides it).
+name no PP size: PP = V, Megatron's default V (--pp overrides it). That loop is ours, written from
+55095561c6: a later change to the PR's data_schedule.py is not picked up.
 
 The PR's file reads _DYNAMIC_CP_WORKLOAD_CAP_DELTA without defining it (a NameError as committed at
 55095561c6); the adapter supplies it, 0.05 as in the dev line (d48bd6be0a data_schedule_utils.py:12)
@@ -45,6 +46,12 @@ def load_functions(path, cap_delta):
         sys.exit(2)
     namespace = {"lru_cache": lru_cache, "ceil": ceil, "log2": log2, "Dict": Dict, "List": List,
                  "Optional": Optional, "Tuple": Tuple, "_DYNAMIC_CP_WORKLOAD_CAP_DELTA": cap_delta}
+    align = next(n for n in body if n.name == "align_sample_id_groups")
+    if "min_final_microbatches" not in [a.arg for a in align.args.args + align.args.kwonlyargs]:
+        # d48bd6be0a's and earlier files: their alignment rule is not the PR's (docs/megatron.md).
+        print(f"pr5811_adapter: {path} is not PR #5811's data_schedule_utils.py "
+              "(its align_sample_id_groups has no min_final_microbatches)", file=sys.stderr)
+        sys.exit(2)
     exec(compile(ast.Module(body=body, type_ignores=[]), path, "exec"), namespace)
     return namespace
 
