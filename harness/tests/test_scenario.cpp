@@ -81,6 +81,34 @@ TEST(Scenario, MissingRequiredKey) {
   expect_error(j, {"scenarios/x.json", "\"training.max_seqlen_per_rank\" is missing"});
 }
 
+// A misspelt required key is named beside the missing one (within two edits, or case), and a
+// key that is merely absent gets no guess.
+TEST(Scenario, MissingRequiredKeyNamesALikelyTypo) {
+  json j = minimal();
+  j["training"]["global_batchh"] = j["training"]["global_batch"];
+  j["training"].erase("global_batch");
+  expect_error(j, {"\"training.global_batch\" is missing (required); the object has \"global_batchh\": a typo?"});
+  j = minimal();
+  j["Cluster"] = j["cluster"];
+  j.erase("cluster");
+  expect_error(j, {"\"cluster\" is missing (required); the object has \"Cluster\": a typo?"});
+  j = minimal();
+  j["training"]["steps_total"] = 3;  // too far from "max_seqlen" to be its typo
+  j["training"].erase("max_seqlen");
+  try {
+    parse_scenario(j, "scenarios/x.json");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "scenarios/x.json: \"training.max_seqlen\" is missing (required)");
+  }
+}
+
+// Another dcpbench file given as a scenario says what it is instead of its first missing key.
+TEST(Scenario, AnotherDcpbenchFileIsNamed) {
+  expect_error(json{{"schema", "dcpbench.results.v1"}, {"rows", json::array()}},
+               {"scenarios/x.json: is a \"dcpbench.results.v1\" file, not a run scenario"});
+}
+
 TEST(Scenario, WrongType) {
   json j = minimal();
   j["training"]["global_batch"] = "2048";
@@ -156,7 +184,7 @@ TEST(Scenario, MixtureSharesMustSumToOne) {
   j["dataset"] = json::parse(R"({"source": "mixture", "components": [
       {"share": 0.5, "source": "lognormal", "mean": 500, "sigma": 1.0},
       {"share": 0.4, "source": "lognormal", "mean": 5000, "sigma": 0.5}]})");
-  expect_error(j, {"\"dataset.components\"", "sum to 0.9"});
+  expect_error(j, {"\"dataset.components\"", "sum to 0.9, not 1"});
   j["dataset"]["components"][1]["share"] = 0.5;
   j["dataset"]["components"][1]["colour"] = "red";
   expect_error(j, {"\"dataset.components[1].colour\"=\"red\"", "not a known key"});
