@@ -504,6 +504,36 @@ TEST(Results, APlannersNoteRoundTripsAndTheTableCountsIt) {
   EXPECT_EQ(os.str().find("planner note: packing"), std::string::npos);
 }
 
+// Tuned rows divide by the reference's tuned row. Where that row is slower than the reference as
+// published on the same batches, the table says by how much every tuned speedup would shrink
+// against the faster one (helper-73's trial); where it is not, it says nothing.
+TEST(Report, ATunedReferenceSlowerThanItsPublishedSettingIsNamed) {
+  ResultsFile f;
+  f.context = make_context("d", "c", "k", "t");
+  for (int step : {0, 1}) {
+    f.rows.push_back(valid_row("packing", step, 2.0, 100));
+    f.rows.push_back(valid_row("dyn", step, 1.5, 130));
+    ResultRow ref = valid_row("packing", step, 2.1, 95), dyn = valid_row("dyn", step, 1.4, 140);
+    ref.setting = dyn.setting = "tuned";
+    f.rows.push_back(ref);
+    f.rows.push_back(dyn);
+  }
+  fill_speedups(f.rows);
+  std::ostringstream os;
+  print_table(os, f);
+  EXPECT_NE(os.str().find("  tuned reference: packing (tuned) takes 2.1000 s, 5.0% more than packing on these "
+                          "batches (its setting was picked on held-out ones); against packing each tuned speedup "
+                          "would be 1.050x smaller\n"),
+            std::string::npos)
+      << os.str();
+  for (auto& r : f.rows)
+    if (r.strategy == "packing" && r.setting == "tuned") r.step_time_s = 1.9;
+  fill_speedups(f.rows);
+  std::ostringstream faster;
+  print_table(faster, f);
+  EXPECT_EQ(faster.str().find("tuned reference"), std::string::npos) << faster.str();
+}
+
 // A results file without rows: the table says so (it printed "# How obtained: " with nothing after
 // it and no table; audit of helper-48).
 TEST(Report, AFileWithoutRowsSaysSo) {
