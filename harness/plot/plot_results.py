@@ -385,10 +385,20 @@ def plot_speedup(doc, agg, order, out):
     ax.set_ylabel("speedup over the reference strategy (same batches)")
     # Outside the axes, right: inside, "best" placement weighs the bars but not their value labels,
     # and could cover one.
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0)
+    else:  # nothing drawn (e.g. every reference out of memory): say so, not an empty legend box
+        ax.text(0.5, 0.5, "no speedup to draw", transform=ax.transAxes, ha="center", va="center", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ref_names = sorted(set(refs.values()))
     notes = []
+    # Scenarios whose reference has no valid, fitting row in any setting have no speedups at all
+    # (new-user trial, helper-73: the chart was left empty without a word).
+    no_ref = [sc for sc in scenarios
+              if not any((agg.get((sc, refs[sc], st)) or {}).get("valid") for st in ("published", "tuned"))]
+    if no_ref:
+        notes.append("No speedups for " + ", ".join(no_ref) + ": the reference (" +
+                     ", ".join(sorted({refs[sc] for sc in no_ref})) + ") does not fit the GPU or has no valid plan there.")
     if sources:
         named = "; ".join(sources)
         notes.append("Published (//, on their hardware): " + named + ("" if named.endswith("…") else "."))

@@ -267,6 +267,30 @@ def test_published_speedups_only_beside_ours_over_packing(tmp_path, monkeypatch)
     assert any("published" in t.lower() and "packing" in t for t in sp["texts"]), sp["texts"]
 
 
+def test_a_reference_out_of_memory_is_said_not_left_blank(tmp_path, monkeypatch):
+    # Every row of the reference out of memory: no speedup exists; the chart says so in its note and
+    # in the axes instead of an empty legend box (helper-73's trial).
+    doc = results(["sc"])
+    for a in doc["aggregates"]:
+        if a["strategy"] == "packing":
+            for k in [k for k in a if k.endswith("_s") or k.endswith("_reference") or k.startswith("tflops")
+                      or k.startswith("tokens")]:
+                del a[k]
+            a.update(valid=False, oom_steps=1, error="out of memory")
+        else:
+            a.pop("speedup_vs_reference", None)
+            a.pop("trimmed_speedup_vs_reference", None)
+    problems, facts = draw_all(tmp_path, monkeypatch, doc)
+    assert not problems, "\n".join(problems)
+    texts = " ".join(" ".join(t.split()) for t in facts["speedup.png"]["texts"])
+    assert "no speedup to draw" in texts, texts
+    assert "No speedups for sc: the reference (packing) does not fit the GPU" in texts, texts
+    # With the reference fitting, neither is said.
+    (tmp_path / "ok").mkdir()
+    _, facts = draw_all(tmp_path / "ok", monkeypatch, results(["sc"]))
+    assert not any("No speedups" in t or "no speedup to draw" in t for t in facts["speedup.png"]["texts"])
+
+
 @pytest.mark.parametrize("published,factor", [("4gpu", 1.1), ("13b", 1.0)], ids=["trimmed", "mean"])
 def test_speedups_use_the_published_statistic(tmp_path, monkeypatch, published, factor):
     # Megatron's example publishes 10%-trimmed means: ours beside it are drawn trimmed, bars and
