@@ -278,8 +278,8 @@ void write_evaluation_markdown(std::ostream& os, const ResultsFile& results, con
        << "` with calibration `" << ctx.value("calibration", "?") << "`, not a measurement";
   os << ". Step times are means over the scenario's sampled global batches; speedups are peer time / "
      << o.focus << " time on the same batches. \"published\" = the setting the scenario's upstream script "
-     << "sets; \"tuned\" = each strategy's setting " << tune_pick_phrase(results)
-     << " under the memory model (`run --tune`).\n\n"
+     << "sets; \"tuned\" = each strategy's setting under the memory model (`run --tune`), "
+     << tune_pick_phrase(results) << ".\n\n"
      << "The breakdown splits peer step − " << o.focus
      << " step exactly into the simulator's components (compute incl. recompute, exposed CP and DP "
         "communication, host/launch and per-micro-batch/iteration overhead, pipeline bubble, imbalance = "
