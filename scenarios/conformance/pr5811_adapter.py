@@ -18,7 +18,9 @@ name no PP size: PP = V, Megatron's default V (--pp overrides it). That loop is 
 The PR's file reads _DYNAMIC_CP_WORKLOAD_CAP_DELTA without defining it (a NameError as committed at
 55095561c6); the adapter supplies it, 0.05 as in the dev line (d48bd6be0a data_schedule_utils.py:12)
 unless --cap-delta says otherwise. An AssertionError (the PR's own check) is one error line (exit
-2); any other exception propagates as a traceback, which conform counts as a crash. Not run in CI.
+2); any other exception propagates as a traceback, which conform counts as a crash, and so is a
+file it cannot use (two lines: every case fails rather than some passing as refusals). Not run in
+CI.
 docs/megatron.md ("Megatron's main-stack port") gives what it found.
 """
 import argparse
@@ -32,26 +34,32 @@ from typing import Dict, List, Optional, Tuple
 FUNCTIONS = ("next_hdp_group_packing_aware", "align_sample_id_groups", "dcp_gpus_needed")
 
 
+def setup_error(message):
+    # Two lines on purpose: one line with an exit status of 1-128 is a scheduler's refusal under
+    # the protocol, which conform would count as a pass wherever an error is allowed; two lines are
+    # a crash, so a wrong path fails every case instead of passing some.
+    print(f"pr5811_adapter: {message}", file=sys.stderr)
+    print("pr5811_adapter: setup error, no scheduler ran on this case", file=sys.stderr)
+    sys.exit(2)
+
+
 def load_functions(path, cap_delta):
     try:
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), filename=path)
-    except (OSError, SyntaxError, UnicodeDecodeError) as e:
-        print(f"pr5811_adapter: cannot read {path}: {e}", file=sys.stderr)
-        sys.exit(2)
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError) as e:
+        setup_error(f"cannot read {path}: {e}")
     body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in FUNCTIONS]
     missing = set(FUNCTIONS) - {n.name for n in body}
     if missing:
-        print(f"pr5811_adapter: {path} has no top-level {', '.join(sorted(missing))}", file=sys.stderr)
-        sys.exit(2)
+        setup_error(f"{path} has no top-level {', '.join(sorted(missing))}")
     namespace = {"lru_cache": lru_cache, "ceil": ceil, "log2": log2, "Dict": Dict, "List": List,
                  "Optional": Optional, "Tuple": Tuple, "_DYNAMIC_CP_WORKLOAD_CAP_DELTA": cap_delta}
     align = next(n for n in body if n.name == "align_sample_id_groups")
     if "min_final_microbatches" not in [a.arg for a in align.args.args + align.args.kwonlyargs]:
         # d48bd6be0a's and earlier files: their alignment rule is not the PR's (docs/megatron.md).
-        print(f"pr5811_adapter: {path} is not PR #5811's data_schedule_utils.py "
-              "(its align_sample_id_groups has no min_final_microbatches)", file=sys.stderr)
-        sys.exit(2)
+        setup_error(f"{path} is not PR #5811's data_schedule_utils.py "
+                    "(its align_sample_id_groups has no min_final_microbatches)")
     exec(compile(ast.Module(body=body, type_ignores=[]), path, "exec"), namespace)
     return namespace
 
