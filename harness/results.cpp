@@ -101,6 +101,10 @@ void check_scenario_facts(const json& scenarios, std::vector<std::string>& errs)
     for (const char* k : {"gpus", "tp", "pp", "cp", "vpp", "dp", "pool", "gpus_per_node", "global_batch", "steps"})
       if (f.contains(k) && !int_in(f[k], 0, kMaxRowInt))
         errs.push_back(at + ".\"" + k + "\" is not an integer in [0, " + std::to_string(kMaxRowInt) + "]");
+    // The table prints it beside an OOM row's peak (report.cpp): a finite number >= 0.
+    if (f.contains("memory_gib") && !(f["memory_gib"].is_number() && std::isfinite(f["memory_gib"].get<double>()) &&
+                                      f["memory_gib"].get<double>() >= 0))
+      errs.push_back(at + ".\"memory_gib\" is not a finite number >= 0");
     if (f.contains("data")) {
       const json& d = f["data"];
       bool ok = d.is_object();

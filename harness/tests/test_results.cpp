@@ -166,6 +166,15 @@ TEST(Results, ValidatorNamesMissingAndMistypedKeys) {
   EXPECT_TRUE(has("rows[1].\"step\" is not an integer"));
   EXPECT_TRUE(has("rows[1].\"step_time_s\" is not a number"));
   EXPECT_TRUE(has("\"context.git_sha\""));
+  // A scenario's GPU capacity, which the table prints beside an OOM row: a number, or refused
+  // (not a type_error thrown from the table; helper-74).
+  json k = results_to_json(sample_results());
+  k["scenarios"] = json::array({{{"name", "s"}, {"memory_gib", "80"}}});
+  bool named = false;
+  for (const auto& e : validate_results(k)) named = named || e.find("scenarios[0].\"memory_gib\" is not a finite number") != std::string::npos;
+  EXPECT_TRUE(named);
+  k["scenarios"][0]["memory_gib"] = 80.0;
+  EXPECT_TRUE(validate_results(k).empty());
 }
 
 TEST(Results, ValidatorRejectsNonFiniteAndZeroMetrics) {

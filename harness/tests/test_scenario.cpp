@@ -92,6 +92,17 @@ TEST(Scenario, MissingRequiredKeyNamesALikelyTypo) {
   j["Cluster"] = j["cluster"];
   j.erase("cluster");
   expect_error(j, {"\"cluster\" is missing (required); the object has \"Cluster\": a typo?"});
+  // A real key of the same object that is merely read later is no typo: "max" is two edits from a
+  // missing "mean", beyond |mean| / 4 (helper-74).
+  j = minimal();
+  j["dataset"].erase("mean");
+  j["dataset"]["max"] = 100000;
+  try {
+    parse_scenario(j, "scenarios/x.json");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "scenarios/x.json: \"dataset.mean\" is missing (required)");
+  }
   j = minimal();
   j["training"]["steps_total"] = 3;  // too far from "max_seqlen" to be its typo
   j["training"].erase("max_seqlen");

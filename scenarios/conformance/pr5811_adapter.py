@@ -38,8 +38,8 @@ def setup_error(message):
     # Two lines on purpose: one line with an exit status of 1-128 is a scheduler's refusal under
     # the protocol, which conform would count as a pass wherever an error is allowed; two lines are
     # a crash, so a wrong path fails every case instead of passing some.
-    print(f"pr5811_adapter: {message}", file=sys.stderr)
-    print("pr5811_adapter: setup error, no scheduler ran on this case", file=sys.stderr)
+    print("pr5811_adapter: setup error, no scheduler ran on this case:", file=sys.stderr)
+    print(f"pr5811_adapter: {message}", file=sys.stderr)  # last: conform quotes the last line
     sys.exit(2)
 
 
