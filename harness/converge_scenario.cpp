@@ -86,9 +86,7 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
     if (j.contains(key) && !j.contains("data") && !j.contains("pool"))
       throw InputError(show_path(path) + ": has \"" + key + "\": it is a run scenario (dcpbench run), not a "
                        "convergence scenario (\"data\", \"pool\": scenarios/SCHEMA.md)");
-  if (auto it = j.find("schema"); it != j.end() && it->is_string())  // as scenario.cpp's
-    throw InputError(show_path(path) + ": is a " + quote(it->get<std::string>(), 60) +
-                     " file, not a convergence scenario (scenarios/SCHEMA.md)");
+  refuse_other_dcpbench_file(j, path, "convergence scenario");
   ConvergeScenario s;
   s.file = path;
   ObjectReader top(j, path, "");

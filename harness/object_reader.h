@@ -179,6 +179,15 @@ class ObjectReader {
   std::set<std::string> used_;
 };
 
+// Another dcpbench file given where a scenario is read (a results file, a conformance case, a plan):
+// those carry a string "schema" and no scenario does, so say what the file is instead of its first
+// missing key (helper-73). `what`: the kind of scenario expected ("run scenario", ...).
+inline void refuse_other_dcpbench_file(const json& j, const std::string& file, const std::string& what) {
+  if (auto it = j.find("schema"); it != j.end() && it->is_string())
+    throw InputError(show_path(file) + ": is a " + quote(it->get<std::string>(), 60) + " file, not a " + what +
+                     " (scenarios/SCHEMA.md)");
+}
+
 // A path written in `file` (relative to that file's folder unless absolute).
 inline std::string resolve_path(const std::string& file, const std::string& rel) {
   namespace fs = std::filesystem;

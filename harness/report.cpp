@@ -482,8 +482,10 @@ void print_table(std::ostream& os, const ResultsFile& results) {
       os << "  published: " << p.value("source", "") << "\n";
       if (!p.value("note", "").empty()) os << "  note: " << p.value("note", "") << "\n";
     }
-    if (last_of_scenario) print_tuned_reference_note(os, aggs, scenario);
-    if (last_of_scenario) print_planner_notes(os, results, scenario);
+    if (last_of_scenario) {
+      print_tuned_reference_note(os, aggs, scenario);
+      print_planner_notes(os, results, scenario);
+    }
   }
   print_published_comparison(os, results, aggs);
   print_planning_summary(os, results);

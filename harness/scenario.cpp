@@ -260,11 +260,7 @@ Published parse_published(ObjectReader& top, const json& v, const std::vector<st
 
 Scenario parse_scenario(const json& j, const std::string& file, const plan::PlannerRegistry* registry) {
   if (!j.is_object()) throw InputError(show_path(file) + ": the scenario is not a JSON object");
-  // Another dcpbench file (a results file, a conformance case, a plan): they carry a "schema" and a
-  // scenario does not; say what it is, not its first missing key (helper-73).
-  if (auto it = j.find("schema"); it != j.end() && it->is_string())
-    throw InputError(show_path(file) + ": is a " + quote(it->get<std::string>(), 60) +
-                     " file, not a run scenario (scenarios/SCHEMA.md)");
+  refuse_other_dcpbench_file(j, file, "run scenario");
   // A convergence scenario has "data" and "pool" where a run scenario has "dataset" and "cluster":
   // say so, not the first missing key ("model.layers", helper-47); the converse is in
   // converge_scenario.cpp.

@@ -81,8 +81,8 @@ TEST(Scenario, MissingRequiredKey) {
   expect_error(j, {"scenarios/x.json", "\"training.max_seqlen_per_rank\" is missing"});
 }
 
-// A misspelt required key is named beside the missing one (within two edits, or case), and a
-// key that is merely absent gets no guess.
+// A misspelt required key is named beside the missing one (within |key| / 4 edits, case aside),
+// and a key that is merely absent, or a real one read later, gets no guess.
 TEST(Scenario, MissingRequiredKeyNamesALikelyTypo) {
   json j = minimal();
   j["training"]["global_batchh"] = j["training"]["global_batch"];

@@ -209,12 +209,14 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   struct LongestAt {
     int k;
     cost::SequenceCompute pass;  // the sample's, summed over the k ranks
+    cost::RingHost ring;         // the ring per layer at k (stage-independent)
   };
   std::vector<LongestAt> longest_at;
   {
     std::vector<int> ks = valid_sizes(longest);
     if (ks.empty()) ks.push_back(1);  // no valid plan holds it
-    for (int k : ks) longest_at.push_back({k, cost::sequence_compute_split(cm, longest, eff_tokens, k)});
+    for (int k : ks)
+      longest_at.push_back({k, cost::sequence_compute_split(cm, longest, eff_tokens, k), cost::ring_host(cm, k, format)});
   }
   double worst = total / static_cast<double>(c.pp) / n;  // even split (pp = 1: everything)
   // The param gathers the earlier stages' first forwards wait for (overlap, GradSyncTime): no op of
@@ -248,7 +250,7 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
       // views, cost::QkvFormat): its host time (the call with its diagonal step and k - 1 later
       // steps) and the backward's device-sync idle, on the GPU side of a pass
       // (cost::group_stage_times: max(GPU + idle, host), forward and backward apart).
-      const cost::RingHost r = cost::ring_host(cm, a.k, format);
+      const cost::RingHost& r = a.ring;
       const double gpu_fwd = (layers * a.pass.layer_fwd_s + (last ? a.pass.head_fwd_s : 0.0)) / a.k;
       const double gpu_bwd =
           (layers * a.pass.layer_bwd_s + (last ? a.pass.head_bwd_s : 0.0)) / a.k + layers * r.bwd_sync_s + add_gpu;
