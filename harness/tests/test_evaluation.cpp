@@ -168,10 +168,25 @@ TEST(Evaluation, OomPeerIsNotAWinAndMissingFocusIsAnInputError) {
   ResultsFile f = file();
   for (auto& r : f.rows)
     if (r.strategy == "megatron-dev") r.oom = true;
+  int not_slower = 0;
   for (const auto& c : evaluate_targets(f, EvaluationOptions{}))
-    if (c.what.find("megatron-dev") != std::string::npos) {
+    if (c.what == "llama13b-github (tuned): dcp not slower than megatron-dev") {
+      // A peer that does not fit is listed, and a focus that runs is not slower than it.
+      ++not_slower;
+      EXPECT_TRUE(c.met);
+      EXPECT_EQ(c.detail, "10000.0 ms; megatron-dev: oom (no step time)");
+    } else if (c.what.find("megatron-dev") != std::string::npos) {
       EXPECT_FALSE(c.met) << c.what;  // the 10% target cannot be judged against an oom peer
       EXPECT_NE(c.detail.find("oom"), std::string::npos) << c.detail;
+    }
+  EXPECT_EQ(not_slower, 1);
+  // Both out of memory: the focus has no numbers either, so the check is not met.
+  for (auto& r : f.rows)
+    if (r.strategy == "dcp" && r.scenario == "llama13b-github") r.oom = true;
+  for (const auto& c : evaluate_targets(f, EvaluationOptions{}))
+    if (c.what == "llama13b-github (tuned): dcp not slower than megatron-dev") {
+      EXPECT_FALSE(c.met);
+      EXPECT_EQ(c.detail, "dcp: oom; megatron-dev: oom (no step time)");
     }
   EvaluationOptions o;
   o.focus = "nope";
