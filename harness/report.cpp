@@ -133,10 +133,18 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
   }
   if (!header) return;
   std::set<std::string> hw;
+  // Theirs: the published block's "hardware" where its source names it (a user's own measurements),
+  // per scenario; the shipped sources do not (the scenarios' notes say so).
+  std::vector<std::string> theirs;
+  bool unpublished = false;
   for (const auto& facts : r.scenarios)
-    if (facts.is_object() && facts.contains("published"))
+    if (facts.is_object() && facts.contains("published")) {
       hw.insert(facts.value("hardware", std::string("?")) + " (calibration " + facts.value("calibration", std::string("?")) +
                 ")");
+      const std::string h = facts["published"].value("hardware", std::string());
+      if (h.empty()) unpublished = true;
+      else theirs.push_back(facts.value("name", std::string("?")) + ": " + h);
+    }
   os << "# t = 10%-trimmed mean over the steps, computed as Megatron's benchmark_dcp.sh does, where the published\n"
      << "#   number is one; speedups are over packing, as theirs (ours from the packing rows where the file's\n"
      << "#   reference is another strategy; - without them); ours/theirs = our speedup / their speedup, for the\n"
@@ -147,7 +155,14 @@ void print_published_comparison(std::ostream& os, const ResultsFile& r, const st
   os
      << "# Hardware we assume for ours:";
   for (const auto& h : hw) os << " " << h;
-  os << "; theirs is in each scenario's published source (GPU type unpublished).\n";
+  if (theirs.empty()) {
+    os << "; theirs is in each scenario's published source (GPU type unpublished).\n";
+  } else {
+    os << "\n# Theirs, as published:";
+    for (size_t i = 0; i < theirs.size(); ++i) os << (i ? "; " : " ") << theirs[i];
+    if (unpublished) os << "; the other scenarios' GPU type is unpublished (see each one's published source)";
+    os << ".\n";
+  }
 }
 
 // The scenario's "data" facts (runner.cpp data_facts): what the dataset rules did to the batches.

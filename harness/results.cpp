@@ -116,8 +116,9 @@ void check_scenario_facts(const json& scenarios, std::vector<std::string>& errs)
     if (!f.contains("published")) continue;
     const json& p = f["published"];
     const bool values_ok = p.is_object() && (!p.contains("values") || p["values"].is_array());
-    if (!values_ok || (p.contains("source") && !p["source"].is_string()) || (p.contains("note") && !p["note"].is_string())) {
-      errs.push_back(at + ".\"published\" is not an object with a string source/note and a values array");
+    const auto text = [&p](const char* k) { return !p.contains(k) || p[k].is_string(); };
+    if (!values_ok || !text("source") || !text("note") || !text("hardware")) {
+      errs.push_back(at + ".\"published\" is not an object with a string source/note/hardware and a values array");
       continue;
     }
     if (!p.contains("values")) continue;

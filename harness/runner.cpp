@@ -201,6 +201,7 @@ json scenario_facts(const Scenario& s, const cost::CostModel& cm, int steps) {
     json p;
     p["source"] = s.published->source;
     if (!s.published->note.empty()) p["note"] = s.published->note;
+    if (!s.published->hardware.empty()) p["hardware"] = s.published->hardware;
     p["statistic"] = s.published->statistic;
     json vals = json::array();
     for (const auto& v : s.published->values) {

@@ -228,6 +228,7 @@ Published parse_published(ObjectReader& top, const json& v, const std::vector<st
   Published p;
   p.source = *r.get_string("source", true);
   p.note = r.get_string("note", false).value_or("");
+  p.hardware = r.get_string("hardware", false).value_or("");
   p.statistic = r.get_string("statistic", false, {"mean", "trimmed_mean_10"}).value_or("mean");
   const json* vals = r.get_array("values", true);
   for (size_t i = 0; i < vals->size(); ++i) {

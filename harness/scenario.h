@@ -127,6 +127,7 @@ struct PublishedValue {
 struct Published {
   std::string source;  // citation
   std::string note;    // what differs from our setup
+  std::string hardware;  // what theirs ran on, where the source says ("" = unpublished)
   std::string statistic = "mean";  // how their step times were reduced over iterations: "mean" |
                                    // "trimmed_mean_10" (Megatron's benchmark_dcp.sh); ours are
                                    // reduced the same way beside them

@@ -449,6 +449,22 @@ TEST(Report, OursOverTheirsOnlyForThePublishedSetting) {
   EXPECT_EQ(published.substr(published.find_last_not_of(' ') - 4, 5), "1.000") << published;  // ours/theirs
   EXPECT_NE(tuned.find("4.000"), std::string::npos) << tuned;           // ours, shown
   EXPECT_EQ(tuned.substr(tuned.find_last_not_of(' ')), "-") << tuned;  // ours/theirs (4 / 2 before)
+  // No "hardware" in the published block: theirs reads as unpublished (the shipped sources).
+  EXPECT_NE(text.find("theirs is in each scenario's published source (GPU type unpublished)"), std::string::npos) << text;
+
+  // A user's own measurements name their hardware: the footnote says it, per scenario, and the
+  // results file keeps it (a number in its place is refused).
+  f.scenarios[0]["published"]["hardware"] = "8x H200 SXM, one node";
+  std::ostringstream own;
+  print_table(own, f);
+  EXPECT_NE(own.str().find("# Theirs, as published: s: 8x H200 SXM, one node.\n"), std::string::npos) << own.str();
+  EXPECT_EQ(own.str().find("GPU type unpublished"), std::string::npos) << own.str();
+  nlohmann::json j = results_to_json(f);
+  EXPECT_TRUE(validate_results(j).empty());
+  j["scenarios"][0]["published"]["hardware"] = 8;
+  const auto errs = validate_results(j);
+  ASSERT_FALSE(errs.empty());
+  EXPECT_NE(errs[0].find("string source/note/hardware"), std::string::npos) << errs[0];
 }
 
 // Theirs are over packing: where the file's reference is another strategy, ours beside theirs is

@@ -220,6 +220,12 @@ TEST(Scenario, PublishedValuesBelongToOneStrategyOnceAndArePositive) {
   j["published"] = json::parse(R"({"source": "blog", "values": [{"strategy": "packing", "step_time_ms": 5},
                                    {"strategy": "megatron-dev", "speedup_vs_packing": 1.3}]})");
   EXPECT_EQ(parse_scenario(j, "scenarios/x.json").published->values.size(), 2u);
+  EXPECT_EQ(parse_scenario(j, "scenarios/x.json").published->hardware, "");  // unpublished
+  json own = j;
+  own["published"]["hardware"] = "8x H200 SXM";
+  EXPECT_EQ(parse_scenario(own, "scenarios/x.json").published->hardware, "8x H200 SXM");
+  own["published"]["hardware"] = 8;
+  expect_error(own, {"\"published.hardware\"=8"});
   json bad = j;
   bad["published"]["values"][1]["strategy"] = "nope";
   expect_error(bad, {"scenarios/x.json: \"published.values[1].strategy\"=\"nope\" is not one of the scenario's "
