@@ -156,6 +156,34 @@ TEST(Gate, ComparesEveryStepNotOnlyTheAverage) {
   auto knob = s0;
   knob.knobs = {{"max_seqlen_per_rank", 4096}};
   fails_with(results({knob, s1}), "step 0: the setting changed");
+  // A new plan moves the peak memory and the rate with it: every reason of the first failing step,
+  // the plan's first, how many steps fail, and no claim that the memory model changed (helper-75's
+  // trial: 21 -> 23 micro-batches read as "the memory model changed" alone).
+  auto p0 = s0, p1 = s1;
+  s0.peak_memory_gib = s1.peak_memory_gib = 26.82;
+  const auto base_mem = results({s0, s1});
+  p0.microbatches = 10;
+  p0.peak_memory_gib = 26.77;
+  p0.tflops_per_gpu = 98.5;
+  p1.peak_memory_gib = 26.82;
+  p1.tflops_per_gpu = 97;
+  const GateReport replanned = run_gate(base_mem, results({p0, p1}), GateTolerance{});
+  ASSERT_FALSE(replanned.passed());
+  EXPECT_EQ(replanned.findings.at(0).message,
+            "step 0: the plan changed (8 -> 10 micro-batches); peak memory 26.82 -> 26.77 GiB/GPU (tolerance "
+            "1e-07%), with the plan; TFLOPS/GPU dropped 100.00 -> 98.50 (-1.50%, tolerance -1e-07%) (2 of 2 steps "
+            "differ); if the change is meant, write a new baseline (dcpbench's own suite: ci/gate.sh --update, "
+            "saying why in the commit)");
+  // The same plan size with another peak: the memory model or a plan of the same size.
+  p0 = s0;
+  p0.peak_memory_gib = 30;
+  const GateReport memory = run_gate(base_mem, results({p0, s1}), 0.02);
+  ASSERT_FALSE(memory.passed());
+  EXPECT_NE(memory.findings.at(0).message.find("step 0: peak memory 26.82 -> 30.00 GiB/GPU (tolerance 2%): the memory "
+                                               "model or the plan changed; if"),
+            std::string::npos)
+      << memory.findings.at(0).message;
+  s0.peak_memory_gib = s1.peak_memory_gib = 0;
   auto inf = s1;
   inf.tflops_per_gpu = std::numeric_limits<double>::infinity();
   fails_with(results({s0, inf}), "is not a finite number");
@@ -176,7 +204,7 @@ TEST(Gate, FailsOnAnEmptyBaseline) {
   EXPECT_NE(r.findings[0].message.find("the baseline has no rows"), std::string::npos);
   // Printed without an empty pair (it was "FAIL   / : the baseline ..."); a pair's line names it.
   EXPECT_EQ(finding_line(r.findings[0]),
-            "  FAIL  the baseline has no rows: it gates nothing (create it with ci/gate.sh --update)");
+            "  FAIL  the baseline has no rows: it gates nothing (dcpbench's own suite: create it with ci/gate.sh --update)");
   EXPECT_EQ(finding_line({"a", "dcp", false, "steps +0.00%"}), "  ok    a / dcp: steps +0.00%");
 }
 
