@@ -83,7 +83,8 @@ void add_evaluate_command(CLI::App& app, int& exit_code) {
   add_name_list_option(cmd, "--peers", args->options.peers,
                        "Strategies it is compared with, comma-separated, in this order (default "
                        "nvidia-prototype,megatron-dev,megatron-pr2000,packing; those absent from the file are skipped)");
-  cmd->add_flag("--strict", args->strict, "Exit 1 when a target is not met");
+  cmd->add_flag("--strict", args->strict,
+                "Exit 1 when a target is not met (the planner targets dcpbench sets itself: the report's \"Targets\")");
   cmd->callback([args, cmd, &exit_code] {
     args->peers_given = cmd->count("--peers") > 0;
     exit_code = run_evaluate(*args);

@@ -11,11 +11,11 @@
 // five means, each printed in ms and as % of the peer's step: a positive entry is time the focus
 // saves in that component.
 //
-// Targets (issue 13), checked from the same aggregates and printed as met / not met:
+// Targets (the project's for its planner, issue 13), checked from the same aggregates and printed as met / not met:
 //   * focus step time >= 10% below each of `strong_peers` on the scenarios named in `headline`
 //     at their tuned settings;
 //   * focus never slower than any peer on any scenario and setting (1e-9 relative slack for
-//     rounding);
+//     rounding; a peer out of memory or with an invalid plan: met where the focus runs);
 //   * focus plan efficiency (lower bound / step time) >= 0.90 on every scenario and setting.
 #pragma once
 
