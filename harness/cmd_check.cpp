@@ -42,7 +42,7 @@ int invalid(const std::string& violation) {
 
 int run_check(const CheckArgs& a, const CLI::App& cmd) {
   const nlohmann::json j = read_json_file(a.plan);  // InputError names the file
-  plan::Batch batch{data::read_lengths_file(a.lengths)};
+  plan::Batch batch{data::read_sample_lengths_file(a.lengths, plan::kMaxTokensPerRank)};
   const plan::conformance::Outcome answer = read_plan_answer(j);
   if (answer.kind != plan::conformance::Outcome::kPlan)
     throw InputError(show_path(a.plan) + ": " + answer.message);
@@ -64,9 +64,10 @@ int run_check(const CheckArgs& a, const CLI::App& cmd) {
     p = plan::plan_from_rank_lists(*answer.lists, "megatron-format", cfg);
   } else {
     p = *answer.plan;
-    // plan.v1 does not record --max-seqlen: the plan is checked against the value asked for here
-    // (the lengths are then checked against it), never refused for not carrying one.
-    p.config.max_seqlen = cfg.max_seqlen;
+    // A plan made with --max-seqlen records it (plan_json.h), and is checked against it, or against
+    // the value asked for here, which must then agree. One without it (written before 2026-12-07, or
+    // by another tool) is checked against the value asked for here, never refused for not carrying one.
+    if (!j.contains("max_seqlen") || j["max_seqlen"].is_null()) p.config.max_seqlen = cfg.max_seqlen;
   }
   if (auto v = plan::find_violation(p, batch, cfg)) return invalid(*v);
   // A plan.v1 file's summary is what readers take its counts from (micro-batches, CP sizes,

@@ -64,6 +64,10 @@ nlohmann::json plan_to_json(const Plan& plan, const Batch& batch, const nlohmann
   j["max_seqlen_per_rank"] = c.max_seqlen_per_rank;
   j["min_cp"] = c.min_cp;
   j["vpp_group"] = c.vpp_group ? json(*c.vpp_group) : json(nullptr);
+  // Only where it was set (`--max-seqlen`): a plan without it is byte for byte what plan.v1 had
+  // always been, and readers ignore a key they do not know (helper-75's trial: `check` could not
+  // tell which max_seqlen a plan was made for).
+  if (c.max_seqlen) j["max_seqlen"] = *c.max_seqlen;
   json mbs = json::array();
   for (const auto& mb : plan.microbatches) {
     json groups = json::array();
@@ -165,6 +169,8 @@ Plan plan_from_json(const nlohmann::json& j) {
     p.config.min_cp = j.contains("min_cp") ? static_cast<int>(int_at(j, "", "min_cp", 1, kMaxPool)) : 1;
     if (j.contains("vpp_group") && !j["vpp_group"].is_null())
       p.config.vpp_group = static_cast<int>(int_at(j, "", "vpp_group", 1, kMaxPool));
+    if (j.contains("max_seqlen") && !j["max_seqlen"].is_null())
+      p.config.max_seqlen = int_at(j, "", "max_seqlen", 1, kMaxTokensPerRank);
     DCP_REQUIRE(!j.contains("summary") || j["summary"].is_object(), "plan JSON: \"summary\" is not an object");
     if (j.contains("summary") && j["summary"].contains("dynamic")) {
       const json& dynamic = j["summary"]["dynamic"];

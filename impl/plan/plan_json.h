@@ -2,6 +2,7 @@
 // {"schema", "planner", "dp", "cp", "pool", "max_seqlen_per_rank", "min_cp", "vpp_group",
 //  "microbatches": [{"groups": [{"ranks": [first..last], "cp_size": k, "samples": [ids]}]}],
 //  "summary": {...}}   (summary.dynamic: false for static-CP plans)
+// plus "max_seqlen" where the plan was made with one (left out otherwise; readers ignore unknown keys).
 #pragma once
 
 #include "plan/plan.h"
