@@ -57,7 +57,7 @@ int run_schedule(const ScheduleArgs& a, const CLI::App& cmd) {
   plan::PlanConfig cfg;
   apply_plan_config_flags(cmd, a.config, cfg);
 
-  plan::Batch batch{data::read_lengths_file(a.lengths)};
+  plan::Batch batch{data::read_sample_lengths_file(a.lengths, plan::kMaxTokensPerRank)};
   plan::check_config(batch, cfg);
 
   // Some input is only refused while planning (a sample longer than the pool holds, a micro-batch

@@ -57,8 +57,22 @@ namespace {
 
 [[noreturn]] void value_error(const std::string& msg) { throw py::value_error(msg); }
 
+// An int's decimal text for a message, cut at 40 characters (2**4000 is 1205 digits).
+std::string int_text(PyObject* index) {
+  PyObject* s = PyObject_Str(index);
+  if (!s) {
+    PyErr_Clear();
+    return "?";
+  }
+  const char* c = PyUnicode_AsUTF8(s);
+  std::string out = c ? c : "?";
+  if (!c) PyErr_Clear();
+  Py_DECREF(s);
+  return out.size() > 40 ? out.substr(0, 37) + "..." : out;
+}
+
 // A Python int (or an object with __index__, e.g. numpy.int64) as int64; ValueError naming `what`
-// when it does not fit.
+// and the value when it does not fit (helper-75's trial: "--cp is out of range" gave neither).
 int64_t to_int64(PyObject* obj, const std::string& what) {
   // bool is an int subclass in Python: True would pass as a length or size of 1. numpy's bool
   // scalar is no int subclass but has __index__ (deprecated since numpy 1.25): the same.
@@ -72,8 +86,9 @@ int64_t to_int64(PyObject* obj, const std::string& what) {
   }
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+  const std::string shown = overflow != 0 ? int_text(index) : std::string();
   Py_DECREF(index);
-  if (overflow != 0) value_error(what + " is out of range");
+  if (overflow != 0) value_error(what + "=" + shown + " is out of range (beyond a 64-bit integer)");
   return v;
 }
 
@@ -82,8 +97,11 @@ std::vector<int64_t> to_lengths(const py::handle& seqlens) {
   // fixed order, so sample ids would not be positions), bytes and str their characters.
   PyObject* o = seqlens.ptr();
   const auto not_lengths = [o] {
-    return py::type_error(std::string("seqlens must be a sequence of integers (list, tuple, range or array), not ") +
-                          Py_TYPE(o)->tp_name);
+    // A single integer (also a 0-d numpy array, which has __index__ but no iterator) is no batch.
+    return py::type_error(std::string("seqlens must be an iterable of integers (list, tuple, range, array or "
+                                      "generator), not ") +
+                          (PyIndex_Check(o) ? "a single integer (" + std::string(Py_TYPE(o)->tp_name) + ")"
+                                            : std::string(Py_TYPE(o)->tp_name)));
   };
   if (PyDict_Check(o) || PyAnySet_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o) || PyUnicode_Check(o))
     throw not_lengths();
@@ -120,7 +138,10 @@ std::vector<int64_t> to_lengths(const py::handle& seqlens) {
     long long v = 0;
     if (PyLong_CheckExact(item)) {
       v = PyLong_AsLongLongAndOverflow(item, &overflow);
-      if (overflow != 0) value_error("sample " + std::to_string(i) + " has a length out of range");
+      if (overflow != 0)
+        value_error("sample " + std::to_string(i) + " has length " + int_text(item) +
+                    (overflow > 0 ? ", above the limit of " + std::to_string(plan::kMaxTokensPerRank) + " tokens per sample"
+                                  : std::string(" (must be >= 1)")));
     } else {
       v = to_int64(item, "sample " + std::to_string(i) + "'s length");
     }

@@ -87,7 +87,17 @@ class LengthsSax {
                        ") is out of range");
     return integer(static_cast<int64_t>(std::min<uint64_t>(v, std::numeric_limits<int64_t>::max())));
   }
-  bool number_float(json::number_float_t v, const json::string_t&) { return element(json(v)); }
+  bool number_float(json::number_float_t v, const json::string_t& literal) {
+    // An integer literal beyond uint64 reaches here as a float: it is out of range, not "not an
+    // integer" (helper-75's trial: 18446744073709551616 read as 1.8446744073709552e+19).
+    const bool integer_literal = !literal.empty() &&
+                                 literal.find_first_not_of("0123456789", literal[0] == '-' ? 1 : 0) == std::string::npos &&
+                                 literal.size() > (literal[0] == '-' ? 1u : 0u);
+    if (depth_ == 1 && integer_literal)
+      throw InputError(source_ + ": element " + std::to_string(out.size()) + " (" +
+                       (literal.size() > 40 ? literal.substr(0, 37) + "..." : literal) + ") is out of range");
+    return element(json(v));
+  }
   bool string(json::string_t& v) { return element(json(v)); }
   bool binary(json::binary_t&) { return element(json("<binary>")); }
   bool start_object(std::size_t) { return open("{...}"); }
@@ -205,6 +215,14 @@ std::vector<int64_t> read_lengths_file(const std::string& path) {
   const bool idx_name = path.size() >= 4 && path.compare(path.size() - 4, 4, ".idx") == 0;
   auto out = idx_name ? parse_megatron_idx(content, path) : parse_lengths(content, path);
   DCP_REQUIRE(!out.empty(), show_path(path), ": no sample lengths in file");
+  return out;
+}
+
+std::vector<int64_t> read_sample_lengths_file(const std::string& path, int64_t max_length) {
+  auto out = read_lengths_file(path);
+  for (size_t i = 0; i < out.size(); ++i)
+    DCP_REQUIRE(out[i] <= max_length, show_path(path), ": sample ", i, " has length ", out[i], ", above the limit of ",
+                max_length, " tokens per sample");
   return out;
 }
 

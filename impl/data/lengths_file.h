@@ -40,4 +40,9 @@ std::vector<int64_t> parse_lengths(std::string_view content, const std::string& 
 // Reads a file and parses it; InputError if it cannot be read or is empty of samples.
 std::vector<int64_t> read_lengths_file(const std::string& path);
 
+// The same for a file of samples to plan (`schedule`, `check`): each length at most `max_length`,
+// else an InputError naming the file, the sample and the limit (a document file may hold longer
+// ones, which a dataset splits into max_seqlen chunks).
+std::vector<int64_t> read_sample_lengths_file(const std::string& path, int64_t max_length);
+
 }  // namespace dcp::data

@@ -76,7 +76,7 @@ void check_inputs(const plan::Batch& batch, const plan::PlanConfig& config) {
   DCP_REQUIRE(batch.size() < (int64_t{1} << 31), "batch of ", batch.size(), " samples is too large");
   for (int64_t i = 0; i < batch.size(); ++i)
     DCP_REQUIRE(batch.lengths[i] < (int64_t{1} << 31), "sample ", i, " has length ", batch.lengths[i],
-                " (Megatron keeps lengths in int32)");
+                ", above 2147483647, the limit of the Megatron ports (Megatron keeps lengths in int32)");
 }
 
 plan::Plan run_scheduler(const plan::Batch& batch, const plan::PlanConfig& config, const std::string& planner,

@@ -145,7 +145,9 @@ def test_sample_over_2p40_tokens_raises_the_cli_line(tmp_path):
     with pytest.raises(ValueError) as err:
         dcpbench.schedule([10, 2**41], "dcp", dp=1, cp=2, max_seqlen_per_dp_cp_rank=2**40)
     assert str(err.value) == "sample 1 has length 2199023255552, above the limit of 1099511627776 tokens per sample"
-    assert str(err.value) == cli_error(tmp_path, [10, 2**41], args)
+    # The CLI says the same after the file's name (a lengths file may hold longer documents for a
+    # dataset to split, so the limit is the schedule's, checked as the file is read).
+    assert cli_error(tmp_path, [10, 2**41], args) == str(tmp_path / "lengths.json") + ": " + str(err.value)
 
 
 def test_bad_length_names_the_sample():
@@ -163,13 +165,24 @@ def test_unknown_planner_and_bad_types():
         dcpbench.schedule([1, True], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
     with pytest.raises(TypeError, match="must be an integer, not bool"):
         dcpbench.schedule([1, 2], dp=True, cp=1, max_seqlen_per_dp_cp_rank=10)
-    with pytest.raises(ValueError, match="out of range"):
+    # Out of int64: the value and the limit are named (helper-75's trial: "has a length out of range")
+    with pytest.raises(ValueError, match="^sample 1 has length 1180591620717411303424, above the limit of "
+                                         "1099511627776 tokens per sample$"):
         dcpbench.schedule([1, 2**70], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
+    with pytest.raises(ValueError, match="^sample 0 has length -1180591620717411303424 \\(must be >= 1\\)$"):
+        dcpbench.schedule([-2**70], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
+    with pytest.raises(ValueError, match="^--cp=1180591620717411303424 is out of range \\(beyond a 64-bit integer\\)$"):
+        dcpbench.schedule([1], dp=1, cp=2**70, max_seqlen_per_dp_cp_rank=10)
+    with pytest.raises(ValueError, match="^--dp=1000000000000000000000000000000000000... is out of range"):
+        dcpbench.schedule([1], dp=10**100, cp=1, max_seqlen_per_dp_cp_rank=10)
+    # A single integer is no batch (a 0-d numpy array has __index__ but no iterator)
+    with pytest.raises(TypeError, match="^seqlens must be an iterable of integers .*, not a single integer \\(int\\)$"):
+        dcpbench.schedule(5, dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
     with pytest.raises(ValueError, match="--dp: \"4294967296\" is above the maximum 1048576"):
         dcpbench.schedule([1], dp=2**32, cp=1, max_seqlen_per_dp_cp_rank=10)
     # iterables whose items are not the lengths in order: dict keys, a set, bytes, str
     for bad, name in (({1: 2}, "dict"), ({3, 1}, "set"), (b"\x05\x06", "bytes"), ("56", "str")):
-        with pytest.raises(TypeError, match=f"seqlens must be a sequence of integers .*, not {name}"):
+        with pytest.raises(TypeError, match=f"seqlens must be an iterable of integers .*, not {name}"):
             dcpbench.schedule(bad, dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
         with pytest.raises(TypeError, match=f"not {name}"):
             dcpbench.find_violation([[[0]]], bad, dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
@@ -662,6 +675,16 @@ def test_check_plan_files(tmp_path):
                                            list(a), capture_output=True, text=True)
     r = check_bshd("--max-seqlen", "400")
     assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr
+    # The plan records the --max-seqlen it was made with: checked against it without the flag, and
+    # another value is not the plan asked for.
+    r = check_bshd()
+    assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr
+    r = check_bshd("--max-seqlen", "500")
+    assert r.returncode == 1 and "is not the requested one" in r.stdout and "max_seqlen 400)" in r.stdout, r.stdout
+    # A plan without the key (written before 2026-12-07, or by another tool) takes the flag's value.
+    doc = json.loads(bshd_file.read_text())
+    assert doc.pop("max_seqlen") == 400
+    bshd_file.write_text(json.dumps(doc))
     r = check_bshd("--max-seqlen", "500")
     assert r.returncode == 1 and "pad_to 400 != max_seqlen 500" in r.stdout, r.stdout + r.stderr
     doc = json.loads(plan_file.read_text())

@@ -47,6 +47,11 @@ TEST(LengthsJson, ArrayOfIntegers) {
   expect_error([] { parse_lengths_json("[3, {\"a\": 4}]", "a.json"); }, "element 1 ({...})");
   expect_error([] { parse_lengths_json("[3, null]", "a.json"); }, "element 1 (null)");
   expect_error([] { parse_lengths_json("[3, 9223372036854775808]", "a.json"); }, "element 1 (9223372036854775808) is out of range");
+  // Beyond uint64 an integer literal reaches the reader as a float: still out of range, quoted as
+  // written (helper-75's trial: "(1.8446744073709552e+19) is not an integer length").
+  expect_error([] { parse_lengths_json("[3, 18446744073709551616]", "a.json"); }, "element 1 (18446744073709551616) is out of range");
+  expect_error([] { parse_lengths_json("[-18446744073709551617]", "a.json"); }, "element 0 (-18446744073709551617) is out of range");
+  expect_error([] { parse_lengths_json("[3, 1e20]", "a.json"); }, "element 1 (1e+20) is not an integer length");
   expect_error([] { parse_lengths_json("7", "a.json"); }, "must be an array");
   expect_error([] { parse_lengths_json("\"x\"", "a.json"); }, "must be an array");
   EXPECT_EQ(parse_lengths_json("[]", "a.json"), std::vector<int64_t>{});
@@ -111,6 +116,12 @@ TEST(LengthsFile, ReadsFileAndRejectsMissingOrEmpty) {
   expect_error([&] { read_lengths_file((dir / "empty.txt").string()); }, "no sample lengths");
   expect_error([&] { read_lengths_file((dir / "missing.txt").string()); }, "cannot open lengths file");
   expect_error([&] { read_lengths_file(dir.string()); }, "is a directory");
+  // A file of samples to plan names the file, the sample and the limit; a document file does not cap.
+  std::ofstream(dir / "long.txt") << "# header\n3\n9223372036854775807\n";
+  EXPECT_EQ(read_lengths_file((dir / "long.txt").string()).size(), 2u);
+  EXPECT_EQ(read_sample_lengths_file((dir / "a.txt").string(), 4), (std::vector<int64_t>{3, 4}));
+  expect_error([&] { read_sample_lengths_file((dir / "long.txt").string(), int64_t{1} << 40); },
+               "long.txt: sample 1 has length 9223372036854775807, above the limit of 1099511627776 tokens per sample");
   std::filesystem::remove_all(dir);
 }
 
