@@ -94,13 +94,8 @@ class ObjectReader {
   std::optional<int64_t> get_int(const std::string& key, bool required, int64_t lo, int64_t hi) {
     const json* v = find(key, required);
     if (!v) return std::nullopt;
-    if (!v->is_number_integer()) fail(key, *v, "is not an integer");
-    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi))
-      fail(key, *v, "is above the maximum " + std::to_string(hi));  // before get<int64_t> could wrap
-    const int64_t x = v->get<int64_t>();
-    if (x < lo) fail(key, *v, "is below the minimum " + std::to_string(lo));
-    if (x > hi) fail(key, *v, "is above the maximum " + std::to_string(hi));
-    return x;
+    if (const std::string why = json_int_problem(*v, lo, hi); !why.empty()) fail(key, *v, why);
+    return v->get<int64_t>();
   }
 
   std::optional<double> get_number(const std::string& key, bool required, double lo, double hi) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <unordered_set>
@@ -225,16 +226,27 @@ std::string json_excerpt(const nlohmann::json& value, size_t max_chars) {
   return escape_bytes(out, false);  // the dump escaped quotes and controls already
 }
 
-int64_t json_int(const nlohmann::json& value, int64_t lo, int64_t hi, std::string_view name) {
-  const std::string at = std::string(name) + "=" + json_excerpt(value, 40);
-  if (!value.is_number_integer()) throw InputError(at + " is not an integer");
-  if (value.is_number_unsigned() &&
-      value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    throw InputError(at + " is above the maximum " + std::to_string(hi));
+std::string json_int_problem(const nlohmann::json& value, int64_t lo, int64_t hi) {
+  const std::string above = "is above the maximum " + std::to_string(hi);
+  const std::string below = "is below the minimum " + std::to_string(lo);
+  // (helper-75's trial: "training.seed": 2**64 read "is not an integer")
+  if (value.is_number_float()) {
+    const double d = value.get<double>();
+    if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) >= 9223372036854775808.0) return d > 0 ? above : below;
+  }
+  if (!value.is_number_integer()) return "is not an integer";
+  if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(std::max<int64_t>(hi, 0)))
+    return above;  // before get<int64_t> could wrap
   const int64_t x = value.get<int64_t>();
-  if (x < lo) throw InputError(at + " is below the minimum " + std::to_string(lo));
-  if (x > hi) throw InputError(at + " is above the maximum " + std::to_string(hi));
-  return x;
+  if (x < lo) return below;
+  if (x > hi) return above;
+  return "";
+}
+
+int64_t json_int(const nlohmann::json& value, int64_t lo, int64_t hi, std::string_view name) {
+  if (const std::string why = json_int_problem(value, lo, hi); !why.empty())
+    throw InputError(std::string(name) + "=" + json_excerpt(value, 40) + " " + why);
+  return value.get<int64_t>();
 }
 
 }  // namespace dcp
