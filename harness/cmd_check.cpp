@@ -56,6 +56,10 @@ int run_check(const CheckArgs& a, const CLI::App& cmd) {
     cfg = answer.plan->config;
   }
   apply_plan_config_flags(cmd, a.config, cfg);
+  // The plan's own max_seqlen (not a flag given here) that a sample exceeds: the plan does not fit
+  // this batch (exit 1), where check_config would blame a --max-seqlen never given (helper-76).
+  if (!megatron_format && !cmd.count("--max-seqlen"))
+    if (auto v = plan::longer_than_plan_max_seqlen(*answer.plan, batch)) return invalid(*v);
   plan::check_config(batch, cfg);  // a bad flag or length is bad input (exit 2), not an invalid plan
 
   plan::Plan p;

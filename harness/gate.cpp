@@ -98,6 +98,7 @@ std::string compare_steps(const std::map<int, const ResultRow*>& base, const std
            " (run the same suite as the baseline)";
   std::string first;
   int failing = 0;
+  bool advise = false;
   for (const auto& [step, b] : base) {
     const ResultRow& c = *cur.at(step);
     const std::string at = "step " + std::to_string(step) + ": ";
@@ -114,23 +115,29 @@ std::string compare_steps(const std::map<int, const ResultRow*>& base, const std
       return "not comparable: " + at + b->source + " in the baseline, " + c.source + " now";
     const bool simulated = !b->is_measured();
     const double tolerance = simulated ? tol.simulated : tol.measured;
-    std::vector<std::string> why;
+    // Each reason, and whether writing a new baseline is the remedy when the change is meant: not
+    // for a step that no longer fits, a number that is not finite, or a measured step that moved
+    // (run-to-run noise or the machine; ci/gate.sh --update writes simulated baselines only).
+    std::vector<std::pair<std::string, bool>> why;
     const bool fit_changed = b->has_metrics() != c.has_metrics();
     if (b->has_metrics() && c.oom)
-      why.push_back("out of memory (peak " + fmt2(c.peak_memory_gib) + " GiB/GPU) where the baseline fit");
+      why.emplace_back("out of memory (peak " + fmt2(c.peak_memory_gib) + " GiB/GPU) where the baseline fit", false);
     else if (!b->has_metrics() && c.has_metrics())
-      why.push_back((b->oom ? "fits now (the baseline was out of memory, peak " + fmt2(b->peak_memory_gib) + " GiB/GPU)"
-                            : "valid now (the baseline's plan was invalid)") +
-                    std::string(": a memory or validity rule the simulator lost looks like this"));
+      why.emplace_back((b->oom ? "fits now (the baseline was out of memory, peak " + fmt2(b->peak_memory_gib) + " GiB/GPU)"
+                               : "valid now (the baseline's plan was invalid)") +
+                           std::string(": a memory or validity rule the simulator lost looks like this"),
+                       true);
     const bool both = b->has_metrics() && c.has_metrics();
     bool plan_changed = false;
     if (both && c.knobs != b->knobs) {
-      why.push_back("the setting changed (" + json_excerpt(b->knobs, 60) + " -> " + json_excerpt(c.knobs, 60) + ")");
+      why.emplace_back("the setting changed (" + json_excerpt(b->knobs, 60) + " -> " + json_excerpt(c.knobs, 60) + ")",
+                       true);
       plan_changed = true;
     }
     if (both && c.microbatches != b->microbatches) {
-      why.push_back("the plan changed (" + std::to_string(b->microbatches) + " -> " + std::to_string(c.microbatches) +
-                    " micro-batches)");
+      why.emplace_back("the plan changed (" + std::to_string(b->microbatches) + " -> " +
+                           std::to_string(c.microbatches) + " micro-batches)",
+                       true);
       plan_changed = true;
     }
     // Peak memory of a simulated step, also of one out of memory in both files; only where both
@@ -138,32 +145,39 @@ std::string compare_steps(const std::map<int, const ResultRow*>& base, const std
     // micro-batches in flight), so with a plan the same size it is the memory model or the plan.
     if (simulated && !fit_changed && b->peak_memory_gib > 0 && c.peak_memory_gib > 0 &&
         !within_rel(c.peak_memory_gib, b->peak_memory_gib, tolerance))
-      why.push_back("peak memory " + fmt2(b->peak_memory_gib) + " -> " + fmt2(c.peak_memory_gib) + " GiB/GPU (tolerance " +
-                    tolerance_pct(tolerance) + ")" +
-                    (plan_changed ? std::string(", with the plan") : ": the memory model or the plan changed"));
+      why.emplace_back("peak memory " + fmt2(b->peak_memory_gib) + " -> " + fmt2(c.peak_memory_gib) +
+                           " GiB/GPU (tolerance " + tolerance_pct(tolerance) + ")" +
+                           (plan_changed ? std::string(", with the plan") : ": the memory model or the plan changed"),
+                       true);
     if (both && (!std::isfinite(c.tflops_per_gpu) || !std::isfinite(c.step_time_s))) {
-      why.push_back("TFLOPS/GPU " + json_excerpt(nlohmann::json(c.tflops_per_gpu), 24) + " is not a finite number");
+      why.emplace_back("TFLOPS/GPU " + json_excerpt(nlohmann::json(c.tflops_per_gpu), 24) + " is not a finite number",
+                       false);
     } else if (both) {
       const double rel = b->tflops_per_gpu > 0 ? c.tflops_per_gpu / b->tflops_per_gpu - 1.0 : 0.0;
       worst_drop = std::min(worst_drop, rel);
       worst_rise = std::max(worst_rise, rel);
       const std::string change = fmt2(b->tflops_per_gpu) + " -> " + fmt2(c.tflops_per_gpu) + " (" + signed_pct(rel);
       if (c.tflops_per_gpu < b->tflops_per_gpu * (1.0 - tolerance))
-        why.push_back("TFLOPS/GPU dropped " + change + ", tolerance -" + tolerance_pct(tolerance) + ")" +
-                      (simulated && !plan_changed ? ": the simulated numbers are deterministic" : ""));
+        why.emplace_back("TFLOPS/GPU dropped " + change + ", tolerance -" + tolerance_pct(tolerance) + ")" +
+                             (simulated && !plan_changed ? ": the simulated numbers are deterministic" : ""),
+                         simulated);
       else if (c.tflops_per_gpu > b->tflops_per_gpu * (1.0 + tolerance))
-        why.push_back("TFLOPS/GPU rose " + change + ", tolerance +" + tolerance_pct(tolerance) + ")" +
-                      (plan_changed ? "" : ": a simulator that lost a cost term looks like this"));
+        why.emplace_back("TFLOPS/GPU rose " + change + ", tolerance +" + tolerance_pct(tolerance) + ")" +
+                             (simulated && !plan_changed ? ": a simulator that lost a cost term looks like this" : ""),
+                         simulated);
     }
     if (why.empty()) continue;
     if (failing++ == 0) {
       first = at;
-      for (size_t i = 0; i < why.size(); ++i) first += (i ? "; " : "") + why[i];
+      for (size_t i = 0; i < why.size(); ++i) {
+        first += (i ? "; " : "") + why[i].first;
+        advise = advise || why[i].second;
+      }
     }
   }
   if (failing == 0) return "";
   if (failing > 1) first += " (" + std::to_string(failing) + " of " + std::to_string(base.size()) + " steps differ)";
-  return first + kRegenerate;
+  return first + (advise ? kRegenerate : "");
 }
 
 }  // namespace

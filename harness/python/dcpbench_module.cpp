@@ -57,8 +57,9 @@ namespace {
 
 [[noreturn]] void value_error(const std::string& msg) { throw py::value_error(msg); }
 
-// An int's decimal text for a message, cut at 40 characters (2**4000 is 1205 digits).
-std::string int_text(PyObject* index) {
+// An int's decimal text for a message, cut at 40 characters (2**4000 is 1205 digits); "?" where
+// Python will not convert it (above sys.get_int_max_str_digits(), 4300 by default).
+std::string int_text(PyObject* index, bool cut = true) {
   PyObject* s = PyObject_Str(index);
   if (!s) {
     PyErr_Clear();
@@ -68,12 +69,17 @@ std::string int_text(PyObject* index) {
   std::string out = c ? c : "?";
   if (!c) PyErr_Clear();
   Py_DECREF(s);
-  return out.size() > 40 ? out.substr(0, 37) + "..." : out;
+  return cut && out.size() > 40 ? out.substr(0, 37) + "..." : out;
 }
 
+struct FlagRange {
+  int64_t lo, hi;
+};
+
 // A Python int (or an object with __index__, e.g. numpy.int64) as int64; ValueError naming `what`
-// and the value when it does not fit (helper-75's trial: "--cp is out of range" gave neither).
-int64_t to_int64(PyObject* obj, const std::string& what) {
+// and the value when it does not fit (helper-75's trial: "--cp is out of range" gave neither), in
+// the CLI's words for a flag (`range`: "--dp: \"2^70's digits\" is out of range (allowed: 1 to N)").
+int64_t to_int64(PyObject* obj, const std::string& what, std::optional<FlagRange> range = std::nullopt) {
   // bool is an int subclass in Python: True would pass as a length or size of 1. numpy's bool
   // scalar is no int subclass but has __index__ (deprecated since numpy 1.25): the same.
   const std::string_view type = Py_TYPE(obj)->tp_name;
@@ -86,8 +92,11 @@ int64_t to_int64(PyObject* obj, const std::string& what) {
   }
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
-  const std::string shown = overflow != 0 ? int_text(index) : std::string();
+  const std::string shown = overflow != 0 ? int_text(index, !range) : std::string();
   Py_DECREF(index);
+  if (overflow != 0 && range)
+    value_error(what + ": " + quote(shown) + " is out of range (allowed: " + std::to_string(range->lo) + " to " +
+                std::to_string(range->hi) + ")");
   if (overflow != 0) value_error(what + "=" + shown + " is out of range (beyond a 64-bit integer)");
   return v;
 }
@@ -165,7 +174,8 @@ struct ConfigArgs {
 
 // The range check of the CLI's integer flags (harness/cli_options.h add_int_option), with the
 // same message, so a bad value gives the line `dcpbench schedule` prints.
-int64_t in_range(int64_t v, int64_t lo, int64_t hi, const std::string& flag) {
+int64_t in_range(PyObject* obj, int64_t lo, int64_t hi, const std::string& flag) {
+  const int64_t v = to_int64(obj, flag, FlagRange{lo, hi});
   if (const auto e = int_error(std::to_string(v), lo, hi)) value_error(flag + ": " + *e);
   return v;
 }
@@ -173,17 +183,16 @@ int64_t in_range(int64_t v, int64_t lo, int64_t hi, const std::string& flag) {
 // The CLI's flag names and ranges in messages, so they are the lines `dcpbench schedule` prints.
 plan::PlanConfig to_config(const ConfigArgs& a) {
   plan::PlanConfig c;
-  c.dp = static_cast<int>(in_range(to_int64(a.dp.ptr(), "--dp"), 1, plan::kMaxPool, "--dp"));
-  c.cp = static_cast<int>(in_range(to_int64(a.cp.ptr(), "--cp"), 1, plan::kMaxPool, "--cp"));
-  c.max_seqlen_per_rank = in_range(to_int64(a.max_seqlen_per_dp_cp_rank.ptr(), "--max-seqlen-per-rank"), 1,
-                                   plan::kMaxTokensPerRank, "--max-seqlen-per-rank");
+  c.dp = static_cast<int>(in_range(a.dp.ptr(), 1, plan::kMaxPool, "--dp"));
+  c.cp = static_cast<int>(in_range(a.cp.ptr(), 1, plan::kMaxPool, "--cp"));
+  c.max_seqlen_per_rank =
+      in_range(a.max_seqlen_per_dp_cp_rank.ptr(), 1, plan::kMaxTokensPerRank, "--max-seqlen-per-rank");
   if (!a.min_cp.is_none())
-    c.min_cp = static_cast<int>(in_range(to_int64(a.min_cp.ptr(), "--min-cp"), 1, plan::kMaxPool, "--min-cp"));
+    c.min_cp = static_cast<int>(in_range(a.min_cp.ptr(), 1, plan::kMaxPool, "--min-cp"));
   if (!a.vpp_group.is_none())
-    c.vpp_group =
-        static_cast<int>(in_range(to_int64(a.vpp_group.ptr(), "--vpp-group"), 1, plan::kMaxPool, "--vpp-group"));
+    c.vpp_group = static_cast<int>(in_range(a.vpp_group.ptr(), 1, plan::kMaxPool, "--vpp-group"));
   if (!a.max_seqlen.is_none())
-    c.max_seqlen = in_range(to_int64(a.max_seqlen.ptr(), "--max-seqlen"), 1, plan::kMaxTokensPerRank, "--max-seqlen");
+    c.max_seqlen = in_range(a.max_seqlen.ptr(), 1, plan::kMaxTokensPerRank, "--max-seqlen");
   return c;
 }
 
@@ -311,8 +320,9 @@ plan::RankLists to_rank_lists(const py::handle& obj) {
 // A plan with its own config (a dcpbench.Plan, or a dcpbench.plan.v1 dict as `dcpbench schedule`
 // writes it) checked against that config, the arguments given overriding it (as `dcpbench check`
 // does).
-// records_max_seqlen false: a plan.v1 document, which does not record max_seqlen; it is checked
-// against the value asked for, never refused for not carrying one (as `dcpbench check` does).
+// records_max_seqlen false: a plan.v1 document without "max_seqlen" (plan_json.h: written only for
+// a plan made with one); it is checked against the value asked for, never refused for not carrying
+// one (as `dcpbench check` does).
 std::optional<std::string> violation_of_own(const plan::Plan& p, const plan::Batch& batch, const ConfigArgs& a,
                                             bool records_max_seqlen = true) {
   plan::PlanConfig cfg = p.config;
@@ -327,6 +337,11 @@ std::optional<std::string> violation_of_own(const plan::Plan& p, const plan::Bat
   if (!a.min_cp.is_none()) cfg.min_cp = given.min_cp;
   if (!a.vpp_group.is_none()) cfg.vpp_group = given.vpp_group;
   if (!a.max_seqlen.is_none()) cfg.max_seqlen = given.max_seqlen;
+  // A sample longer than the plan's own max_seqlen (no max_seqlen argument given): the plan does
+  // not fit the batch, a violation as `dcpbench check` reports it, not a ValueError naming
+  // --max-seqlen.
+  if (records_max_seqlen && a.max_seqlen.is_none())
+    if (auto v = plan::longer_than_plan_max_seqlen(p, batch)) return v;
   plan::check_config(batch, cfg);
   if (records_max_seqlen) return plan::find_violation(p, batch, cfg);
   plan::Plan as_asked = p;
@@ -358,7 +373,9 @@ std::optional<std::string> violation_of(const py::object& plan_obj, const py::ha
     const plan::conformance::Outcome answer = dcp::harness::read_plan_answer(j);
     if (answer.kind != plan::conformance::Outcome::kPlan || !answer.plan)
       value_error("plan dict: " + answer.message);
-    if (auto v = violation_of_own(*answer.plan, batch, a, /*records_max_seqlen=*/false)) return v;
+    // A plan.v1 dict records max_seqlen only where it was made with one (as `dcpbench check` reads it).
+    if (auto v = violation_of_own(*answer.plan, batch, a, j.contains("max_seqlen") && !j["max_seqlen"].is_null()))
+      return v;
     return plan::summary_violation(j, *answer.plan, batch);
   }
   const plan::RankLists lists = to_rank_lists(plan_obj);  // a plan of the wrong type first (TypeError)

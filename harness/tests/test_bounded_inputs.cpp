@@ -93,6 +93,10 @@ TEST(BoundedScenario, IntegersAreRangeCheckedNotWrapped) {
   j["training"]["seed"] = json::parse("18446744073709551615");
   EXPECT_NE(error_of([&] { parse_scenario(j, "x.json"); }).find("\"training.seed\"=18446744073709551615 is above"),
             std::string::npos);
+  j["training"]["seed"] = json::parse("18446744073709551616");  // 2^64: a float to the parser (helper-75's trial)
+  EXPECT_NE(error_of([&] { parse_scenario(j, "x.json"); })
+                .find("\"training.seed\"=1.8446744073709552e+19 is not an integer in [0, 4611686018427387904]"),
+            std::string::npos);
   j = minimal_scenario();
   j["dataset"] = json::parse(R"({"source": "quantiles", "quantiles": [[0, 1], [1, 18446744073709551615]]})");
   EXPECT_NE(error_of([&] { parse_scenario(j, "x.json"); }).find("length is above the maximum"), std::string::npos);

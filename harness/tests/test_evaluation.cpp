@@ -183,11 +183,14 @@ TEST(Evaluation, OomPeerIsNotAWinAndMissingFocusIsAnInputError) {
   // Both out of memory: the focus has no numbers either, so the check is not met.
   for (auto& r : f.rows)
     if (r.strategy == "dcp" && r.scenario == "llama13b-github") r.oom = true;
+  not_slower = 0;
   for (const auto& c : evaluate_targets(f, EvaluationOptions{}))
     if (c.what == "llama13b-github (tuned): dcp not slower than megatron-dev") {
+      ++not_slower;
       EXPECT_FALSE(c.met);
       EXPECT_EQ(c.detail, "dcp: oom; megatron-dev: oom (no step time)");
     }
+  EXPECT_EQ(not_slower, 1);
   EvaluationOptions o;
   o.focus = "nope";
   std::ostringstream md;

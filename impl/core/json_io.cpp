@@ -229,10 +229,13 @@ std::string json_excerpt(const nlohmann::json& value, size_t max_chars) {
 std::string json_int_problem(const nlohmann::json& value, int64_t lo, int64_t hi) {
   const std::string above = "is above the maximum " + std::to_string(hi);
   const std::string below = "is below the minimum " + std::to_string(lo);
-  // (helper-75's trial: "training.seed": 2**64 read "is not an integer")
+  // A whole number of 2^63 or more is a float here, whether written 18446744073709551616 or 1e300
+  // (the value does not keep its text): named with the range, true of either (helper-75's trial:
+  // "training.seed": 2**64 read "is not an integer", as if a fraction).
   if (value.is_number_float()) {
     const double d = value.get<double>();
-    if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) >= 9223372036854775808.0) return d > 0 ? above : below;
+    if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) >= 9223372036854775808.0)
+      return "is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   }
   if (!value.is_number_integer()) return "is not an integer";
   if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(std::max<int64_t>(hi, 0)))

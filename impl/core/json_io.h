@@ -58,8 +58,8 @@ std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 64);
 int64_t json_int(const nlohmann::json& value, int64_t lo, int64_t hi, std::string_view name);
 
 // Why the value is not an integer in [lo, hi] ("is not an integer", "is below the minimum lo",
-// "is above the maximum hi"), or "" when it is. An integer literal beyond uint64, which the parser
-// keeps as a float, is above or below the range, not "not an integer".
+// "is above the maximum hi"), or "" when it is. A whole number beyond int64, which the parser keeps
+// as a float, "is not an integer in [lo, hi]".
 std::string json_int_problem(const nlohmann::json& value, int64_t lo, int64_t hi);
 
 }  // namespace dcp

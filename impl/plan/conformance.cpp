@@ -212,6 +212,9 @@ Verdict judge(const Case& c, const Outcome& o, const std::string& reference) {
     p = plan_from_rank_lists(*o.lists, "scheduler", c.config);
   } else if (o.plan) {
     p = *o.plan;
+    // A case asks for no max_seqlen (its input has none): a plan.v1 answer that records one (made
+    // by `dcpbench schedule --max-seqlen`, plan_json.h) is judged on the rest, as before the key.
+    p.config.max_seqlen = c.config.max_seqlen;
   } else {
     return {false, "bad-output: no plan"};
   }

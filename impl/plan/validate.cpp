@@ -167,6 +167,15 @@ std::optional<std::string> find_violation(const Plan& plan, const Batch& batch, 
   return find_violation(plan, batch);
 }
 
+std::optional<std::string> longer_than_plan_max_seqlen(const Plan& plan, const Batch& batch) {
+  if (!plan.config.max_seqlen) return std::nullopt;
+  for (int64_t i = 0; i < batch.size(); ++i)
+    if (batch.lengths[i] > *plan.config.max_seqlen)
+      return concat("sample ", i, " (length ", batch.lengths[i], ") is longer than the plan's max_seqlen ",
+                    *plan.config.max_seqlen);
+  return std::nullopt;
+}
+
 void validate(const Plan& plan, const Batch& batch, const PlanConfig& requested) {
   if (auto v = find_violation(plan, batch, requested))
     throw Error(concat("invalid plan from ", plan.planner, ": ", *v));

@@ -48,6 +48,12 @@ std::optional<std::string> find_violation(const Plan& plan, const Batch& batch, 
 std::optional<std::string> find_microbatch_violation(const std::vector<Group>& groups, const PlanConfig& config,
                                                      const std::vector<int64_t>& lengths, size_t index = 0);
 
+// A plan that records the max_seqlen it was made for (plan.v1's optional "max_seqlen", a
+// dcpbench.Plan) checked against a batch with a longer sample: the plan does not fit that batch, a
+// violation ("sample i (length L) is longer than the plan's max_seqlen S"), where the same value
+// given as --max-seqlen is bad input. Empty when the plan records none or every sample fits.
+std::optional<std::string> longer_than_plan_max_seqlen(const Plan& plan, const Batch& batch);
+
 // Throws dcp::Error("invalid plan from <planner>: <violation>") if invalid.
 void validate(const Plan& plan, const Batch& batch);
 void validate(const Plan& plan, const Batch& batch, const PlanConfig& requested);

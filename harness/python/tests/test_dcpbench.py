@@ -156,7 +156,7 @@ def test_bad_length_names_the_sample():
         dcpbench.schedule([10, 0, 5], dp=2, cp=1, max_seqlen_per_dp_cp_rank=100)
 
 
-def test_unknown_planner_and_bad_types():
+def test_unknown_planner_and_bad_types(tmp_path):
     with pytest.raises(ValueError, match='unknown planner "megatron-main"'):
         dcpbench.schedule([1, 2], "megatron-main", dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
     with pytest.raises(TypeError):
@@ -171,9 +171,13 @@ def test_unknown_planner_and_bad_types():
         dcpbench.schedule([1, 2**70], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
     with pytest.raises(ValueError, match="^sample 0 has length -1180591620717411303424 \\(must be >= 1\\)$"):
         dcpbench.schedule([-2**70], dp=1, cp=1, max_seqlen_per_dp_cp_rank=10)
-    with pytest.raises(ValueError, match="^--cp=1180591620717411303424 is out of range \\(beyond a 64-bit integer\\)$"):
+    # A size beyond int64: the CLI's own line for the flag, value and range (helper-76)
+    with pytest.raises(ValueError) as err:
         dcpbench.schedule([1], dp=1, cp=2**70, max_seqlen_per_dp_cp_rank=10)
-    with pytest.raises(ValueError, match="^--dp=1000000000000000000000000000000000000... is out of range"):
+    assert str(err.value) == '--cp: "1180591620717411303424" is out of range (allowed: 1 to 1048576)'
+    assert str(err.value) == cli_error(tmp_path, [1], ["--planner", "megatron-dev", "--dp", "1", "--cp", str(2**70),
+                                                       "--max-seqlen-per-rank", "10"])
+    with pytest.raises(ValueError, match='^--dp: "10000000000.*\\.\\.\\.\\(101 bytes\\) is out of range \\(allowed: 1 to 1048576\\)$'):
         dcpbench.schedule([1], dp=10**100, cp=1, max_seqlen_per_dp_cp_rank=10)
     # A single integer is no batch (a 0-d numpy array has __index__ but no iterator)
     with pytest.raises(TypeError, match="^seqlens must be an iterable of integers .*, not a single integer \\(int\\)$"):
@@ -659,7 +663,7 @@ def test_check_plan_files(tmp_path):
     assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr
     r = run("--max-seqlen-per-rank", "100")  # a plan made for another budget
     assert r.returncode == 1 and "is not the requested one" in r.stdout
-    # --max-seqlen is not in plan.v1: checked against the lengths, never a config mismatch.
+    # A plan made without --max-seqlen records none: checked against the lengths, never a config mismatch.
     r = run("--max-seqlen", "400")
     assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr
     r = run("--max-seqlen", "300")  # a sample of 400 tokens is longer
@@ -681,6 +685,14 @@ def test_check_plan_files(tmp_path):
     assert r.returncode == 0 and "valid" in r.stdout, r.stdout + r.stderr
     r = check_bshd("--max-seqlen", "500")
     assert r.returncode == 1 and "is not the requested one" in r.stdout and "max_seqlen 400)" in r.stdout, r.stdout
+    # A batch with a sample longer than the plan's own max_seqlen: the plan does not fit it (exit 1,
+    # INVALID), not bad input blaming a --max-seqlen never given (helper-76).
+    longer = tmp_path / "longer.txt"
+    longer.write_text("400\n500\n100\n")
+    r = subprocess.run([DCPBENCH, "check", "--plan", str(bshd_file), "--lengths", str(longer)], capture_output=True,
+                       text=True)
+    assert r.returncode == 1 and r.stdout == ("dcpbench check: INVALID: sample 1 (length 500) is longer than the plan's "
+                                              "max_seqlen 400\n"), r.stdout + r.stderr
     # A plan without the key (written before 2026-12-07, or by another tool) takes the flag's value.
     doc = json.loads(bshd_file.read_text())
     assert doc.pop("max_seqlen") == 400
@@ -778,9 +790,20 @@ def test_validate_takes_max_seqlen_as_check_does():
     assert v is not None and "max_seqlen 100" in v and "max_seqlen 128" in v, v
     with pytest.raises(dcpbench.InvalidPlanError):
         dcpbench.validate(p, seqlens, max_seqlen=128)
-    # A plan.v1 dict does not record max_seqlen: checked against the value asked for, as
-    # `dcpbench check --max-seqlen` checks a plan file (a padded plan still needs pad_to = it).
+    # A sample longer than the plan's own max_seqlen (none given): the plan does not fit this batch,
+    # a violation as `dcpbench check` reports it, not a ValueError naming --max-seqlen (helper-76).
+    assert dcpbench.find_violation(p, [100, 30, 50, 120]) == "sample 3 (length 120) is longer than the plan's max_seqlen 100"
+    # A plan.v1 dict made with max_seqlen records it (as a plan file does) and is held to it, as
+    # `dcpbench check` holds a plan file; without the key it is checked against the value asked
+    # for (a padded plan still needs pad_to = it).
     d = json.loads(p.to_json())
+    assert d["max_seqlen"] == 100
+    assert dcpbench.find_violation(d, seqlens, max_seqlen=100) is None
+    assert dcpbench.find_violation(d, seqlens) is None
+    v = dcpbench.find_violation(d, seqlens, max_seqlen=128)
+    assert v is not None and "is not the requested one" in v and "max_seqlen 100)" in v, v
+    assert dcpbench.find_violation(d, [100, 30, 50, 120]) == "sample 3 (length 120) is longer than the plan's max_seqlen 100"
+    del d["max_seqlen"]
     assert dcpbench.find_violation(d, seqlens, max_seqlen=100) is None
     assert "pad_to" in dcpbench.find_violation(d, seqlens, max_seqlen=128)
     dev = json.loads(dcpbench.plan(seqlens, dp=2, cp=1, max_seqlen_per_dp_cp_rank=200).to_json())

@@ -206,11 +206,11 @@ TEST(JsonLimits, ExcerptAndCheckedIntegers) {
             std::string::npos);
   EXPECT_NE(error_of([] { json_int(nlohmann::json(-1), 0, 10, "k"); }).find("below the minimum 0"), std::string::npos);
   EXPECT_EQ(json_int(nlohmann::json(7), 0, 10, "k"), 7);
-  // Beyond uint64 the parser keeps an integer literal as a float: above or below, not "not an integer".
+  // Beyond uint64 the parser keeps an integer literal as a float: named with the range.
   EXPECT_EQ(error_of([] { json_int(nlohmann::json::parse("18446744073709551616"), 0, 10, "k"); }),
-            "k=1.8446744073709552e+19 is above the maximum 10");
+            "k=1.8446744073709552e+19 is not an integer in [0, 10]");
   EXPECT_EQ(error_of([] { json_int(nlohmann::json::parse("-18446744073709551616"), 0, 10, "k"); }),
-            "k=-1.8446744073709552e+19 is below the minimum 0");
+            "k=-1.8446744073709552e+19 is not an integer in [0, 10]");
   EXPECT_EQ(json_int_problem(nlohmann::json(1e3), 0, 10000), "is not an integer");  // 1e3: a float below 2^63
   EXPECT_EQ(json_int_problem(nlohmann::json(10), 0, 10), "");
 }

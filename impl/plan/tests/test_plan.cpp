@@ -355,7 +355,7 @@ TEST(PlanJson, ReaderRangeChecksEveryInteger) {
     }
   };
   expect_bad([](auto& j) { j["dp"] = nlohmann::json::parse("9223372036854775808"); }, "\"dp\"=9223372036854775808 is above");
-  expect_bad([](auto& j) { j["cp"] = 1e300; }, "\"cp\"=1e+300 is not an integer");
+  expect_bad([](auto& j) { j["cp"] = 1e300; }, "\"cp\"=1e+300 is not an integer in [1, 1048576]");
   expect_bad([](auto& j) { j["dp"] = 1 << 20; j["cp"] = 2; }, "dp x cp = 2097152 is above the supported pool");
   expect_bad([](auto& j) { j["max_seqlen_per_rank"] = 0; }, "below the minimum 1");
   expect_bad([](auto& j) { j["vpp_group"] = -3; }, "\"vpp_group\"=-3 is below the minimum 1");

@@ -105,6 +105,22 @@ TEST(MegatronDefects, I_ZeroLengthSample) {
   }
 }
 
+// Not a §7 defect: Megatron keeps sample lengths in int32, so both ports refuse one of 2^31 tokens
+// (within the harness's 2^40 limit, which dcp and the static planners take) naming the limit.
+TEST(MegatronDefects, LengthBeyondInt32IsRefusedNamingTheLimit) {
+  const plan::Batch b{{100, int64_t{1} << 31}};
+  plan::PlanConfig c;
+  c.dp = 1;
+  c.cp = 1;
+  c.max_seqlen_per_rank = int64_t{1} << 40;
+  for (const auto& [name, fn] : kPorts) {
+    SCOPED_TRACE(name);
+    expect_input_error(fn, b, c, "sample 1 has length 2147483648, above 2147483647, the limit of the Megatron ports");
+  }
+  const plan::Batch ok{{100, (int64_t{1} << 31) - 1}};
+  for (const auto& [name, fn] : kPorts) EXPECT_NO_THROW(plan::validate(fn(ok, c), ok, c)) << name;
+}
+
 // (j) Non-power-of-two N: Megatron can pick a size that is not created (4 in N=6, 8 in N=12).
 // Every group of both ports has a size that exists in the pool (plan/geometry.h).
 TEST(MegatronDefects, J_NonPowerOfTwoPoolUsesExistingSizes) {
