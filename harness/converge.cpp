@@ -492,7 +492,8 @@ ConvergeOutcome run_typed(comm::Communicator& world, const ConvergeScenario& s, 
     for (const auto& t : tensors) names.push_back(t.name);
     bj["tensors"] = names;
   } else {
-    bj["why"] = "float64: CP and packing only reorder sums (DESIGN.md)";
+    // (It cited DESIGN.md, which a clone does not have: helper-77's trial.)
+    bj["why"] = "float64: CP and packing only reorder sums (README.md, \"What 'the same model' means here\")";
   }
   rep["bounds"] = bj;
   rep["reference_loss_drop"] = {{"first", first}, {"last", last}, {"drop", drop}, {"required", kConvergeMinLossDrop}};

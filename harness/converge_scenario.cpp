@@ -24,7 +24,10 @@ constexpr int kMaxSteps = kConvergeMaxSteps;
 model::ModelConfig parse_converge_model(ObjectReader& top) {
   model::ModelConfig m;
   ObjectReader r = top.child(*top.get_object("model", true), "model");
-  m.vocab = static_cast<int>(r.get_int("vocab", false, 2, 1 << 20).value_or(m.vocab));
+  // >= 256: the corpus is tokenised one byte per token (converge_data.cpp), so every byte value is
+  // a token id; a smaller vocabulary failed the model's assertion on the first step (exit 1,
+  // helper-77's trial) instead of being refused here.
+  m.vocab = static_cast<int>(r.get_int("vocab", false, 256, 1 << 20).value_or(m.vocab));
   m.hidden = static_cast<int>(r.get_int("hidden", false, 1, kMaxDim).value_or(m.hidden));
   m.ffn = static_cast<int>(r.get_int("ffn", false, 1, kMaxDim).value_or(m.ffn));
   m.heads = static_cast<int>(r.get_int("heads", false, 1, 256).value_or(m.heads));
@@ -129,7 +132,7 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
   s.adam.weight_decay = t.get_number("weight_decay", false, 0.0, 1.0).value_or(s.adam.weight_decay);
   s.dtype = t.get_string("dtype", false, {"f64", "f32"}).value_or("f64");
   s.batch_seed = static_cast<uint64_t>(t.get_int("seed", false, 0, int64_t{1} << 53).value_or(1));
-  s.repeat_steps = static_cast<int>(t.get_int("repeat_steps", false, 0, kMaxSteps).value_or(0));
+  s.repeat_steps = static_cast<int>(t.get_int("repeat_steps", false, 0, s.steps).value_or(0));
   t.finish();
 
   const json* strat = top.get_array("strategies", true);
