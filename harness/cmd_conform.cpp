@@ -128,7 +128,10 @@ int run_conform(const ConformArgs& a, const std::string& command_line) {
     r.outcome = o.kind;
     const auto v = plan::conformance::judge(*c, o, reference);
     r.pass = v.pass;
-    r.reason = v.reason;
+    // A scheduler's own words (its error line, the start of its stdout) are in the reason: one line
+    // of at most ~300 characters with control bytes escaped, for the table and the report alike (an
+    // ESC sequence had cleared the terminal, a 5 MB error line became a 5 MB row; helper-77).
+    r.reason = one_line(v.reason);
     failed_so_far += v.pass ? 0 : 1;
     rows.push_back(std::move(r));
   }

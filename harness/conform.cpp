@@ -206,7 +206,13 @@ Outcome run_external(const std::string& command, const Case& c, double timeout_s
     return bad("stdout is not one JSON value: " + shorten(e.what()) +
                (r.out.empty() ? " (stdout is empty)" : " (stdout begins: " + shorten(r.out, 60) + ")"));
   }
-  return read_plan_answer(answer);
+  o = read_plan_answer(answer);
+  // A plan.v1 answer's "pool" and "summary" are held to its plan as `dcpbench check` holds a plan
+  // file's (one that contradicted itself passed here and failed there; helper-77's trial).
+  if (o.kind == Outcome::kPlan && o.plan && answer.is_object())
+    if (auto v = plan::summary_violation(answer, *o.plan, c.batch))
+      return bad("the dcpbench.plan.v1 answer contradicts its plan: " + *v);
+  return o;
 }
 
 }  // namespace dcp::harness

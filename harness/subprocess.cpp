@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -114,6 +115,15 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
   size_t written = 0;
   if (input.empty()) in.close_end(1);
   const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
+  // The shell may exit while a process it left behind (`cmd; sleep 20 &`) still holds the pipes:
+  // its answer is complete, so the output is read for kLeftoverGrace more and the group is then
+  // killed; waiting for the pipes to close had cost the whole deadline and read as "no answer"
+  // (helper-77's trial). Checked every kPollSlice while the shell runs.
+  constexpr auto kLeftoverGrace = std::chrono::milliseconds(1000);
+  constexpr auto kPollSlice = std::chrono::milliseconds(50);
+  int status = 0;
+  bool reaped = false;
+  clock::time_point exited_at{};
   char buf[65536];
   while (out.fd[0] >= 0 || err.fd[0] >= 0) {
     const auto now = clock::now();
@@ -121,13 +131,21 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
       res.timed_out = true;
       break;
     }
+    if (!reaped && ::waitpid(pid, &status, WNOHANG) == pid) {
+      reaped = true;
+      exited_at = now;
+    }
+    if (reaped && now >= exited_at + kLeftoverGrace) {
+      res.left_running = true;
+      break;
+    }
     pollfd fds[3];
     int nfds = 0;
     if (in.fd[1] >= 0) fds[nfds++] = pollfd{in.fd[1], POLLOUT, 0};
     if (out.fd[0] >= 0) fds[nfds++] = pollfd{out.fd[0], POLLIN, 0};
     if (err.fd[0] >= 0) fds[nfds++] = pollfd{err.fd[0], POLLIN, 0};
-    const int wait_ms =
-        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+    const auto until = std::min(deadline, reaped ? exited_at + kLeftoverGrace : now + kPollSlice);
+    const int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
     const int ready = ::poll(fds, nfds, wait_ms);
     if (ready < 0 && errno != EINTR) break;
     for (int i = 0; i < nfds; ++i) {
@@ -155,11 +173,12 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
     if (res.truncated) break;
   }
   ::sigaction(SIGPIPE, &old, nullptr);
-  int status = 0;
-  if (res.timed_out || res.truncated) {
+  if (res.timed_out || res.truncated || res.left_running) {
+    // (After the shell was reaped its process group lives on while a member does, so its id is
+    // not reused: the kill reaches only what the shell left behind.)
     ::kill(-pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-  } else {
+    if (!reaped) ::waitpid(pid, &status, 0);
+  } else if (!reaped) {
     // Both outputs closed: the child is exiting (or passed its pipes on to a grandchild that
     // still runs; the deadline applies to the wait as well).
     while (true) {

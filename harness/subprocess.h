@@ -1,6 +1,7 @@
 // Runs a shell command with a deadline: `/bin/sh -c CMD` in its own process group, `input` written
 // to its stdin, stdout and stderr collected (each capped), the whole group killed (SIGKILL) when
-// the deadline passes. Used by `dcpbench conform --planner-cmd` so that a hanging or flooding
+// the deadline passes, or 1 s after the shell exits while a process it left still holds the
+// output open (a process that left the group, e.g. through setsid, is out of reach). Used by `dcpbench conform --planner-cmd` so that a hanging or flooding
 // scheduler is a failed case, never a hang or an out-of-memory of the harness.
 #pragma once
 
@@ -17,6 +18,8 @@ struct ProcessResult {
   std::string out;         // stdout (at most max_output_bytes)
   std::string err;         // stderr (at most max_output_bytes)
   bool truncated = false;  // an output exceeded max_output_bytes (the process was killed)
+  bool left_running = false;  // the shell exited, but a process it left held the output open for
+                              // 1 s more: what was read is the output, and the group was killed
   double wall_s = 0;
 };
 

@@ -494,6 +494,37 @@ def test_conform_catches_wrong_toy_schedulers(bug, filt, expect):
         assert ": 0 passed," in out, out
 
 
+def test_conform_judges_what_a_scheduler_said_not_how_it_left(tmp_path):
+    # helper-77's trial. (1) A process left behind holding stdout: the answer counts, 1 s after the
+    # shell exits, instead of "no answer" at the deadline. (2) A scheduler's control bytes are
+    # escaped and (3) its megabyte error line cut in the table and the report. (4) A plan.v1 answer
+    # whose "pool" contradicts its plan fails, as `dcpbench check` fails it.
+    def run(cmd, timeout="20"):
+        out = tmp_path / "report.json"
+        start = time.time()
+        r = subprocess.run([DCPBENCH, "conform", "--planner-cmd", cmd, "--filter", "s7p-ties-n4", "--all",
+                            "--timeout", timeout, "--out", str(out)], capture_output=True, text=True, timeout=120)
+        return r, time.time() - start, json.loads(out.read_text())["cases"][0]
+    r, took, case = run(f"{sys.executable} {TOY} --bug none; sleep 60 &")
+    assert r.returncode == 0 and case["pass"], r.stdout
+    assert took < 10, took  # not the 20 s deadline
+    r, _, case = run("cat >/dev/null; printf 'bad \\033[2J\\033[31mRED\\n' >&2; exit 1")
+    assert "\x1b" not in r.stdout and "\x1b" not in case["reason"], repr(case["reason"])
+    assert case["reason"].endswith("bad \\x1b[2J\\x1b[31mRED"), repr(case["reason"])
+    r, _, case = run("cat >/dev/null; head -c 1000000 /dev/zero | tr '\\0' x >&2; echo >&2; exit 1")
+    assert len(case["reason"]) <= 310 and max(len(line) for line in r.stdout.splitlines()) < 500, len(case["reason"])
+    lie = tmp_path / "lie.py"
+    lie.write_text("import json, sys, dcpbench\n"
+                   "c = json.load(sys.stdin)\n"
+                   "p = json.loads(dcpbench.plan(c['seqlens'], dp=c['dp'], cp=c['cp'],\n"
+                   "    max_seqlen_per_dp_cp_rank=c['max_seqlen_per_dp_cp_rank']).to_json())\n"
+                   "p['pool'] += 1\n"
+                   "print(json.dumps(p))\n")
+    r, _, case = run(f"{sys.executable} {lie}")
+    assert r.returncode == 1 and not case["pass"], r.stdout
+    assert "the dcpbench.plan.v1 answer contradicts its plan: \"pool\" is" in case["reason"], case["reason"]
+
+
 def test_interrupting_conform_leaves_no_scheduler_running(tmp_path):
     # The scheduler runs in its own process group (out of the terminal's SIGINT); conform kills
     # that group before it ends on SIGINT / SIGTERM. It had left the hanging scheduler running.
