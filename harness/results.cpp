@@ -691,6 +691,20 @@ std::string check_rows_agree(const ResultsFile& f, const json& j) {
 ResultsFile read_results(const std::string& path) { return results_from_json(read_json_file(path), path); }
 
 ResultsFile results_from_json(const json& j, const std::string& path) {
+  // Another of dcpbench's files says what it is, not its first missing key (helper-77's trial: a
+  // convergence scenario given to plot was "not a valid dcpbench.results.v1 file: ...").
+  if (j.is_object()) {
+    const auto it = j.find("schema");
+    if (it != j.end() && it->is_string() && *it != kResultsSchema)
+      throw InputError(show_path(path) + ": is a " + quote(it->get<std::string>(), 60) + " file, not a " +
+                       kResultsSchema + " file");
+    if (it == j.end() && (j.contains("cluster") || j.contains("dataset")))
+      throw InputError(show_path(path) + ": is a run scenario (the input of dcpbench run), not a " + kResultsSchema +
+                       " file");
+    if (it == j.end() && j.contains("pool") && j.contains("data"))
+      throw InputError(show_path(path) + ": is a convergence scenario (the input of dcpbench converge), not a " +
+                       kResultsSchema + " file");
+  }
   const auto errs = validate_results(j);
   if (!errs.empty()) {
     std::string more = errs.size() > 2   ? " (and " + std::to_string(errs.size() - 1) + " more problems)"

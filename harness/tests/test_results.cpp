@@ -501,6 +501,26 @@ TEST(Report, OursBesideTheirsIsOverPackingWhateverTheReference) {
   EXPECT_EQ(without.substr(without.find_last_not_of(' ')), "-") << without;
 }
 
+// Another of dcpbench's files given where a results file goes (table, plot, gate, evaluate) says
+// what it is (helper-77's trial: a convergence scenario was "not a valid ... file: \"schema\" ...").
+TEST(Results, AnotherDcpbenchFileSaysWhatItIs) {
+  const auto error_of = [](const nlohmann::json& j) {
+    try {
+      results_from_json(j, "f.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(error_of({{"schema", "dcpbench.converge.v1"}}),
+            "f.json: is a \"dcpbench.converge.v1\" file, not a dcpbench.results.v1 file");
+  EXPECT_EQ(error_of({{"name", "x"}, {"cluster", {{"gpus", 8}}}, {"dataset", {{"source", "file"}}}}),
+            "f.json: is a run scenario (the input of dcpbench run), not a dcpbench.results.v1 file");
+  EXPECT_EQ(error_of({{"name", "x"}, {"pool", {{"dp", 2}}}, {"data", {{"max_seqlen", 64}}}}),
+            "f.json: is a convergence scenario (the input of dcpbench converge), not a dcpbench.results.v1 file");
+  EXPECT_NE(error_of({{"rows", 1}}).find("not a valid dcpbench.results.v1 file"), std::string::npos);
+}
+
 // A planner's note on a plan (plan::Plan::note) is kept in its row, left out of the file when
 // empty, must be a string, and the table counts each note per strategy and setting.
 TEST(Results, APlannersNoteRoundTripsAndTheTableCountsIt) {
