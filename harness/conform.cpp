@@ -5,6 +5,7 @@
 #include "core/json_io.h"
 #include "harness/subprocess.h"
 #include "plan/plan_json.h"
+#include "plan/validate.h"
 
 #include <nlohmann/json.hpp>
 
@@ -188,7 +189,9 @@ Outcome run_external(const std::string& command, const Case& c, double timeout_s
     const size_t lines = err.empty() ? 0 : 1 + std::count(err.begin(), err.end(), '\n');
     if (lines == 1) {
       o.kind = Outcome::kError;
-      o.message = err;
+      // Its head and tail only: the reason is printed as one line of ~300 characters anyway, and
+      // escaping a 64 MiB line first had taken gigabytes (helper-78).
+      o.message = err.size() <= 4096 ? err : err.substr(0, 2048) + " [...] " + err.substr(err.size() - 2048);
       return o;
     }
     o.kind = Outcome::kCrash;
@@ -209,7 +212,10 @@ Outcome run_external(const std::string& command, const Case& c, double timeout_s
   o = read_plan_answer(answer);
   // A plan.v1 answer's "pool" and "summary" are held to its plan as `dcpbench check` holds a plan
   // file's (one that contradicted itself passed here and failed there; helper-77's trial).
-  if (o.kind == Outcome::kPlan && o.plan && answer.is_object())
+  // Only for a plan whose sample ids are the batch's: the summary is recomputed from the lengths
+  // of its samples (an id past the batch had read out of bounds: a segfault, helper-78); judge()
+  // names the violation of one that is not valid.
+  if (o.kind == Outcome::kPlan && o.plan && answer.is_object() && !plan::find_violation(*o.plan, c.batch))
     if (auto v = plan::summary_violation(answer, *o.plan, c.batch))
       return bad("the dcpbench.plan.v1 answer contradicts its plan: " + *v);
   return o;

@@ -132,7 +132,9 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
   s.adam.weight_decay = t.get_number("weight_decay", false, 0.0, 1.0).value_or(s.adam.weight_decay);
   s.dtype = t.get_string("dtype", false, {"f64", "f32"}).value_or("f64");
   s.batch_seed = static_cast<uint64_t>(t.get_int("seed", false, 0, int64_t{1} << 53).value_or(1));
-  s.repeat_steps = static_cast<int>(t.get_int("repeat_steps", false, 0, s.steps).value_or(0));
+  // Not capped at "steps": it counts the run's steps, the edge cases' included, and --steps may
+  // raise the main ones; converge.cpp repeats min(repeat_steps, the run's steps) (helper-78).
+  s.repeat_steps = static_cast<int>(t.get_int("repeat_steps", false, 0, kMaxSteps).value_or(0));
   t.finish();
 
   const json* strat = top.get_array("strategies", true);

@@ -69,6 +69,25 @@ struct Pipe {
   }
 };
 
+// SIGCHLD ignored by whoever started us (the disposition survives exec) makes the kernel reap the
+// shell itself: waitpid would never return it and every case would run to its deadline (helper-78).
+// Set to the default for the duration of one run_shell, and only where it was ignored.
+struct ChildSignalNotIgnored {
+  struct sigaction old {};
+  bool changed = false;
+  ChildSignalNotIgnored() {
+    ::sigaction(SIGCHLD, nullptr, &old);
+    if (old.sa_handler != SIG_IGN) return;
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    changed = ::sigaction(SIGCHLD, &dfl, nullptr) == 0;
+  }
+  ~ChildSignalNotIgnored() {
+    if (changed) ::sigaction(SIGCHLD, &old, nullptr);
+  }
+};
+
 }  // namespace
 
 ProcessResult run_shell(const std::string& command, const std::string& input, double timeout_s,
@@ -78,6 +97,7 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
   Pipe in, out, err;
   const auto start = clock::now();
   forward_termination_signals();
+  const ChildSignalNotIgnored child_signal;
   // Blocked from the fork until the child's group is recorded, so none of them finds it unknown
   // (it would end us and leave the child running); a pending one arrives when the mask is restored.
   sigset_t term{}, old_mask{};
@@ -127,16 +147,18 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
   char buf[65536];
   while (out.fd[0] >= 0 || err.fd[0] >= 0) {
     const auto now = clock::now();
-    if (now >= deadline) {
-      res.timed_out = true;
-      break;
-    }
     if (!reaped && ::waitpid(pid, &status, WNOHANG) == pid) {
       reaped = true;
       exited_at = now;
     }
-    if (reaped && now >= exited_at + kLeftoverGrace) {
+    // Once the shell has exited its answer stands, also where the deadline falls within the grace
+    // (it had read as "no answer", helper-78).
+    if (reaped && (now >= exited_at + kLeftoverGrace || now >= deadline)) {
       res.left_running = true;
+      break;
+    }
+    if (now >= deadline) {
+      res.timed_out = true;
       break;
     }
     pollfd fds[3];
@@ -171,6 +193,19 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
       }
     }
     if (res.truncated) break;
+  }
+  if (res.left_running) {
+    // What the shell wrote before it exited and is still in the pipes (non-blocking reads).
+    for (Pipe* p : {&out, &err}) {
+      std::string& dst = p == &out ? res.out : res.err;
+      ssize_t r = 0;
+      while (p->fd[0] >= 0 && dst.size() <= max_output_bytes && (r = ::read(p->fd[0], buf, sizeof buf)) > 0)
+        dst.append(buf, static_cast<size_t>(r));
+      if (dst.size() > max_output_bytes) {
+        dst.resize(max_output_bytes);
+        res.truncated = true;
+      }
+    }
   }
   ::sigaction(SIGPIPE, &old, nullptr);
   if (res.timed_out || res.truncated || res.left_running) {

@@ -114,14 +114,11 @@ TEST(ConvergeScenario, BadInputNamesFileKeyAndValue) {
   j = small();
   j["training"]["steps"] = 1;
   expect_converge_error(j, {"\"training.steps\"=1", "below the minimum 2"});
-  // Byte-level text: a vocabulary below 256 failed the model's assertion on the first step (exit 1),
-  // and more repeated steps than steps were accepted silently (helper-77's trial).
+  // Byte-level text: a vocabulary below 256 failed the model's assertion on the first step (exit 1,
+  // helper-77's trial).
   j = small();
   j["model"]["vocab"] = 100;
   expect_converge_error(j, {"\"model.vocab\"=100", "below the minimum 256"});
-  j = small();
-  j["training"]["repeat_steps"] = j["training"]["steps"].get<int>() + 1;
-  expect_converge_error(j, {"\"training.repeat_steps\"=", "above the maximum " + std::to_string(j["training"]["steps"].get<int>())});
   j = small();
   j["training"]["steps"] = 10001;  // kConvergeMaxSteps: memory grows with the steps
   expect_converge_error(j, {"\"training.steps\"=10001", "above the maximum 10000"});

@@ -93,6 +93,13 @@ std::optional<std::string> summary_violation(const nlohmann::json& j, const Plan
   if (!j.contains("summary")) return std::nullopt;
   const json& have = j["summary"];
   if (!have.is_object()) return detail::concat("\"summary\" is ", one_line(have.dump(), 80), ", not an object");
+  // The summary is recomputed from the lengths of the plan's samples: an id past the batch is a
+  // violation here too, never an out-of-bounds read (callers check validity first; helper-78).
+  for (const auto& mb : plan.microbatches)
+    for (const auto& g : mb.groups)
+      for (const int s : g.samples)
+        if (s < 0 || s >= batch.size())
+          return detail::concat("sample id ", s, " is outside [0, ", batch.size(), "): no summary to compare");
   const json want = summary_of(plan, batch, json::object());  // (not the whole plan's JSON)
   // A number equal in value (1 and 1.0 are the same count).
   const auto same_number = [](const json& a, const json& b, double rel) {

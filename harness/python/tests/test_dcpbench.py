@@ -499,15 +499,28 @@ def test_conform_judges_what_a_scheduler_said_not_how_it_left(tmp_path):
     # shell exits, instead of "no answer" at the deadline. (2) A scheduler's control bytes are
     # escaped and (3) its megabyte error line cut in the table and the report. (4) A plan.v1 answer
     # whose "pool" contradicts its plan fails, as `dcpbench check` fails it.
-    def run(cmd, timeout="20"):
+    def run(cmd, timeout="20", **kw):
         out = tmp_path / "report.json"
         start = time.time()
         r = subprocess.run([DCPBENCH, "conform", "--planner-cmd", cmd, "--filter", "s7p-ties-n4", "--all",
-                            "--timeout", timeout, "--out", str(out)], capture_output=True, text=True, timeout=120)
+                            "--timeout", timeout, "--out", str(out)], capture_output=True, text=True, timeout=120, **kw)
         return r, time.time() - start, json.loads(out.read_text())["cases"][0]
     r, took, case = run(f"{sys.executable} {TOY} --bug none; sleep 60 &")
     assert r.returncode == 0 and case["pass"], r.stdout
     assert took < 10, took  # not the 20 s deadline
+    # The same from a plain shell answer (milliseconds) with the deadline inside the 1 s grace: the
+    # answer stands (it had read as a timeout), and with SIGCHLD ignored by conform's parent (the
+    # kernel would reap the shell itself and every case ran to its deadline; helper-78).
+    case_file = json.loads(open(os.path.join(SOURCE, "scenarios", "conformance", "s7p-ties-n4.json")).read())["input"]
+    answer = tmp_path / "answer.json"
+    answer.write_text(json.dumps(dcpbench.schedule(case_file["seqlens"], "megatron-dev", dp=case_file["dp"],
+                                                   cp=case_file["cp"],
+                                                   max_seqlen_per_dp_cp_rank=case_file["max_seqlen_per_dp_cp_rank"])))
+    quick = f"cat >/dev/null; cat {answer}; sleep 60 &"
+    r, took, case = run(quick, timeout="0.8")
+    assert r.returncode == 0 and case["pass"], r.stdout
+    r, took, case = run(quick, timeout="20", preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
+    assert r.returncode == 0 and case["pass"] and took < 10, (took, r.stdout)
     r, _, case = run("cat >/dev/null; printf 'bad \\033[2J\\033[31mRED\\n' >&2; exit 1")
     assert "\x1b" not in r.stdout and "\x1b" not in case["reason"], repr(case["reason"])
     assert case["reason"].endswith("bad \\x1b[2J\\x1b[31mRED"), repr(case["reason"])
@@ -523,6 +536,16 @@ def test_conform_judges_what_a_scheduler_said_not_how_it_left(tmp_path):
     r, _, case = run(f"{sys.executable} {lie}")
     assert r.returncode == 1 and not case["pass"], r.stdout
     assert "the dcpbench.plan.v1 answer contradicts its plan: \"pool\" is" in case["reason"], case["reason"]
+    # A plan.v1 answer with a sample id past the batch and a summary: its violation, not a segfault
+    # of conform recomputing the summary (helper-78).
+    bad_id = {"schema": "dcpbench.plan.v1", "planner": "x", "dp": case_file["dp"], "cp": case_file["cp"],
+              "max_seqlen_per_rank": case_file["max_seqlen_per_dp_cp_rank"], "min_cp": 1, "vpp_group": None,
+              "microbatches": [{"groups": [{"ranks": list(range(case_file["dp"] * case_file["cp"])),
+                                            "cp_size": case_file["dp"] * case_file["cp"], "samples": [262143]}]}],
+              "summary": {"samples": 1}}
+    (tmp_path / "bad_id.json").write_text(json.dumps(bad_id))
+    r, _, case = run(f"cat >/dev/null; cat {tmp_path / 'bad_id.json'}")
+    assert r.returncode == 1 and not case["pass"] and "262143" in case["reason"], (r.returncode, r.stdout)
 
 
 def test_interrupting_conform_leaves_no_scheduler_running(tmp_path):
