@@ -5,7 +5,6 @@
 #include "core/json_io.h"
 #include "harness/subprocess.h"
 #include "plan/plan_json.h"
-#include "plan/validate.h"
 
 #include <nlohmann/json.hpp>
 
@@ -212,10 +211,10 @@ Outcome run_external(const std::string& command, const Case& c, double timeout_s
   o = read_plan_answer(answer);
   // A plan.v1 answer's "pool" and "summary" are held to its plan as `dcpbench check` holds a plan
   // file's (one that contradicted itself passed here and failed there; helper-77's trial).
-  // Only for a plan whose sample ids are the batch's: the summary is recomputed from the lengths
-  // of its samples (an id past the batch had read out of bounds: a segfault, helper-78); judge()
-  // names the violation of one that is not valid.
-  if (o.kind == Outcome::kPlan && o.plan && answer.is_object() && !plan::find_violation(*o.plan, c.batch))
+  // (summary_violation refuses sample ids past the batch before it recomputes anything: such an id
+  // had read out of bounds, a segfault, helper-78. Not only for a plan valid under its own config:
+  // judge() validates it under the case's, so a false summary would have passed there, helper-79.)
+  if (o.kind == Outcome::kPlan && o.plan && answer.is_object())
     if (auto v = plan::summary_violation(answer, *o.plan, c.batch))
       return bad("the dcpbench.plan.v1 answer contradicts its plan: " + *v);
   return o;

@@ -169,7 +169,10 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
     const auto until = std::min(deadline, reaped ? exited_at + kLeftoverGrace : now + kPollSlice);
     const int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
     const int ready = ::poll(fds, nfds, wait_ms);
-    if (ready < 0 && errno != EINTR) break;
+    if (ready < 0 && errno != EINTR) {
+      res.left_running = reaped;  // (after the shell exited: its leftovers are killed below)
+      break;
+    }
     for (int i = 0; i < nfds; ++i) {
       if (!fds[i].revents) continue;
       if (fds[i].fd == in.fd[1]) {
@@ -195,7 +198,10 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
     if (res.truncated) break;
   }
   if (res.left_running) {
-    // What the shell wrote before it exited and is still in the pipes (non-blocking reads).
+    // The leftovers killed first (the group lives while they do, so its id is theirs), then what
+    // the shell wrote before it exited and is still in the pipes, non-blocking: a leftover that
+    // kept writing had fed this loop up to the output cap (helper-79).
+    ::kill(-pid, SIGKILL);
     for (Pipe* p : {&out, &err}) {
       std::string& dst = p == &out ? res.out : res.err;
       ssize_t r = 0;
@@ -210,8 +216,8 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
   ::sigaction(SIGPIPE, &old, nullptr);
   if (res.timed_out || res.truncated || res.left_running) {
     // (After the shell was reaped its process group lives on while a member does, so its id is
-    // not reused: the kill reaches only what the shell left behind.)
-    ::kill(-pid, SIGKILL);
+    // not reused: the kill reaches only what the shell left behind; left_running killed it above.)
+    if (!res.left_running) ::kill(-pid, SIGKILL);
     if (!reaped) ::waitpid(pid, &status, 0);
   } else if (!reaped) {
     // Both outputs closed: the child is exiting (or passed its pipes on to a grandchild that

@@ -17,9 +17,11 @@ struct ProcessResult {
   int term_signal = 0;
   std::string out;         // stdout (at most max_output_bytes)
   std::string err;         // stderr (at most max_output_bytes)
-  bool truncated = false;  // an output exceeded max_output_bytes (the process was killed)
-  bool left_running = false;  // the shell exited, but a process it left held the output open for
-                              // 1 s more: what was read is the output, and the group was killed
+  bool truncated = false;  // an output exceeded max_output_bytes (the process group was killed;
+                           // also after the shell exited, by what it left running)
+  bool left_running = false;  // the shell exited, but the output stayed open 1 s more, or until
+                              // the deadline came first: what was read is the output, and what
+                              // the shell left in its process group was killed
   double wall_s = 0;
 };
 

@@ -536,6 +536,21 @@ def test_conform_judges_what_a_scheduler_said_not_how_it_left(tmp_path):
     r, _, case = run(f"{sys.executable} {lie}")
     assert r.returncode == 1 and not case["pass"], r.stdout
     assert "the dcpbench.plan.v1 answer contradicts its plan: \"pool\" is" in case["reason"], case["reason"]
+    # A summary is held to its plan also where the plan's own recorded config would fail it (its
+    # max_seqlen is not the case's, which judge() validates under): a padded plan recording
+    # another max_seqlen than its pad_to, with a false token count (helper-79).
+    liar = json.loads(dcpbench.plan(case_file["seqlens"], "bshd", dp=case_file["dp"], cp=case_file["cp"],
+                                    max_seqlen_per_dp_cp_rank=case_file["max_seqlen_per_dp_cp_rank"],
+                                    max_seqlen=max(case_file["seqlens"])).to_json())
+    liar["max_seqlen"] = liar["summary"]["pad_to"] + 2
+    liar["summary"]["tokens"] = 999999
+    (tmp_path / "liar.json").write_text(json.dumps(liar))
+    out = tmp_path / "liar-report.json"
+    r = subprocess.run([DCPBENCH, "conform", "--planner-cmd", f"cat >/dev/null; cat {tmp_path / 'liar.json'}",
+                        "--filter", "s7p-ties-n4", "--reference", "none", "--out", str(out)], capture_output=True,
+                       text=True, timeout=120)
+    case = json.loads(out.read_text())["cases"][0]
+    assert r.returncode == 1 and '"summary.tokens" is 999999, the plan has' in case["reason"], case["reason"]
     # A plan.v1 answer with a sample id past the batch and a summary: its violation, not a segfault
     # of conform recomputing the summary (helper-78).
     bad_id = {"schema": "dcpbench.plan.v1", "planner": "x", "dp": case_file["dp"], "cp": case_file["cp"],
