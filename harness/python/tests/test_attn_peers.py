@@ -6,7 +6,8 @@ import importlib.util
 import json
 import os
 
-SOURCE = os.environ.get("DCP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+from common import SOURCE
+
 spec = importlib.util.spec_from_file_location(
     "attn_peers", os.path.join(SOURCE, "harness", "python", "bench", "attn_peers.py"))
 attn_peers = importlib.util.module_from_spec(spec)

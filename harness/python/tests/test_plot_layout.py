@@ -6,7 +6,7 @@ drawn only beside ours over packing.
 
 The results files are small synthetic ones built here (the shapes that clipped or overlapped: one
 scenario, --tune, published TFLOPS of two strategies, a bshd reference, six scenarios with draws),
-plus `dcpbench run` of the 4-GPU example when the binary is there (DCPBENCH, as test_dcpbench.py).
+plus `dcpbench run` of the 4-GPU example when the binary is there (DCPBENCH, common.py).
 Needs /usr/bin/python3's matplotlib (Debian's python3-matplotlib); skipped without it.
 """
 import importlib.util
@@ -22,8 +22,8 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
-SOURCE = os.environ.get("DCP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-DCPBENCH = os.environ.get("DCPBENCH", os.path.join(SOURCE, "build", "dcpbench"))
+from common import DCPBENCH, SOURCE  # noqa: E402
+
 spec = importlib.util.spec_from_file_location("plot_results",
                                               os.path.join(SOURCE, "harness", "plot", "plot_results.py"))
 plot_results = importlib.util.module_from_spec(spec)
