@@ -71,7 +71,7 @@ int run_check(const CheckArgs& a, const CLI::App& cmd) {
     // A plan made with --max-seqlen records it (plan_json.h), and is checked against it, or against
     // the value asked for here, which must then agree. One without it (written before 2026-12-07, or
     // by another tool) is checked against the value asked for here, never refused for not carrying one.
-    if (!j.contains("max_seqlen") || j["max_seqlen"].is_null()) p.config.max_seqlen = cfg.max_seqlen;
+    if (!p.config.max_seqlen) p.config.max_seqlen = cfg.max_seqlen;  // (plan_from_json read the key)
   }
   if (auto v = plan::find_violation(p, batch, cfg)) return invalid(*v);
   // A plan.v1 file's summary is what readers take its counts from (micro-batches, CP sizes,

@@ -85,10 +85,9 @@ ConvergeScenario load_converge_scenario(const std::string& path) {
   if (!j.is_object()) throw InputError(path + ": a convergence scenario is a JSON object");
   // A run scenario (scenarios/SCHEMA.md) has "dataset" and "cluster" where a convergence scenario
   // has "data" and "pool": say so, not only its first value out of range here ("model.ffn"=8192).
-  for (const char* key : {"cluster", "dataset"})
-    if (j.contains(key) && !j.contains("data") && !j.contains("pool"))
-      throw InputError(show_path(path) + ": has \"" + key + "\": it is a run scenario (dcpbench run), not a "
-                       "convergence scenario (\"data\", \"pool\": scenarios/SCHEMA.md)");
+  if (const auto mark = scenario_mark(j); mark && mark->run)
+    throw InputError(show_path(path) + ": has \"" + mark->key + "\": it is a run scenario (dcpbench run), not a "
+                     "convergence scenario (\"data\", \"pool\": scenarios/SCHEMA.md)");
   refuse_other_dcpbench_file(j, path, "convergence scenario");
   ConvergeScenario s;
   s.file = path;

@@ -183,6 +183,24 @@ inline void refuse_other_dcpbench_file(const json& j, const std::string& file, c
                      " (scenarios/SCHEMA.md)");
 }
 
+// Which kind of scenario a JSON object is, by the keys only that kind has (scenarios/SCHEMA.md): a
+// run scenario's "cluster" / "dataset", a convergence scenario's "pool" / "data"; the first such key
+// found, or nullopt where it has neither kind's keys or both. The one test the run and convergence
+// readers and the results reader use to say what a wrong file is.
+struct ScenarioMark {
+  bool run = false;  // true: a run scenario; false: a convergence scenario
+  std::string key;   // the key that says so
+};
+inline std::optional<ScenarioMark> scenario_mark(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  const auto first_of = [&j](const char* a, const char* b) -> std::string {
+    return j.contains(a) ? a : j.contains(b) ? b : "";
+  };
+  const std::string run = first_of("cluster", "dataset"), convergence = first_of("pool", "data");
+  if (run.empty() == convergence.empty()) return std::nullopt;
+  return run.empty() ? ScenarioMark{false, convergence} : ScenarioMark{true, run};
+}
+
 // A path written in `file` (relative to that file's folder unless absolute).
 inline std::string resolve_path(const std::string& file, const std::string& rel) {
   namespace fs = std::filesystem;

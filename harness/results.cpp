@@ -10,6 +10,7 @@
 #include "core/provenance.h"
 #include "core/text.h"
 #include "harness/aggregate.h"
+#include "harness/object_reader.h"
 
 #include <algorithm>
 #include <array>
@@ -698,12 +699,10 @@ ResultsFile results_from_json(const json& j, const std::string& path) {
     if (it != j.end() && it->is_string() && *it != kResultsSchema)
       throw InputError(show_path(path) + ": is a " + quote(it->get<std::string>(), 60) + " file, not a " +
                        kResultsSchema + " file");
-    if (it == j.end() && (j.contains("cluster") || j.contains("dataset")))
-      throw InputError(show_path(path) + ": is a run scenario (the input of dcpbench run), not a " + kResultsSchema +
-                       " file");
-    if (it == j.end() && j.contains("pool") && j.contains("data"))
-      throw InputError(show_path(path) + ": is a convergence scenario (the input of dcpbench converge), not a " +
-                       kResultsSchema + " file");
+    if (const auto mark = scenario_mark(j); it == j.end() && mark)
+      throw InputError(show_path(path) + (mark->run ? ": is a run scenario (the input of dcpbench run)"
+                                                    : ": is a convergence scenario (the input of dcpbench converge)") +
+                       ", not a " + kResultsSchema + " file");
   }
   const auto errs = validate_results(j);
   if (!errs.empty()) {

@@ -265,10 +265,9 @@ Scenario parse_scenario(const json& j, const std::string& file, const plan::Plan
   // A convergence scenario has "data" and "pool" where a run scenario has "dataset" and "cluster":
   // say so, not the first missing key ("model.layers", helper-47); the converse is in
   // converge_scenario.cpp.
-  for (const char* key : {"pool", "data"})
-    if (j.contains(key) && !j.contains("cluster") && !j.contains("dataset"))
-      throw InputError(show_path(file) + ": has \"" + key + "\": it is a convergence scenario (dcpbench converge "
-                       "--scenario), not a run scenario (\"dataset\", \"cluster\": scenarios/SCHEMA.md)");
+  if (const auto mark = scenario_mark(j); mark && !mark->run)
+    throw InputError(show_path(file) + ": has \"" + mark->key + "\": it is a convergence scenario (dcpbench converge "
+                     "--scenario), not a run scenario (\"dataset\", \"cluster\": scenarios/SCHEMA.md)");
   ObjectReader r(j, file, "");
   Scenario s;
   s.file = file;

@@ -373,9 +373,9 @@ std::optional<std::string> violation_of(const py::object& plan_obj, const py::ha
     const plan::conformance::Outcome answer = dcp::harness::read_plan_answer(j);
     if (answer.kind != plan::conformance::Outcome::kPlan || !answer.plan)
       value_error("plan dict: " + answer.message);
-    // A plan.v1 dict records max_seqlen only where it was made with one (as `dcpbench check` reads it).
-    if (auto v = violation_of_own(*answer.plan, batch, a, j.contains("max_seqlen") && !j["max_seqlen"].is_null()))
-      return v;
+    // A plan.v1 dict records max_seqlen only where it was made with one (plan_from_json read the key
+    // into the config, as for `dcpbench check`).
+    if (auto v = violation_of_own(*answer.plan, batch, a, answer.plan->config.max_seqlen.has_value())) return v;
     return plan::summary_violation(j, *answer.plan, batch);
   }
   const plan::RankLists lists = to_rank_lists(plan_obj);  // a plan of the wrong type first (TypeError)
