@@ -497,7 +497,7 @@ double stage_params(const CostModel& cm, int s) {
   // Tied embeddings split over stages: the last stage keeps its own copy of the word embedding
   // as the output weight (Megatron language_module.py:253-258 at d98e8a64dd, "duplicated
   // embedding weights in post processing stage"; its gradient is all-reduced with the first
-  // stage's over the embedding group, a transfer not modelled).
+  // stage's over the embedding group: GradSyncTime::embedding_s).
   if (s == c.pp - 1 && c.pp > 1 && cm.model.tied_embeddings)
     params += static_cast<double>(cm.model.vocab) * static_cast<double>(cm.model.hidden);
   return params / c.tp;
@@ -512,6 +512,28 @@ double pool_collective_bytes_per_s(const CostModel& cm, int s, int ranks) {
                   nics_per_node(cm) * cm.hardware.inter_node_bytes_per_s / cm.cluster.tp);
 }
 
+double tied_embedding_allreduce_s(const CostModel& cm, int s) {
+  const auto& c = cm.cluster;
+  const auto& hw = cm.hardware;
+  if (!cm.model.tied_embeddings || c.pp <= 1 || (s != 0 && s != c.pp - 1)) return 0.0;
+  // Every pair (first stage, last stage) of one pool and TP rank runs at once; the slowest sets
+  // the time: a pair on two nodes, which moves its bytes through its GPU's share of the NICs (the
+  // node's GPUs all transfer at the same time; an all-to-all-like pattern, one peer each, as in
+  // iteration_time's re-route).
+  bool inter = false;
+  for (int j = 0; !inter && j < std::min(c.pool(), std::max(1, c.gpus_per_node)); ++j)
+    for (int t = 0; !inter && t < c.tp; ++t)
+      inter = gpu_id(c, 0, j, t) / c.gpus_per_node != gpu_id(c, c.pp - 1, j, t) / c.gpus_per_node;
+  const double bw = inter ? std::min(hw.intra_node_bytes_per_s,
+                                     nics_per_node(cm) * hw.inter_node_bytes_per_s / std::max(1, c.gpus_per_node))
+                          : hw.intra_node_bytes_per_s;
+  const double lat = inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
+  const double grad_bytes = cm.training.grad_reduce_fp32 ? 4.0 : 2.0;
+  const double bytes = static_cast<double>(cm.model.vocab) * static_cast<double>(cm.model.hidden) / c.tp * grad_bytes;
+  // Ring all-reduce over 2 ranks: reduce-scatter then all-gather, half the buffer each, 2 hops.
+  return bytes / bw + 2.0 * lat;
+}
+
 GradSyncTime grad_sync_time(const CostModel& cm, int s) {
   const int n = cm.cluster.pool();
   GradSyncTime g;
@@ -521,6 +543,7 @@ GradSyncTime grad_sync_time(const CostModel& cm, int s) {
   // The check runs in start_grad_sync, which finish_grad_sync calls with a pool of one too.
   if (cm.training.check_for_nan_in_grad && cm.hardware.hbm_bytes_per_s > 0)
     g.check_s = grad_bytes * params / cm.hardware.hbm_bytes_per_s;
+  g.embedding_s = tied_embedding_allreduce_s(cm, s);
   if (n <= 1) return g;
   const double frac = static_cast<double>(n - 1) / n;  // ring: each rank sends (n-1)/n of the data
   if (cm.training.distributed_optimizer) {

@@ -88,6 +88,8 @@
 //   every NIC of a node, shared by the tp concurrent collectives of a pool rank's TP ranks);
 //   (N-1) latencies per collective. Overlapped with the last backward / first forward only with
 //   overlap_grad_reduce (--overlap-grad-reduce / --overlap-param-gather).
+//   Tied embeddings with pp > 1: after that sync, the first and the last stage all-reduce the
+//   word embedding's main gradient between them (GradSyncTime::embedding_s), never overlapped.
 //
 // Per iteration (serial, after the pipeline): the optimizer step ((optimizer_bytes_per_param x the
 // GPU's shard + grad bytes x the stage's params, the zeroed grad buffer, + 2 x grad bytes x the
@@ -349,11 +351,24 @@ struct GradSyncTime {
   // ready only when the last backward ends (any VPP). The rest overlaps as before.
   double gather_waited_s = 0;
   double reduce_tail_s = 0;
+  // Tied embeddings with pp > 1, on the first and the last stage (0 elsewhere): the last stage
+  // keeps its own copy of the word embedding as the output weight, and after every stage's grad
+  // sync (finish_grad_sync) finalize_model_grads all-reduces that weight's main gradient over the
+  // embedding group, the first and the last stage's GPUs of one DP x CP x TP coordinate
+  // [Megatron-LM d98e8a64dd megatron/core/distributed/finalize_model_grads.py:671-677, the
+  // all_reduce at :258; the group, parallel_state.py default_embedding_ranks: the pipeline's first
+  // and last rank]. A ring all-reduce of two ranks: each sends and receives the whole
+  // vocab x hidden / tp gradient in the grad dtype over the link between the two GPUs (NVLink on
+  // one node, else its share of the node's NICs), two latencies. Serial: the two stages start it
+  // when both are done and finish together (simulator), after any overlap.
+  double embedding_s = 0;
   bool overlap = false; // training.overlap_grad_reduce
 };
 // For the GPUs of one pipeline stage (parameters of that stage's layers / tp; embedding on stage
 // 0, output layer and final norm on the last stage).
 GradSyncTime grad_sync_time(const CostModel& cm, int pp_stage);
+// GradSyncTime::embedding_s of stage s (0 unless tied embeddings, pp > 1 and s first or last).
+double tied_embedding_allreduce_s(const CostModel& cm, int pp_stage);
 // Parameters held by one GPU of pipeline stage s (its layers, embedding on stage 0, output layer
 // on the last one; / tp).
 double stage_params(const CostModel& cm, int pp_stage);

@@ -241,8 +241,9 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
     // Overlapped it may hide entirely, except a reduce launched after the cool-down, the embedding
     // bucket's reduce after the last backward and the gather the first forward waits for (before
     // any op of the stage: its ranks idle then).
+    // The tied embedding's all-reduce (first and last stage) follows the stage's own sync.
     const double sync =
-        g.check_s + (!g.overlap ? g.reduce_s + g.gather_s
+        g.check_s + g.embedding_s + (!g.overlap ? g.reduce_s + g.gather_s
                                 : (detail::reduce_after_cooldown(c.pp, c.vpp, s) ? g.reduce_s : g.reduce_tail_s) + g.gather_waited_s);
     double critical = std::numeric_limits<double>::infinity();
     for (const LongestAt& a : longest_at) {

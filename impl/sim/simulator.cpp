@@ -329,6 +329,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   std::vector<double> busy_ops(r.gpu.size());
   for (size_t i = 0; i < r.gpu.size(); ++i) busy_ops[i] = r.gpu[i].busy_s();
   double finish_all = 0;
+  std::vector<double> stage_finish(static_cast<size_t>(pp), 0.0);
   for (int s = 0; s < pp; ++s) {
     const double rs = per_stage(in.grad_reduce_s, s), ag = per_stage(in.grad_gather_s, s);
     int slow = 0;
@@ -352,7 +353,21 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
       t.sync_s += exposed;
       t.finish_s = finish;
     }
+    stage_finish[static_cast<size_t>(s)] = finish;
     finish_all = std::max(finish_all, finish);
+  }
+  if (in.grad_embedding_s > 0 && pp > 1) {
+    // The first and the last stage all-reduce the tied embedding's gradient once both are done
+    // (finalize_model_grads, cost::GradSyncTime::embedding_s); the earlier one's wait is idle.
+    const double both = std::max(stage_finish.front(), stage_finish.back()) + in.grad_embedding_s;
+    for (const int s : {0, pp - 1})
+      for (int j = 0; j < n; ++j) {
+        GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
+        t.comm_s += in.grad_embedding_s;
+        t.sync_s += in.grad_embedding_s;
+        t.finish_s = both;
+      }
+    finish_all = std::max(finish_all, both);
   }
   // The per-iteration cost (optimizer step, fixed cost, THD data path) follows the slowest GPU.
   r.step_s = finish_all + in.iteration_s;
@@ -470,6 +485,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
     in.grad_check_s.push_back(g.check_s);
     in.grad_gather_waited_s.push_back(g.gather_waited_s);
     in.grad_reduce_tail_s.push_back(g.reduce_tail_s);
+    in.grad_embedding_s = std::max(in.grad_embedding_s, g.embedding_s);
     in.static_bytes.push_back(cost::static_memory(cm, s).total());
   }
   in.iteration_s =

@@ -75,6 +75,9 @@
 //     With VPP Megatron reduces each model chunk
 //     after that chunk's last backward and exposes chunk 0's (schedules.py:1540-1558, 2165-2171);
 //     not modelled (~0.1-0.4% of a Llama-3-8B step, README).
+//     Tied embeddings with pp > 1: then the first and the last stage all-reduce the word
+//     embedding's gradient, starting when both are done and finishing together
+//     (cost::GradSyncTime::embedding_s; before 2026-12-07 not charged, helper-80's trial).
 //   * Per iteration, after the slowest GPU: optimizer step, fixed iteration cost and, for plans
 //     that go through Megatron's sequence-packing scheduler (every THD plan: packing and the
 //     dynamic planners; not bshd), its data path (cost::iteration_time), serial.
@@ -127,7 +130,7 @@
 //                      layers(s) * (host_layer_bwd + ring_bwd(k)) + add_host(s))
 //              + (m_min - 1) * host(s)
 //   bound_s  = max_s [ waits(< s) + max(work(s), crit(s), hmean(s), split(s)) + m_min * fixed(s)
-//                      + NaN check of stage s
+//                      + NaN check of stage s + the tied embedding's all-reduce (first, last stage)
 //                      + (overlap_grad_reduce ? (reduced after the cool-down ? grad reduce
 //                                                : the embedding bucket's reduce)
 //                                               + the gather its first forward waits for
@@ -254,6 +257,10 @@ struct ScheduleInput {
   // for before it computes, and the reduce that follows the last backward unhidden (empty = 0)
   std::vector<double> grad_gather_waited_s;
   std::vector<double> grad_reduce_tail_s;
+  // Tied embeddings with pp > 1 (cost::GradSyncTime::embedding_s): the word embedding's gradient
+  // all-reduce between the first and the last stage, started when both have synced their grads;
+  // one value for the pair (0 = none).
+  double grad_embedding_s = 0;
   bool overlap_grad_reduce = false;
   // pp > 1: Megatron's P2P calls (see top: 1F1B's batched, blocking ones without VPP, the
   // interleaved schedule's with it when interleaved_calls is set); false: transfers that delay

@@ -535,6 +535,55 @@ TEST(TimeModel, GradSyncPartsNoOverlapHides) {
   EXPECT_DOUBLE_EQ(grad_sync_time(cm, 1).check_s, 2.0 * stage_params(cm, 1) / cm.hardware.hbm_bytes_per_s);
 }
 
+// Tied embeddings split over stages (GradSyncTime::embedding_s, helper-80's trial): the first
+// and the last stage all-reduce the word embedding's main gradient, V x h / tp in the grad
+// dtype, as a ring of two (the whole buffer each way, two latencies) over the link between them.
+TEST(TimeModel, TiedEmbeddingGradientIsAllReducedBetweenTheEndStages) {
+  auto cm = unit_model(8, 4);  // pp 4, pool 2, one node of 64 GPUs
+  cm.model.vocab = 1000;
+  cm.hardware.intra_node_latency_s = 1e-4;
+  cm.hardware.inter_node_latency_s = 1e-3;
+  cm.hardware.inter_node_bytes_per_s = 1e8;
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(grad_sync_time(cm, s).embedding_s, 0.0) << "untied, stage " << s;
+  cm.model.tied_embeddings = true;
+  const double bytes = 1000.0 * 128 * 4;  // fp32 main grads (the default)
+  EXPECT_DOUBLE_EQ(grad_sync_time(cm, 0).embedding_s, bytes / 1e9 + 2e-4);  // NVLink
+  EXPECT_DOUBLE_EQ(grad_sync_time(cm, 3).embedding_s, bytes / 1e9 + 2e-4);
+  EXPECT_EQ(grad_sync_time(cm, 1).embedding_s, 0.0);  // the middle stages take no part
+  EXPECT_EQ(grad_sync_time(cm, 2).embedding_s, 0.0);
+  EXPECT_EQ(tied_embedding_allreduce_s(cm, 2), 0.0);
+  cm.training.grad_reduce_fp32 = false;  // --grad-reduce-in-bf16: a bf16 grad buffer
+  EXPECT_DOUBLE_EQ(grad_sync_time(cm, 0).embedding_s, bytes / 2 / 1e9 + 2e-4);
+  cm.training.grad_reduce_fp32 = true;
+  // 4 GPUs per node: stage 0 is GPUs 0-1 (node 0), stage 3 GPUs 6-7 (node 1); the node's one NIC
+  // is shared by its 4 GPUs, all transferring at once; with 4 NICs each has one.
+  cm.cluster.gpus_per_node = 4;
+  EXPECT_DOUBLE_EQ(grad_sync_time(cm, 0).embedding_s, bytes / (1e8 / 4) + 2e-3);
+  cm.cluster.nics_per_node = 4;
+  EXPECT_DOUBLE_EQ(grad_sync_time(cm, 3).embedding_s, bytes / 1e8 + 2e-3);
+  {
+    auto t = cm;  // TP 2: each GPU holds, and all-reduces, half of the vocabulary
+    t.cluster.tp = 2;
+    t.cluster.gpus = 16;
+    EXPECT_DOUBLE_EQ(grad_sync_time(t, 0).embedding_s, bytes / 2 / 1e8 + 2e-3);
+  }
+  {
+    auto one_node = cm;  // 8 GPUs per node: both end stages on one node again
+    one_node.cluster.gpus_per_node = 8;
+    EXPECT_DOUBLE_EQ(grad_sync_time(one_node, 0).embedding_s, bytes / 1e9 + 2e-4);
+  }
+  {
+    auto pool1 = cm;  // a pool of one rank: no DP sync, the end stages' all-reduce all the same
+    pool1.cluster.gpus = 4;
+    ASSERT_EQ(pool1.cluster.pool(), 1);
+    EXPECT_EQ(grad_sync_time(pool1, 0).reduce_s, 0.0);
+    EXPECT_DOUBLE_EQ(grad_sync_time(pool1, 0).embedding_s, bytes / 1e9 + 2e-4);  // GPUs 0 and 3: one node
+  }
+  auto pp1 = unit_model(2, 1);  // one stage holds the one table: nothing to all-reduce
+  pp1.model.tied_embeddings = true;
+  EXPECT_EQ(grad_sync_time(pp1, 0).embedding_s, 0.0);
+}
+
 TEST(TimeModel, H100Llama13bSanity) {
   ClusterConfig c;
   c.gpus = 64;

@@ -553,6 +553,47 @@ plan::Plan one_microbatch_plan(int dp, plan::MicroBatch mb) {
   return p;
 }
 
+// Tied embeddings split over stages (helper-80's trial): the first and the last stage all-reduce
+// the embedding's gradient once both have synced theirs and finish together; the middle stage is
+// untouched. At pp > 1 tied and untied models hold the same parameters per stage (the last stage
+// keeps its own copy), so nothing else moves: the step grows by exactly what the all-reduce adds
+// to the slower end stage, and the lower bound by the all-reduce on the stage that sets it.
+TEST(Step, TiedEmbeddingsAllReduceAfterBothEndStagesSync) {
+  auto cm = unit_cm2(6, 3);  // pp 3, pool 2
+  cm.model.vocab = 50000;    // 50,000 x 128 x 4 B = 25.6 MB: 25.6 ms on the unit profile's NVLink
+  cm.hardware.intra_node_latency_s = 1e-4;
+  cm.hardware.iteration_overhead_s = 0.5;
+  const plan::Plan p = one_microbatch_plan(2, {{{0, 1, {0}}, {1, 1, {1}}}});
+  const plan::Batch batch{{1000, 3000}};
+  const auto untied = simulate_step(p, batch, cm);
+  cm.model.tied_embeddings = true;
+  const double e = cost::tied_embedding_allreduce_s(cm, 0);
+  EXPECT_DOUBLE_EQ(e, 50000.0 * 128 * 4 / 1e9 + 2e-4);
+  const auto tied = simulate_step(p, batch, cm);
+  expect_breakdown_sums(tied.schedule);
+  const auto& u = untied.schedule.gpu;
+  const auto& t = tied.schedule.gpu;
+  ASSERT_EQ(t.size(), 6u);
+  // Untied finishes (iteration cost included) of each stage's slowest GPU.
+  const double f0 = std::max(u[0].finish_s, u[1].finish_s), f1 = std::max(u[2].finish_s, u[3].finish_s),
+               f2 = std::max(u[4].finish_s, u[5].finish_s);
+  for (const int i : {0, 1, 4, 5}) {
+    EXPECT_DOUBLE_EQ(t[i].finish_s, std::max(f0, f2) + e) << "GPU " << i;
+    EXPECT_NEAR(t[i].comm_s - u[i].comm_s, e, 1e-15) << "GPU " << i;
+  }
+  for (const int i : {2, 3}) {
+    EXPECT_DOUBLE_EQ(t[i].finish_s, u[i].finish_s) << "GPU " << i;
+    EXPECT_DOUBLE_EQ(t[i].comm_s, u[i].comm_s) << "GPU " << i;
+  }
+  EXPECT_NEAR(tied.step_s, std::max(std::max(f0, f2) + e, f1), 1e-12);
+  EXPECT_GT(tied.step_s, untied.step_s);
+  EXPECT_EQ(tied.peak_memory_bytes, untied.peak_memory_bytes);
+  EXPECT_EQ(tied.useful_flops, untied.useful_flops);
+  // The bound: stage 0 (the embedding's) or the last sets it, and each now pays the all-reduce.
+  EXPECT_NEAR(tied.bound_s - untied.bound_s, e, 1e-12);
+  EXPECT_LE(tied.plan_efficiency, 1.0);
+}
+
 TEST(Step, IterationCostFollowsTheSlowestGpu) {
   auto cm = unit_cm2(2, 1);
   cm.hardware.iteration_overhead_s = 0.5;

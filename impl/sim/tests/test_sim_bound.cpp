@@ -211,13 +211,15 @@ TEST(Step, BoundHoldsOnRandomPlansH100) {
     // VPP 2 and 1 (with overlap, the first forward's wait for its param gather differs: chunk 0
     // of the first stage, or each stage's, cost::GradSyncTime); half the trials with the
     // gradient sync exposed, half with short samples only (host-bound: the host floor and
-    // micro-batch overheads dominate); the NaN check of the grads on in some.
+    // micro-batch overheads dominate); the NaN check of the grads on in some, tied embeddings in
+    // some.
     const int vpp = trial < 40 ? 2 : 1;
     cost::CostModel cm = h100_llama3_8b(32, 4, 4, vpp, 4);
     cm.training.recompute_full = true;
     cm.training.overlap_grad_reduce = trial % 2 == 0;
     cm.training.distributed_optimizer = trial % 3 != 0;
     cm.training.check_for_nan_in_grad = trial % 5 < 2;
+    cm.model.tied_embeddings = trial % 7 == 3;  // the end stages' embedding all-reduce
     const int64_t cap = trial % 4 >= 2 ? 256 : 16384;
     plan::Batch batch;
     const plan::Plan p = random_pool8_plan(rng, batch, 64, cap);
