@@ -36,12 +36,16 @@ double cp_attention_buffer_bytes_per_token(const CostModel& cm, int cp_size) {
   const auto& m = cm.model;
   const double q = static_cast<double>(m.q_dim()), kv = static_cast<double>(m.kv_dim()),
                heads = static_cast<double>(m.heads), k = static_cast<double>(cp_size);
+  // In the forward, besides the communication buffers (memory.h): the second set of Q, K and V
+  // (the fused QKV output Megatron's attention still holds, and the contiguous copies TE's CP path
+  // makes) and the output TE allocates for the corrected result.
+  const double second_qkv = 2.0 * (q + 2.0 * kv), out = 2.0 * q;
   double fwd = 0, bwd = 0;
   if (cm.training.cp_comm == CpComm::ring) {
-    fwd = k * (2.0 * 2.0 * kv + 2.0 * q + 4.0 * heads);
+    fwd = k * (2.0 * 2.0 * kv + 2.0 * q + 4.0 * heads) + second_qkv + out;
     bwd = 2.0 * 2.0 * 2.0 * 2.0 * kv + 2.0 * q + 2.0 * (q + 2.0 * kv);
   } else {
-    fwd = k * 2.0 * 2.0 * kv;
+    fwd = k * 2.0 * 2.0 * kv + second_qkv + out;
     bwd = k * 4.0 * 2.0 * kv;
   }
   return std::max(fwd, bwd) / cm.cluster.tp;
@@ -62,9 +66,21 @@ double mlp_grad_bytes_per_token(const CostModel& cm) {
   return 2.0 * (mlp_mult(cm.model) - 1.0) * static_cast<double>(cm.model.ffn) / cm.cluster.tp;
 }
 
+double layer_output_grad_bytes_per_token(const CostModel& cm) {
+  return 2.0 * static_cast<double>(cm.model.hidden) / cm.cluster.tp;
+}
+
 double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size) {
-  const double activations = cm.training.recompute_full ? activation_bytes_per_token_layer(cm) : 0.0;
-  return std::max(layer_transient_bytes_per_token(cm, cp_size), activations + mlp_grad_bytes_per_token(cm));
+  const double grad = layer_output_grad_bytes_per_token(cm);
+  if (!cm.training.recompute_full)
+    return grad + std::max(cp_attention_buffer_bytes_per_token(cm, cp_size), mlp_grad_bytes_per_token(cm));
+  // Full recompute: the re-materialised activations count the layer input the stage stores
+  // already (2h), and the recomputed layer output (2h) and the gradient arriving for it (2h) are
+  // live beside them: net + one 2h. While the layer is re-run (up to its attention) the gradient
+  // is live and the output not yet made: the forward's transient, whose double-counted input
+  // stands for that gradient.
+  return std::max(layer_transient_bytes_per_token(cm, cp_size),
+                  activation_bytes_per_token_layer(cm) + mlp_grad_bytes_per_token(cm) + grad);
 }
 
 double embedding_grad_bytes(const CostModel& cm) {

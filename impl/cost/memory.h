@@ -52,6 +52,16 @@
 //     (2396-2401), dq_buffer and one step's dq, dk, dv: 2 * 2 * 2 * 2kv + 2q + 2(q + 2kv).
 //     all-gather (AttnFuncWithCPAndKVAllGather): the gathered K and V, k * 2 * 2kv, and in the
 //     backward the gathered dK and dV besides: k * 4 * 2kv.
+//     Either forward also holds, for the layer's attention (helper-81's review, 2026-12-07):
+//     a second set of Q, K and V, 2 (q + 2kv): Q, K and V are views of the fused QKV GEMM output,
+//     which Megatron's attention forward keeps referencing through the call (value, and mixed_qkv;
+//     Megatron-LM 3b309c627e transformer/attention.py:857-859, 886-909: RoPE writes new Q and K),
+//     while TE's CP path makes each contiguous (TransformerEngine d0067d0 dot_product_attention/
+//     backends.py:947-950) and saves those; and the output TE allocates for the corrected result,
+//     2q (the ring's at step 1 for THD, context_parallel.py:1939-1943, or its correction init for
+//     bshd; the all-gather's out_f16, :3249): k (2 * 2kv + 2q + 4 heads) + 2 (q + 2kv) + 2q for the
+//     ring (Llama-13B at k = 8: 288,000 B per token, 247,040 before), k * 2 * 2kv + 2 (q + 2kv) + 2q
+//     for all-gather. (At k = 1 the second set is the helper-49 note above, not charged.)
 //   At the attention, a layer's own activations are live only up to it: with full recompute its
 //   re-materialised inputs, 2 * (2h + q + 2kv) + 4 heads, below the whole layer's; without, the
 //   stored activations already hold them. So the running op's transient is max(the layer's
@@ -62,6 +72,13 @@
 //   (F) was freed after fc2's backward: net 2 * (m-1) F bytes per token on top of the layer's
 //   activations (stored without recompute, re-materialised with). So a backward's transient is
 //   max(the forward's, those activations + 2 (m-1) F / tp); with ring CP the buffers are larger.
+//   Through a layer's backward the gradient arriving for its output, 2h / tp, is live too
+//   (helper-81's review, 2026-12-07: CheckpointFunction.backward holds it and the re-materialised
+//   output while autograd runs, Megatron-LM 3b309c627e core/tensor_parallel/random.py:461-472;
+//   without recompute the engine holds it the same way). With full recompute the re-materialised
+//   activations above count the layer input the stage already stores (2h), which stands for one
+//   of those two; so a backward's transient is max(the forward's, activations + 2 (m-1) F + 2h)
+//   with full recompute and 2h + max(the CP buffers, 2 (m-1) F) without.
 //   Embedding gradient: the backward of the first virtual stage ends with the embedding's, which
 //   autograd writes as a dense bf16 gradient of the whole table (V / tp x h x 2 bytes;
 //   torch.nn.functional.embedding without sparse), added into the main-grad buffer by Megatron's
@@ -138,8 +155,11 @@ double cp_attention_buffer_bytes_per_token(const CostModel& cm, int cp_size);
 double layer_transient_bytes_per_token(const CostModel& cm, int cp_size = 1);
 // The MLP's live activation gradients in the backward, per token: 2 (m-1) F / tp (formula above).
 double mlp_grad_bytes_per_token(const CostModel& cm);
-// Transient of a running backward op per token: max(the forward's, the layer's activations
-// (re-materialised with full recompute, else already stored: 0 here) + the MLP's gradients).
+// The gradient of a layer's output, live through the layer's backward: 2h / tp per token.
+double layer_output_grad_bytes_per_token(const CostModel& cm);
+// Transient of a running backward op per token: with full recompute max(the forward's, the
+// re-materialised activations + the MLP's gradients + the output's gradient); without, the
+// output's gradient + max(the CP buffers, the MLP's gradients) (formula above).
 double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size = 1);
 // The embedding table's dense bf16 gradient (V / tp x h x 2), live after the first virtual
 // stage's backward of a micro-batch.

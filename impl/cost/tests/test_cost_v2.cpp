@@ -609,16 +609,21 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
   EXPECT_DOUBLE_EQ(stored_bytes_per_token_layer(cm), 256);  // the layer input only
   EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm), 2564);  // one layer re-materialised
   // The backward adds the MLP's activation gradients: 2 (m - 1) F = 2 * 128 with GeLU (F = 128),
-  // 4F with SwiGLU; without recompute on top of nothing (the activations are stored).
+  // 4F with SwiGLU; without recompute on top of nothing (the activations are stored). And the
+  // gradient of the layer's output, 2h = 256 (with recompute: beside the re-materialised output,
+  // the input counted twice standing for one of the two).
   EXPECT_DOUBLE_EQ(mlp_grad_bytes_per_token(cm), 256);
-  EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(cm), 2564 + 256);
+  EXPECT_DOUBLE_EQ(layer_output_grad_bytes_per_token(cm), 256);
+  EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(cm), 2564 + 256 + 256);
   {
     auto sw = cm;
     sw.model.swiglu = true;
     EXPECT_DOUBLE_EQ(mlp_grad_bytes_per_token(sw), 512);
     sw.training.recompute_full = false;
-    EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(sw), 512);
+    EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(sw), 256 + 512);
     EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(sw), 0);
+    sw.cluster.tp = 2;  // the output's gradient is split like the activations
+    EXPECT_DOUBLE_EQ(layer_output_grad_bytes_per_token(sw), 128);
   }
   // Logits on the last virtual stage: V / tp x bytes per logit (h100-sxm's derived values:
   // Megatron's fp32 cross-entropy keeps 4 and peaks at 6, unfused or fused natively; TE's 2, 2).
@@ -654,12 +659,12 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
   const double base = static_memory(cm, 0).total() + 3 * 1000.0 * 256 * 2;
   EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * (512 + 6000));
   cm.training.cross_entropy_te = true;  // 512 + 2000 per token: the backward's layer transient is larger
-  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * (2564 + 256));
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(cm, 0, 3, 1000), base + 1000.0 * (2564 + 256 + 256));
   EXPECT_DOUBLE_EQ(static_memory(cm, 0).reserved_bytes, 1e6);
   // Stage 0's embedding gradient (V x h x 2 = 1000 x 128 x 2 = 256,000 B) and the gradient flowing
   // into it (2h = 256 B per token) after a micro-batch's backward, beside the other 2
   // micro-batches' stored layer inputs: the peak with micro-batches of 10 tokens (the running op:
-  // 3 x 10 x 512 + 10 x max(2820, 512 + 2000 head and logits) = 43,560 B).
+  // 3 x 10 x 512 + 10 x max(3076, 512 + 2000 head and logits) = 46,120 B).
   EXPECT_DOUBLE_EQ(embedding_grad_bytes(cm), 1000.0 * 128 * 2);
   EXPECT_DOUBLE_EQ(embedding_input_grad_bytes_per_token(cm), 2.0 * 128);
   cm.cluster.tp = 2;  // whole on every TP rank (the embedding's output is, before its reduction)
@@ -688,11 +693,11 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
   // 10 tokens: after the backward, two tables (the held one and the embedding's) beside the other
   // 2 micro-batches' inputs and the gradient flowing into the embedding: 2 x 10 x 512 + 2 x
   // 256,000 + 10 x 256 = 524,800 (the layers' backward with the held table: 3 x 10 x 512 +
-  // 256,000 + 10 x 2820 = 299,560, below).
+  // 256,000 + 10 x 3076 = 302,120, below).
   EXPECT_DOUBLE_EQ(uniform_peak_bytes(tied, 0, 3, 10), tied_static + 524800);
   // 1000 tokens: the held table on top of the layers' backward: 3 x 1000 x 512 + 256,000 + 1000
-  // x max(2820, 512 + 2000) = 4,612,000 (untied: 4,356,000; the end of the backward: 1,792,000).
-  EXPECT_DOUBLE_EQ(uniform_peak_bytes(tied, 0, 3, 1000), tied_static + 4612000);
+  // x max(3076, 512 + 2000) = 4,868,000 (untied: 4,612,000; the end of the backward: 1,792,000).
+  EXPECT_DOUBLE_EQ(uniform_peak_bytes(tied, 0, 3, 1000), tied_static + 4868000);
   // A wider vocabulary (2000: the table 512,000 B, the logits' gradient 4000 B per token): the
   // output layer's weight-gradient GEMM is the peak, the held table beside the logits' gradient
   // and the head's inputs: 1,536,000 + 512,000 + 1000 x (512 + 4000) = 6,560,000 (the loss alone,
@@ -717,32 +722,40 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
   EXPECT_DOUBLE_EQ(st.weights_bytes + st.grads_bytes + st.optimizer_bytes, params * (2 + 4 + 12.0 / 8));
   // 8 micro-batches of 65,536 tokens in flight keep 8 x 65,536 x 5 layers x 2h bytes.
   const double peak = uniform_peak_bytes(cm, 1, 8, 65536);
-  // The running backward re-materialises one layer and holds the SwiGLU MLP's gradients, 4F.
-  const double mlp_grads = 4.0 * 13824;
+  // The running backward re-materialises one layer and holds the SwiGLU MLP's gradients, 4F, and
+  // the gradient of the layer's output, 2h.
+  const double mlp_grads = 4.0 * 13824 + 2.0 * 5120;
   EXPECT_NEAR(peak - st.total(),
               8.0 * 65536 * 5 * 2 * 5120 + 65536.0 * (activation_bytes_per_token_layer(cm) + mlp_grads), 1);
   EXPECT_LT(peak, capacity_bytes(cm));  // it fits an 80 GB H100
   // On a rank of a CP group of 8, the ring attention's buffers (memory.h, TE's
   // AttnFuncWithCPAndKVP2P; MHA: q = kv = 5120, 40 heads) by hand, per local token:
-  //   forward 8 x (2*2*5120 KV + 2*5120 out + 4*40 LSE) = 247,040; backward 16*5120 + 2*5120 +
-  //   2*(5120 + 2*5120) = 122,880; the re-materialised layer up to the attention
-  //   2*(2*5120 + 5120 + 2*5120) + 4*40 = 51,360: 298,400 per token, above the whole layer's.
-  EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(cm, 8), 247040);
+  //   forward 8 x (2*2*5120 KV + 2*5120 out + 4*40 LSE) = 247,040, + the second Q, K, V set
+  //   2*(5120 + 2*5120) = 30,720 + the corrected output 2*5120 = 10,240: 288,000; backward
+  //   16*5120 + 2*5120 + 2*(5120 + 2*5120) = 122,880; the re-materialised layer up to the
+  //   attention 2*(2*5120 + 5120 + 2*5120) + 4*40 = 51,360: 339,360 per token, above the whole
+  //   layer's.
+  EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(cm, 8), 288000);
   EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(cm, 1), 0);
-  EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm, 8), 298400);
+  EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm, 8), 339360);
   // At 2 ranks the backward's buffers (122,880, not scaling with k) are the larger.
   EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm, 2), 51360 + 122880);
   EXPECT_NEAR(uniform_peak_bytes(cm, 1, 8, 65536, 8) - peak,
-              65536.0 * (298400 - activation_bytes_per_token_layer(cm) - mlp_grads), 1);
-  EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(cm, 8), 298400);  // the buffers cover it
+              65536.0 * (339360 - activation_bytes_per_token_layer(cm) - mlp_grads), 1);
+  EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(cm, 8), 339360);  // the buffers cover it
   {
     auto ag = cm;  // all-gather CP: the gathered K, V and in the backward dK, dV: 8 * 4 * 2 * 5120
     ag.training.cp_comm = CpComm::all_gather;
     EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(ag, 8), 8 * 4 * 2 * 5120.0);
+    // At 2 ranks its forward, 2 * 2 * 2 * 5120 + 30,720 + 10,240 = 81,920, equals its backward.
+    EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(ag, 2), 81920);
     auto no_recompute = cm;  // the stored activations already hold the layer's: the buffers alone
     no_recompute.training.recompute_full = false;
-    EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(no_recompute, 8), 247040);
+    EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(no_recompute, 8), 288000);
     EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(no_recompute, 1), 0);
+    // Its backward: the output's gradient + max(the buffers, the MLP's gradients 4F = 55,296).
+    EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(no_recompute, 8), 10240 + 288000);
+    EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(no_recompute, 1), 10240 + 55296);
   }
   // The last stage (5 layers + the output layer of V x h) runs one micro-batch at a time: its
   // peak adds the larger of one re-materialised layer and the head's inputs (4h) + the logits,
