@@ -313,8 +313,14 @@ HardwareProfile h100_sxm() {
   // total, the rest holding its own structures); the datasheet's GB are binary here.
   p.memory_bytes = 80.0 * 1024 * 1024 * 1024;
   // NVIDIA's prototype rejects a plan whose simulated peak exceeds 70 GiB on these GPUs (PR #2959
-  // hotsim memory model, landscape §3.3): the other 10 GiB are context, NCCL buffers, workspaces
-  // and allocator slack.
+  // hotsim memory model, landscape §3.3; core/pipeline_parallel/data_schedule.py:2372 at 3b309c627e): the other 10 GiB are
+  // context, NCCL buffers (here the communicators of every CP group size), cuBLAS/TE workspaces,
+  // RoPE's cached fp32 tables (rotary_pos_embedding.py:150, an lru_cache of 32 lengths) and
+  // allocator slack, none of them measured here. Likely an overestimate of what those take: the
+  // hotsim model the 70 GiB cut applies to leaves out the logits, the norms' outputs and the CP
+  // buffers (pipeline_simulator/hotsim/memory_model.py:72-83, model.py:116-130; helper-81's review), which this model
+  // charges, so part of its 10 GiB margin covered them; the 80 GiB above are ~0.4 GiB more than
+  // the driver offers, inside this reserve.
   p.memory_reserved_bytes = 10.0 * 1024 * 1024 * 1024;
   // Bytes per logit of the cross-entropy [derived from the source]. Megatron's vocab-parallel
   // cross-entropy, unfused or fused with the native implementation (the default,
