@@ -31,35 +31,51 @@ double stored_bytes_per_token_layer(const CostModel& cm) {
   return activation_bytes_per_token_layer(cm);
 }
 
-double cp_attention_buffer_bytes_per_token(const CostModel& cm, int cp_size) {
-  if (cp_size <= 1) return 0.0;
+CpBuffers cp_attention_buffers_per_token(const CostModel& cm, int cp_size) {
+  if (cp_size <= 1) return {};
   const auto& m = cm.model;
   const double q = static_cast<double>(m.q_dim()), kv = static_cast<double>(m.kv_dim()),
                heads = static_cast<double>(m.heads), k = static_cast<double>(cp_size);
   // In the forward, besides the communication buffers (memory.h): the second set of Q, K and V
-  // (the fused QKV output Megatron's attention still holds, and the contiguous copies TE's CP path
-  // makes) and the output TE allocates for the corrected result.
-  const double second_qkv = 2.0 * (q + 2.0 * kv), out = 2.0 * q;
-  double fwd = 0, bwd = 0;
+  // (the fused QKV output Megatron's attention still holds beside the contiguous tensors the
+  // kernel reads) and TE's output buffers; without recompute the final output is the attention
+  // output the stored activations already count.
+  const double second_qkv = 2.0 * (q + 2.0 * kv), final_out = cm.training.recompute_full ? 2.0 * q : 0.0;
+  CpBuffers b;
   if (cm.training.cp_comm == CpComm::ring) {
-    fwd = k * (2.0 * 2.0 * kv + 2.0 * q + 4.0 * heads) + second_qkv + out;
-    bwd = 2.0 * 2.0 * 2.0 * 2.0 * kv + 2.0 * q + 2.0 * (q + 2.0 * kv);
+    b.fwd = k * (2.0 * 2.0 * kv + 2.0 * q + 4.0 * heads) + second_qkv + final_out;
+    b.bwd = 2.0 * 2.0 * 2.0 * 2.0 * kv + 2.0 * q + 2.0 * (q + 2.0 * kv);
   } else {
-    fwd = k * 2.0 * 2.0 * kv + second_qkv + out;
-    bwd = k * 4.0 * 2.0 * kv;
+    // out_f16 and the two steps' outputs (whole-size for THD) beside the final output.
+    b.fwd = k * 2.0 * 2.0 * kv + second_qkv + 3.0 * 2.0 * q + final_out;
+    b.bwd = k * 4.0 * 2.0 * kv;
   }
-  return std::max(fwd, bwd) / cm.cluster.tp;
+  b.fwd /= cm.cluster.tp;
+  b.bwd /= cm.cluster.tp;
+  return b;
 }
 
-double layer_transient_bytes_per_token(const CostModel& cm, int cp_size) {
-  const double buffers = cp_attention_buffer_bytes_per_token(cm, cp_size);
-  if (!cm.training.recompute_full) return buffers;
+double cp_attention_buffer_bytes_per_token(const CostModel& cm, int cp_size) {
+  const CpBuffers b = cp_attention_buffers_per_token(cm, cp_size);
+  return std::max(b.fwd, b.bwd);
+}
+
+namespace {
+
+// A layer's re-materialised activations up to its attention (full recompute), per token.
+double up_to_attention_bytes_per_token(const CostModel& cm) {
   const auto& m = cm.model;
-  const double up_to_attention =
-      (2.0 * (2.0 * static_cast<double>(m.hidden) + static_cast<double>(m.q_dim()) + 2.0 * static_cast<double>(m.kv_dim())) +
-       4.0 * static_cast<double>(m.heads)) /
-      cm.cluster.tp;
-  return std::max(activation_bytes_per_token_layer(cm), up_to_attention + buffers);
+  return (2.0 * (2.0 * static_cast<double>(m.hidden) + static_cast<double>(m.q_dim()) + 2.0 * static_cast<double>(m.kv_dim())) +
+          4.0 * static_cast<double>(m.heads)) /
+         cm.cluster.tp;
+}
+
+}  // namespace
+
+double layer_transient_bytes_per_token(const CostModel& cm, int cp_size) {
+  const double fwd = cp_attention_buffers_per_token(cm, cp_size).fwd;
+  if (!cm.training.recompute_full) return fwd;
+  return std::max(activation_bytes_per_token_layer(cm), up_to_attention_bytes_per_token(cm) + fwd);
 }
 
 double mlp_grad_bytes_per_token(const CostModel& cm) {
@@ -72,14 +88,14 @@ double layer_output_grad_bytes_per_token(const CostModel& cm) {
 
 double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size) {
   const double grad = layer_output_grad_bytes_per_token(cm);
-  if (!cm.training.recompute_full)
-    return grad + std::max(cp_attention_buffer_bytes_per_token(cm, cp_size), mlp_grad_bytes_per_token(cm));
+  const CpBuffers b = cp_attention_buffers_per_token(cm, cp_size);
+  if (!cm.training.recompute_full) return grad + std::max(b.bwd, mlp_grad_bytes_per_token(cm));
   // Full recompute: the re-materialised activations count the layer input the stage stores
   // already (2h), and the recomputed layer output (2h) and the gradient arriving for it (2h) are
-  // live beside them: net + one 2h. While the layer is re-run (up to its attention) the gradient
-  // is live and the output not yet made: the forward's transient, whose double-counted input
-  // stands for that gradient.
-  return std::max(layer_transient_bytes_per_token(cm, cp_size),
+  // live beside them: net + one 2h. Up to the attention (re-running the layer with the forward's
+  // buffers, then the attention's backward with its own, the MLP's activations freed by then)
+  // the double-counted input stands for that gradient.
+  return std::max(up_to_attention_bytes_per_token(cm) + std::max(b.fwd, b.bwd),
                   activation_bytes_per_token_layer(cm) + mlp_grad_bytes_per_token(cm) + grad);
 }
 

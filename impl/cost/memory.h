@@ -52,20 +52,27 @@
 //     (2396-2401), dq_buffer and one step's dq, dk, dv: 2 * 2 * 2 * 2kv + 2q + 2(q + 2kv).
 //     all-gather (AttnFuncWithCPAndKVAllGather): the gathered K and V, k * 2 * 2kv, and in the
 //     backward the gathered dK and dV besides: k * 4 * 2kv.
-//     Either forward also holds, for the layer's attention (helper-81's review, 2026-12-07):
-//     a second set of Q, K and V, 2 (q + 2kv): Q, K and V are views of the fused QKV GEMM output,
-//     which Megatron's attention forward keeps referencing through the call (value, and mixed_qkv;
-//     Megatron-LM 3b309c627e transformer/attention.py:857-859, 886-909: RoPE writes new Q and K),
-//     while TE's CP path makes each contiguous (TransformerEngine d0067d0 dot_product_attention/
-//     backends.py:947-950) and saves those; and the output TE allocates for the corrected result,
-//     2q (the ring's at step 1 for THD, context_parallel.py:1939-1943, or its correction init for
-//     bshd; the all-gather's out_f16, :3249): k (2 * 2kv + 2q + 4 heads) + 2 (q + 2kv) + 2q for the
-//     ring (Llama-13B at k = 8: 288,000 B per token, 247,040 before), k * 2 * 2kv + 2 (q + 2kv) + 2q
-//     for all-gather. (At k = 1 the second set is the helper-49 note above, not charged.)
+//     Either forward also holds (helper-81's review, 2026-12-07; helper-82's):
+//     a second set of Q, K and V, 2 (q + 2kv) per token: Megatron splits Q, K and V as views of
+//     the fused QKV GEMM output and keeps referencing that buffer through the attention call (the
+//     value view; Megatron-LM 3b309c627e transformer/attention.py:857-859), RoPE writes new Q and
+//     K (:886-909), and under CP TransformerEngine makes the kernel's inputs contiguous, which
+//     copies V (and Q, K where they are still views) (TransformerEngine d0067d0
+//     dot_product_attention/backends.py:947-950 FlashAttention, :2248-2250 FusedAttention): the
+//     fused buffer, RoPE's Q and K and the copy of V are 2q + 4kv values, q + 2kv more than one set;
+//     and TE's output buffers: the ring's corrected output, 2q (allocated at step 1 for THD,
+//     context_parallel.py:1939-1943, or its correction init for bshd); the all-gather's out_f16
+//     (:3249), its final output (:3263) and its two steps' outputs, each whole-size for THD
+//     (out_per_step, :3258; q_part = q, :3395): 8q. Without recompute the final output is the
+//     attention output the stored activations count (below), so 2q less. Ring forward:
+//     k (2 * 2kv + 2q + 4 heads) + 2 (q + 2kv) + 2q (Llama-13B at k = 8 with full recompute:
+//     288,000 B per token, 247,040 before these); all-gather: k * 2 * 2kv + 2 (q + 2kv) + 8q.
+//     (At k = 1 the second set is the helper-49 note above, not charged.)
 //   At the attention, a layer's own activations are live only up to it: with full recompute its
 //   re-materialised inputs, 2 * (2h + q + 2kv) + 4 heads, below the whole layer's; without, the
-//   stored activations already hold them. So the running op's transient is max(the layer's
-//   re-materialised activations, those up to the attention + the CP buffers).
+//   stored activations already hold them. So a forward op's transient is max(the layer's
+//   re-materialised activations, those up to the attention + the forward's CP buffers), or the
+//   forward's CP buffers alone without recompute.
 //   The backward adds the MLP's activation gradients [derived: autograd order of the MLP's
 //   backward]: when the activation's backward runs, the gradient of fc2's input (F values) and
 //   the one it writes for fc1's output ((m-1)F: 2F with SwiGLU) are live, and fc2's saved input
@@ -77,8 +84,10 @@
 //   output while autograd runs, Megatron-LM 3b309c627e core/tensor_parallel/random.py:461-472;
 //   without recompute the engine holds it the same way). With full recompute the re-materialised
 //   activations above count the layer input the stage already stores (2h), which stands for one
-//   of those two; so a backward's transient is max(the forward's, activations + 2 (m-1) F + 2h)
-//   with full recompute and 2h + max(the CP buffers, 2 (m-1) F) without.
+//   of those two; so a backward's transient is, with full recompute, max(those up to the
+//   attention + the larger of the forward's CP buffers (the layer re-run) and the backward's (its
+//   attention's backward, the MLP's activations freed by then), activations + 2 (m-1) F + 2h),
+//   and without, 2h + max(the backward's CP buffers, 2 (m-1) F).
 //   Embedding gradient: the backward of the first virtual stage ends with the embedding's, which
 //   autograd writes as a dense bf16 gradient of the whole table (V / tp x h x 2 bytes;
 //   torch.nn.functional.embedding without sparse), added into the main-grad buffer by Megatron's
@@ -147,19 +156,26 @@ double activation_bytes_per_token_layer(const CostModel& cm);
 // activations, or the layer input (2h / tp) with full recompute.
 double stored_bytes_per_token_layer(const CostModel& cm);
 // CP attention buffers per local token on a rank of a CP group of cp_size ranks (formula above;
-// 0 for cp_size 1): the larger of the forward's and the backward's.
+// 0 for cp_size 1), in the attention's forward and in its backward.
+struct CpBuffers {
+  double fwd = 0;
+  double bwd = 0;
+};
+CpBuffers cp_attention_buffers_per_token(const CostModel& cm, int cp_size);
+// The larger of the two.
 double cp_attention_buffer_bytes_per_token(const CostModel& cm, int cp_size);
-// Transient of a running op per token of its micro-batch on a rank of a CP group of cp_size
-// ranks: with full recompute, max(one layer's re-materialised activations, those up to the
-// attention + the CP buffers); without, the CP buffers.
+// Transient of a running forward op per token of its micro-batch on a rank of a CP group of
+// cp_size ranks: with full recompute, max(one layer's re-materialised activations, those up to
+// the attention + the forward's CP buffers); without, the forward's CP buffers.
 double layer_transient_bytes_per_token(const CostModel& cm, int cp_size = 1);
 // The MLP's live activation gradients in the backward, per token: 2 (m-1) F / tp (formula above).
 double mlp_grad_bytes_per_token(const CostModel& cm);
 // The gradient of a layer's output, live through the layer's backward: 2h / tp per token.
 double layer_output_grad_bytes_per_token(const CostModel& cm);
-// Transient of a running backward op per token: with full recompute max(the forward's, the
-// re-materialised activations + the MLP's gradients + the output's gradient); without, the
-// output's gradient + max(the CP buffers, the MLP's gradients) (formula above).
+// Transient of a running backward op per token: with full recompute max(the activations up to
+// the attention + the larger CP buffers, the re-materialised activations + the MLP's gradients +
+// the output's gradient); without, the output's gradient + max(the backward's CP buffers, the
+// MLP's gradients) (formula above).
 double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size = 1);
 // The embedding table's dense bf16 gradient (V / tp x h x 2), live after the first virtual
 // stage's backward of a micro-batch.

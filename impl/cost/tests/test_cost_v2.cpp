@@ -738,8 +738,14 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
   EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(cm, 8), 288000);
   EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(cm, 1), 0);
   EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm, 8), 339360);
-  // At 2 ranks the backward's buffers (122,880, not scaling with k) are the larger.
-  EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm, 2), 51360 + 122880);
+  // At 2 ranks the backward's buffers (122,880, not scaling with k) are the larger: a forward's
+  // transient is the whole re-materialised layer (its buffers, 2 x 30,880 + 30,720 + 10,240 =
+  // 102,720, + 51,360 are below it), a backward's the layer + the MLP's and the output's gradients
+  // (above 51,360 + 122,880).
+  EXPECT_DOUBLE_EQ(cp_attention_buffers_per_token(cm, 2).fwd, 102720);
+  EXPECT_DOUBLE_EQ(cp_attention_buffers_per_token(cm, 2).bwd, 122880);
+  EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(cm, 2), activation_bytes_per_token_layer(cm));
+  EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(cm, 2), activation_bytes_per_token_layer(cm) + mlp_grads);
   EXPECT_NEAR(uniform_peak_bytes(cm, 1, 8, 65536, 8) - peak,
               65536.0 * (339360 - activation_bytes_per_token_layer(cm) - mlp_grads), 1);
   EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(cm, 8), 339360);  // the buffers cover it
@@ -747,14 +753,18 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
     auto ag = cm;  // all-gather CP: the gathered K, V and in the backward dK, dV: 8 * 4 * 2 * 5120
     ag.training.cp_comm = CpComm::all_gather;
     EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(ag, 8), 8 * 4 * 2 * 5120.0);
-    // At 2 ranks its forward, 2 * 2 * 2 * 5120 + 30,720 + 10,240 = 81,920, equals its backward.
-    EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(ag, 2), 81920);
+    // At 2 ranks its forward is the larger: 2 * 2 * 2 * 5120 + 30,720 + 8 * 5120 (out_f16, the
+    // two steps' outputs and the final one) = 112,640 against 2 * 4 * 2 * 5120 = 81,920.
+    EXPECT_DOUBLE_EQ(cp_attention_buffers_per_token(ag, 2).fwd, 112640);
+    EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(ag, 2), 112640);
     auto no_recompute = cm;  // the stored activations already hold the layer's: the buffers alone
     no_recompute.training.recompute_full = false;
-    EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(no_recompute, 8), 288000);
+    // (the final output is the stored attention output: 288,000 - 2 x 5120)
+    EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(no_recompute, 8), 277760);
     EXPECT_DOUBLE_EQ(layer_transient_bytes_per_token(no_recompute, 1), 0);
-    // Its backward: the output's gradient + max(the buffers, the MLP's gradients 4F = 55,296).
-    EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(no_recompute, 8), 10240 + 288000);
+    // Its backward: the output's gradient + max(the backward's buffers, the MLP's gradients
+    // 4F = 55,296); the forward's second Q, K, V set and outputs are gone.
+    EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(no_recompute, 8), 10240 + 122880);
     EXPECT_DOUBLE_EQ(layer_backward_transient_bytes_per_token(no_recompute, 1), 10240 + 55296);
   }
   // The last stage (5 layers + the output layer of V x h) runs one micro-batch at a time: its
