@@ -11,6 +11,7 @@
 #include <cmath>
 #include <iterator>
 #include <utility>
+#include <vector>
 
 namespace dcp::cost {
 namespace {
@@ -218,6 +219,18 @@ int nics_per_node(const CostModel& cm) {
   return cm.cluster.nics_per_node > 0 ? cm.cluster.nics_per_node : cm.hardware.nics_per_node;
 }
 
+bool same_node(const ClusterConfig& c, int gpu_a, int gpu_b) {
+  return gpu_a / c.gpus_per_node == gpu_b / c.gpus_per_node;
+}
+
+// Bandwidth of one GPU's transfer to a GPU on another node while `concurrent` GPUs of its node
+// send at once, one peer each (not striped over the NICs like a ring collective,
+// pool_collective_bytes_per_s): its share of the node's NICs, at most NVLink.
+double nic_share_bytes_per_s(const CostModel& cm, int concurrent) {
+  return std::min(cm.hardware.intra_node_bytes_per_s,
+                  nics_per_node(cm) * cm.hardware.inter_node_bytes_per_s / std::max(1, concurrent));
+}
+
 // A ring collective over `ranks` pool ranks of stage s moving `frac * bytes` per rank.
 double ring_collective_s(const CostModel& cm, int s, int ranks, double bytes_per_rank) {
   if (ranks <= 1) return 0.0;
@@ -331,9 +344,8 @@ StageTimes stage_times_of(const CostModel& cm, const LayerTimes& lt, double toke
   if (cm.cluster.pp > 1) {
     const int s = v % cm.cluster.pp;
     const int next = (s + 1) % cm.cluster.pp;
-    const int g0 = gpu_id(cm.cluster, s, first_pool_rank, 0);
-    const int g1 = gpu_id(cm.cluster, next, first_pool_rank, 0);
-    const bool inter = g0 / cm.cluster.gpus_per_node != g1 / cm.cluster.gpus_per_node;
+    const bool inter = !same_node(cm.cluster, gpu_id(cm.cluster, s, first_pool_rank, 0),
+                                  gpu_id(cm.cluster, next, first_pool_rank, 0));
     const double bw = inter ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
     const double lat = inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
     st.p2p_s = tokens * static_cast<double>(cm.model.hidden) * kBf16Bytes / cm.cluster.tp / bw + lat;
@@ -516,17 +528,21 @@ double tied_embedding_allreduce_s(const CostModel& cm, int s) {
   const auto& c = cm.cluster;
   const auto& hw = cm.hardware;
   if (!cm.model.tied_embeddings || c.pp <= 1 || (s != 0 && s != c.pp - 1)) return 0.0;
-  // Every pair (first stage, last stage) of one pool and TP rank runs at once; the slowest sets
-  // the time: a pair on two nodes, which moves its bytes through its GPU's share of the NICs (the
-  // node's GPUs all transfer at the same time; an all-to-all-like pattern, one peer each, as in
-  // iteration_time's re-route).
-  bool inter = false;
-  for (int j = 0; !inter && j < std::min(c.pool(), std::max(1, c.gpus_per_node)); ++j)
-    for (int t = 0; !inter && t < c.tp; ++t)
-      inter = gpu_id(c, 0, j, t) / c.gpus_per_node != gpu_id(c, c.pp - 1, j, t) / c.gpus_per_node;
-  const double bw = inter ? std::min(hw.intra_node_bytes_per_s,
-                                     nics_per_node(cm) * hw.inter_node_bytes_per_s / std::max(1, c.gpus_per_node))
-                          : hw.intra_node_bytes_per_s;
+  // Every pair (first-stage GPU g, last-stage GPU g + offset: one pool and TP rank) runs at once;
+  // the slowest sets the time. A pair on two nodes sends through its GPU's share of the NICs,
+  // shared by the GPUs of that node that send to another node in this phase: end-stage GPUs only,
+  // the middle stages' idle here (helper-82's review).
+  const int per_stage = c.pool() * c.tp;
+  const int offset = (c.pp - 1) * per_stage;
+  std::vector<int> crossing(static_cast<size_t>((c.pp * per_stage + c.gpus_per_node - 1) / c.gpus_per_node), 0);
+  int most = 0;  // the most crossing pairs' GPUs on one node
+  for (int g = 0; g < per_stage; ++g) {
+    if (same_node(c, g, g + offset)) continue;
+    most = std::max({most, ++crossing[static_cast<size_t>(g / c.gpus_per_node)],
+                     ++crossing[static_cast<size_t>((g + offset) / c.gpus_per_node)]});
+  }
+  const bool inter = most > 0;
+  const double bw = inter ? nic_share_bytes_per_s(cm, most) : hw.intra_node_bytes_per_s;
   const double lat = inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;
   const double grad_bytes = cm.training.grad_reduce_fp32 ? 4.0 : 2.0;
   const double bytes = static_cast<double>(cm.model.vocab) * static_cast<double>(cm.model.hidden) / c.tp * grad_bytes;
@@ -643,8 +659,7 @@ IterationTime iteration_time(const CostModel& cm, bool packed, double max_recv_t
     const bool whole_nodes = n % ranks_per_node == 0;
     const int on_node = !dp_inter ? dp : whole_nodes ? std::clamp(ranks_per_node / std::max(1, c.cp), 1, dp) : 1;
     const double bytes_per_peer = max_recv_tokens_per_rank * hw.reroute_bytes_per_token / dp;
-    const double nic_share =
-        std::min(hw.intra_node_bytes_per_s, nics_per_node(cm) * hw.inter_node_bytes_per_s / std::max(1, c.gpus_per_node));
+    const double nic_share = nic_share_bytes_per_s(cm, c.gpus_per_node);
     const double move_s = std::max((on_node - 1) * bytes_per_peer / hw.intra_node_bytes_per_s,
                                    (dp - on_node) * bytes_per_peer / nic_share);
     const double reroute_s = n > 1 ? kRerouteCollectives * pool_lat + move_s : 0.0;

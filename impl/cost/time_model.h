@@ -359,8 +359,10 @@ struct GradSyncTime {
   // all_reduce at :258; the group, parallel_state.py default_embedding_ranks: the pipeline's first
   // and last rank]. A ring all-reduce of two ranks: each sends and receives the whole
   // vocab x hidden / tp gradient in the grad dtype over the link between the two GPUs (NVLink on
-  // one node, else its share of the node's NICs), two latencies. Serial: the two stages start it
-  // when both are done and finish together (simulator), after any overlap.
+  // one node, else its share of the node's NICs among that node's end-stage GPUs whose partner is
+  // on another node), two latencies. Serial: the two stages start it when both have reduced their
+  // grads and finish together (simulator), before the param all-gather (the distributed
+  // optimizer's, in optimizer.step).
   double embedding_s = 0;
   bool overlap = false; // training.overlap_grad_reduce
 };

@@ -329,7 +329,8 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
   std::vector<double> busy_ops(r.gpu.size());
   for (size_t i = 0; i < r.gpu.size(); ++i) busy_ops[i] = r.gpu[i].busy_s();
   double finish_all = 0;
-  std::vector<double> stage_finish(static_cast<size_t>(pp), 0.0);
+  // Per stage: when its grads are reduced, and its exposed param gather (after the optimizer).
+  std::vector<double> reduced_at(static_cast<size_t>(pp), 0.0), gather_exposed(static_cast<size_t>(pp), 0.0);
   for (int s = 0; s < pp; ++s) {
     const double rs = per_stage(in.grad_reduce_s, s), ag = per_stage(in.grad_gather_s, s);
     int slow = 0;
@@ -337,15 +338,18 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
       if (free_at[static_cast<size_t>(s) * n + j] > free_at[static_cast<size_t>(s) * n + slow]) slow = j;
     const size_t si = static_cast<size_t>(s) * n + slow;
     const double check = per_stage(in.grad_check_s, s);
-    double exposed = rs + ag;
+    double reduced = rs, gathered = ag;  // the exposed parts of the reduce and of the param gather
     if (in.overlap_grad_reduce) {
       // The embedding bucket's reduce follows the last backward unhidden; the gather waited at
       // the first forward was charged there (run_op).
       const double tail = per_stage(in.grad_reduce_tail_s, s), waited = per_stage(in.grad_gather_waited_s, s);
       const double behind = reduce_after_cooldown(pp, vpp, s) ? 0.0 : last_bwd_s[si];
-      exposed = tail + std::max(0.0, rs - tail - behind) + std::max(0.0, ag - waited - std::max(0.0, first_fwd_s[si]));
+      reduced = tail + std::max(0.0, rs - tail - behind);
+      gathered = std::max(0.0, ag - waited - std::max(0.0, first_fwd_s[si]));
     }
-    exposed += check;  // on the compute stream before the reduce: never hidden
+    const double exposed = reduced + gathered + check;  // the check: on the compute stream before the reduce, never hidden
+    reduced_at[static_cast<size_t>(s)] = free_at[si] + reduced + check;
+    gather_exposed[static_cast<size_t>(s)] = gathered;
     const double finish = free_at[si] + exposed;
     for (int j = 0; j < n; ++j) {
       GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
@@ -353,21 +357,23 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
       t.sync_s += exposed;
       t.finish_s = finish;
     }
-    stage_finish[static_cast<size_t>(s)] = finish;
     finish_all = std::max(finish_all, finish);
   }
   if (in.grad_embedding_s > 0 && pp > 1) {
-    // The first and the last stage all-reduce the tied embedding's gradient once both are done
-    // (finalize_model_grads, cost::GradSyncTime::embedding_s); the earlier one's wait is idle.
-    const double both = std::max(stage_finish.front(), stage_finish.back()) + in.grad_embedding_s;
-    for (const int s : {0, pp - 1})
+    // The first and the last stage all-reduce the tied embedding's gradient once both have reduced
+    // their grads (finalize_model_grads, cost::GradSyncTime::embedding_s); the earlier one's wait
+    // is idle. Each then gathers its params (the distributed optimizer's, in optimizer.step).
+    const double both = std::max(reduced_at.front(), reduced_at.back()) + in.grad_embedding_s;
+    for (const int s : {0, pp - 1}) {
+      const double finish = both + gather_exposed[static_cast<size_t>(s)];
       for (int j = 0; j < n; ++j) {
         GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
         t.comm_s += in.grad_embedding_s;
         t.sync_s += in.grad_embedding_s;
-        t.finish_s = both;
+        t.finish_s = finish;
       }
-    finish_all = std::max(finish_all, both);
+      finish_all = std::max(finish_all, finish);
+    }
   }
   // The per-iteration cost (optimizer step, fixed cost, THD data path) follows the slowest GPU.
   r.step_s = finish_all + in.iteration_s;

@@ -540,6 +540,7 @@ TEST(TimeModel, GradSyncPartsNoOverlapHides) {
 // dtype, as a ring of two (the whole buffer each way, two latencies) over the link between them.
 TEST(TimeModel, TiedEmbeddingGradientIsAllReducedBetweenTheEndStages) {
   auto cm = unit_model(8, 4);  // pp 4, pool 2, one node of 64 GPUs
+  cm.model.layers = 4;         // one per stage
   cm.model.vocab = 1000;
   cm.hardware.intra_node_latency_s = 1e-4;
   cm.hardware.inter_node_latency_s = 1e-3;
@@ -555,17 +556,25 @@ TEST(TimeModel, TiedEmbeddingGradientIsAllReducedBetweenTheEndStages) {
   cm.training.grad_reduce_fp32 = false;  // --grad-reduce-in-bf16: a bf16 grad buffer
   EXPECT_DOUBLE_EQ(grad_sync_time(cm, 0).embedding_s, bytes / 2 / 1e9 + 2e-4);
   cm.training.grad_reduce_fp32 = true;
-  // 4 GPUs per node: stage 0 is GPUs 0-1 (node 0), stage 3 GPUs 6-7 (node 1); the node's one NIC
-  // is shared by its 4 GPUs, all transferring at once; with 4 NICs each has one.
+  // 4 GPUs per node: stage 0 is GPUs 0-1 (node 0), stage 3 GPUs 6-7 (node 1); a node's one NIC
+  // is shared by the 2 of its GPUs that send (GPUs 2-5, the middle stages', idle here); with 4
+  // NICs each of the 2 has two.
   cm.cluster.gpus_per_node = 4;
-  EXPECT_DOUBLE_EQ(grad_sync_time(cm, 0).embedding_s, bytes / (1e8 / 4) + 2e-3);
+  EXPECT_DOUBLE_EQ(grad_sync_time(cm, 0).embedding_s, bytes / (1e8 / 2) + 2e-3);
   cm.cluster.nics_per_node = 4;
-  EXPECT_DOUBLE_EQ(grad_sync_time(cm, 3).embedding_s, bytes / 1e8 + 2e-3);
+  EXPECT_DOUBLE_EQ(grad_sync_time(cm, 3).embedding_s, bytes / 2e8 + 2e-3);
   {
-    auto t = cm;  // TP 2: each GPU holds, and all-reduces, half of the vocabulary
+    // TP 2: each GPU holds, and all-reduces, half of the vocabulary; stage 0 is node 0 (GPUs
+    // 0-3), stage 3 node 3: 4 GPUs share each node's 4 NICs.
+    auto t = cm;
     t.cluster.tp = 2;
     t.cluster.gpus = 16;
     EXPECT_DOUBLE_EQ(grad_sync_time(t, 0).embedding_s, bytes / 2 / 1e8 + 2e-3);
+    // 3 GPUs per node (stage 0: GPUs 0-3 over nodes 0-1, stage 3: GPUs 12-15 over nodes 4-5):
+    // node 0 has 3 sending GPUs, the most; with 1 NIC, a third of it each.
+    t.cluster.gpus_per_node = 3;
+    t.cluster.nics_per_node = 1;
+    EXPECT_DOUBLE_EQ(grad_sync_time(t, 0).embedding_s, bytes / 2 / (1e8 / 3) + 2e-3);
   }
   {
     auto one_node = cm;  // 8 GPUs per node: both end stages on one node again

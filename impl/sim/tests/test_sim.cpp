@@ -592,6 +592,24 @@ TEST(Step, TiedEmbeddingsAllReduceAfterBothEndStagesSync) {
   // The bound: stage 0 (the embedding's) or the last sets it, and each now pays the all-reduce.
   EXPECT_NEAR(tied.bound_s - untied.bound_s, e, 1e-12);
   EXPECT_LE(tied.plan_efficiency, 1.0);
+
+  // With the distributed optimizer (no overlap) each stage gathers its params after the
+  // optimizer step, so after the all-reduce: an end stage finishes at max of the two end stages'
+  // reduced times + the all-reduce + its own gather.
+  cm.training.distributed_optimizer = true;
+  const double g0 = cost::grad_sync_time(cm, 0).gather_s, g2 = cost::grad_sync_time(cm, 2).gather_s;
+  ASSERT_GT(g0, 0.0);
+  ASSERT_NE(g0, g2);  // the last stage also holds the final norm
+  cm.model.tied_embeddings = false;
+  const auto du = simulate_step(p, batch, cm);
+  cm.model.tied_embeddings = true;
+  const auto dt = simulate_step(p, batch, cm);
+  expect_breakdown_sums(dt.schedule);
+  const double r0 = std::max(du.schedule.gpu[0].finish_s, du.schedule.gpu[1].finish_s) - g0;
+  const double r2 = std::max(du.schedule.gpu[4].finish_s, du.schedule.gpu[5].finish_s) - g2;
+  EXPECT_NEAR(dt.schedule.gpu[0].finish_s, std::max(r0, r2) + e + g0, 1e-12);
+  EXPECT_NEAR(dt.schedule.gpu[5].finish_s, std::max(r0, r2) + e + g2, 1e-12);
+  EXPECT_EQ(dt.schedule.gpu[2].finish_s, du.schedule.gpu[2].finish_s);
 }
 
 TEST(Step, IterationCostFollowsTheSlowestGpu) {
