@@ -134,10 +134,13 @@ double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double toke
   const LogitBytes logits = logit_bytes_per_token(cm);
   const double head = last ? head_saved_bytes_per_token(cm) : 0.0;
   const double head_and_logits = last ? head + logits.peak : 0.0;
-  const double layer = layer_backward_transient_bytes_per_token(cm, cp_size);
+  // A forward's transient may be the larger (without recompute, with CP); the held tied table
+  // lives through backwards only.
+  const double layer_bwd = layer_backward_transient_bytes_per_token(cm, cp_size);
+  const double layer = std::max(layer_transient_bytes_per_token(cm, cp_size), layer_bwd);
   double running = in_flight * one + tokens * std::max(layer, head_and_logits);
   const double tied = tied_output_grad_bytes(cm);  // pp 1 only: stage 0 is the last
-  if (tied > 0) running = std::max(running, in_flight * one + tied + tokens * std::max(layer, head + logits.grad));
+  if (tied > 0) running = std::max(running, in_flight * one + tied + tokens * std::max(layer_bwd, head + logits.grad));
   const double embedding = s == 0 ? (in_flight - 1) * one + embedding_grad_bytes(cm) +
                                         tokens * embedding_input_grad_bytes_per_token(cm) + tied
                                   : 0.0;

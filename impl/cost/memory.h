@@ -66,7 +66,9 @@
 //     (out_per_step, :3258; q_part = q, :3395): 8q. Without recompute the final output is the
 //     attention output the stored activations count (below), so 2q less. Ring forward:
 //     k (2 * 2kv + 2q + 4 heads) + 2 (q + 2kv) + 2q (Llama-13B at k = 8 with full recompute:
-//     288,000 B per token, 247,040 before these); all-gather: k * 2 * 2kv + 2 (q + 2kv) + 8q.
+//     288,000 B per token, 247,040 before these); all-gather: k * 2 * 2kv + 2 (q + 2kv) + 8q
+//     (THD's; a padded plan's two step outputs are half-size, :3503-3504, 2q less: charged as
+//     THD's, the model has no layout input here).
 //     (At k = 1 the second set is the helper-49 note above, not charged.)
 //   At the attention, a layer's own activations are live only up to it: with full recompute its
 //   re-materialised inputs, 2 * (2h + q + 2kv) + 4 heads, below the whole layer's; without, the
@@ -201,8 +203,8 @@ double head_saved_bytes_per_token(const CostModel& cm);
 
 // Hand-checkable peak of stage s under 1F1B without VPP with `in_flight` micro-batches of
 // `tokens` tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s)
-// + tokens * max(backward layer transient at cp_size, head inputs + logits peak on the last
-// stage), and on stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient
+// + tokens * max(forward and backward layer transients at cp_size, head inputs + logits peak on
+// the last stage), and on stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient
 // + tokens * the gradient flowing into it. With a held tied gradient (pp = 1) also static +
 // in_flight * tokens * stored * layers + the table + tokens * max(backward layer transient,
 // head inputs + the logits' gradient), and the table on top of the embedding's term.

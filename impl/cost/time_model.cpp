@@ -528,19 +528,19 @@ double tied_embedding_allreduce_s(const CostModel& cm, int s) {
   const auto& c = cm.cluster;
   const auto& hw = cm.hardware;
   if (!cm.model.tied_embeddings || c.pp <= 1 || (s != 0 && s != c.pp - 1)) return 0.0;
-  // Every pair (first-stage GPU g, last-stage GPU g + offset: one pool and TP rank) runs at once;
-  // the slowest sets the time. A pair on two nodes sends through its GPU's share of the NICs,
-  // shared by the GPUs of that node that send to another node in this phase: end-stage GPUs only,
-  // the middle stages' idle here (helper-82's review).
-  const int per_stage = c.pool() * c.tp;
-  const int offset = (c.pp - 1) * per_stage;
-  std::vector<int> crossing(static_cast<size_t>((c.pp * per_stage + c.gpus_per_node - 1) / c.gpus_per_node), 0);
+  // Every pair (the first and the last stage's GPU of one pool and TP rank) runs at once; the
+  // slowest sets the time. A pair on two nodes sends through its GPU's share of the NICs, shared
+  // by the GPUs of that node that send to another node in this phase: end-stage GPUs only (the
+  // middle stages' taken as idle, their own reduces done; helper-82's review).
+  std::vector<int> crossing(static_cast<size_t>((c.gpus + c.gpus_per_node - 1) / c.gpus_per_node) + 1, 0);
   int most = 0;  // the most crossing pairs' GPUs on one node
-  for (int g = 0; g < per_stage; ++g) {
-    if (same_node(c, g, g + offset)) continue;
-    most = std::max({most, ++crossing[static_cast<size_t>(g / c.gpus_per_node)],
-                     ++crossing[static_cast<size_t>((g + offset) / c.gpus_per_node)]});
-  }
+  for (int j = 0; j < c.pool(); ++j)
+    for (int t = 0; t < c.tp; ++t) {
+      const int a = gpu_id(c, 0, j, t), b = gpu_id(c, c.pp - 1, j, t);
+      if (same_node(c, a, b)) continue;
+      most = std::max({most, ++crossing[static_cast<size_t>(a / c.gpus_per_node)],
+                       ++crossing[static_cast<size_t>(b / c.gpus_per_node)]});
+    }
   const bool inter = most > 0;
   const double bw = inter ? nic_share_bytes_per_s(cm, most) : hw.intra_node_bytes_per_s;
   const double lat = inter ? hw.inter_node_latency_s : hw.intra_node_latency_s;

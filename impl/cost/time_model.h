@@ -352,8 +352,8 @@ struct GradSyncTime {
   double gather_waited_s = 0;
   double reduce_tail_s = 0;
   // Tied embeddings with pp > 1, on the first and the last stage (0 elsewhere): the last stage
-  // keeps its own copy of the word embedding as the output weight, and after every stage's grad
-  // sync (finish_grad_sync) finalize_model_grads all-reduces that weight's main gradient over the
+  // keeps its own copy of the word embedding as the output weight, and after each end stage's own
+  // grad sync (finish_grad_sync) finalize_model_grads all-reduces that weight's main gradient over the
   // embedding group, the first and the last stage's GPUs of one DP x CP x TP coordinate
   // [Megatron-LM d98e8a64dd megatron/core/distributed/finalize_model_grads.py:671-677, the
   // all_reduce at :258; the group, parallel_state.py default_embedding_ranks: the pipeline's first

@@ -359,20 +359,36 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
     }
     finish_all = std::max(finish_all, finish);
   }
-  if (in.grad_embedding_s > 0 && pp > 1) {
+  const bool tied_join = in.grad_embedding_s > 0 && pp > 1;
+  if (tied_join) {
     // The first and the last stage all-reduce the tied embedding's gradient once both have reduced
     // their grads (finalize_model_grads, cost::GradSyncTime::embedding_s); the earlier one's wait
-    // is idle. Each then gathers its params (the distributed optimizer's, in optimizer.step).
+    // is idle.
     const double both = std::max(reduced_at.front(), reduced_at.back()) + in.grad_embedding_s;
     for (const int s : {0, pp - 1}) {
-      const double finish = both + gather_exposed[static_cast<size_t>(s)];
+      reduced_at[static_cast<size_t>(s)] = both;
       for (int j = 0; j < n; ++j) {
         GpuTime& t = r.gpu[static_cast<size_t>(s) * n + j];
         t.comm_s += in.grad_embedding_s;
         t.sync_s += in.grad_embedding_s;
-        t.finish_s = finish;
+        t.finish_s = both;
       }
-      finish_all = std::max(finish_all, finish);
+      finish_all = std::max(finish_all, both);
+    }
+  }
+  if (pp > 1 && (tied_join || *std::max_element(gather_exposed.begin(), gather_exposed.end()) > 0)) {
+    // A stage's exposed param gather (the distributed optimizer's, started in optimizer.step)
+    // follows the grad-norm all-reduce of --clip-grad (Megatron's default 1.0, and every upstream
+    // script's), over the model-parallel group: every stage's reduce, and the end stages'
+    // embedding all-reduce, come first [Megatron-LM 3b309c627e training/arguments.py:2049,
+    // core/optimizer/optimizer.py:605-606, distrib_optimizer.py:2578-2599; helper-83's review].
+    // The wait is idle; a stage without a gather is done at its own reduce.
+    const double all_reduced = *std::max_element(reduced_at.begin(), reduced_at.end());
+    for (int s = 0; s < pp; ++s) {
+      const double gathered = gather_exposed[static_cast<size_t>(s)];
+      if (gathered <= 0) continue;
+      for (int j = 0; j < n; ++j) r.gpu[static_cast<size_t>(s) * n + j].finish_s = all_reduced + gathered;
+      finish_all = std::max(finish_all, all_reduced + gathered);
     }
   }
   // The per-iteration cost (optimizer step, fixed cost, THD data path) follows the slowest GPU.

@@ -280,7 +280,8 @@ struct ScheduleInput {
   // [mb][g]: the transient per token of group g's ops (its CP attention buffers, cost/memory.h);
   // empty = layer_transient_bytes_per_token for every group.
   std::vector<std::vector<double>> transient_bytes_per_token;
-  // [mb][g]: the same for a backward op (the MLP's gradients besides); empty = the forward's.
+  // [mb][g]: the same for a backward op (its own: the MLP's and the output's gradients, the
+  // backward's CP buffers); empty = the forward's.
   std::vector<std::vector<double>> backward_transient_bytes_per_token;
   double embedding_grad_bytes = 0;             // after a backward of virtual stage 0
   double embedding_input_grad_bytes_per_token = 0;  // with it: the gradient flowing into it

@@ -577,6 +577,15 @@ TEST(TimeModel, TiedEmbeddingGradientIsAllReducedBetweenTheEndStages) {
     EXPECT_DOUBLE_EQ(grad_sync_time(t, 0).embedding_s, bytes / 2 / (1e8 / 3) + 2e-3);
   }
   {
+    // TP 1, 3 GPUs per node: stage 0 is GPUs 0-1 on node 0 (beside stage 1's GPU 2), stage 3 GPUs
+    // 6-7 on node 2: at most 2 senders on a node, half the NIC each (a third, dividing by the
+    // node's GPUs).
+    auto t = cm;
+    t.cluster.gpus_per_node = 3;
+    t.cluster.nics_per_node = 1;
+    EXPECT_DOUBLE_EQ(grad_sync_time(t, 0).embedding_s, bytes / (1e8 / 2) + 2e-3);
+  }
+  {
     auto one_node = cm;  // 8 GPUs per node: both end stages on one node again
     one_node.cluster.gpus_per_node = 8;
     EXPECT_DOUBLE_EQ(grad_sync_time(one_node, 0).embedding_s, bytes / 1e9 + 2e-4);

@@ -757,6 +757,8 @@ TEST(Memory, Llama13bPipelineStageOfThePrototype) {
     // two steps' outputs and the final one) = 112,640 against 2 * 4 * 2 * 5120 = 81,920.
     EXPECT_DOUBLE_EQ(cp_attention_buffers_per_token(ag, 2).fwd, 112640);
     EXPECT_DOUBLE_EQ(cp_attention_buffer_bytes_per_token(ag, 2), 112640);
+    ag.training.recompute_full = false;  // its final output is the stored attention output
+    EXPECT_DOUBLE_EQ(cp_attention_buffers_per_token(ag, 2).fwd, 112640 - 2 * 5120);
     auto no_recompute = cm;  // the stored activations already hold the layer's: the buffers alone
     no_recompute.training.recompute_full = false;
     // (the final output is the stored attention output: 288,000 - 2 x 5120)
