@@ -28,7 +28,7 @@
 //     than q + 2kv, 2 (q + kv) bytes per token more (Llama-13B: 20 KB, 1.25 GiB of one layer's
 //     transient at 65,536 tokens under full recompute; learned positions, as in Megatron's
 //     example, have no such copy). No shipped scenario's oom verdict at its published setting is
-//     near enough to capacity to move (megatron-dev on llama13b-github: 64.2 of 80 GiB).
+//     near enough to capacity to move (megatron-dev on llama13b-github: 64.8 of 80 GiB).
 //     With full recompute only the layer
 //     input (2h) is stored, and the backward of a layer re-materialises that layer's activations
 //     for one micro-batch (the transient).
