@@ -65,7 +65,7 @@ int run_check(const CheckArgs& a, const CLI::App& cmd) {
   plan::Plan p;
   if (megatron_format) {
     if (auto v = plan::rank_lists_violation(*answer.lists, cfg.pool())) return invalid(*v);
-    p = plan::plan_from_rank_lists(*answer.lists, "megatron-format", cfg);
+    p = plan::plan_from_megatron_format(*answer.lists, cfg);  // static where it can only be (helper-84)
   } else {
     p = *answer.plan;
     // A plan made with --max-seqlen records it (plan_json.h), and is checked against it, or against

@@ -29,7 +29,6 @@
 #include "core/text.h"
 #include "harness/conform.h"
 #include "harness/registry.h"
-#include "plan/geometry.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "plan/validate.h"
@@ -384,19 +383,8 @@ std::optional<std::string> violation_of(const py::object& plan_obj, const py::ha
   const plan::PlanConfig cfg = to_config(a);
   plan::check_config(batch, cfg);
   if (auto v = plan::rank_lists_violation(lists, cfg.pool())) return v;
-  plan::Plan p = plan::plan_from_rank_lists(lists, "megatron-format", cfg);
-  // Megatron's format does not say which planner made a plan. Read as a static-CP plan (rule 4's
-  // static sizes) when every group has cp ranks, no dynamic group of that size exists (cp is not a
-  // power of two and not the whole pool) and min_cp is 1 (as schedule() requires of a static
-  // planner): a packing or bshd plan from schedule() at cp = 3 had been refused as "no CP group of
-  // size 3" (helper-48's review). Any other plan is read as dynamic, as Megatron's scheduler makes
-  // them.
-  const bool all_cp = std::all_of(p.microbatches.begin(), p.microbatches.end(), [&](const plan::MicroBatch& mb) {
-    return std::all_of(mb.groups.begin(), mb.groups.end(), [&](const plan::Group& g) { return g.cp_size == cfg.cp; });
-  });
-  if (all_cp && !p.microbatches.empty() && cfg.min_cp == 1 && !plan::group_size_exists(cfg.pool(), cfg.cp))
-    p.dynamic = false;
-  return plan::find_violation(p, batch, cfg);
+  // Static or dynamic as the format allows (plan::plan_from_megatron_format, shared with `check`).
+  return plan::find_violation(plan::plan_from_megatron_format(lists, cfg), batch, cfg);
 }
 
 py::object json_to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }

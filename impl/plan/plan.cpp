@@ -2,6 +2,7 @@
 #include "plan/plan.h"
 
 #include "core/error.h"
+#include "plan/geometry.h"
 
 #include <algorithm>
 #include <utility>
@@ -55,6 +56,16 @@ Plan plan_from_rank_lists(const RankLists& lists, const std::string& planner, co
   plan.microbatches.reserve(lists.size());
   for (const auto& ranks : lists) plan.microbatches.push_back(MicroBatch{groups_of_rank_lists(ranks)});
   return plan;
+}
+
+Plan plan_from_megatron_format(const RankLists& lists, const PlanConfig& config) {
+  Plan p = plan_from_rank_lists(lists, "megatron-format", config);
+  const bool all_cp = std::all_of(p.microbatches.begin(), p.microbatches.end(), [&](const MicroBatch& mb) {
+    return std::all_of(mb.groups.begin(), mb.groups.end(), [&](const Group& g) { return g.cp_size == config.cp; });
+  });
+  if (all_cp && !p.microbatches.empty() && config.min_cp == 1 && !group_size_exists(config.pool(), config.cp))
+    p.dynamic = false;
+  return p;
 }
 
 RankLists rank_lists_of(const Plan& plan) {

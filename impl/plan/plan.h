@@ -99,6 +99,15 @@ std::optional<std::string> rank_lists_violation(const RankLists& lists, int n);
 // validate() checks everything else (alignment, sizes, budget, every sample exactly once).
 Plan plan_from_rank_lists(const RankLists& lists, const std::string& planner, const PlanConfig& config);
 
+// A plan in Megatron's format, which does not say which planner made it: plan_from_rank_lists
+// (planner "megatron-format"), read as a static-CP plan (rule 4's static sizes) when every group
+// has config.cp ranks, no dynamic group of that size exists (cp is not a power of two and not the
+// whole pool) and min_cp is 1 (as a static planner requires): `packing` or `bshd` at cp 3
+// (helper-48's review; the CLI's `check` had read them as dynamic until helper-84's trial). Any
+// other plan is read as dynamic, as Megatron's scheduler makes them. One reading for `dcpbench
+// check` and the Python module's find_violation.
+Plan plan_from_megatron_format(const RankLists& lists, const PlanConfig& config);
+
 // Inverse of plan_from_rank_lists.
 RankLists rank_lists_of(const Plan& plan);
 

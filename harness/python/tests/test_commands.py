@@ -349,6 +349,27 @@ def test_check_plan_files(tmp_path):
     assert r.returncode == 1 and "INVALID: micro-batch 0: sample" in r.stdout, r.stdout
     r = run()  # Megatron's format needs the config
     assert r.returncode == 2 and "--dp is required" in r.stderr
+    # A static planner's plan in Megatron's format at a cp that is no dynamic group size (cp 3 in
+    # pools of 6 and 12, cp 6 in 12; max_seqlen a multiple of bshd's 2 x cp): `check` reads it as
+    # static CP, as find_violation does; it had been INVALID "no CP group of size 3" (helper-84's
+    # trial). At a power-of-two cp it is dynamic.
+    odd = tmp_path / "odd.txt"
+    odd.write_text("698\n873\n539\n100\n")
+    for planner, dp, cp in (("packing", 2, 3), ("bshd", 2, 3), ("packing", 4, 3), ("packing", 2, 6)):
+        lists = dcpbench.schedule([698, 873, 539, 100], planner=planner, dp=dp, cp=cp, max_seqlen_per_dp_cp_rank=1024,
+                                  max_seqlen=1032)
+        opts = ["--dp", str(dp), "--cp", str(cp), "--max-seqlen-per-rank", "1024", "--max-seqlen", "1032"]
+        plan_file.write_text(json.dumps(lists))
+        r = subprocess.run([DCPBENCH, "check", "--plan", str(plan_file), "--lengths", str(odd)] + opts,
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and "valid" in r.stdout, (planner, dp, cp, r.stdout + r.stderr)
+        assert dcpbench.find_violation(lists, [698, 873, 539, 100], dp=dp, cp=cp, max_seqlen_per_dp_cp_rank=1024,
+                                       max_seqlen=1032) is None
+    # A group of 3 in a pool of 6 among groups of 1 is no plan at all (dynamic: sizes 1, 2 and 6).
+    plan_file.write_text(json.dumps([[[0], [1], [2], [3], [3], [3]]]))
+    r = subprocess.run([DCPBENCH, "check", "--plan", str(plan_file), "--lengths", str(odd), "--dp", "2", "--cp", "3",
+                        "--max-seqlen-per-rank", "1024"], capture_output=True, text=True)
+    assert r.returncode == 1 and "no CP group of size 3" in r.stdout, r.stdout + r.stderr
     plan_file.write_text("{not json")
     r = run("--dp", "4", "--cp", "1", "--max-seqlen-per-rank", "200")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1

@@ -214,6 +214,31 @@ TEST(Validate, NonPowerOfTwoPoolAcceptsFullGroupRejectsMissingSize) {
   EXPECT_NE(v->find("no CP group of size 4"), std::string::npos) << *v;
 }
 
+// Megatron's format says nothing of the planner: static CP only where it can be nothing else
+// (every group of cp ranks, a cp that is no dynamic size of the pool, min_cp 1); `check` and the
+// Python module read it alike (helper-84's trial).
+TEST(RankLists, MegatronFormatIsStaticOnlyWhereNoDynamicGroupFits) {
+  PlanConfig c;
+  c.dp = 2;
+  c.cp = 3;
+  c.max_seqlen_per_rank = 1024;
+  const RankLists static3 = {{{0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {3}, {3}, {3}}};
+  const Plan p = plan_from_megatron_format(static3, c);
+  EXPECT_FALSE(p.dynamic);
+  EXPECT_EQ(p.planner, "megatron-format");
+  EXPECT_FALSE(find_violation(p, Batch{{698, 873, 539, 100}}, c).has_value());
+  // The same lists read as dynamic (plan_from_rank_lists) have a group size the pool lacks.
+  EXPECT_TRUE(find_violation(plan_from_rank_lists(static3, "x", c), Batch{{698, 873, 539, 100}}, c).has_value());
+  // Groups of other sizes: dynamic.
+  EXPECT_TRUE(plan_from_megatron_format({{{0}, {1}, {2}, {3}, {3}, {3}}}, c).dynamic);
+  auto min2 = c;  // min_cp > 1: no static planner plans it
+  min2.min_cp = 2;
+  EXPECT_TRUE(plan_from_megatron_format(static3, min2).dynamic);
+  auto pow2 = c;  // cp 2 in a pool of 4: a dynamic size
+  pow2.cp = 2;
+  EXPECT_TRUE(plan_from_megatron_format({{{0}, {0}, {1}, {1}}}, pow2).dynamic);
+}
+
 TEST(RankLists, RoundTripAndRejectsEmptyRank) {
   const Plan p = two_mb_plan();
   const RankLists lists = rank_lists_of(p);
