@@ -42,9 +42,11 @@
 //      blocks (LPT), or merge its buddy block into one group. A step is applied only if it lowers
 //      S, or keeps S and lowers sum(size x load^2) (plateaus: several groups share a critical
 //      path); so the search never raises the surrogate, terminates, and the state is always a
-//      valid plan (anytime). Budget: --time-budget-ms, by default 1 ms without a simulator and
-//      25 ms with one (kDcpSimulatedDefaultBudgetUnits), shared among the finalists and seeds
-//      of a token cap (each cap that memory forces, step 10, gets the whole budget again).
+//      valid plan (anytime for S; not for the simulated step the winner is picked by, which a
+//      longer search can raise: README, helper-84's trial). Budget: --time-budget-ms, by
+//      default 1 ms without a simulator and 25 ms with one (kDcpSimulatedDefaultBudgetUnits),
+//      shared among the finalists and seeds of a token cap (each cap that memory forces, step
+//      10, gets the whole budget again).
 //   8. Pipeline-aware order (pp > 1 with a simulator): the order of micro-batches does not
 //      change the surrogate but does change a 1F1B pipeline (it stalls on micro-batches of
 //      unequal length). Candidates are simulated in pyramid order by critical path (light ...
