@@ -209,6 +209,8 @@ Verdict judge(const Case& c, const Outcome& o, const std::string& reference) {
   Plan p;
   if (o.lists) {
     if (auto v = rank_lists_violation(*o.lists, c.config.pool())) return {false, "invalid plan: " + *v};
+    // Read as dynamic on purpose (not plan_from_megatron_format): the contract is a drop-in for
+    // Megatron's dynamic scheduler, where a group of a size the pool lacks cannot run (helper-85).
     p = plan_from_rank_lists(*o.lists, "scheduler", c.config);
   } else if (o.plan) {
     p = *o.plan;
