@@ -376,7 +376,7 @@ ScheduleResult simulate_schedule(const ScheduleInput& in) {
       finish_all = std::max(finish_all, both);
     }
   }
-  if (pp > 1 && (tied_join || *std::max_element(gather_exposed.begin(), gather_exposed.end()) > 0)) {
+  if (pp > 1 && *std::max_element(gather_exposed.begin(), gather_exposed.end()) > 0) {
     // A stage's exposed param gather (the distributed optimizer's, started in optimizer.step)
     // follows the grad-norm all-reduce of --clip-grad (Megatron's default 1.0, and every upstream
     // script's), over the model-parallel group: every stage's reduce, and the end stages'
