@@ -26,7 +26,7 @@ constexpr const char* kConfigFacts[] = {
     "memory_gib", "global_batch", "max_seqlen", "max_seqlen_per_rank", "min_cp", "recompute", "precision",
     "seed", "attention_backend", "distributed_optimizer", "grad_reduce", "overlap_grad_reduce", "check_for_nan_in_grad",
     "gradient_accumulation_fusion", "data_path", "interleaved_p2p_calls", "calibration", "dataset_rules",
-    "cross_entropy_fusion", "cross_entropy_fusion_impl"};
+    "cross_entropy_fusion", "cross_entropy_fusion_impl", "sequence_parallel"};
 
 std::map<std::string, const nlohmann::json*> facts_by_name(const ResultsFile& f) {
   std::map<std::string, const nlohmann::json*> out;

@@ -187,6 +187,7 @@ json scenario_facts(const Scenario& s, const cost::CostModel& cm, int steps) {
   f["distributed_optimizer"] = s.training.distributed_optimizer;
   f["grad_reduce"] = s.training.grad_reduce;
   f["overlap_grad_reduce"] = s.training.overlap_grad_reduce;
+  f["sequence_parallel"] = s.training.sequence_parallel;
   f["check_for_nan_in_grad"] = s.training.check_for_nan_in_grad;
   f["interleaved_p2p_calls"] = s.training.interleaved_p2p_calls;
   f["gradient_accumulation_fusion"] = s.training.gradient_accumulation_fusion;
@@ -254,13 +255,6 @@ cost::CostModel cost_model_of(const Scenario& s) {
   cm.cluster.nics_per_node = s.cluster.nics_per_node;
   at_key(s, "cluster", json("{...}"), [&] { cost::validate_cluster(cm.cluster); return 0; });
   at_key(s, "cluster", json("{...}"), [&] { cost::validate_layout(cm.model, cm.cluster); return 0; });
-  // TP's own collectives (sequence parallelism's all-gathers and reduce-scatters per layer) and
-  // the NICs its tp ranks share are not in the time model (cost/time_model.h): a tp > 1 scenario
-  // would be simulated too fast, so none is simulated at all.
-  if (s.cluster.tp != 1)
-    at_key(s, "cluster.tp", json(s.cluster.tp), []() -> int {
-      throw InputError("tensor parallelism is not modelled (its collectives are not charged): set tp 1");
-    });
   cm.training.recompute_full = s.training.recompute == "full";
   cm.training.attention_backend = s.training.attention_backend;
   cm.training.distributed_optimizer = s.training.distributed_optimizer;

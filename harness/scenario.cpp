@@ -186,6 +186,15 @@ TrainingSpec parse_training(ObjectReader& top, const ClusterSpec& c) {
   t.distributed_optimizer = r.get_bool("distributed_optimizer", false).value_or(false);
   t.grad_reduce = r.get_string("grad_reduce", false, {"fp32", "bf16"}).value_or("fp32");
   t.overlap_grad_reduce = r.get_bool("overlap_grad_reduce", false).value_or(false);
+  // --sequence-parallel is store_true (off by default; Megatron turns it off again at tp 1). The
+  // cost and memory models charge tensor parallelism with it only (cost/time_model.h "TP": its
+  // all-gathers and reduce-scatters; without it, all-reduces and activations kept whole on every
+  // TP rank), so a tp > 1 scenario must say so.
+  t.sequence_parallel = r.get_bool("sequence_parallel", false).value_or(false);
+  if (c.tp > 1 && !t.sequence_parallel)
+    r.fail("sequence_parallel", json(t.sequence_parallel),
+           "must be true with \"cluster.tp\"=" + std::to_string(c.tp) +
+               " (tensor parallelism is modelled with sequence parallelism only)");
   // --no-check-for-nan-in-loss-and-grad is store_false: the check is on unless a script turns it
   // off (Megatron-LM 3b309c627e megatron/training/arguments.py:2199).
   t.check_for_nan_in_grad = r.get_bool("check_for_nan_in_grad", false).value_or(true);

@@ -107,6 +107,8 @@ struct TrainingSpec {
   bool distributed_optimizer = false;     // --use-distributed-optimizer
   std::string grad_reduce = "fp32";       // "fp32" (Megatron's --bf16 default) | "bf16"
   bool overlap_grad_reduce = false;       // --overlap-grad-reduce (+ --overlap-param-gather)
+  bool sequence_parallel = false;         // --sequence-parallel (Megatron's default off); required
+                                          // with tp > 1, the only TP the cost model charges
   bool check_for_nan_in_grad = true;      // --check-for-nan-in-loss-and-grad (Megatron's default:
                                           // on; --no-check-for-nan-in-loss-and-grad turns it off)
   bool interleaved_p2p_calls = true;      // sim::ScheduleInput::interleaved_calls (SCHEMA.md)

@@ -290,7 +290,7 @@ std::vector<SensitivityParameter> sensitivity_parameters() {
                    (*g)[iq * n + ik] = std::min(1.0, (*g)[iq * n + ik] * f);
          }
        }},
-      {"host_layer_s", scalar({"host_layer_fwd_s", "host_layer_bwd_s", "grad_add_host_s"})},
+      {"host_layer_s", scalar({"host_layer_fwd_s", "host_layer_bwd_s", "grad_add_host_s", "tp_collective_host_s"})},
       {"ring_host_s", scalar({"ring_step_fwd_s", "ring_step_bwd_s", "bshd_ring_step_fwd_s", "bshd_ring_step_bwd_s",
                               "ring_call_fwd_s", "ring_call_bwd_s", "bshd_ring_call_fwd_s", "bshd_ring_call_bwd_s",
                               "cudnn_ring_step_fwd_s", "cudnn_ring_step_bwd_s", "cudnn_ring_call_fwd_s",

@@ -166,6 +166,33 @@ TEST(Scenario, GpusNotDivisible) {
   expect_error(j, {"\"cluster.gpus\"=60", "tp*pp*cp=32"});
 }
 
+// Tensor parallelism is charged with sequence parallelism only (cost/time_model.h "TP"): a tp > 1
+// scenario must say so, and its TP groups must stay on one node.
+TEST(Scenario, TensorParallelNeedsSequenceParallelAndOneNode) {
+  json j = minimal();
+  j["cluster"]["gpus"] = 128;
+  j["cluster"]["tp"] = 2;
+  expect_error(j, {"\"training.sequence_parallel\"=false", "must be true with \"cluster.tp\"=2"});
+  j["training"]["sequence_parallel"] = true;
+  const Scenario s = parse_scenario(j, "scenarios/x.json");
+  EXPECT_TRUE(s.training.sequence_parallel);
+  EXPECT_EQ(s.cluster.pool(), 8);
+  EXPECT_EQ(cost_model_of(s).cluster.tp, 2);
+  j["cluster"]["gpus_per_node"] = 4;
+  j["cluster"]["gpus"] = 512;
+  j["cluster"]["tp"] = 8;
+  try {
+    cost_model_of(parse_scenario(j, "scenarios/x.json"));
+    FAIL() << "tp 8 on nodes of 4 GPUs was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"tp\"=8 does not divide gpus_per_node=4"), std::string::npos) << e.what();
+  }
+  // At tp 1 the flag is accepted and changes nothing (Megatron turns it off there).
+  j = minimal();
+  j["training"]["sequence_parallel"] = true;
+  EXPECT_EQ(cost_model_of(parse_scenario(j, "scenarios/x.json")).cluster.tp, 1);
+}
+
 TEST(Scenario, PoolNotPowerOfTwo) {
   json j = minimal();
   j["cluster"]["gpus"] = 96;  // dp 3, pool 12

@@ -168,6 +168,14 @@ HardwareProfile h100_sxm() {
   // --no-gradient-accumulation-fusion; Megatron-LM 192cbc3554 distributed_data_parallel.py:466-470):
   // one PyTorch op per such parameter tensor per backward pass (cost::grad_add).
   p.grad_add_host_s = kTorchOpHostS;  // 13.5 us
+  // Tensor parallelism's collectives (sequence parallelism, tp > 1) [derived]: TE issues each
+  // all-gather and reduce-scatter of its TP linears as one torch.distributed call from Python
+  // (gather_along_first_dim / reduce_scatter_along_first_dim, TransformerEngine d0067d0
+  // pytorch/module/layernorm_linear.py:287, 450, 787-791, 904-907; linear.py:572; base.py:1709),
+  // and an async one's handle.wait() as one more: by the ring's op rule above, one op each. Per
+  // layer: forward 4 calls, backward 2 synchronous gathers + 2 x (an async gather and its wait +
+  // an async reduce-scatter and its wait) = 10 (cost::group_stage_times).
+  p.tp_collective_host_s = kTorchOpHostS;  // 13.5 us
   // Per micro-batch [derived], half charged to each pass: on every virtual stage get_batch and
   // PackedSeqParams (cu_seqlens, THD slicing: ~10 ops) and 1 op of schedule glue; on the first
   // virtual stage the embedding besides (~3 ops); on the last the output layer (1 TE module), the
@@ -374,6 +382,7 @@ const std::vector<std::pair<std::string, ScalarField>>& scalar_fields() {
       {"inter_node_bytes_per_s", &HardwareProfile::inter_node_bytes_per_s},
       {"inter_node_latency_s", &HardwareProfile::inter_node_latency_s},
       {"grad_add_host_s", &HardwareProfile::grad_add_host_s},
+      {"tp_collective_host_s", &HardwareProfile::tp_collective_host_s},
       {"host_layer_fwd_s", &HardwareProfile::host_layer_fwd_s},
       {"host_layer_bwd_s", &HardwareProfile::host_layer_bwd_s},
       {"ring_step_fwd_s", &HardwareProfile::ring_step_fwd_s},

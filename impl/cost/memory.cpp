@@ -72,10 +72,19 @@ double up_to_attention_bytes_per_token(const CostModel& cm) {
 
 }  // namespace
 
+double sp_forward_bytes_per_token(const CostModel& cm) {
+  return cm.cluster.tp > 1 ? 2.0 * static_cast<double>(cm.model.hidden) : 0.0;
+}
+
+double sp_backward_bytes_per_token(const CostModel& cm) {
+  return cm.cluster.tp > 1 ? 4.0 * static_cast<double>(cm.model.hidden) : 0.0;
+}
+
 double layer_transient_bytes_per_token(const CostModel& cm, int cp_size) {
   const double fwd = cp_attention_buffers_per_token(cm, cp_size).fwd;
-  if (!cm.training.recompute_full) return fwd;
-  return std::max(activation_bytes_per_token_layer(cm), up_to_attention_bytes_per_token(cm) + fwd);
+  const double sp = sp_forward_bytes_per_token(cm);
+  if (!cm.training.recompute_full) return std::max(fwd, sp);
+  return std::max(activation_bytes_per_token_layer(cm) + sp, up_to_attention_bytes_per_token(cm) + std::max(fwd, sp));
 }
 
 double mlp_grad_bytes_per_token(const CostModel& cm) {
@@ -89,14 +98,15 @@ double layer_output_grad_bytes_per_token(const CostModel& cm) {
 double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size) {
   const double grad = layer_output_grad_bytes_per_token(cm);
   const CpBuffers b = cp_attention_buffers_per_token(cm, cp_size);
-  if (!cm.training.recompute_full) return grad + std::max(b.bwd, mlp_grad_bytes_per_token(cm));
+  const double sp = sp_backward_bytes_per_token(cm);
+  if (!cm.training.recompute_full) return grad + std::max(b.bwd, mlp_grad_bytes_per_token(cm) + sp);
   // Full recompute: the re-materialised activations count the layer input the stage stores
   // already (2h), and the recomputed layer output (2h) and the gradient arriving for it (2h) are
   // live beside them: net + one 2h. Up to the attention (re-running the layer with the forward's
   // buffers, then the attention's backward with its own, the MLP's activations freed by then)
   // the double-counted input stands for that gradient.
-  return std::max(up_to_attention_bytes_per_token(cm) + std::max(b.fwd, b.bwd),
-                  activation_bytes_per_token_layer(cm) + mlp_grad_bytes_per_token(cm) + grad);
+  return std::max(up_to_attention_bytes_per_token(cm) + std::max({b.fwd, b.bwd, sp}),
+                  activation_bytes_per_token_layer(cm) + mlp_grad_bytes_per_token(cm) + sp + grad);
 }
 
 double embedding_grad_bytes(const CostModel& cm) {

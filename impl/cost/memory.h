@@ -133,8 +133,15 @@
 // its warm-up), which the simulator walks op by op with each micro-batch's real token count.
 // Parameters per stage: cost::stage_params (with tied embeddings and pp > 1 the last stage keeps
 // its own copy of the embedding as the output weight, Megatron language_module.py:253-258 at
-// d98e8a64dd). Activations are divided by tp as with sequence parallelism (every shipped
-// scenario has tp = 1; without sequence parallelism Megatron keeps part of them unsplit).
+// d98e8a64dd). Activations are divided by tp as with sequence parallelism, the only tensor
+// parallelism the models charge (a scenario with tp > 1 must set training.sequence_parallel;
+// without it Megatron keeps part of them unsplit). Its collectives add whole-sequence transients
+// on every TP rank [derived: TransformerEngine d0067d0 pytorch/module/layernorm_linear.py and
+// linear.py, sequence_parallel paths]: in the forward a column-parallel linear's all-gathered
+// input, or a row-parallel one's output before its reduce-scatter, 2h per token (sp_forward); in
+// the backward of a column-parallel linear (QKV, FC1) its re-gathered input and its whole dgrad
+// before the reduce-scatter, 4h (sp_backward). The forward's is another op than the attention's
+// CP buffers (max); the backward's adds to the MLP's gradients, as at FC1's backward.
 #pragma once
 
 #include "cost/time_model.h"
@@ -166,18 +173,23 @@ struct CpBuffers {
 CpBuffers cp_attention_buffers_per_token(const CostModel& cm, int cp_size);
 // The larger of the two.
 double cp_attention_buffer_bytes_per_token(const CostModel& cm, int cp_size);
+// Whole-sequence transients of sequence parallelism's collectives per token (0 at tp = 1): 2h in
+// a forward, 4h in a column-parallel linear's backward (formula above).
+double sp_forward_bytes_per_token(const CostModel& cm);
+double sp_backward_bytes_per_token(const CostModel& cm);
 // Transient of a running forward op per token of its micro-batch on a rank of a CP group of
-// cp_size ranks: with full recompute, max(one layer's re-materialised activations, those up to
-// the attention + the forward's CP buffers); without, the forward's CP buffers.
+// cp_size ranks: with full recompute, max(one layer's re-materialised activations + sp_forward,
+// those up to the attention + max(the forward's CP buffers, sp_forward)); without, max(the
+// forward's CP buffers, sp_forward).
 double layer_transient_bytes_per_token(const CostModel& cm, int cp_size = 1);
 // The MLP's live activation gradients in the backward, per token: 2 (m-1) F / tp (formula above).
 double mlp_grad_bytes_per_token(const CostModel& cm);
 // The gradient of a layer's output, live through the layer's backward: 2h / tp per token.
 double layer_output_grad_bytes_per_token(const CostModel& cm);
 // Transient of a running backward op per token: with full recompute max(the activations up to
-// the attention + the larger CP buffers, the re-materialised activations + the MLP's gradients +
-// the output's gradient); without, the output's gradient + max(the backward's CP buffers, the
-// MLP's gradients) (formula above).
+// the attention + the larger of the CP buffers and sp_backward, the re-materialised activations +
+// the MLP's gradients + sp_backward + the output's gradient); without, the output's gradient +
+// max(the backward's CP buffers, the MLP's gradients + sp_backward) (formula above).
 double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size = 1);
 // The embedding table's dense bf16 gradient (V / tp x h x 2), live after the first virtual
 // stage's backward of a micro-batch.

@@ -77,6 +77,33 @@ std::array<double, 4> ring_attn_terms(const CostModel& cm, int64_t l, int k) {
   return t;
 }
 
+}  // namespace
+
+TpLayerComm tp_layer_comm(const CostModel& cm, double tokens, double gemm_eff_tokens) {
+  const int tp = cm.cluster.tp;
+  if (tp <= 1) return {};
+  const auto& m = cm.model;
+  const auto& hw = cm.hardware;
+  const double h = static_cast<double>(m.hidden);
+  // A ring all-gather or reduce-scatter over the node's tp GPUs of the [T, h] bf16 activation:
+  // tp - 1 steps of one T / tp shard each, at NVLink's bandwidth per direction and latency
+  // (validate_cluster keeps a TP group on one node), the convention of the DP x CP collectives.
+  TpLayerComm c;
+  c.collective_s = (tp - 1) * (tokens * h * kBf16Bytes / tp / hw.intra_node_bytes_per_s + hw.intra_node_latency_s);
+  // The GEMMs the backward's asynchronous collectives run under: the column-parallel QKV and FC1
+  // linears' dgrad and wgrad GEMMs, each the forward GEMM's FLOPs (gemm_bwd_factor / 2 of it).
+  const double rate = hw.peak_flops_per_s * hw.gemm_efficiency_at(gemm_eff_tokens);
+  const double half_bwd = cm.training.gemm_bwd_factor / 2.0;
+  const double qkv_s = half_bwd * 2.0 * h * static_cast<double>(m.q_dim() + 2 * m.kv_dim()) * tokens / tp / rate;
+  const double fc1_s = half_bwd * 2.0 * h * (mlp_mult(m) - 1.0) * static_cast<double>(m.ffn) * tokens / tp / rate;
+  c.fwd_exposed_s = 4.0 * c.collective_s;
+  c.bwd_exposed_s = 2.0 * c.collective_s;
+  for (double g : {qkv_s, fc1_s}) c.bwd_exposed_s += 2.0 * std::max(0.0, c.collective_s - g);
+  return c;
+}
+
+namespace {
+
 // gemm_eff_tokens: tokens at which the GEMM efficiency is read (T for the real model; M for the
 // lower bound). with_comm = false drops CP communication, side kernels and cuDNN's zero-fills
 // (lower bound). memo: the sequences' ring attention times memoised (AttnTermsMemo), or nullptr.
@@ -103,6 +130,13 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
                                                  : 0.0;
   t.fwd_compute_s += gemm_fwd_s + ew_fwd_s;
   t.bwd_compute_s += tr.gemm_bwd_factor * gemm_fwd_s + 2.0 * ew_fwd_s;
+  // Tensor parallelism's collectives (tp > 1; tp_layer_comm): serial with the compute, so exposed,
+  // but for the backward's asynchronous ones under their GEMMs. Not in the lower bound.
+  if (with_comm && cm.cluster.tp > 1) {
+    const TpLayerComm c = tp_layer_comm(cm, tokens, gemm_eff_tokens);
+    t.fwd_comm_exposed_s += c.fwd_exposed_s;
+    t.bwd_comm_exposed_s += c.bwd_exposed_s;
+  }
 
   // Attention. Per sequence, one ring step does 2*q*L^2/k^2 FLOPs (1/k of the rank's share).
   const double attn_c = fwd_layer_attn_flops_per_token_sq(m) / tp;
@@ -250,6 +284,10 @@ void validate_cluster(const ClusterConfig& c) {
   DCP_REQUIRE(c.nics_per_node >= 0, "cluster: \"nics_per_node\"=", c.nics_per_node, " must be >= 0");
   DCP_REQUIRE(c.gpus >= 1 && c.gpus % (c.tp * c.pp * c.cp) == 0, "cluster: \"gpus\"=", c.gpus,
               " is not a multiple of tp*pp*cp=", c.tp * c.pp * c.cp);
+  // Megatron's rank order puts a TP group on tp consecutive GPUs; the time model runs TP's
+  // collectives over NVLink (tp_layer_comm), so a group must not span nodes.
+  DCP_REQUIRE(c.gpus_per_node % c.tp == 0, "cluster: \"tp\"=", c.tp, " does not divide gpus_per_node=",
+              c.gpus_per_node, " (a TP group would span nodes: TP over the inter-node network is not modelled)");
 }
 
 void validate_layout(const ModelConfig& m, const ClusterConfig& c) {
@@ -326,6 +364,10 @@ StageTimes stage_times_of(const CostModel& cm, const LayerTimes& lt, double toke
   const RingHost rh = ring_host(cm, k, format);
   double host_fwd = layers * (hw.host_layer_fwd_s + rh.fwd_s);
   double host_bwd = layers * (hw.host_layer_bwd_s + rh.bwd_s);
+  if (cm.cluster.tp > 1) {  // TP's collectives: 4 calls per layer forward, 10 backward (hardware.cpp)
+    host_fwd += layers * 4.0 * hw.tp_collective_host_s;
+    host_bwd += layers * 10.0 * hw.tp_collective_host_s;
+  }
   if (cm.training.recompute_full) {
     // The transformer layers' forward runs again before the backward (logits are not recomputed).
     st.bwd.recompute_s = layers * lt.fwd_compute_s;

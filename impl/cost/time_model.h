@@ -73,9 +73,24 @@
 //          10 B in fp32) plus those bf16 writes and sums, in the GPU time; grad_add_host_s per
 //          added parameter tensor in the host time. (The hook's own Python, run for every
 //          parameter either way, is not charged.)
-//   TP: divides FLOPs and KV heads by tp; TP collectives are not modelled (scenarios use TP1).
-//   PP p2p activations: T*h*2 bytes over the inter-stage link (inter-node if gpus_per_node <=
-//          N*tp, i.e. stages on different nodes), charged to the dependency edge by the simulator.
+//   TP (tp > 1), with sequence parallelism (Megatron --sequence-parallel, which the scenarios
+//          require with tp > 1): FLOPs, KV heads, element-wise and side-kernel traffic divided by
+//          tp; per layer TE's collectives of the [T, h] bf16 activation over the TP group's NVLink
+//          (tp_layer_comm: a ring of tp - 1 steps of T h 2 / tp bytes, each with a latency).
+//          Forward: all-gathers before the QKV and FC1 linears, reduce-scatters after the
+//          projection and FC2, synchronous (TransformerEngine d0067d0 pytorch/module/
+//          layernorm_linear.py:287, linear.py:572): 4 exposed. Backward: the two row-parallel
+//          linears gather their output gradient synchronously (base.py:1709): 2 exposed; the two
+//          column-parallel ones re-gather their input asynchronously under the dgrad GEMM and
+//          reduce-scatter the dgrad under the wgrad GEMM (layernorm_linear.py:787-791, 904-907):
+//          exposed only where a collective outlasts its GEMM. Full recompute repeats the forward's.
+//          Host: tp_collective_host_s per call or wait, 4 per layer forward, 10 backward. Without
+//          --tp-comm-overlap (Megatron's default; its userbuffer overlap is not modelled). The GEMM
+//          efficiency stays the curve's at T tokens: optimistic where N or K / tp is small. The
+//          lower bound leaves TP's collectives out (valid, looser at tp > 1).
+//   PP p2p activations: T*h*2/tp bytes over the inter-stage link (with sequence parallelism each
+//          TP rank sends its T/tp rows; inter-node if gpus_per_node <= N*tp, i.e. stages on
+//          different nodes), charged to the dependency edge by the simulator.
 //
 // DP x CP gradient sync (Megatron DistributedDataParallel, per pipeline stage over the N ranks of
 // the pool), from the flags:
@@ -229,6 +244,19 @@ struct StageTimes {
 // and step and its side kernels differ (HardwareProfile ring_call_* / ring_step_* / thd_side_* vs bshd_*;
 // thd_flash_ring_bwd_sync_s and thd_fused_fill_* are THD's only).
 enum class QkvFormat { thd, bshd };
+
+// Tensor parallelism's collectives of one transformer layer on one GPU of a CP rank holding
+// `tokens` tokens (tp > 1 with sequence parallelism; all 0 at tp = 1; see "TP" above):
+// collective_s, one all-gather or reduce-scatter of the [tokens, h] bf16 activation over the TP
+// group; fwd_exposed_s = 4 of them; bwd_exposed_s = 2 of them + the excess of each of the 4
+// asynchronous ones over the GEMM it runs under (the QKV and FC1 linears' dgrad and wgrad GEMMs,
+// with the GEMM efficiency read at gemm_eff_tokens).
+struct TpLayerComm {
+  double collective_s = 0;
+  double fwd_exposed_s = 0;
+  double bwd_exposed_s = 0;
+};
+TpLayerComm tp_layer_comm(const CostModel& cm, double tokens, double gemm_eff_tokens);
 
 // Host side of one layer's ring attention on a group of k ranks, per pass (all 0 at k = 1 and
 // for all-gather CP): the call's prelude, diagonal step and epilogue plus k - 1 later steps, in

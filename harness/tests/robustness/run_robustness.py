@@ -163,8 +163,11 @@ def main():
         scenario("key-twice.json", text=json.dumps(base).replace('"name": ', '"name": "first", "name": ', 1))
         scenario("name-long.json", lambda s: s.__setitem__("name", "a" * 101))
         scenario("pp-over-layers.json", lambda s: s["cluster"].update(gpus=96, pp=24))  # 12 layers
-        scenario("tp-3.json", lambda s: s["cluster"].update(gpus=12, tp=3))  # 16 heads
-        scenario("tp-2.json", lambda s: s["cluster"].update(gpus=8, tp=2))  # a valid layout, not modelled
+        scenario("tp-3.json", lambda s: (s["cluster"].update(gpus=12, tp=3, gpus_per_node=12),  # 16 heads
+                                         s["training"].__setitem__("sequence_parallel", True)))
+        scenario("tp-2.json", lambda s: s["cluster"].update(gpus=8, tp=2))  # a valid layout, without SP
+        scenario("tp-8-nodes.json", lambda s: (s["cluster"].update(gpus=32, tp=8),  # nodes of 4 GPUs
+                                               s["training"].__setitem__("sequence_parallel", True)))
         scenario("maxlen-unpadded.json", lambda s: s["training"].update(max_seqlen=8188, max_seqlen_per_rank=2047))
         scenario("cal-deep.json", lambda s: s.__setitem__("calibration", "deep.json"))
         scenario("name-ctrl.json", lambda s: s.__setitem__("name", "bad\x1b[31mname\n"))
@@ -569,8 +572,10 @@ def main():
         case("value/tp-not-dividing-heads", ["run", "tp-3.json", "--out", "r.json"],
              ['"tp"=3 does not divide the model\'s 16 attention heads'])
         case("json/key-twice", ["run", "key-twice.json", "--out", "r.json"], ['key "name" appears twice in one object'])
-        case("value/tp-not-modelled", ["run", "tp-2.json", "--out", "r.json"],
-             ['"cluster.tp"=2: tensor parallelism is not modelled'])
+        case("value/tp-without-sequence-parallel", ["run", "tp-2.json", "--out", "r.json"],
+             ['"training.sequence_parallel"=false must be true with "cluster.tp"=2'])
+        case("value/tp-over-nodes", ["run", "tp-8-nodes.json", "--out", "r.json"],
+             ['"tp"=8 does not divide gpus_per_node=4'])
         case("value/name-too-long", ["run", "name-long.json", "--out", "r.json"],
              ['must be 1 to 100 characters long'])
         case("value/converge-bound-0", ["converge", "--scenario", "conv.json", "--bound", "0"],

@@ -1,0 +1,154 @@
+// Tensor parallelism with sequence parallelism in the cost model (cost/time_model.h "TP",
+// cost/memory.h): its collectives' time, where the backward hides them, their host calls, the
+// whole-sequence transients, the node rule, and that TP divides every other per-GPU cost.
+#include "core/error.h"
+#include "cost/flops.h"
+#include "cost/hardware.h"
+#include "cost/memory.h"
+#include "cost/time_model.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace dcp::cost {
+namespace {
+
+// 2 layers, h 256, FFN 512 (GeLU), 4 heads of 64 (MHA), vocab 8, on the unit profile (1e12
+// FLOP/s, efficiencies 1, NVLink 1e9 B/s, no latency, no host costs, memory-bound ops free).
+//   QKV GEMM, forward, per token: 2 h (q + 2 kv) = 2 * 256 * 768 = 393,216 FLOPs
+//   FC1 GEMM, forward, per token: 2 h F = 2 * 256 * 512 = 262,144 FLOPs
+CostModel tp_model(int tp) {
+  ModelConfig m{"tp", 2, 256, 512, 4, 4, 64, 8, false};
+  ClusterConfig c;
+  c.tp = tp;
+  c.gpus = tp;  // a pool of one rank
+  c.gpus_per_node = 8;
+  return CostModel{m, hardware_preset("unit"), c, {}};
+}
+
+TEST(TensorParallel, CollectivesHandValuesWhereTheBackwardHidesSomeOfThem) {
+  auto cm = tp_model(2);
+  cm.hardware.intra_node_latency_s = 1e-6;
+  // T = 1000 tokens: one all-gather or reduce-scatter = (tp - 1) (T h 2 / tp / bw + latency)
+  //   = 1 * (1000 * 256 * 2 / 2 / 1e9 + 1e-6) = 257 us.
+  const TpLayerComm c = tp_layer_comm(cm, 1000, 1000);
+  EXPECT_NEAR(c.collective_s, 257e-6, 1e-15);
+  EXPECT_NEAR(c.fwd_exposed_s, 4 * 257e-6, 1e-15);
+  // Backward: 2 synchronous gathers, plus each asynchronous one's excess over its GEMM (dgrad or
+  // wgrad = the forward GEMM's FLOPs / tp): QKV 393,216 * 1000 / 2 / 1e12 = 196.608 us, FC1
+  // 131.072 us: 2 * 257 + 2 * (257 - 196.608) + 2 * (257 - 131.072) = 886.64 us.
+  EXPECT_NEAR(c.bwd_exposed_s, 886.64e-6, 1e-15);
+
+  // Faster links: every asynchronous one fits under its GEMM, only the 2 synchronous ones remain.
+  cm.hardware.intra_node_bytes_per_s = 1e10;
+  cm.hardware.intra_node_latency_s = 0;
+  const TpLayerComm fast = tp_layer_comm(cm, 1000, 1000);
+  EXPECT_NEAR(fast.collective_s, 25.6e-6, 1e-15);
+  EXPECT_NEAR(fast.bwd_exposed_s, 2 * 25.6e-6, 1e-15);
+
+  // tp 4 (NVLink back at 1e9 B/s): 3 steps of a quarter each: 3 * 1000 * 256 * 2 / 4 / 1e9 = 384 us.
+  EXPECT_NEAR(tp_layer_comm(tp_model(4), 1000, 1000).collective_s, 3 * 1000 * 256 * 2 / 4 / 1e9, 1e-15);
+  EXPECT_EQ(tp_layer_comm(tp_model(1), 1000, 1000).collective_s, 0.0);
+}
+
+TEST(TensorParallel, StageTimesChargeTheCollectivesTheirHostCallsAndTheRecompute) {
+  auto cm = tp_model(2);
+  cm.hardware.intra_node_latency_s = 1e-6;
+  const std::vector<int64_t> one{1000};
+  const TpLayerComm c = tp_layer_comm(cm, 1000, 1000);
+  StageTimes st = group_stage_times(cm, one, 1, 0, 0);
+  EXPECT_NEAR(st.fwd.comm_exposed_s, 2 * c.fwd_exposed_s, 1e-15);  // 2 layers, no CP
+  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * c.bwd_exposed_s, 1e-15);
+  EXPECT_EQ(st.fwd.overhead_s, 0.0);  // no host costs on the unit profile
+
+  // Full recompute runs the forward's collectives again in the backward.
+  cm.training.recompute_full = true;
+  st = group_stage_times(cm, one, 1, 0, 0);
+  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * (c.bwd_exposed_s + c.fwd_exposed_s), 1e-15);
+  cm.training.recompute_full = false;
+
+  // Host: 4 calls per layer forward, 10 backward, at tp_collective_host_s each; the pass takes
+  // max(GPU, host), the excess as overhead.
+  cm.hardware.tp_collective_host_s = 1e-3;
+  st = group_stage_times(cm, one, 1, 0, 0);
+  EXPECT_NEAR(st.fwd.total_s(), 2 * 4 * 1e-3, 1e-12);
+  EXPECT_NEAR(st.bwd.total_s(), 2 * 10 * 1e-3, 1e-12);
+  // At tp 1 the key costs nothing.
+  auto one_tp = tp_model(1);
+  one_tp.hardware.tp_collective_host_s = 1e-3;
+  EXPECT_EQ(group_stage_times(one_tp, one, 1, 0, 0).fwd.overhead_s, 0.0);
+}
+
+// Less its own collectives, tp 2 halves every per-GPU time of tp 1: GEMMs, attention,
+// the ring's KV transfers (KV heads / tp), logits. Pipeline p2p moves T h 2 / tp.
+TEST(TensorParallel, TpDividesEveryCostButItsOwnCollectives) {
+  for (const int k : {1, 2, 4}) {
+    auto one = tp_model(1);
+    auto two = tp_model(2);
+    for (auto* cm : {&one, &two}) {
+      cm->cluster.gpus = cm->cluster.tp * 2 * k;  // pp 2, a pool of k
+      cm->cluster.pp = 2;
+      cm->hardware.intra_node_bytes_per_s = 1e9;
+    }
+    // TP's collectives share NVLink with the ring, so rather than free them, take their exposed
+    // parts (tp_layer_comm, once per layer: one layer per stage here) off the tp 2 times.
+    const std::vector<int64_t> lengths{3000, 1000, 520};
+    for (int v = 0; v < 2; ++v) {
+      ASSERT_EQ(layers_of_virtual_stage(two.model, two.cluster, v), 1);
+      const StageTimes a = group_stage_times(one, lengths, k, 0, v);
+      const StageTimes b = group_stage_times(two, lengths, k, 0, v);
+      double tokens = 0;
+      for (auto l : lengths) tokens += static_cast<double>(l) / k;
+      const TpLayerComm c = tp_layer_comm(two, tokens, tokens);
+      EXPECT_NEAR(b.fwd.compute_s, a.fwd.compute_s / 2, 1e-12 * a.fwd.compute_s) << k << " " << v;
+      EXPECT_NEAR(b.bwd.compute_s, a.bwd.compute_s / 2, 1e-12 * a.bwd.compute_s) << k << " " << v;
+      EXPECT_NEAR(b.fwd.comm_exposed_s - c.fwd_exposed_s, a.fwd.comm_exposed_s / 2, 1e-15) << k << " " << v;
+      EXPECT_NEAR(b.bwd.comm_exposed_s - c.bwd_exposed_s, a.bwd.comm_exposed_s / 2, 1e-15) << k << " " << v;
+      if (k > 1) {
+        EXPECT_GT(a.fwd.comm_exposed_s, 0.0);  // the ring's transfers are part of the check
+      }
+      EXPECT_NEAR(b.p2p_s, a.p2p_s / 2, 1e-15) << k << " " << v;
+    }
+  }
+}
+
+TEST(TensorParallel, GroupsMustStayOnOneNode) {
+  auto cm = tp_model(8);
+  cm.cluster.gpus = 16;
+  cm.cluster.gpus_per_node = 4;
+  EXPECT_THROW(validate_cluster(cm.cluster), InputError);
+  cm.cluster.gpus_per_node = 12;  // 8 does not divide 12: the second group spans two nodes
+  EXPECT_THROW(validate_cluster(cm.cluster), InputError);
+  cm.cluster.gpus_per_node = 8;
+  EXPECT_NO_THROW(validate_cluster(cm.cluster));
+}
+
+TEST(TensorParallel, SequenceParallelTransients) {
+  // h 256, tp 2: the forward's gathered input 2h = 512 B per token, the column-parallel backward's
+  // re-gathered input and whole dgrad 4h = 1024 B; the layer output's gradient 2h / tp = 256 B;
+  // the MLP's gradients 2 (m - 1) F / tp = 2 * 512 / 2 = 512 B (GeLU: m = 2 matrices).
+  auto cm = tp_model(2);
+  EXPECT_EQ(sp_forward_bytes_per_token(cm), 512.0);
+  EXPECT_EQ(sp_backward_bytes_per_token(cm), 1024.0);
+  EXPECT_EQ(layer_transient_bytes_per_token(cm, 1), 512.0);
+  EXPECT_EQ(layer_backward_transient_bytes_per_token(cm, 1), 256.0 + 512.0 + 1024.0);
+  // With ring CP 4 the forward's CP buffers (/ tp) are the larger: (4 (2*2*256 + 2*256 + 4*4) +
+  // 2 (256 + 2*256)) / 2 = (6208 + 1536) / 2 = 3872 B per token.
+  EXPECT_EQ(layer_transient_bytes_per_token(cm, 4), 3872.0);
+  // Full recompute: the re-materialised activations (2 (4h + (q + 2kv) + q + F + F) + 4 heads) /
+  // tp = (2 * 3072 + 16) / 2 = 3080, + 512 in the forward; + the MLP's gradients 512 + 1024 + the
+  // output's gradient 256 in the backward (which also holds those up to the attention:
+  // (2 (2h + q + 2kv) + 16) / 2 = 1288, + 1024 = 2312, the smaller).
+  cm.training.recompute_full = true;
+  EXPECT_EQ(layer_transient_bytes_per_token(cm, 1), 3080.0 + 512.0);
+  EXPECT_EQ(layer_backward_transient_bytes_per_token(cm, 1), 3080.0 + 512.0 + 1024.0 + 256.0);
+  // None at tp 1.
+  auto one = tp_model(1);
+  EXPECT_EQ(sp_forward_bytes_per_token(one), 0.0);
+  EXPECT_EQ(layer_transient_bytes_per_token(one, 1), 0.0);
+  EXPECT_EQ(layer_backward_transient_bytes_per_token(one, 1), 512.0 + 1024.0);
+}
+
+}  // namespace
+}  // namespace dcp::cost
