@@ -100,7 +100,8 @@ struct HardwareProfile {
   double thd_flash_ring_bwd_sync_s = 0;
   // Host time of one call or wait of tensor parallelism's sequence-parallel collectives (tp > 1):
   // TE's all-gathers and reduce-scatters around its TP linears, 4 per layer forward and 10 per
-  // layer backward (cost/time_model.h, "TP"), one c10d call (or handle.wait()) each.
+  // layer backward, and the embedding's and output layer's (cost/time_model.h, "TP"), one c10d
+  // call (or handle.wait()) each.
   double tp_collective_host_s = 0;
   double grad_add_host_s = 0;    // host time of one main-gradient add (a parameter's bf16
                                  // gradient added into its main gradient by Megatron's DDP hook),

@@ -354,19 +354,40 @@ StageTimes stage_times_of(const CostModel& cm, const LayerTimes& lt, double toke
   st.fwd.comm_exposed_s = layers * lt.fwd_comm_exposed_s;
   st.bwd.compute_s = layers * lt.bwd_compute_s;
   st.bwd.comm_exposed_s = layers * lt.bwd_comm_exposed_s;
-  if (v == cm.cluster.pp * cm.cluster.vpp - 1) {
+  const bool last_v = v == cm.cluster.pp * cm.cluster.vpp - 1;
+  if (last_v) {
     const double lf = logits_fwd_s(cm, tokens, tokens);
     const double ce = loss_s(cm, tokens);
     st.fwd.compute_s += lf + ce / 2;
     st.bwd.compute_s += cm.training.gemm_bwd_factor * lf + ce / 2;
   }
+  // TP's collectives outside the layers, once per micro-batch: the embedding's reduce-scatter of
+  // its output (Megatron VocabParallelEmbedding with sequence parallelism) and, in its backward,
+  // the all-gather of that output's gradient, on the first virtual stage; the output layer's
+  // all-gather of its input and, in its backward, the reduce-scatter of its input gradient under
+  // its wgrad GEMM, on the last (a column-parallel linear, like QKV and FC1).
+  if (cm.cluster.tp > 1 && (v == 0 || last_v)) {
+    const double c = tp_layer_comm(cm, tokens, tokens).collective_s;
+    if (v == 0) {
+      st.fwd.comm_exposed_s += c;
+      st.bwd.comm_exposed_s += c;
+    }
+    if (last_v) {
+      st.fwd.comm_exposed_s += c;
+      st.bwd.comm_exposed_s +=
+          std::max(0.0, c - cm.training.gemm_bwd_factor / 2.0 * logits_fwd_s(cm, tokens, tokens));
+    }
+  }
   // Host issue time of the pass (the launch floor): per layer, plus the ring's call and steps.
   const RingHost rh = ring_host(cm, k, format);
   double host_fwd = layers * (hw.host_layer_fwd_s + rh.fwd_s);
   double host_bwd = layers * (hw.host_layer_bwd_s + rh.bwd_s);
-  if (cm.cluster.tp > 1) {  // TP's collectives: 4 calls per layer forward, 10 backward (hardware.cpp)
-    host_fwd += layers * 4.0 * hw.tp_collective_host_s;
-    host_bwd += layers * 10.0 * hw.tp_collective_host_s;
+  if (cm.cluster.tp > 1) {
+    // TP's collectives: 4 calls per layer forward, 10 backward (hardware.cpp); the embedding's 1 and
+    // 1, the output layer's 1 and 2 (an async reduce-scatter and its wait).
+    const bool first = v == 0, last = v == cm.cluster.pp * cm.cluster.vpp - 1;
+    host_fwd += (layers * 4.0 + first + last) * hw.tp_collective_host_s;
+    host_bwd += (layers * 10.0 + first + 2.0 * last) * hw.tp_collective_host_s;
   }
   if (cm.training.recompute_full) {
     // The transformer layers' forward runs again before the backward (logits are not recomputed).

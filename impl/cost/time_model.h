@@ -84,7 +84,11 @@
 //          column-parallel ones re-gather their input asynchronously under the dgrad GEMM and
 //          reduce-scatter the dgrad under the wgrad GEMM (layernorm_linear.py:787-791, 904-907):
 //          exposed only where a collective outlasts its GEMM. Full recompute repeats the forward's.
-//          Host: tp_collective_host_s per call or wait, 4 per layer forward, 10 backward. Without
+//          Once per micro-batch besides: the embedding's reduce-scatter (forward) and gradient
+//          all-gather (backward) on the first virtual stage; the output layer's input all-gather
+//          (forward) and input-gradient reduce-scatter (backward, under its wgrad GEMM) on the last.
+//          Host: tp_collective_host_s per call or wait, 4 per layer forward, 10 backward (the
+//          embedding's 1 and 1, the output layer's 1 and 2). Without
 //          --tp-comm-overlap (Megatron's default; its userbuffer overlap is not modelled). The GEMM
 //          efficiency stays the curve's at T tokens: optimistic where N or K / tp is small. The
 //          lower bound leaves TP's collectives out (valid, looser at tp > 1).

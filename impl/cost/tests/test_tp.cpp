@@ -57,23 +57,28 @@ TEST(TensorParallel, StageTimesChargeTheCollectivesTheirHostCallsAndTheRecompute
   cm.hardware.intra_node_latency_s = 1e-6;
   const std::vector<int64_t> one{1000};
   const TpLayerComm c = tp_layer_comm(cm, 1000, 1000);
+  // One stage, first and last: 2 layers, no CP, and once per micro-batch the embedding's
+  // reduce-scatter and gradient all-gather, the output layer's all-gather and, beyond its wgrad
+  // GEMM (2 h V T / tp = 2 * 256 * 8 * 1000 / 2 / 1e12 = 2.048 ns), its reduce-scatter.
+  const double head_wgrad = 2.0 * 256 * 8 * 1000 / 2 / 1e12;
   StageTimes st = group_stage_times(cm, one, 1, 0, 0);
-  EXPECT_NEAR(st.fwd.comm_exposed_s, 2 * c.fwd_exposed_s, 1e-15);  // 2 layers, no CP
-  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * c.bwd_exposed_s, 1e-15);
+  EXPECT_NEAR(st.fwd.comm_exposed_s, 2 * c.fwd_exposed_s + 2 * c.collective_s, 1e-15);
+  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * c.bwd_exposed_s + c.collective_s + (c.collective_s - head_wgrad), 1e-15);
   EXPECT_EQ(st.fwd.overhead_s, 0.0);  // no host costs on the unit profile
 
   // Full recompute runs the forward's collectives again in the backward.
   cm.training.recompute_full = true;
   st = group_stage_times(cm, one, 1, 0, 0);
-  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * (c.bwd_exposed_s + c.fwd_exposed_s), 1e-15);
+  EXPECT_NEAR(st.bwd.comm_exposed_s,
+              2 * (c.bwd_exposed_s + c.fwd_exposed_s) + c.collective_s + (c.collective_s - head_wgrad), 1e-15);
   cm.training.recompute_full = false;
 
-  // Host: 4 calls per layer forward, 10 backward, at tp_collective_host_s each; the pass takes
-  // max(GPU, host), the excess as overhead.
+  // Host: 4 calls per layer forward, 10 backward, the embedding's 1 and 1, the output layer's 1
+  // and 2, at tp_collective_host_s each; the pass takes max(GPU, host), the excess as overhead.
   cm.hardware.tp_collective_host_s = 1e-3;
   st = group_stage_times(cm, one, 1, 0, 0);
-  EXPECT_NEAR(st.fwd.total_s(), 2 * 4 * 1e-3, 1e-12);
-  EXPECT_NEAR(st.bwd.total_s(), 2 * 10 * 1e-3, 1e-12);
+  EXPECT_NEAR(st.fwd.total_s(), (2 * 4 + 2) * 1e-3, 1e-12);
+  EXPECT_NEAR(st.bwd.total_s(), (2 * 10 + 3) * 1e-3, 1e-12);
   // At tp 1 the key costs nothing.
   auto one_tp = tp_model(1);
   one_tp.hardware.tp_collective_host_s = 1e-3;
@@ -101,10 +106,15 @@ TEST(TensorParallel, TpDividesEveryCostButItsOwnCollectives) {
       double tokens = 0;
       for (auto l : lengths) tokens += static_cast<double>(l) / k;
       const TpLayerComm c = tp_layer_comm(two, tokens, tokens);
+      // Stage 0 also runs the embedding's two collectives, stage 1 the output layer's (its
+      // reduce-scatter beyond the 2 h V T / tp wgrad GEMM).
+      const double head_wgrad = 2.0 * 256 * 8 * tokens / 2 / 1e12;
+      const double end_fwd = c.collective_s;
+      const double end_bwd = v == 0 ? c.collective_s : c.collective_s - head_wgrad;
       EXPECT_NEAR(b.fwd.compute_s, a.fwd.compute_s / 2, 1e-12 * a.fwd.compute_s) << k << " " << v;
       EXPECT_NEAR(b.bwd.compute_s, a.bwd.compute_s / 2, 1e-12 * a.bwd.compute_s) << k << " " << v;
-      EXPECT_NEAR(b.fwd.comm_exposed_s - c.fwd_exposed_s, a.fwd.comm_exposed_s / 2, 1e-15) << k << " " << v;
-      EXPECT_NEAR(b.bwd.comm_exposed_s - c.bwd_exposed_s, a.bwd.comm_exposed_s / 2, 1e-15) << k << " " << v;
+      EXPECT_NEAR(b.fwd.comm_exposed_s - c.fwd_exposed_s - end_fwd, a.fwd.comm_exposed_s / 2, 1e-15) << k << " " << v;
+      EXPECT_NEAR(b.bwd.comm_exposed_s - c.bwd_exposed_s - end_bwd, a.bwd.comm_exposed_s / 2, 1e-15) << k << " " << v;
       if (k > 1) {
         EXPECT_GT(a.fwd.comm_exposed_s, 0.0);  // the ring's transfers are part of the check
       }
