@@ -421,7 +421,11 @@ PreparedScenario prepare_scenario(const Scenario& s, const RunOptions& options, 
 }
 
 int64_t static_pad_multiple(const Scenario& s, int cp) {
-  const auto megatron_rule = [](int c) -> int64_t { return c > 1 ? 2 * int64_t{c} : 1; };
+  // Megatron's divisor for static CP: 2 cp (1 at cp 1), times tp with sequence parallelism
+  // (d48bd6be0a sft_dataset.py:99-111, sequence_parallel_size = tp with --sequence-parallel,
+  // pretrain_gpt.py:464), which every tp > 1 scenario has.
+  const int64_t tp = s.cluster.tp;
+  const auto megatron_rule = [tp](int c) -> int64_t { return (c > 1 ? 2 * int64_t{c} : 1) * tp; };
   const int64_t m = s.dataset.pad_multiple;
   return cp == s.cluster.cp || m != megatron_rule(s.cluster.cp) ? m : megatron_rule(cp);
 }

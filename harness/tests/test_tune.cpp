@@ -198,6 +198,18 @@ TEST(Tune, StaticPaddingFollowsTheTunedCp) {
   own["dataset"]["pad_multiple"] = 2;  // not 2 x cp: the scenario's own choice
   const Scenario o = parse_scenario(own, "o.json");
   EXPECT_EQ(static_pad_multiple(o, 4), 2);
+  // With tensor (sequence) parallelism Megatron's divisor is x tp: 2 x cp x tp, tp at cp 1.
+  json tp = j;
+  tp["cluster"]["gpus"] = 16;
+  tp["cluster"]["tp"] = 2;
+  tp["cluster"]["gpus_per_node"] = 8;
+  tp["training"]["sequence_parallel"] = true;
+  tp["dataset"]["pad_multiple"] = 8;  // 2 x cp 2 x tp 2
+  const Scenario t = parse_scenario(tp, "tp.json");
+  EXPECT_EQ(static_pad_multiple(t, 4), 16);
+  EXPECT_EQ(static_pad_multiple(t, 1), 2);
+  tp["dataset"]["pad_multiple"] = 4;  // 2 x cp, not Megatron's at tp 2: the scenario's own choice
+  EXPECT_EQ(static_pad_multiple(parse_scenario(tp, "tp.json"), 4), 4);
   // The batch a static planner plans at cp 4 holds multiples of 8.
   const auto reg = registry();
   RunOptions opt;

@@ -171,11 +171,11 @@ HardwareProfile h100_sxm() {
   // Tensor parallelism's collectives (sequence parallelism, tp > 1) [derived]: TE issues each
   // all-gather and reduce-scatter of its TP linears as one torch.distributed call from Python
   // (gather_along_first_dim / reduce_scatter_along_first_dim, TransformerEngine d0067d0
-  // pytorch/module/layernorm_linear.py:287, 450, 787-791, 904-907; linear.py:572; base.py:1709),
+  // pytorch/module/layernorm_linear.py:309-313, 450, 787-791, 904-907; linear.py:572; base.py:1709),
   // and an async one's handle.wait() as one more: by the ring's op rule above, one op each. Per
   // layer: forward 4 calls, backward 2 synchronous gathers + 2 x (an async gather and its wait +
   // an async reduce-scatter and its wait) = 10; per micro-batch the embedding's 1 and 1 on the
-  // first virtual stage, the output layer's 1 and 2 on the last (cost::group_stage_times).
+  // first virtual stage, the output layer's 1 and 4 on the last (cost::group_stage_times).
   p.tp_collective_host_s = kTorchOpHostS;  // 13.5 us
   // Per micro-batch [derived], half charged to each pass: on every virtual stage get_batch and
   // PackedSeqParams (cu_seqlens, THD slicing: ~10 ops) and 1 op of schedule glue; on the first

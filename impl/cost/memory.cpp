@@ -99,14 +99,14 @@ double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size
   const double grad = layer_output_grad_bytes_per_token(cm);
   const CpBuffers b = cp_attention_buffers_per_token(cm, cp_size);
   const double sp = sp_backward_bytes_per_token(cm);
-  if (!cm.training.recompute_full) return grad + std::max(b.bwd, mlp_grad_bytes_per_token(cm) + sp);
+  if (!cm.training.recompute_full) return grad + std::max({b.bwd, mlp_grad_bytes_per_token(cm), sp});
   // Full recompute: the re-materialised activations count the layer input the stage stores
   // already (2h), and the recomputed layer output (2h) and the gradient arriving for it (2h) are
   // live beside them: net + one 2h. Up to the attention (re-running the layer with the forward's
   // buffers, then the attention's backward with its own, the MLP's activations freed by then)
   // the double-counted input stands for that gradient.
   return std::max(up_to_attention_bytes_per_token(cm) + std::max({b.fwd, b.bwd, sp}),
-                  activation_bytes_per_token_layer(cm) + mlp_grad_bytes_per_token(cm) + sp + grad);
+                  activation_bytes_per_token_layer(cm) + std::max(mlp_grad_bytes_per_token(cm), sp) + grad);
 }
 
 double embedding_grad_bytes(const CostModel& cm) {

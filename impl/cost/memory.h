@@ -141,7 +141,9 @@
 // input, or a row-parallel one's output before its reduce-scatter, 2h per token (sp_forward); in
 // the backward of a column-parallel linear (QKV, FC1) its re-gathered input and its whole dgrad
 // before the reduce-scatter, 4h (sp_backward). The forward's is another op than the attention's
-// CP buffers (max); the backward's adds to the MLP's gradients, as at FC1's backward.
+// CP buffers (max); the backward's runs at FC1's (or QKV's) backward, after the activation's
+// backward has freed its saved input and FC2's input gradient (autograd frees a node's tensors
+// once it has run), so it is not on top of the MLP's gradients either (max; helper-86).
 #pragma once
 
 #include "cost/time_model.h"
@@ -187,9 +189,9 @@ double mlp_grad_bytes_per_token(const CostModel& cm);
 // The gradient of a layer's output, live through the layer's backward: 2h / tp per token.
 double layer_output_grad_bytes_per_token(const CostModel& cm);
 // Transient of a running backward op per token: with full recompute max(the activations up to
-// the attention + the larger of the CP buffers and sp_backward, the re-materialised activations +
-// the MLP's gradients + sp_backward + the output's gradient); without, the output's gradient +
-// max(the backward's CP buffers, the MLP's gradients + sp_backward) (formula above).
+// the attention + the largest of the CP buffers and sp_backward, the re-materialised activations +
+// max(the MLP's gradients, sp_backward) + the output's gradient); without, the output's gradient
+// + max(the backward's CP buffers, the MLP's gradients, sp_backward) (formula above).
 double layer_backward_transient_bytes_per_token(const CostModel& cm, int cp_size = 1);
 // The embedding table's dense bf16 gradient (V / tp x h x 2), live after the first virtual
 // stage's backward of a micro-batch.

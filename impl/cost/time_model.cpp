@@ -361,33 +361,36 @@ StageTimes stage_times_of(const CostModel& cm, const LayerTimes& lt, double toke
     st.fwd.compute_s += lf + ce / 2;
     st.bwd.compute_s += cm.training.gemm_bwd_factor * lf + ce / 2;
   }
-  // TP's collectives outside the layers, once per micro-batch: the embedding's reduce-scatter of
-  // its output (Megatron VocabParallelEmbedding with sequence parallelism) and, in its backward,
-  // the all-gather of that output's gradient, on the first virtual stage; the output layer's
-  // all-gather of its input and, in its backward, the reduce-scatter of its input gradient under
-  // its wgrad GEMM, on the last (a column-parallel linear, like QKV and FC1).
+  // TP's collectives outside the layers, once per micro-batch [Megatron-LM d98e8a64dd
+  // megatron/core/tensor_parallel/layers.py, mappings.py, models/common/embeddings/
+  // language_model_embedding.py]. First virtual stage: the word embedding reduce-scatters its
+  // output (layers.py:367-379), or, with learned absolute position embeddings, all-reduces it
+  // (:382-384; a ring all-reduce moves twice a reduce-scatter's bytes) and the sum is scattered to
+  // the sequence-parallel ranks without communication; either way the backward all-gathers the
+  // gradient (mappings.py:372; language_model_embedding.py:143-147). Last: Megatron's own
+  // ColumnParallelLinear output layer all-gathers its input (layers.py:623-628), and in its
+  // backward re-gathers it under the dgrad GEMM (:674-687) and reduce-scatters the input gradient
+  // under the wgrad GEMM (:707-708, 790).
   if (cm.cluster.tp > 1 && (v == 0 || last_v)) {
     const double c = tp_layer_comm(cm, tokens, tokens).collective_s;
     if (v == 0) {
-      st.fwd.comm_exposed_s += c;
+      st.fwd.comm_exposed_s += (cm.model.position_embeddings > 0 ? 2.0 : 1.0) * c;
       st.bwd.comm_exposed_s += c;
     }
     if (last_v) {
+      const double head_gemm = cm.training.gemm_bwd_factor / 2.0 * logits_fwd_s(cm, tokens, tokens);  // dgrad = wgrad
       st.fwd.comm_exposed_s += c;
-      st.bwd.comm_exposed_s +=
-          std::max(0.0, c - cm.training.gemm_bwd_factor / 2.0 * logits_fwd_s(cm, tokens, tokens));
+      st.bwd.comm_exposed_s += 2.0 * std::max(0.0, c - head_gemm);
     }
   }
   // Host issue time of the pass (the launch floor): per layer, plus the ring's call and steps.
   const RingHost rh = ring_host(cm, k, format);
   double host_fwd = layers * (hw.host_layer_fwd_s + rh.fwd_s);
   double host_bwd = layers * (hw.host_layer_bwd_s + rh.bwd_s);
+  // TP's collectives: 4 calls per layer forward, 10 backward (hardware.cpp).
   if (cm.cluster.tp > 1) {
-    // TP's collectives: 4 calls per layer forward, 10 backward (hardware.cpp); the embedding's 1 and
-    // 1, the output layer's 1 and 2 (an async reduce-scatter and its wait).
-    const bool first = v == 0, last = v == cm.cluster.pp * cm.cluster.vpp - 1;
-    host_fwd += (layers * 4.0 + first + last) * hw.tp_collective_host_s;
-    host_bwd += (layers * 10.0 + first + 2.0 * last) * hw.tp_collective_host_s;
+    host_fwd += layers * 4.0 * hw.tp_collective_host_s;
+    host_bwd += layers * 10.0 * hw.tp_collective_host_s;
   }
   if (cm.training.recompute_full) {
     // The transformer layers' forward runs again before the backward (logits are not recomputed).
@@ -395,6 +398,13 @@ StageTimes stage_times_of(const CostModel& cm, const LayerTimes& lt, double toke
     st.bwd.compute_s += st.bwd.recompute_s;
     st.bwd.comm_exposed_s += layers * lt.fwd_comm_exposed_s;
     host_bwd += host_fwd;
+  }
+  // The embedding's and the output layer's TP calls, not recomputed: 1 and 1 on the first virtual
+  // stage; 1 and 4 (two async collectives and their waits) on the last.
+  if (cm.cluster.tp > 1) {
+    const bool first = v == 0;
+    host_fwd += (first + last_v) * hw.tp_collective_host_s;
+    host_bwd += (first + 4.0 * last_v) * hw.tp_collective_host_s;
   }
   const GradAddTime add = grad_add(cm, v);
   st.bwd.compute_s += add.gpu_s;

@@ -79,16 +79,18 @@
 //          (tp_layer_comm: a ring of tp - 1 steps of T h 2 / tp bytes, each with a latency).
 //          Forward: all-gathers before the QKV and FC1 linears, reduce-scatters after the
 //          projection and FC2, synchronous (TransformerEngine d0067d0 pytorch/module/
-//          layernorm_linear.py:287, linear.py:572): 4 exposed. Backward: the two row-parallel
+//          layernorm_linear.py:309-313, linear.py:572): 4 exposed. Backward: the two row-parallel
 //          linears gather their output gradient synchronously (base.py:1709): 2 exposed; the two
 //          column-parallel ones re-gather their input asynchronously under the dgrad GEMM and
 //          reduce-scatter the dgrad under the wgrad GEMM (layernorm_linear.py:787-791, 904-907):
 //          exposed only where a collective outlasts its GEMM. Full recompute repeats the forward's.
-//          Once per micro-batch besides: the embedding's reduce-scatter (forward) and gradient
-//          all-gather (backward) on the first virtual stage; the output layer's input all-gather
-//          (forward) and input-gradient reduce-scatter (backward, under its wgrad GEMM) on the last.
+//          Once per micro-batch besides: the embedding's reduce-scatter (an all-reduce, twice the
+//          bytes, with learned position embeddings) in the forward and its gradient's all-gather
+//          in the backward, on the first virtual stage; the output layer's input all-gather in the
+//          forward and, in the backward, its re-gather under the dgrad GEMM and input-gradient
+//          reduce-scatter under the wgrad GEMM, on the last (stage_times_of).
 //          Host: tp_collective_host_s per call or wait, 4 per layer forward, 10 backward (the
-//          embedding's 1 and 1, the output layer's 1 and 2). Without
+//          embedding's 1 and 1, the output layer's 1 and 4). Without
 //          --tp-comm-overlap (Megatron's default; its userbuffer overlap is not modelled). The GEMM
 //          efficiency stays the curve's at T tokens: optimistic where N or K / tp is small. The
 //          lower bound leaves TP's collectives out (valid, looser at tp > 1).

@@ -14,12 +14,13 @@
 namespace dcp::cost {
 namespace {
 
-// 2 layers, h 256, FFN 512 (GeLU), 4 heads of 64 (MHA), vocab 8, on the unit profile (1e12
-// FLOP/s, efficiencies 1, NVLink 1e9 B/s, no latency, no host costs, memory-bound ops free).
-//   QKV GEMM, forward, per token: 2 h (q + 2 kv) = 2 * 256 * 768 = 393,216 FLOPs
-//   FC1 GEMM, forward, per token: 2 h F = 2 * 256 * 512 = 262,144 FLOPs
-CostModel tp_model(int tp) {
-  ModelConfig m{"tp", 2, 256, 512, 4, 4, 64, 8, false};
+// 2 layers, h 256, FFN 320 with SwiGLU (m = 3 matrices), 4 heads of 64 (MHA), vocab 8, on the
+// unit profile (1e12 FLOP/s, efficiencies 1, NVLink 1e9 B/s, no latency, no host costs,
+// memory-bound ops free). Forward GEMM FLOPs per token, all different:
+//   QKV 2 h (q + 2 kv) = 2 * 256 * 768 = 393,216;  FC1 2 h (m - 1) F = 2 * 256 * 640 = 327,680;
+//   FC2 2 h F = 163,840;  output layer 2 h V = 4,096.
+CostModel tp_model(int tp, int layers = 2) {
+  ModelConfig m{"tp", layers, 256, 320, 4, 4, 64, 8, true};
   ClusterConfig c;
   c.tp = tp;
   c.gpus = tp;  // a pool of one rank
@@ -36,9 +37,10 @@ TEST(TensorParallel, CollectivesHandValuesWhereTheBackwardHidesSomeOfThem) {
   EXPECT_NEAR(c.collective_s, 257e-6, 1e-15);
   EXPECT_NEAR(c.fwd_exposed_s, 4 * 257e-6, 1e-15);
   // Backward: 2 synchronous gathers, plus each asynchronous one's excess over its GEMM (dgrad or
-  // wgrad = the forward GEMM's FLOPs / tp): QKV 393,216 * 1000 / 2 / 1e12 = 196.608 us, FC1
-  // 131.072 us: 2 * 257 + 2 * (257 - 196.608) + 2 * (257 - 131.072) = 886.64 us.
-  EXPECT_NEAR(c.bwd_exposed_s, 886.64e-6, 1e-15);
+  // wgrad = the forward GEMM's FLOPs / tp) of the column-parallel linears: QKV 393,216 * 1000 / 2
+  // / 1e12 = 196.608 us, FC1 163.84 us: 2 * 257 + 2 * (257 - 196.608) + 2 * (257 - 163.84)
+  // = 821.104 us. (Under FC2's GEMMs, 81.92 us, or without SwiGLU's 2, it would differ.)
+  EXPECT_NEAR(c.bwd_exposed_s, 821.104e-6, 1e-15);
 
   // Faster links: every asynchronous one fits under its GEMM, only the 2 synchronous ones remain.
   cm.hardware.intra_node_bytes_per_s = 1e10;
@@ -58,31 +60,62 @@ TEST(TensorParallel, StageTimesChargeTheCollectivesTheirHostCallsAndTheRecompute
   const std::vector<int64_t> one{1000};
   const TpLayerComm c = tp_layer_comm(cm, 1000, 1000);
   // One stage, first and last: 2 layers, no CP, and once per micro-batch the embedding's
-  // reduce-scatter and gradient all-gather, the output layer's all-gather and, beyond its wgrad
-  // GEMM (2 h V T / tp = 2 * 256 * 8 * 1000 / 2 / 1e12 = 2.048 ns), its reduce-scatter.
-  const double head_wgrad = 2.0 * 256 * 8 * 1000 / 2 / 1e12;
+  // reduce-scatter and gradient all-gather, the output layer's all-gather and, beyond its dgrad
+  // and wgrad GEMMs (2 h V T / tp = 4,096 * 1000 / 2 / 1e12 = 2.048 us each), its re-gather and
+  // reduce-scatter.
+  const double head_gemm = 4096.0 * 1000 / 2 / 1e12;
+  const double head_bwd = 2 * (c.collective_s - head_gemm);
   StageTimes st = group_stage_times(cm, one, 1, 0, 0);
   EXPECT_NEAR(st.fwd.comm_exposed_s, 2 * c.fwd_exposed_s + 2 * c.collective_s, 1e-15);
-  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * c.bwd_exposed_s + c.collective_s + (c.collective_s - head_wgrad), 1e-15);
+  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * c.bwd_exposed_s + c.collective_s + head_bwd, 1e-15);
   EXPECT_EQ(st.fwd.overhead_s, 0.0);  // no host costs on the unit profile
 
-  // Full recompute runs the forward's collectives again in the backward.
+  // With learned position embeddings the embedding all-reduces: twice a reduce-scatter's bytes.
+  cm.model.position_embeddings = 4096;
+  st = group_stage_times(cm, one, 1, 0, 0);
+  EXPECT_NEAR(st.fwd.comm_exposed_s, 2 * c.fwd_exposed_s + 3 * c.collective_s, 1e-15);
+  cm.model.position_embeddings = 0;
+
+  // Full recompute runs the layers' forward collectives again in the backward (not the
+  // embedding's or the output layer's).
   cm.training.recompute_full = true;
   st = group_stage_times(cm, one, 1, 0, 0);
-  EXPECT_NEAR(st.bwd.comm_exposed_s,
-              2 * (c.bwd_exposed_s + c.fwd_exposed_s) + c.collective_s + (c.collective_s - head_wgrad), 1e-15);
-  cm.training.recompute_full = false;
+  EXPECT_NEAR(st.bwd.comm_exposed_s, 2 * (c.bwd_exposed_s + c.fwd_exposed_s) + c.collective_s + head_bwd, 1e-15);
 
   // Host: 4 calls per layer forward, 10 backward, the embedding's 1 and 1, the output layer's 1
-  // and 2, at tp_collective_host_s each; the pass takes max(GPU, host), the excess as overhead.
+  // and 4, at tp_collective_host_s each; the pass takes max(GPU, host), the excess as overhead.
+  // Full recompute repeats the layers' forward calls only: 20 + 8 + 1 + 4.
   cm.hardware.tp_collective_host_s = 1e-3;
   st = group_stage_times(cm, one, 1, 0, 0);
-  EXPECT_NEAR(st.fwd.total_s(), (2 * 4 + 2) * 1e-3, 1e-12);
-  EXPECT_NEAR(st.bwd.total_s(), (2 * 10 + 3) * 1e-3, 1e-12);
+  EXPECT_NEAR(st.bwd.total_s(), (2 * 10 + 2 * 4 + 1 + 4) * 1e-3, 1e-12);
+  cm.training.recompute_full = false;
+  st = group_stage_times(cm, one, 1, 0, 0);
+  EXPECT_NEAR(st.fwd.total_s(), (2 * 4 + 1 + 1) * 1e-3, 1e-12);
+  EXPECT_NEAR(st.bwd.total_s(), (2 * 10 + 1 + 4) * 1e-3, 1e-12);
   // At tp 1 the key costs nothing.
   auto one_tp = tp_model(1);
   one_tp.hardware.tp_collective_host_s = 1e-3;
   EXPECT_EQ(group_stage_times(one_tp, one, 1, 0, 0).fwd.overhead_s, 0.0);
+}
+
+// With VPP the embedding's collectives run on virtual stage 0 only and the output layer's on the
+// last, not on every chunk of the first and the last pipeline stage.
+TEST(TensorParallel, EndCollectivesOnTheFirstAndLastVirtualStageOnly) {
+  auto cm = tp_model(2, 4);
+  cm.cluster.pp = 2;
+  cm.cluster.vpp = 2;
+  cm.cluster.gpus = 4;
+  const std::vector<int64_t> one{1000};
+  const TpLayerComm c = tp_layer_comm(cm, 1000, 1000);
+  const double head_gemm = 4096.0 * 1000 / 2 / 1e12;
+  for (int v = 0; v < 4; ++v) {
+    ASSERT_EQ(layers_of_virtual_stage(cm.model, cm.cluster, v), 1);
+    const StageTimes st = group_stage_times(cm, one, 1, 0, v);
+    const double end_fwd = v == 0 || v == 3 ? c.collective_s : 0.0;
+    const double end_bwd = v == 0 ? c.collective_s : v == 3 ? 2 * (c.collective_s - head_gemm) : 0.0;
+    EXPECT_NEAR(st.fwd.comm_exposed_s, c.fwd_exposed_s + end_fwd, 1e-15) << v;
+    EXPECT_NEAR(st.bwd.comm_exposed_s, c.bwd_exposed_s + end_bwd, 1e-15) << v;
+  }
 }
 
 // Less its own collectives, tp 2 halves every per-GPU time of tp 1: GEMMs, attention,
@@ -106,11 +139,11 @@ TEST(TensorParallel, TpDividesEveryCostButItsOwnCollectives) {
       double tokens = 0;
       for (auto l : lengths) tokens += static_cast<double>(l) / k;
       const TpLayerComm c = tp_layer_comm(two, tokens, tokens);
-      // Stage 0 also runs the embedding's two collectives, stage 1 the output layer's (its
-      // reduce-scatter beyond the 2 h V T / tp wgrad GEMM).
-      const double head_wgrad = 2.0 * 256 * 8 * tokens / 2 / 1e12;
+      // Stage 0 also runs the embedding's two collectives, stage 1 the output layer's (its two
+      // backward ones beyond the 2 h V T / tp dgrad and wgrad GEMMs).
+      const double head_gemm = 4096.0 * tokens / 2 / 1e12;
       const double end_fwd = c.collective_s;
-      const double end_bwd = v == 0 ? c.collective_s : c.collective_s - head_wgrad;
+      const double end_bwd = v == 0 ? c.collective_s : 2 * (c.collective_s - head_gemm);
       EXPECT_NEAR(b.fwd.compute_s, a.fwd.compute_s / 2, 1e-12 * a.fwd.compute_s) << k << " " << v;
       EXPECT_NEAR(b.bwd.compute_s, a.bwd.compute_s / 2, 1e-12 * a.bwd.compute_s) << k << " " << v;
       EXPECT_NEAR(b.fwd.comm_exposed_s - c.fwd_exposed_s - end_fwd, a.fwd.comm_exposed_s / 2, 1e-15) << k << " " << v;
@@ -137,27 +170,28 @@ TEST(TensorParallel, GroupsMustStayOnOneNode) {
 TEST(TensorParallel, SequenceParallelTransients) {
   // h 256, tp 2: the forward's gathered input 2h = 512 B per token, the column-parallel backward's
   // re-gathered input and whole dgrad 4h = 1024 B; the layer output's gradient 2h / tp = 256 B;
-  // the MLP's gradients 2 (m - 1) F / tp = 2 * 512 / 2 = 512 B (GeLU: m = 2 matrices).
+  // the MLP's gradients 2 (m - 1) F / tp = 2 * 640 / 2 = 640 B. The backward's SP transient and
+  // the MLP's gradients are not live together (max, not sum).
   auto cm = tp_model(2);
   EXPECT_EQ(sp_forward_bytes_per_token(cm), 512.0);
   EXPECT_EQ(sp_backward_bytes_per_token(cm), 1024.0);
   EXPECT_EQ(layer_transient_bytes_per_token(cm, 1), 512.0);
-  EXPECT_EQ(layer_backward_transient_bytes_per_token(cm, 1), 256.0 + 512.0 + 1024.0);
+  EXPECT_EQ(layer_backward_transient_bytes_per_token(cm, 1), 256.0 + 1024.0);
   // With ring CP 4 the forward's CP buffers (/ tp) are the larger: (4 (2*2*256 + 2*256 + 4*4) +
   // 2 (256 + 2*256)) / 2 = (6208 + 1536) / 2 = 3872 B per token.
   EXPECT_EQ(layer_transient_bytes_per_token(cm, 4), 3872.0);
-  // Full recompute: the re-materialised activations (2 (4h + (q + 2kv) + q + F + F) + 4 heads) /
-  // tp = (2 * 3072 + 16) / 2 = 3080, + 512 in the forward; + the MLP's gradients 512 + 1024 + the
+  // Full recompute: the re-materialised activations (2 (4h + (q + 2kv) + q + (m - 1) F + F) +
+  // 4 heads) / tp = (2 * 3008 + 16) / 2 = 3016, + 512 in the forward; + max(640, 1024) + the
   // output's gradient 256 in the backward (which also holds those up to the attention:
   // (2 (2h + q + 2kv) + 16) / 2 = 1288, + 1024 = 2312, the smaller).
   cm.training.recompute_full = true;
-  EXPECT_EQ(layer_transient_bytes_per_token(cm, 1), 3080.0 + 512.0);
-  EXPECT_EQ(layer_backward_transient_bytes_per_token(cm, 1), 3080.0 + 512.0 + 1024.0 + 256.0);
-  // None at tp 1.
+  EXPECT_EQ(layer_transient_bytes_per_token(cm, 1), 3016.0 + 512.0);
+  EXPECT_EQ(layer_backward_transient_bytes_per_token(cm, 1), 3016.0 + 1024.0 + 256.0);
+  // None at tp 1: the output's gradient 512 + the MLP's gradients 2 * 640 = 1280.
   auto one = tp_model(1);
   EXPECT_EQ(sp_forward_bytes_per_token(one), 0.0);
   EXPECT_EQ(layer_transient_bytes_per_token(one, 1), 0.0);
-  EXPECT_EQ(layer_backward_transient_bytes_per_token(one, 1), 512.0 + 1024.0);
+  EXPECT_EQ(layer_backward_transient_bytes_per_token(one, 1), 512.0 + 1280.0);
 }
 
 }  // namespace
