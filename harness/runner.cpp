@@ -442,7 +442,7 @@ namespace {
 
 // The batch a planner sees (planner_length): the sampler's batch, padded to pad_multiple, or the
 // real lengths padded to a multiple of the planner's own (a dynamic planner's
-// pad_multiple_dynamic, a static planner's 2 x cp at a tuned cp).
+// pad_multiple_dynamic, a static planner's 2 x cp x tp at a tuned cp).
 plan::Batch batch_for(const PreparedScenario& p, const data::SampledBatch& sb, bool dynamic, int cp) {
   const Scenario& s = *p.scenario;
   const bool own = dynamic ? s.dataset.pad_multiple_dynamic > 0 : static_pad_multiple(s, cp) != s.dataset.pad_multiple;

@@ -139,14 +139,15 @@ plan::PlanRequest plan_request_of(const PreparedScenario& p, const cost::CostMod
                                   const plan::PlannerRegistry& registry);
 // The length a planner is given for a sample of `real_length` tokens: padded to the dataset's
 // pad_multiple (as the sampler pads), or, for a dynamic planner, to pad_multiple_dynamic when the
-// scenario sets one (Megatron pads to 2*dp*cp with dynamic CP, to 2*cp without). `cp`: the static
+// scenario sets one (Megatron pads to 2*dp*cp with dynamic CP, to 2*cp without, each times tp with
+// sequence parallelism). `cp`: the static
 // CP size of the setting (a --tune setting may differ from the scenario's; static_pad_multiple).
 int64_t planner_length(const Scenario& s, int64_t real_length, bool dynamic, int cp);
 // The padding multiple of a static-CP planner at static CP size `cp`. Megatron pads to 2 x cp
 // without dynamic CP (1 at cp 1; sft_dataset.py _calculate_padding_divisor, 3b309c627e:77-95),
 // times tp with sequence parallelism (d48bd6be0a:99-111);
 // a scenario's pad_multiple states that at its own cp. When it follows that rule, a setting at
-// another cp pads to that cp's 2 x cp (until 2026-11-28 a tuned static CP kept the published
+// another cp pads to that cp's 2 x cp x tp (tp at cp 1; until 2026-11-28 a tuned static CP kept the published
 // multiple: CommonCrawl's packing at cp 4 padded to 16, not 8; Megatron's example at cp 16 to 8,
 // which TE's THD kernels refuse); a pad_multiple of the scenario's own choosing is kept.
 int64_t static_pad_multiple(const Scenario& s, int cp);

@@ -71,7 +71,8 @@ struct DatasetSpec {
   std::string short_policy = "drop";  // "drop" | "pad"
   int64_t pad_multiple = 1;         // every sample rounded up to a multiple of this
   int64_t pad_multiple_dynamic = 0;  // for dynamic-CP plans (Megatron pads to 2*dp*cp there, to
-                                     // 2*cp for static CP); 0 = pad_multiple
+                                     // 2*cp for static CP; x tp with sequence parallelism);
+                                     // 0 = pad_multiple
   std::string long_policy = "split";  // documents longer than training.max_seqlen: "split" | "drop"
 };
 

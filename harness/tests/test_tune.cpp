@@ -178,8 +178,8 @@ TEST(Tune, RefinementTriesMBetweenTheOctavesAroundTheBest) {
   EXPECT_EQ(ms(tune_refinement(s, Setting{4096, 2, 1}, false)), (std::vector<int64_t>{2560, 3072, 3584}));
 }
 
-// A static planner at a tuned cp pads as Megatron does at that cp (2 x cp, 1 at cp 1) when the
-// scenario's pad_multiple is Megatron's 2 x cp at its own cp; a multiple of the scenario's own
+// A static planner at a tuned cp pads as Megatron does at that cp (2 x cp, 1 at cp 1, x tp with
+// sequence parallelism) when the scenario's pad_multiple is Megatron's at its own cp; a multiple of the scenario's own
 // choosing stays; dynamic planners keep pad_multiple_dynamic.
 TEST(Tune, StaticPaddingFollowsTheTunedCp) {
   json j = tiny_json();

@@ -16,7 +16,8 @@ struct Preset {
   ModelConfig config;
 };
 
-// Sources: Llama-2-13B and Llama-3-8B model cards (config.json). megatron-dcp-bench: Megatron-LM
+// Sources: Llama-2-13B, Llama-3-8B and Llama-3-70B model cards (config.json; 70B: 80 layers,
+// hidden 8192, intermediate 28672, 64 heads, 8 KV heads, vocab 128256, untied). megatron-dcp-bench: Megatron-LM
 // dev (d48bd6b) examples/dynamic_context_parallel/benchmark_dcp.sh lines 22-25 (12 layers, 2048,
 // 8192, 16 heads), 27 (max position embeddings = seq 8192), 40 (vocab 131072, already a multiple
 // of make-vocab-size-divisible-by 128); not set there, so Megatron's defaults
@@ -27,6 +28,7 @@ struct Preset {
 const Preset kPresets[] = {
     {"llama-13b", {"llama-13b", 40, 5120, 13824, 40, 40, 0, 32000, true}},
     {"llama3-8b", {"llama3-8b", 32, 4096, 14336, 32, 8, 0, 128256, true}},
+    {"llama3-70b", {"llama3-70b", 80, 8192, 28672, 64, 8, 0, 128256, true}},
     {"megatron-dcp-bench",
      {"megatron-dcp-bench", 12, 2048, 8192, 16, 16, 0, 131072, false, true, 8192, true, true}},
     {"tiny", {"tiny", 2, 64, 128, 4, 2, 0, 256, true}},

@@ -34,7 +34,7 @@ struct ModelConfig {
   int64_t vocab = 0;      // V (padded vocabulary)
   bool swiglu = true;     // gated MLP (3 weight matrices) vs plain (2)
   // Parameter-count details (memory and gradient sync; the useful-FLOPs formula ignores them, as
-  // Megatron's does). Defaults are a Llama: untied, RoPE, no biases, RMSNorm.
+  // Megatron's does; position_embeddings also sets the embedding's TP collective, time_model.h). Defaults are a Llama: untied, RoPE, no biases, RMSNorm.
   bool tied_embeddings = false;      // output layer shares the embedding (Megatron's default
                                      // unless --untie-embeddings-and-output-weights)
   int64_t position_embeddings = 0;   // rows of a learned absolute position table (Megatron's

@@ -179,7 +179,9 @@ HardwareProfile h100_sxm() {
   p.tp_collective_host_s = kTorchOpHostS;  // 13.5 us
   // Per micro-batch [derived], half charged to each pass: on every virtual stage get_batch and
   // PackedSeqParams (cu_seqlens, THD slicing: ~10 ops) and 1 op of schedule glue; on the first
-  // virtual stage the embedding besides (~3 ops); on the last the output layer (1 TE module), the
+  // virtual stage the embedding besides (~3 ops); on the last the output layer (1 TE module: it is
+  // Megatron's own ColumnParallelLinear, gpt_model.py at d98e8a64dd, a Python module around a
+  // custom autograd Function, charged at a TE module's cost [estimate]), the
   // loss (~6 ops) and 1 module of loss glue. 20 ops + 2 modules in all on a one-stage pipeline.
   // (Until 2026-11-28 all of it was charged on every virtual stage, also where no embedding or
   // loss runs: 195 us per micro-batch too much on each middle stage and per extra VPP chunk, which

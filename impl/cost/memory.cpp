@@ -77,7 +77,14 @@ double sp_forward_bytes_per_token(const CostModel& cm) {
 }
 
 double sp_backward_bytes_per_token(const CostModel& cm) {
-  return cm.cluster.tp > 1 ? 4.0 * static_cast<double>(cm.model.hidden) : 0.0;
+  if (cm.cluster.tp <= 1) return 0.0;
+  const double h = static_cast<double>(cm.model.hidden);
+  const double widest = static_cast<double>(std::max(cm.model.ffn, cm.model.q_dim()));
+  return std::max(4.0 * h, 2.0 * h + 2.0 * widest / cm.cluster.tp);
+}
+
+double head_gather_bytes_per_token(const CostModel& cm) {
+  return cm.cluster.tp > 1 ? 2.0 * static_cast<double>(cm.model.hidden) : 0.0;
 }
 
 double layer_transient_bytes_per_token(const CostModel& cm, int cp_size) {
@@ -143,16 +150,18 @@ double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double toke
   const bool last = s == cm.cluster.pp - 1;
   const LogitBytes logits = logit_bytes_per_token(cm);
   const double head = last ? head_saved_bytes_per_token(cm) : 0.0;
-  const double head_and_logits = last ? head + logits.peak : 0.0;
+  const double gather = last ? head_gather_bytes_per_token(cm) : 0.0;  // resident, and as much in the backward
+  const double head_and_logits = last ? head + logits.peak + gather : 0.0;
   // A forward's transient may be the larger (without recompute, with CP); the held tied table
   // lives through backwards only.
   const double layer_bwd = layer_backward_transient_bytes_per_token(cm, cp_size);
   const double layer = std::max(layer_transient_bytes_per_token(cm, cp_size), layer_bwd);
-  double running = in_flight * one + tokens * std::max(layer, head_and_logits);
+  double running = in_flight * one + tokens * (gather + std::max(layer, head_and_logits));
   const double tied = tied_output_grad_bytes(cm);  // pp 1 only: stage 0 is the last
-  if (tied > 0) running = std::max(running, in_flight * one + tied + tokens * std::max(layer_bwd, head + logits.grad));
+  if (tied > 0)
+    running = std::max(running, in_flight * one + tied + tokens * (gather + std::max(layer_bwd, head + logits.grad)));
   const double embedding = s == 0 ? (in_flight - 1) * one + embedding_grad_bytes(cm) +
-                                        tokens * embedding_input_grad_bytes_per_token(cm) + tied
+                                        tokens * (embedding_input_grad_bytes_per_token(cm) + gather) + tied
                                   : 0.0;
   return static_memory(cm, s).total() + std::max(running, embedding);
 }

@@ -143,7 +143,15 @@
 // before the reduce-scatter, 4h (sp_backward). The forward's is another op than the attention's
 // CP buffers (max); the backward's runs at FC1's (or QKV's) backward, after the activation's
 // backward has freed its saved input and FC2's input gradient (autograd frees a node's tensors
-// once it has run), so it is not on top of the MLP's gradients either (max; helper-86).
+// once it has run), so it is not on top of the MLP's gradients either (max; helper-86). A
+// row-parallel linear's backward (FC2, the projection) gathers its output gradient whole (2h)
+// beside its own input gradient (2F / tp, 2q / tp): max(4h, 2h + 2 max(F, q) / tp) in all
+// (sp_backward; helper-87: with GeLU's F = 4h at tp 2 the row-parallel one is the larger).
+// The output layer (Megatron's ColumnParallelLinear, layers.py:623-628, 671-676) gathers its
+// input into Megatron's global memory buffer, which keeps it allocated (core/utils.py
+// GlobalMemoryBuffer): 2h per token of the largest micro-batch the last virtual stage has run,
+// resident from its first forward (head_gather); its backward also holds the whole input
+// gradient before the reduce-scatter, 2h more, beside the logits' gradient.
 #pragma once
 
 #include "cost/time_model.h"
@@ -176,9 +184,13 @@ CpBuffers cp_attention_buffers_per_token(const CostModel& cm, int cp_size);
 // The larger of the two.
 double cp_attention_buffer_bytes_per_token(const CostModel& cm, int cp_size);
 // Whole-sequence transients of sequence parallelism's collectives per token (0 at tp = 1): 2h in
-// a forward, 4h in a column-parallel linear's backward (formula above).
+// a forward; in a backward the larger of a column-parallel linear's 4h and a row-parallel one's
+// 2h + 2 max(F, q) / tp (formula above).
 double sp_forward_bytes_per_token(const CostModel& cm);
 double sp_backward_bytes_per_token(const CostModel& cm);
+// The output layer's gathered input per token (0 at tp = 1): 2h, resident on the last virtual
+// stage at its largest micro-batch, and as much again in its backward (formula above).
+double head_gather_bytes_per_token(const CostModel& cm);
 // Transient of a running forward op per token of its micro-batch on a rank of a CP group of
 // cp_size ranks: with full recompute, max(one layer's re-materialised activations + sp_forward,
 // those up to the attention + max(the forward's CP buffers, sp_forward)); without, max(the
@@ -217,8 +229,8 @@ double head_saved_bytes_per_token(const CostModel& cm);
 
 // Hand-checkable peak of stage s under 1F1B without VPP with `in_flight` micro-batches of
 // `tokens` tokens per rank each (all equal): static + in_flight * tokens * stored * layers(s)
-// + tokens * max(forward and backward layer transients at cp_size, head inputs + logits peak on
-// the last stage), and on stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient
+// + tokens * max(forward and backward layer transients at cp_size, head inputs + logits peak
+// (+ head_gather) on the last stage) (+ tokens * head_gather there, the resident buffer), and on stage 0 at least static + (in_flight - 1) * tokens * stored * layers(0) + the embedding gradient
 // + tokens * the gradient flowing into it. With a held tied gradient (pp = 1) also static +
 // in_flight * tokens * stored * layers + the table + tokens * max(backward layer transient,
 // head inputs + the logits' gradient), and the table on top of the embedding's term.

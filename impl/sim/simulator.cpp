@@ -122,7 +122,7 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
   r.fits = true;
   for (int s = 0; s < pp; ++s) {
     for (int j = 0; j < n; ++j) {
-      double live = 0, peak = 0;
+      double live = 0, peak = 0, gather_buffer = 0;
       for (const Op& op : order[s]) {
         const int v = op.chunk * pp + s;
         const double tok = rank_tokens[static_cast<size_t>(op.mb) * n + j];
@@ -134,6 +134,10 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
         const double head = loss ? tok * in.head_saved_bytes_per_token : 0.0;
         if (!op.bwd) {
           live += stored;
+          if (loss && tok * in.head_gather_bytes_per_token > gather_buffer) {  // grows, never freed
+            live += tok * in.head_gather_bytes_per_token - gather_buffer;
+            gather_buffer = tok * in.head_gather_bytes_per_token;
+          }
           const double head_and_logits = loss ? head + tok * in.logits_peak_bytes_per_token : 0.0;
           peak = std::max(peak, live + std::max(layer_t, head_and_logits));
           live += head + saved;
@@ -141,7 +145,8 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
           // The tied output gradient (pp 1: v is 0 and the loss stage) from the output layer's
           // weight-gradient GEMM on, beside the logits' gradient it reads.
           const double tied = loss && v == 0 ? in.tied_output_grad_bytes : 0.0;
-          if (loss) peak = std::max(peak, live + tok * in.logits_peak_bytes_per_token - saved);
+          if (loss)
+            peak = std::max(peak, live + tok * (in.logits_peak_bytes_per_token + in.head_gather_bytes_per_token) - saved);
           if (tied > 0) peak = std::max(peak, live - saved + tok * in.logits_grad_bytes_per_token + tied);
           live += tied - head - saved;
           peak = std::max(peak, live + layer_t);
@@ -522,6 +527,7 @@ ScheduleInput build_schedule_input(const plan::Plan& plan, const plan::Batch& ba
   in.logits_grad_bytes_per_token = logits.grad;
   in.tied_output_grad_bytes = cost::tied_output_grad_bytes(cm);
   in.head_saved_bytes_per_token = cost::head_saved_bytes_per_token(cm);
+  in.head_gather_bytes_per_token = cost::head_gather_bytes_per_token(cm);
   for (int v = 0; v < stages; ++v) in.layers.push_back(cost::layers_of_virtual_stage(cm.model, c, v));
   in.capacity_bytes = cost::capacity_bytes(cm);
   return in;

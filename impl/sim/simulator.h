@@ -288,6 +288,10 @@ struct ScheduleInput {
   double logits_saved_bytes_per_token = 0;     // last virtual stage: forward -> backward
   double head_saved_bytes_per_token = 0;       // the same: the final norm's and output layer's inputs
   double logits_peak_bytes_per_token = 0;      // last virtual stage: live during loss / its grad
+  // Last virtual stage, tp > 1 (cost::head_gather_bytes_per_token): the output layer's gathered
+  // input, resident from its first forward at the largest micro-batch's size, and as much again
+  // in its backward beside the logits' gradient.
+  double head_gather_bytes_per_token = 0;
   double logits_grad_bytes_per_token = 0;      // the same: the gradient the output layer reads
   // Tied embeddings at pp 1 (cost::tied_output_grad_bytes): held from the loss's backward until
   // after the embedding's; 0 = none.

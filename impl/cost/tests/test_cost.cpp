@@ -86,6 +86,7 @@ TEST(Flops, PresetsAndParams) {
   // Llama-2-13B has 13.0e9 parameters (untied embeddings).
   EXPECT_NEAR(total_params(model_preset("llama-13b")) / 1e9, 13.016, 0.01);
   EXPECT_NEAR(total_params(model_preset("llama3-8b")) / 1e9, 8.03, 0.01);
+  EXPECT_NEAR(total_params(model_preset("llama3-70b")) / 1e9, 70.55, 0.01);  // the model card's 70.6B
   ModelConfig bad = model_preset("llama3-8b");
   bad.kv_heads = 5;
   EXPECT_THROW(validate_model(bad), InputError);

@@ -187,9 +187,19 @@ TEST(TensorParallel, SequenceParallelTransients) {
   cm.training.recompute_full = true;
   EXPECT_EQ(layer_transient_bytes_per_token(cm, 1), 3016.0 + 512.0);
   EXPECT_EQ(layer_backward_transient_bytes_per_token(cm, 1), 3016.0 + 1024.0 + 256.0);
+  // A row-parallel linear's backward (FC2 here) holds its gathered output gradient 2h and its
+  // input gradient 2F / tp: with GeLU's F = 4h = 1024 at tp 2 that is 512 + 1024 = 1536 > 4h.
+  auto gelu = tp_model(2);
+  gelu.model.swiglu = false;
+  gelu.model.ffn = 1024;
+  EXPECT_EQ(sp_backward_bytes_per_token(gelu), 1536.0);
+  EXPECT_EQ(layer_backward_transient_bytes_per_token(gelu, 1), 256.0 + 1536.0);  // MLP's 2F/tp = 1024 smaller
+  // The output layer's gathered input, 2h per token (resident on the last stage).
+  EXPECT_EQ(head_gather_bytes_per_token(cm), 512.0);
   // None at tp 1: the output's gradient 512 + the MLP's gradients 2 * 640 = 1280.
   auto one = tp_model(1);
   EXPECT_EQ(sp_forward_bytes_per_token(one), 0.0);
+  EXPECT_EQ(head_gather_bytes_per_token(one), 0.0);
   EXPECT_EQ(layer_transient_bytes_per_token(one, 1), 0.0);
   EXPECT_EQ(layer_backward_transient_bytes_per_token(one, 1), 512.0 + 1280.0);
 }

@@ -399,6 +399,16 @@ TEST(Step, MemoryPeakFollowsTheMicroBatchesInFlight) {
   for (int s = 0; s < 4; ++s)
     EXPECT_DOUBLE_EQ(r.schedule.gpu[s].peak_bytes, cost::uniform_peak_bytes(cm, s, 4 - s, 1000)) << "stage " << s;
   EXPECT_TRUE(r.fits);
+  // At tp 2 as well (sequence parallelism's transients, and on the last stage the output layer's
+  // gathered input, resident, and its whole input gradient in the backward).
+  auto tp = cm;
+  tp.cluster.tp = 2;
+  tp.cluster.gpus *= 2;
+  const auto rt = simulate_step(p, batch, tp);
+  for (int s = 0; s < 4; ++s)
+    EXPECT_DOUBLE_EQ(rt.schedule.gpu[s].peak_bytes, cost::uniform_peak_bytes(tp, s, 4 - s, 1000)) << "tp 2, stage " << s;
+  EXPECT_GT(cost::uniform_peak_bytes(tp, 3, 1, 1000) - cost::static_memory(tp, 3).total(),
+            1000 * 2 * cost::head_gather_bytes_per_token(tp));  // resident + backward
   // Full recompute keeps only the layer inputs: a lower peak on stage 0.
   auto rc = cm;
   rc.training.recompute_full = true;
