@@ -131,7 +131,8 @@ LayerTimes layer_times(const CostModel& cm, std::span<const int64_t> lengths, in
   t.fwd_compute_s += gemm_fwd_s + ew_fwd_s;
   t.bwd_compute_s += tr.gemm_bwd_factor * gemm_fwd_s + 2.0 * ew_fwd_s;
   // Tensor parallelism's collectives (tp > 1; tp_layer_comm): serial with the compute, so exposed,
-  // but for the backward's asynchronous ones under their GEMMs. Not in the lower bound.
+  // but for the backward's asynchronous ones under their GEMMs. (The lower bound keeps the
+  // synchronous ones' bandwidth time: sequence_compute_split.)
   if (with_comm && cm.cluster.tp > 1) {
     const TpLayerComm c = tp_layer_comm(cm, tokens, gemm_eff_tokens);
     t.fwd_comm_exposed_s += c.fwd_exposed_s;
@@ -508,6 +509,16 @@ SequenceCompute sequence_compute_split(const CostModel& cm, int64_t length, doub
   SequenceCompute out;
   out.layer_fwd_s = lt.fwd_compute_s * cp_size;  // every rank of the group does the same share
   out.layer_bwd_s = (lt.bwd_compute_s + rec * lt.fwd_compute_s) * cp_size;
+  // TP's synchronous collectives (tp > 1; tp_layer_comm): 4 per layer forward, 2 backward, the
+  // forward's again with full recompute, their bandwidth time over the group's ranks (T = L / k on
+  // each: independent of k); no latency, and not the asynchronous ones, which may hide.
+  if (cm.cluster.tp > 1) {
+    const double tp = cm.cluster.tp;
+    const double c = (tp - 1.0) * static_cast<double>(length) * static_cast<double>(cm.model.hidden) * kBf16Bytes / tp /
+                     cm.hardware.intra_node_bytes_per_s;
+    out.layer_fwd_s += 4.0 * c;
+    out.layer_bwd_s += (2.0 + 4.0 * rec) * c;
+  }
   // The output layer and loss as stage_times_of splits them: loss half in each pass.
   const double lf = logits_fwd_s(cm, static_cast<double>(length), gemm_tokens);
   const double ce = loss_s(cm, static_cast<double>(length));

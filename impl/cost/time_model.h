@@ -93,7 +93,8 @@
 //          embedding's 1 and 1, the output layer's 1 and 4). Without
 //          --tp-comm-overlap (Megatron's default; its userbuffer overlap is not modelled). The GEMM
 //          efficiency stays the curve's at T tokens: optimistic where N or K / tp is small. The
-//          lower bound leaves TP's collectives out (valid, looser at tp > 1).
+//          lower bound keeps the synchronous ones' bandwidth time (sequence_compute_split) and
+//          the per-layer host calls, not their latencies or the asynchronous ones.
 //   PP p2p activations: T*h*2/tp bytes over the inter-stage link (with sequence parallelism each
 //          TP rank sends its T/tp rows; inter-node if gpus_per_node <= N*tp, i.e. stages on
 //          different nodes), charged to the dependency edge by the simulator.
@@ -328,7 +329,10 @@ std::vector<StageTimes> group_stage_times_all(const CostModel& cm, std::span<con
 // Compute-only GPU time of one sequence processed alone by a group of cp_size ranks (summed over
 // those ranks) through all layers, fwd + bwd (+ recompute), summed over stages, with GEMM
 // efficiency taken at `gemm_tokens` tokens (the lower bound uses the per-rank budget M); no CP
-// communication, no THD side kernels, no host floor. Divided by tp (one GPU's share). The FLOPs do
+// communication, no THD side kernels, no host floor. Divided by tp (one GPU's share). At tp > 1
+// it includes the bandwidth time of TP's synchronous collectives (tp_layer_comm: 4 per layer
+// forward, 2 backward, 4 more with full recompute; no latencies), serial on every GPU whatever the
+// plan, so the lower bound keeps them. The FLOPs do
 // not depend on cp_size, the time does: a ring step runs its attention at shorter (and, past the
 // diagonal, non-causal) shapes, which the attention tables may rate faster than one (L, L) causal
 // kernel, so the lower bound takes the minimum over the group sizes a plan may use.

@@ -197,8 +197,12 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   const double per_layer = cm.model.layers > 0 ? (total - head) / cm.model.layers : 0.0;
   // Host issue time of one micro-batch's fwd + bwd per layer at cp = 1 (no ring steps); full
   // recompute issues the forward again before the backward (cost::group_stage_times).
-  const double host_fwd_layer = hw.host_layer_fwd_s;
-  const double host_bwd_layer = hw.host_layer_bwd_s + rec * hw.host_layer_fwd_s;
+  // With tp > 1 each layer also issues TP's collectives: 4 calls forward, 10 backward
+  // (cost::group_stage_times; the embedding's and output layer's, once per micro-batch, are left out).
+  const double tp_fwd = c.tp > 1 ? 4.0 * hw.tp_collective_host_s : 0.0;
+  const double tp_bwd = c.tp > 1 ? 10.0 * hw.tp_collective_host_s : 0.0;
+  const double host_fwd_layer = hw.host_layer_fwd_s + tp_fwd;
+  const double host_bwd_layer = hw.host_layer_bwd_s + tp_bwd + rec * host_fwd_layer;
   const double host_layer = host_fwd_layer + host_bwd_layer;
   // The longest sample runs in some micro-batch on a group of some valid size k. Each rank of that
   // group spends, in that micro-batch, at least max(its 1/k share of the sample's forward, its

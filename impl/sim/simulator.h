@@ -92,14 +92,17 @@
 // Lower bound, over the real lengths (the unpadded ones: neither the plan's own padding nor the
 // scenario's dataset padding, which some strategy always pays, is in it): every sample processed by the group size k that
 // costs it the least GPU time among those a valid plan may use (k >= ceil(L / M); a size that
-// exists in the pool, plan/geometry.h, or the plan's static cp), compute only, with GEMM efficiency at M_tokens (the per-rank budget), each
-// pipeline stage's work spread evenly over its N GPUs, no communication, no bubble;
+// exists in the pool, plan/geometry.h, or the plan's static cp), compute only (with tp > 1 also the
+// bandwidth time of TP's synchronous collectives, serial on every GPU: cost::sequence_compute_s),
+// with GEMM efficiency at M_tokens (the per-rank budget), each
+// pipeline stage's work spread evenly over its N GPUs, no other communication, no bubble;
 // the busiest stage sets the bound (which layers and the output layer live on a stage is fixed by
 // the scenario, not by the plan); plus the costs the cost model charges to every plan:
 //   work(s)  = [layers(s) * per-layer work + (s last ? output layer + loss : 0)] / N
 //              + m_min * add_gpu(s)
 //   host(s)  = layers(s) * host_layer + add_host(s), host_layer = host_layer_fwd_s +
-//              host_layer_bwd_s [+ host_layer_fwd_s if recompute]
+//              host_layer_bwd_s [+ host_layer_fwd_s if recompute] (with tp > 1 each pass's
+//              TP calls per layer too: 4 forward, 10 backward, tp_collective_host_s each)
 //   add_*(s) = the main-gradient adds of one backward pass of each of the stage's virtual stages
 //              (cost::grad_add)
 //   m_min    = max(1, ceil(sum_i L_i / (N * M)), L2)   (a micro-batch holds at most N * M

@@ -156,6 +156,33 @@ TEST(TensorParallel, TpDividesEveryCostButItsOwnCollectives) {
   }
 }
 
+// The lower bound's per-sequence work (sequence_compute_split) keeps the bandwidth time of TP's
+// synchronous collectives, which every plan pays on every token: 4 per layer forward, 2 backward
+// (+ 4 with full recompute), (tp - 1) L h 2 / tp / bw each over the group, whatever its size;
+// no latency, none of the asynchronous ones.
+TEST(TensorParallel, LowerBoundWorkKeepsTheSynchronousCollectives) {
+  auto cm = tp_model(2);
+  cm.hardware.intra_node_latency_s = 1e-6;
+  auto free = cm;
+  free.hardware.intra_node_bytes_per_s = 1e18;
+  const double c = 1000.0 * 256 * 2 / 2 / 1e9 - 1000.0 * 256 * 2 / 2 / 1e18;  // 256 us for L = 1000, less "free"'s
+  for (const int k : {1, 2, 4}) {
+    const SequenceCompute a = sequence_compute_split(cm, 1000, 1000, k), b = sequence_compute_split(free, 1000, 1000, k);
+    EXPECT_NEAR(a.layer_fwd_s - b.layer_fwd_s, 4 * c, 1e-12) << k;
+    EXPECT_NEAR(a.layer_bwd_s - b.layer_bwd_s, 2 * c, 1e-12) << k;
+    EXPECT_EQ(a.head_fwd_s, b.head_fwd_s);
+  }
+  cm.training.recompute_full = free.training.recompute_full = true;
+  EXPECT_NEAR(sequence_compute_split(cm, 1000, 1000, 1).layer_bwd_s - sequence_compute_split(free, 1000, 1000, 1).layer_bwd_s,
+              6 * c, 1e-12);
+  // Never above what the time model charges the sequence alone on one rank.
+  const std::vector<int64_t> one{1000};
+  const StageTimes st = group_stage_times(cm, one, 1, 0, 0);
+  const SequenceCompute sc = sequence_compute_split(cm, 1000, 1000, 1);
+  EXPECT_LE(2 * sc.layer_fwd_s + sc.head_fwd_s, st.fwd.compute_s + st.fwd.comm_exposed_s);
+  EXPECT_LE(2 * sc.layer_bwd_s + sc.head_bwd_s, st.bwd.compute_s + st.bwd.comm_exposed_s);
+}
+
 TEST(TensorParallel, GroupsMustStayOnOneNode) {
   auto cm = tp_model(8);
   cm.cluster.gpus = 16;

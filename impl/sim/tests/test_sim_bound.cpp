@@ -110,6 +110,20 @@ TEST(Step, BoundChargesTheCostsNoPlanAvoids) {
   EXPECT_NEAR(simulate_step(p, batch, cm).step_s, expect + 15 * 1e-4, 1e-12);
   cm.training.gradient_accumulation_fusion = true;
   cm.hardware.grad_add_host_s = 0;
+  {
+    // TP 2: every layer issues TP's collectives too, 4 calls forward and 10 backward, which the
+    // bound keeps; the step adds the embedding's 1 + 1 and the output layer's 1 + 4 calls once per
+    // micro-batch, which the bound leaves out. Still host-bound on the unit model.
+    auto tp = cm;
+    tp.cluster.tp = 2;
+    tp.cluster.gpus = 4;
+    tp.hardware.tp_collective_host_s = 1e-4;
+    const auto gt = cost::grad_sync_time(tp, 0);
+    const double tp_host = 2 * (1e-3 + 4e-4 + 2e-3 + 10e-4);
+    const double tp_expect = tp_host + 5e-4 + gt.reduce_s + gt.gather_s + cost::iteration_time(tp, false, 0).total_s();
+    EXPECT_NEAR(lower_bound_s(batch, tp, 2000), tp_expect, 1e-15);
+    EXPECT_NEAR(simulate_step(p, batch, tp).step_s, tp_expect + 7e-4, 1e-12);
+  }
   // Twice the tokens of one micro-batch (N * M = 4000): at least two micro-batches, twice the host
   // floor and the micro-batch overhead.
   const plan::Batch big{{2500, 2500, 1500, 1500}};
@@ -212,9 +226,12 @@ TEST(Step, BoundHoldsOnRandomPlansH100) {
     // of the first stage, or each stage's, cost::GradSyncTime); half the trials with the
     // gradient sync exposed, half with short samples only (host-bound: the host floor and
     // micro-batch overheads dominate); the NaN check of the grads on in some, tied embeddings in
-    // some.
+    // some; a third at TP 2 (the bound keeps its synchronous collectives' bandwidth time and its
+    // host calls).
     const int vpp = trial < 40 ? 2 : 1;
-    cost::CostModel cm = h100_llama3_8b(32, 4, 4, vpp, 4);
+    const int tp = trial % 3 == 1 ? 2 : 1;
+    cost::CostModel cm = h100_llama3_8b(32 * tp, 4, 4, vpp, 4);
+    cm.cluster.tp = tp;
     cm.training.recompute_full = true;
     cm.training.overlap_grad_reduce = trial % 2 == 0;
     cm.training.distributed_optimizer = trial % 3 != 0;
