@@ -225,6 +225,12 @@ cost::CostModel cost_model_of(const Scenario& s) {
   cost::CostModel cm;
   if (!s.model.preset.empty()) {
     cm.model = at_key(s, "model", json(s.model.preset), [&] { return cost::model_preset(s.model.preset); });
+    // A preset's vocabulary is its tokenizer's; Megatron pads it to a multiple of
+    // --make-vocab-size-divisible-by (128) x tp (megatron/training/vocab_utils.py:58 at
+    // d98e8a64dd). Every preset's is a multiple of 128, so only tp > 1 can change it (Llama-3's
+    // 128256 becomes 128512 at tp 4, 129024 at tp 8). A full config states its padded vocabulary.
+    const int64_t multiple = int64_t{128} * s.cluster.tp;
+    cm.model.vocab = (cm.model.vocab + multiple - 1) / multiple * multiple;
   } else {
     cm.model.name = s.model.name;
     cm.model.layers = s.model.layers;

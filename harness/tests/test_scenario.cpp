@@ -178,6 +178,13 @@ TEST(Scenario, TensorParallelNeedsSequenceParallelAndOneNode) {
   EXPECT_TRUE(s.training.sequence_parallel);
   EXPECT_EQ(s.cluster.pool(), 8);
   EXPECT_EQ(cost_model_of(s).cluster.tp, 2);
+  // A preset's vocabulary padded as Megatron pads it: Llama-2's 32000 to a multiple of 128 x tp.
+  EXPECT_EQ(cost_model_of(s).model.vocab, 32000);  // 250 x 128
+  json t8 = j;
+  t8["cluster"]["gpus"] = 512;
+  t8["cluster"]["tp"] = 8;
+  EXPECT_EQ(cost_model_of(parse_scenario(t8, "scenarios/x.json")).model.vocab, 32768);  // 32 x 1024
+  EXPECT_EQ(cost_model_of(parse_scenario(minimal(), "scenarios/x.json")).model.vocab, 32000);
   j["cluster"]["gpus_per_node"] = 4;
   j["cluster"]["gpus"] = 512;
   j["cluster"]["tp"] = 8;

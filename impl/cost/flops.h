@@ -54,6 +54,9 @@ void validate_model(const ModelConfig& model);
 // Presets:
 //   "llama-13b"          40 layers, h 5120, FFN 13824, 40 heads, 40 KV heads, V 32000, SwiGLU
 //   "llama3-8b"          32 layers, h 4096, FFN 14336, 32 heads, 8 KV heads,  V 128256, SwiGLU
+//   "llama3-70b"         80 layers, h 8192, FFN 28672, 64 heads, 8 KV heads,  V 128256, SwiGLU
+//   (V as the model cards give it, a multiple of 128; Megatron pads it to a multiple of
+//   128 x tp, --make-vocab-size-divisible-by, which harness::cost_model_of does for a preset)
 //   "megatron-dcp-bench" Megatron-LM dev examples/dynamic_context_parallel/benchmark_dcp.sh:
 //                        12 layers, h 2048, FFN 8192, 16 heads (MHA), V 131072, and what the
 //                        script leaves at Megatron's defaults: GeLU MLP, LayerNorm, biases,

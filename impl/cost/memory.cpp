@@ -159,7 +159,7 @@ double uniform_peak_bytes(const CostModel& cm, int s, int in_flight, double toke
   double running = in_flight * one + tokens * (gather + std::max(layer, head_and_logits));
   const double tied = tied_output_grad_bytes(cm);  // pp 1 only: stage 0 is the last
   if (tied > 0)
-    running = std::max(running, in_flight * one + tied + tokens * (gather + std::max(layer_bwd, head + logits.grad)));
+    running = std::max(running, in_flight * one + tied + tokens * (gather + std::max(layer_bwd, head + logits.grad + gather)));
   const double embedding = s == 0 ? (in_flight - 1) * one + embedding_grad_bytes(cm) +
                                         tokens * (embedding_input_grad_bytes_per_token(cm) + gather) + tied
                                   : 0.0;

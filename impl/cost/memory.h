@@ -113,8 +113,9 @@
 //   embedding's into the held one in place). At that output layer's weight-gradient GEMM the
 //   logits' gradient it reads is live beside the new table: bf16, 2 V / tp bytes per token (the
 //   fp32 path casts its gradient to bf16 first; TE's writes it into the bf16 logits).
-//   (The dgrad it wrote before, 2h per token, is not charged: h tp / V of that, 1.6% in
-//   Megatron's example.) With the fusion the layer returns a placeholder of the same shape
+//   (The dgrad it wrote before, 2h / tp per token, is not charged: h tp / V of that, 1.6% in
+//   Megatron's example; with tp > 1 the whole input gradient before its reduce-scatter, 2h, is:
+//   head_gather.) With the fusion the layer returns a placeholder of the same shape
 //   instead (torch.empty, or TransformerEngine's get_dummy_wgrad buffer, cached across calls):
 //   not modelled, no shipped scenario ties its embeddings with the fusion on (Megatron's example
 //   turns it off, its benchmark_dcp.sh:130). With pp > 1 the last stage has its own copy
@@ -129,6 +130,9 @@
 //   backward peak >= live + the embedding gradient + T x the gradient flowing into it. With a held
 //   tied gradient (pp = 1, the one virtual stage is both): at the loss, also peak >= live - T saved
 //   + T logits' gradient + the table; then live += the table until after the embedding's peak.
+//   With tp > 1, a last-virtual-stage forward first grows the resident gathered-input buffer to
+//   T head_gather (live += the growth, never freed), and its backward's peaks add T head_gather
+//   (the whole input gradient).
 // In-flight micro-batches follow the schedule (1F1B: min(pp - s, M) on stage s; interleaved 1F1B:
 // its warm-up), which the simulator walks op by op with each micro-batch's real token count.
 // Parameters per stage: cost::stage_params (with tied embeddings and pp > 1 the last stage keeps

@@ -93,8 +93,9 @@
 //          embedding's 1 and 1, the output layer's 1 and 4). Without
 //          --tp-comm-overlap (Megatron's default; its userbuffer overlap is not modelled). The GEMM
 //          efficiency stays the curve's at T tokens: optimistic where N or K / tp is small. The
-//          lower bound keeps the synchronous ones' bandwidth time (sequence_compute_split) and
-//          the per-layer host calls, not their latencies or the asynchronous ones.
+//          lower bound keeps the layers' synchronous ones' bandwidth time (sequence_compute_split)
+//          and their per-layer host calls, not their latencies, the asynchronous ones, or the
+//          embedding's and output layer's.
 //   PP p2p activations: T*h*2/tp bytes over the inter-stage link (with sequence parallelism each
 //          TP rank sends its T/tp rows; inter-node if gpus_per_node <= N*tp, i.e. stages on
 //          different nodes), charged to the dependency edge by the simulator.

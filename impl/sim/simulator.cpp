@@ -92,7 +92,9 @@ void check_input(const ScheduleInput& in) {
 // activations (tokens per rank x stored bytes per token per layer x layers of the chunk), the
 // matching backward releases them; the running op adds its transient (a backward's own, with the
 // MLP's gradients); on the last virtual stage the head's inputs and the logits (cost/memory.h:
-// saved from forward to backward, the logits' peak never on top of the layer transient); after a
+// saved from forward to backward, the logits' peak never on top of the layer transient; with
+// tp > 1 the output layer's gathered input, resident from its first forward at the largest
+// micro-batch's size, and its whole input gradient in the backward); after a
 // backward of virtual stage 0 the embedding's dense gradient (with tied embeddings at pp 1 the
 // output weight's too, held from the loss's backward).
 void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& order, ScheduleResult& r) {
@@ -147,7 +149,9 @@ void peak_memory(const ScheduleInput& in, const std::vector<std::vector<Op>>& or
           const double tied = loss && v == 0 ? in.tied_output_grad_bytes : 0.0;
           if (loss)
             peak = std::max(peak, live + tok * (in.logits_peak_bytes_per_token + in.head_gather_bytes_per_token) - saved);
-          if (tied > 0) peak = std::max(peak, live - saved + tok * in.logits_grad_bytes_per_token + tied);
+          // (The output layer's whole input gradient, tp > 1, is live through its wgrad GEMM too.)
+          if (tied > 0)
+            peak = std::max(peak, live - saved + tok * (in.logits_grad_bytes_per_token + in.head_gather_bytes_per_token) + tied);
           live += tied - head - saved;
           peak = std::max(peak, live + layer_t);
           live -= stored;

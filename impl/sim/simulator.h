@@ -93,16 +93,18 @@
 // scenario's dataset padding, which some strategy always pays, is in it): every sample processed by the group size k that
 // costs it the least GPU time among those a valid plan may use (k >= ceil(L / M); a size that
 // exists in the pool, plan/geometry.h, or the plan's static cp), compute only (with tp > 1 also the
-// bandwidth time of TP's synchronous collectives, serial on every GPU: cost::sequence_compute_s),
+// bandwidth time of the transformer layers' synchronous TP collectives, serial on every GPU:
+// cost::sequence_compute_s),
 // with GEMM efficiency at M_tokens (the per-rank budget), each
 // pipeline stage's work spread evenly over its N GPUs, no other communication, no bubble;
 // the busiest stage sets the bound (which layers and the output layer live on a stage is fixed by
 // the scenario, not by the plan); plus the costs the cost model charges to every plan:
 //   work(s)  = [layers(s) * per-layer work + (s last ? output layer + loss : 0)] / N
 //              + m_min * add_gpu(s)
-//   host(s)  = layers(s) * host_layer + add_host(s), host_layer = host_layer_fwd_s +
-//              host_layer_bwd_s [+ host_layer_fwd_s if recompute] (with tp > 1 each pass's
-//              TP calls per layer too: 4 forward, 10 backward, tp_collective_host_s each)
+//   host(s)  = layers(s) * host_layer + add_host(s), host_layer = host_layer_fwd +
+//              host_layer_bwd; host_layer_fwd = host_layer_fwd_s (+ with tp > 1 the layer's 4
+//              TP calls, tp_collective_host_s each), host_layer_bwd = host_layer_bwd_s (+ its 10
+//              TP calls) [+ host_layer_fwd if recompute]
 //   add_*(s) = the main-gradient adds of one backward pass of each of the stage's virtual stages
 //              (cost::grad_add)
 //   m_min    = max(1, ceil(sum_i L_i / (N * M)), L2)   (a micro-batch holds at most N * M
@@ -114,13 +116,13 @@
 //   rings(x) = sum_j R_j * (x_j - x_(j-1)), x_j = min over the sizes k >= k_j of x(k), x_0 = 0: the
 //              least total of x over those rank-micro-batches (each pays x at its own size)
 //   hmean(s) = m_min * host(s) + layers(s) * rings(ring) / N: the mean rank's host issue time
-//   split(s) = max(gpu_fwd(s), m_min * layers(s) * host_layer_fwd_s + layers(s) * rings(ring_fwd) / N)
+//   split(s) = max(gpu_fwd(s), m_min * layers(s) * host_layer_fwd + layers(s) * rings(ring_fwd) / N)
 //            + max(gpu_bwd(s) + layers(s) * rings(idle) / N + m_min * add_gpu(s),
 //                  m_min * (layers(s) * host_layer_bwd + add_host(s)) + layers(s) * rings(ring_bwd) / N):
 //              the mean rank's forwards and backwards apart, gpu_*(s) = the stage's share of every
 //              sample's least forward (backward [+ recompute]) over its valid sizes, / N;
-//              host_layer_bwd = host_layer_bwd_s [+ host_layer_fwd_s if recompute]; ring_fwd /
-//              ring_bwd the two passes of ring(k) (the recompute's forward ring in ring_bwd)
+//              ring_fwd / ring_bwd the two passes of ring(k) (the recompute's forward ring in
+//              ring_bwd)
 //   ring(k)  = fwd + bwd [+ fwd if recompute] of cost::ring_host(k) (the ring's call and its
 //              steps, ring_call_* + (k - 1) * ring_step_*, per layer; bshd_ring_* for a padded
 //              plan, whose ring runs TE's bshd layout, cudnn_* on the cuDNN backend; 0 at k = 1 or
@@ -128,7 +130,7 @@
 //   idle(k)  = bwd_sync_s of cost::ring_host(k): the flash THD backward's device-sync idle time
 //              per layer, on the GPU side of a pass
 //   crit(s)  = min over the valid sizes k of the longest sample L* of
-//                max(its stage-s forward at k / k, layers(s) * (host_layer_fwd_s + ring_fwd(k)))
+//                max(its stage-s forward at k / k, layers(s) * (host_layer_fwd + ring_fwd(k)))
 //                + max(its stage-s backward at k / k + layers(s) * idle(k) + add_gpu(s),
 //                      layers(s) * (host_layer_bwd + ring_bwd(k)) + add_host(s))
 //              + (m_min - 1) * host(s)

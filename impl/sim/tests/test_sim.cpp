@@ -533,31 +533,34 @@ TEST(Schedule, MemoryWalkUsesEachMicroBatchsTokens) {
 // layers' backward at 1000, the output layer's weight-gradient GEMM at 1000 with a vocabulary of
 // 2000).
 TEST(Step, MemoryPeakHoldsTheTiedOutputGradientOnOneStage) {
-  auto cm = unit_cm2(1, 1);
-  cm.model.layers = 4;
-  cm.model.vocab = 1000;
-  cm.model.tied_embeddings = true;
-  cm.training.recompute_full = true;
-  cm.training.cross_entropy_fusion = true;
-  cm.training.cross_entropy_te = true;
-  cm.hardware.ce_te_saved_bytes_per_logit = 2;
-  cm.hardware.ce_te_peak_bytes_per_logit = 2;
-  for (const int64_t vocab : {1000, 2000})
-    for (const int64_t tokens : {10, 1000}) {
-      cm.model.vocab = vocab;
-      plan::Batch batch;
-      const plan::Plan p = one_sample_microbatches(3, tokens, batch);
-      auto fused = cm;
-      fused.training.gradient_accumulation_fusion = true;
-      auto held = cm;
-      held.training.gradient_accumulation_fusion = false;
-      const double with = simulate_step(p, batch, held).schedule.gpu[0].peak_bytes;
-      const double without = simulate_step(p, batch, fused).schedule.gpu[0].peak_bytes;
-      const auto d = static_cast<double>(tokens);
-      EXPECT_DOUBLE_EQ(with, cost::uniform_peak_bytes(held, 0, 1, d)) << vocab << " " << tokens;
-      EXPECT_DOUBLE_EQ(without, cost::uniform_peak_bytes(fused, 0, 1, d)) << vocab << " " << tokens;
-      EXPECT_GT(with, without) << vocab << " " << tokens;  // the held table shows in each regime
-    }
+  for (const int tp : {1, 2}) {  // tp 2: the output layer's resident gathered input and its whole dgrad
+    auto cm = unit_cm2(tp, 1);
+    cm.cluster.tp = tp;
+    cm.model.layers = 4;
+    cm.model.vocab = 1000;
+    cm.model.tied_embeddings = true;
+    cm.training.recompute_full = true;
+    cm.training.cross_entropy_fusion = true;
+    cm.training.cross_entropy_te = true;
+    cm.hardware.ce_te_saved_bytes_per_logit = 2;
+    cm.hardware.ce_te_peak_bytes_per_logit = 2;
+    for (const int64_t vocab : {1000, 2000})
+      for (const int64_t tokens : {10, 1000}) {
+        cm.model.vocab = vocab;
+        plan::Batch batch;
+        const plan::Plan p = one_sample_microbatches(3, tokens, batch);
+        auto fused = cm;
+        fused.training.gradient_accumulation_fusion = true;
+        auto held = cm;
+        held.training.gradient_accumulation_fusion = false;
+        const double with = simulate_step(p, batch, held).schedule.gpu[0].peak_bytes;
+        const double without = simulate_step(p, batch, fused).schedule.gpu[0].peak_bytes;
+        const auto d = static_cast<double>(tokens);
+        EXPECT_DOUBLE_EQ(with, cost::uniform_peak_bytes(held, 0, 1, d)) << tp << " " << vocab << " " << tokens;
+        EXPECT_DOUBLE_EQ(without, cost::uniform_peak_bytes(fused, 0, 1, d)) << tp << " " << vocab << " " << tokens;
+        EXPECT_GT(with, without) << tp << " " << vocab << " " << tokens;  // the held table shows in each regime
+      }
+  }
 }
 
 // Interleaved with M == pp: Megatron's warm-up is (pp - s - 1) * 2 + (vpp - 1) * G capped at
