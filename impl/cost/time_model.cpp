@@ -79,6 +79,12 @@ std::array<double, 4> ring_attn_terms(const CostModel& cm, int64_t l, int k) {
 
 }  // namespace
 
+double tp_collective_bandwidth_s(const CostModel& cm, double tokens) {
+  const double tp = cm.cluster.tp;
+  if (tp <= 1) return 0.0;
+  return (tp - 1.0) * tokens * static_cast<double>(cm.model.hidden) * kBf16Bytes / tp / cm.hardware.intra_node_bytes_per_s;
+}
+
 TpLayerComm tp_layer_comm(const CostModel& cm, double tokens, double gemm_eff_tokens) {
   const int tp = cm.cluster.tp;
   if (tp <= 1) return {};
@@ -89,15 +95,15 @@ TpLayerComm tp_layer_comm(const CostModel& cm, double tokens, double gemm_eff_to
   // tp - 1 steps of one T / tp shard each, at NVLink's bandwidth per direction and latency
   // (validate_cluster keeps a TP group on one node), the convention of the DP x CP collectives.
   TpLayerComm c;
-  c.collective_s = (tp - 1) * (tokens * h * kBf16Bytes / tp / hw.intra_node_bytes_per_s + hw.intra_node_latency_s);
+  c.collective_s = tp_collective_bandwidth_s(cm, tokens) + (tp - 1) * hw.intra_node_latency_s;
   // The GEMMs the backward's asynchronous collectives run under: the column-parallel QKV and FC1
   // linears' dgrad and wgrad GEMMs, each the forward GEMM's FLOPs (gemm_bwd_factor / 2 of it).
   const double rate = hw.peak_flops_per_s * hw.gemm_efficiency_at(gemm_eff_tokens);
   const double half_bwd = cm.training.gemm_bwd_factor / 2.0;
   const double qkv_s = half_bwd * 2.0 * h * static_cast<double>(m.q_dim() + 2 * m.kv_dim()) * tokens / tp / rate;
   const double fc1_s = half_bwd * 2.0 * h * (mlp_mult(m) - 1.0) * static_cast<double>(m.ffn) * tokens / tp / rate;
-  c.fwd_exposed_s = 4.0 * c.collective_s;
-  c.bwd_exposed_s = 2.0 * c.collective_s;
+  c.fwd_exposed_s = kTpSyncCollectivesFwd * c.collective_s;
+  c.bwd_exposed_s = kTpSyncCollectivesBwd * c.collective_s;
   for (double g : {qkv_s, fc1_s}) c.bwd_exposed_s += 2.0 * std::max(0.0, c.collective_s - g);
   return c;
 }
@@ -390,8 +396,8 @@ StageTimes stage_times_of(const CostModel& cm, const LayerTimes& lt, double toke
   double host_bwd = layers * (hw.host_layer_bwd_s + rh.bwd_s);
   // TP's collectives: 4 calls per layer forward, 10 backward (hardware.cpp).
   if (cm.cluster.tp > 1) {
-    host_fwd += layers * 4.0 * hw.tp_collective_host_s;
-    host_bwd += layers * 10.0 * hw.tp_collective_host_s;
+    host_fwd += layers * kTpHostCallsFwd * hw.tp_collective_host_s;
+    host_bwd += layers * kTpHostCallsBwd * hw.tp_collective_host_s;
   }
   if (cm.training.recompute_full) {
     // The transformer layers' forward runs again before the backward (logits are not recomputed).
@@ -513,11 +519,9 @@ SequenceCompute sequence_compute_split(const CostModel& cm, int64_t length, doub
   // forward's again with full recompute, their bandwidth time over the group's ranks (T = L / k on
   // each: independent of k); no latency, and not the asynchronous ones, which may hide.
   if (cm.cluster.tp > 1) {
-    const double tp = cm.cluster.tp;
-    const double c = (tp - 1.0) * static_cast<double>(length) * static_cast<double>(cm.model.hidden) * kBf16Bytes / tp /
-                     cm.hardware.intra_node_bytes_per_s;
-    out.layer_fwd_s += 4.0 * c;
-    out.layer_bwd_s += (2.0 + 4.0 * rec) * c;
+    const double c = tp_collective_bandwidth_s(cm, static_cast<double>(length));
+    out.layer_fwd_s += kTpSyncCollectivesFwd * c;
+    out.layer_bwd_s += (kTpSyncCollectivesBwd + rec * kTpSyncCollectivesFwd) * c;
   }
   // The output layer and loss as stage_times_of splits them: loss half in each pass.
   const double lf = logits_fwd_s(cm, static_cast<double>(length), gemm_tokens);

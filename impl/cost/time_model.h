@@ -265,6 +265,17 @@ struct TpLayerComm {
   double bwd_exposed_s = 0;
 };
 TpLayerComm tp_layer_comm(const CostModel& cm, double tokens, double gemm_eff_tokens);
+// TP's counts per transformer layer, one place for the time model and the lower bound: the
+// synchronous collectives (forward: 2 all-gathers + 2 reduce-scatters; backward: the two
+// row-parallel linears' output-gradient gathers) and the host calls (each collective, and each
+// asynchronous one's wait: 4 forward, 10 backward).
+inline constexpr int kTpSyncCollectivesFwd = 4;
+inline constexpr int kTpSyncCollectivesBwd = 2;
+inline constexpr int kTpHostCallsFwd = 4;
+inline constexpr int kTpHostCallsBwd = 10;
+// The bandwidth part of one TP all-gather or reduce-scatter of `tokens` x h bf16 on one GPU (0 at
+// tp = 1): (tp - 1) / tp of the activation over NVLink; tp_layer_comm adds its tp - 1 latencies.
+double tp_collective_bandwidth_s(const CostModel& cm, double tokens);
 
 // Host side of one layer's ring attention on a group of k ranks, per pass (all 0 at k = 1 and
 // for all-gather CP): the call's prelude, diagonal step and epilogue plus k - 1 later steps, in

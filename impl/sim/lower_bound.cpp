@@ -199,8 +199,8 @@ double lower_bound_s(const plan::Batch& batch, const cost::CostModel& cm, int64_
   // recompute issues the forward again before the backward (cost::group_stage_times).
   // With tp > 1 each layer also issues TP's collectives: 4 calls forward, 10 backward
   // (cost::group_stage_times; the embedding's and output layer's, once per micro-batch, are left out).
-  const double tp_fwd = c.tp > 1 ? 4.0 * hw.tp_collective_host_s : 0.0;
-  const double tp_bwd = c.tp > 1 ? 10.0 * hw.tp_collective_host_s : 0.0;
+  const double tp_fwd = c.tp > 1 ? cost::kTpHostCallsFwd * hw.tp_collective_host_s : 0.0;
+  const double tp_bwd = c.tp > 1 ? cost::kTpHostCallsBwd * hw.tp_collective_host_s : 0.0;
   const double host_fwd_layer = hw.host_layer_fwd_s + tp_fwd;
   const double host_bwd_layer = hw.host_layer_bwd_s + tp_bwd + rec * host_fwd_layer;
   const double host_layer = host_fwd_layer + host_bwd_layer;

@@ -604,11 +604,7 @@ TEST(TimeModel, TiedEmbeddingGradientIsAllReducedBetweenTheEndStages) {
 }
 
 TEST(TimeModel, H100Llama13bSanity) {
-  ClusterConfig c;
-  c.gpus = 64;
-  c.pp = 8;
-  c.cp = 8;
-  CostModel cm{model_preset("llama-13b"), hardware_preset("h100-sxm"), c, {}};
+  CostModel cm = testing::h100_llama13b_pp8_cp8();
   cm.training.recompute_full = true;
   // One 64k-token sequence on one GPU for one stage (5 layers): MFU must lie between the
   // attention and GEMM efficiencies (it is a mix of both).

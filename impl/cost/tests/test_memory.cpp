@@ -136,11 +136,7 @@ TEST(Memory, HandComputedStaticActivationsAndLogits) {
 
 TEST(Memory, Llama13bPipelineStageOfThePrototype) {
   // run_hybrid_cp.sh: PP8, distributed optimizer over the pool of 8, fp32 grads, full recompute.
-  ClusterConfig c;
-  c.gpus = 64;
-  c.pp = 8;
-  c.cp = 8;
-  CostModel cm{model_preset("llama-13b"), hardware_preset("h100-sxm"), c, {}};
+  CostModel cm = testing::h100_llama13b_pp8_cp8();
   cm.training.distributed_optimizer = true;
   cm.training.recompute_full = true;
   // Stage 1 holds 5 layers of 317,204,480 params (4h^2 + 3hF + 2h).

@@ -18,4 +18,14 @@ inline CostModel unit_model(int gpus = 2, int pp = 1) {
   return CostModel{m, hardware_preset("unit"), c, {}};
 }
 
+// Llama-13B as NVIDIA's prototype script runs it (run_hybrid_cp.sh): 64 H100s, PP8, CP8, public
+// profile; the tests set the training flags they need.
+inline CostModel h100_llama13b_pp8_cp8() {
+  ClusterConfig c;
+  c.gpus = 64;
+  c.pp = 8;
+  c.cp = 8;
+  return CostModel{model_preset("llama-13b"), hardware_preset("h100-sxm"), c, {}};
+}
+
 }  // namespace dcp::cost::testing
